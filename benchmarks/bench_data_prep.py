@@ -1,0 +1,124 @@
+r"""Benchmark of data_prep/create_pretraining_data.py on botchan.
+
+Settings match the original's published run: seq 128, dupe_factor 5,
+max_predictions 20, a 4,000-piece unigram model, 4 copies of botchan = "1x"
+(the original made 10,253 instances in ~41 s, ~250 instances/s, with memory
+growing with the corpus). Measures instances/s with 1 and 2 workers and peak
+memory at 1x and 10x, each run in a fresh subprocess:
+  peak_rss_mb_max_process: largest single process (getrusage RUSAGE_CHILDREN)
+  peak_rss_mb_total: peak summed RSS of the process tree (psutil, 50 ms samples)
+Writes benchmarks/results/data_prep.json.
+
+  PYTHONPATH=. python benchmarks/bench_data_prep.py [--quick]
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import psutil
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from data_prep import prepare_corpus  # pylint: disable=g-import-not-at-top
+from data_prep import train_sentencepiece  # pylint: disable=g-import-not-at-top
+
+BOTCHAN = os.path.join(ROOT, "tests", "testdata", "botchan.txt")
+# Measures one child: wall time, CPU time, max RSS of any process, total RSS.
+_RUNNER = r"""
+import json, resource, subprocess, sys, time, psutil
+t = time.time()
+p = subprocess.Popen(sys.argv[1:])
+proc = psutil.Process(p.pid)
+peak = 0
+while p.poll() is None:
+  try:
+    total = proc.memory_info().rss + sum(
+        c.memory_info().rss for c in proc.children(recursive=True))
+    peak = max(peak, total)
+  except psutil.Error:
+    pass
+  time.sleep(0.05)
+wall = time.time() - t
+ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"rc": p.returncode, "wall": wall, "cpu": ru.ru_utime + ru.ru_stime,
+                  "maxrss_kb": ru.ru_maxrss, "peak_total": peak}))
+"""
+
+
+def _corpus(tmp, copies, sentences):
+  path = os.path.join(tmp, f"botchan_x{copies}.txt")
+  with open(path, "w", encoding="utf-8") as f:
+    for _ in range(copies):
+      f.write(sentences.rstrip("\n") + "\n\n")
+  return path
+
+
+def _run(corpus, model, out, workers):
+  cmd = [sys.executable, "-m", "data_prep.create_pretraining_data",
+         f"--input_file={corpus}", f"--output_file={out}",
+         f"--spm_model_file={model}", "--max_seq_length=128",
+         "--dupe_factor=5", "--max_predictions_per_seq=20",
+         f"--num_workers={workers}", "--progress_interval=0"]
+  env = dict(os.environ, PYTHONPATH=ROOT)
+  r = subprocess.run([sys.executable, "-c", _RUNNER] + cmd, env=env,
+                     capture_output=True, text=True, check=True)
+  m = json.loads(r.stdout.strip().splitlines()[-1])
+  if m["rc"]:
+    raise RuntimeError(r.stderr)
+  with open(out + ".summary.json") as f:
+    inst = json.load(f)["instances"]
+  return {"workers": workers, "instances": inst,
+          "wall_seconds": round(m["wall"], 2),
+          "cpu_seconds": round(m["cpu"], 2),
+          "instances_per_second": round(inst / m["wall"], 1),
+          "instances_per_cpu_second": round(inst / m["cpu"], 1),
+          "peak_rss_mb_max_process": round(m["maxrss_kb"] / 1024, 1),
+          "peak_rss_mb_total": round(m["peak_total"] / 2**20, 1)}
+
+
+def main():
+  quick = "--quick" in sys.argv
+  with tempfile.TemporaryDirectory() as tmp:
+    sent = os.path.join(tmp, "botchan_sentences.txt")
+    prepare_corpus.prepare([BOTCHAN], sent, doc_boundary="regex",
+                           doc_regex=r"^CHAPTER [IVXLC]+\.?$")
+    model = train_sentencepiece.train([sent], os.path.join(tmp, "spm4k"),
+                                      vocab_size=4000, num_threads=2)
+    with open(sent, encoding="utf-8") as f:
+      sentences = f.read()
+    one_x = _corpus(tmp, 4, sentences)
+    ten_x = _corpus(tmp, 40, sentences)
+    runs = []
+    plan = [("1x", one_x, 1), ("1x", one_x, 2)]
+    if not quick:
+      plan += [("10x", ten_x, 1), ("10x", ten_x, 2)]
+    for size, corpus, workers in plan:
+      res = _run(corpus, model, os.path.join(tmp, f"out_{size}_{workers}"),
+                 workers)
+      res.update(corpus=size, corpus_mb=round(os.path.getsize(corpus) / 2**20, 2))
+      runs.append(res)
+      print(json.dumps(res), flush=True)
+  result = {
+      "settings": {"max_seq_length": 128, "dupe_factor": 5,
+                   "max_predictions_per_seq": 20, "vocab_size": 4000,
+                   "1x": "4 copies of botchan", "machine_cpus": os.cpu_count(),
+                   "load_average_at_end": os.getloadavg()},
+      "original_reference": {"instances": 10253, "seconds": 41,
+                             "instances_per_second": 250},
+      "runs": runs,
+      "timestamp": time.strftime("%Y-%m-%d %H:%M:%S"),
+  }
+  os.makedirs(os.path.join(ROOT, "benchmarks", "results"), exist_ok=True)
+  path = os.path.join(ROOT, "benchmarks", "results", "data_prep.json")
+  with open(path, "w") as f:
+    json.dump(result, f, indent=2)
+  print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+  main()

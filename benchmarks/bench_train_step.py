@@ -1,0 +1,248 @@
+"""Pretraining train-step speed: albert_tf vs Model Garden vs keras-hub.
+
+One full step = forward, MLM + SOP loss, backward, optimizer apply, on the
+same inputs (ALBERT-base, dropout 0, batch 8 x seq 128, 20 masked positions
+by default). Model Garden (AlbertEncoder + BertPretrainerV2 + its LAMB) runs
+in this process, alternating A/B with ours; keras-hub (Keras 3
+AlbertBackbone + AlbertMaskedLM head) runs in a separate process (it needs
+Keras 3) from the venv built from benchmarks/requirements.txt, alternating
+runs. Also measured here: a dense float32 matmul's GFLOP/s on this machine,
+against which our achieved GFLOP/s is reported.
+
+  python benchmarks/bench_train_step.py [--batch 8 --seq 128 --steps 5]
+      [--rounds 3] [--jit] [--no-keras-hub] [--json out.json]
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import numpy as np  # pylint: disable=g-import-not-at-top
+import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+BASE = dict(vocab_size=30000, embedding_size=128, hidden_size=768,
+            num_hidden_layers=12, num_attention_heads=12,
+            intermediate_size=3072, max_position_embeddings=512,
+            type_vocab_size=2)
+
+
+def train_flops(c, batch, seq, predictions):
+  """Matmul FLOPs of one training step (backward counted as 2x forward)."""
+  tokens = batch * seq
+  H, I, E, V, L = (c["hidden_size"], c["intermediate_size"],
+                   c["embedding_size"], c["vocab_size"],
+                   c["num_hidden_layers"])
+  per_layer = (2 * tokens * H * 3 * H + 2 * tokens * H * H      # QKV, output
+               + 2 * 2 * tokens * H * I                         # FFN
+               + 2 * 2 * batch * seq * seq * H)                 # scores, context
+  forward = (L * per_layer + 2 * tokens * E * H + 2 * batch * H * H
+             + 2 * batch * predictions * (H * E + E * V))
+  return 3 * forward
+
+
+def make_batch(batch, seq, predictions, vocab, seed=0):
+  rng = np.random.default_rng(seed)
+  ids = rng.integers(5, vocab, size=(batch, seq)).astype(np.int32)
+  positions = np.sort(np.stack([rng.choice(seq, predictions, replace=False)
+                                for _ in range(batch)]), 1).astype(np.int32)
+  return {
+      "input_word_ids": ids, "input_mask": np.ones_like(ids),
+      "input_type_ids": np.zeros_like(ids),
+      "masked_lm_positions": positions,
+      "masked_lm_ids": np.take_along_axis(ids, positions, 1),
+      "masked_lm_weights": np.ones(positions.shape, np.float32),
+      "next_sentence_labels": rng.integers(0, 2, (batch,)).astype(np.int32),
+  }
+
+
+def matmul_gflops(seconds=3.0):
+  """Dense float32 GEMM rate at training-like shapes."""
+  a = tf.random.normal([1024, 768])
+  b = tf.random.normal([768, 3072])
+  step = tf.function(lambda: tf.reduce_sum(tf.matmul(a, b)))
+  step()
+  n, start = 0, time.perf_counter()
+  while time.perf_counter() - start < seconds:
+    step().numpy()
+    n += 1
+  elapsed = time.perf_counter() - start
+  return 2 * 1024 * 768 * 3072 * n / elapsed / 1e9
+
+
+def ours_step_fn(batch, jit, gradient_checkpointing=False):
+  from albert_tf import AlbertConfig, AlbertPretrainer, losses, optimization
+  config = AlbertConfig(**BASE, gradient_checkpointing=gradient_checkpointing)
+  model = AlbertPretrainer(config)
+  optimizer, _ = optimization.create_optimizer(
+      "lamb", init_lr=1e-4, num_train_steps=1000, num_warmup_steps=10)
+  inputs = {k: batch[k] for k in ("input_word_ids", "input_mask",
+                                  "input_type_ids", "masked_lm_positions")}
+
+  @tf.function(jit_compile=jit)
+  def step():
+    with tf.GradientTape() as tape:
+      loss, _ = losses.pretraining_loss(model(inputs, training=True), batch)
+    grads = tape.gradient(loss, model.trainable_variables)
+    grads, _ = optimization.clip_by_global_norm(grads, 1.0)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    return loss
+  return step
+
+
+def model_garden_step_fn(batch, jit):
+  import tf_keras
+  from official.modeling.optimization import lamb
+  from official.nlp.modeling import models, networks
+  encoder = networks.AlbertEncoder(
+      vocab_size=BASE["vocab_size"], embedding_width=BASE["embedding_size"],
+      hidden_size=BASE["hidden_size"], num_layers=BASE["num_hidden_layers"],
+      num_attention_heads=BASE["num_attention_heads"],
+      max_sequence_length=BASE["max_position_embeddings"],
+      type_vocab_size=BASE["type_vocab_size"],
+      intermediate_size=BASE["intermediate_size"], dropout_rate=0.0,
+      attention_dropout_rate=0.0, dict_outputs=True)
+  model = models.BertPretrainerV2(
+      encoder_network=encoder, mlm_activation=tf_keras.activations.gelu)
+  # SOP on the encoder's pooled output, as ALBERT does (MG's ClassificationHead
+  # would add a second pooler).
+  sop_head = tf_keras.layers.Dense(2, name="sentence_order")
+  optimizer = lamb.LAMB(learning_rate=1e-4, weight_decay_rate=0.01,
+                        exclude_from_weight_decay=["LayerNorm", "layer_norm",
+                                                   "bias"])
+  inputs = {k: batch[k] for k in ("input_word_ids", "input_mask",
+                                  "input_type_ids", "masked_lm_positions")}
+
+  @tf.function(jit_compile=jit)
+  def step():
+    with tf.GradientTape() as tape:
+      out = model(inputs, training=True)
+      mlm = tf.nn.sparse_softmax_cross_entropy_with_logits(
+          batch["masked_lm_ids"], out["mlm_logits"])
+      w = batch["masked_lm_weights"]
+      sop = tf.nn.sparse_softmax_cross_entropy_with_logits(
+          batch["next_sentence_labels"], sop_head(out["pooled_output"]))
+      loss = tf.reduce_sum(mlm * w) / (tf.reduce_sum(w) + 1e-5) + \
+          tf.reduce_mean(sop)
+    variables = model.trainable_variables + sop_head.trainable_variables
+    grads = tape.gradient(loss, variables)
+    grads, _ = tf.clip_by_global_norm(grads, 1.0)
+    optimizer.apply_gradients(zip(grads, variables))
+    return loss
+  return step
+
+
+def time_steps(step, steps):
+  start = time.perf_counter()
+  for _ in range(steps):
+    step().numpy()
+  return (time.perf_counter() - start) / steps
+
+
+def keras_hub_venv():
+  return os.path.join(ROOT, ".venv-bench", "bin", "python")
+
+
+def ensure_keras_hub_venv():
+  python = keras_hub_venv()
+  if not os.path.exists(python):
+    print("[bench] creating .venv-bench from benchmarks/requirements.txt",
+          flush=True)
+    subprocess.run([sys.executable, "-m", "venv",
+                    os.path.join(ROOT, ".venv-bench")], check=True)
+    subprocess.run([python, "-m", "pip", "install", "-q", "-r",
+                    os.path.join(ROOT, "benchmarks", "requirements.txt")],
+                   check=True)
+  return python
+
+
+def keras_hub_run(args, steps):
+  """Seconds/step of keras-hub in a fresh Keras 3 process."""
+  cmd = [keras_hub_venv(), os.path.join(ROOT, "benchmarks",
+                                        "keras_hub_train_step.py"),
+         "--batch", str(args.batch), "--seq", str(args.seq),
+         "--predictions", str(args.predictions), "--steps", str(steps)]
+  if args.jit:
+    cmd.append("--jit")
+  out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+  return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--batch", type=int, default=8)
+  parser.add_argument("--seq", type=int, default=128)
+  parser.add_argument("--predictions", type=int, default=20)
+  parser.add_argument("--steps", type=int, default=5,
+                      help="timed steps per round and model")
+  parser.add_argument("--rounds", type=int, default=3,
+                      help="alternating A/B rounds")
+  parser.add_argument("--jit", action="store_true", help="XLA for all")
+  parser.add_argument("--no-keras-hub", action="store_true")
+  parser.add_argument("--no-model-garden", action="store_true")
+  parser.add_argument("--json", help="write the results here")
+  args = parser.parse_args()
+
+  batch = make_batch(args.batch, args.seq, args.predictions,
+                     BASE["vocab_size"])
+  flops = train_flops(BASE, args.batch, args.seq, args.predictions)
+  print(f"ALBERT-base train step, batch {args.batch} x seq {args.seq}, "
+        f"{args.predictions} predictions, XLA={'on' if args.jit else 'off'}: "
+        f"{flops / 1e9:.1f} GFLOP/step", flush=True)
+  steps = {"albert_tf": ours_step_fn(batch, args.jit)}
+  if not args.no_model_garden:
+    steps["model_garden"] = model_garden_step_fn(batch, args.jit)
+  if not args.no_keras_hub:
+    ensure_keras_hub_venv()
+  for name, step in steps.items():  # Trace and warm up.
+    step().numpy()
+    step().numpy()
+  times = {name: [] for name in steps}
+  if not args.no_keras_hub:
+    times["keras_hub"] = []
+  matmul_rates = []
+  for r in range(args.rounds):
+    matmul_rates.append(matmul_gflops(2.0))
+    for name, step in steps.items():
+      times[name].append(time_steps(step, args.steps))
+    if not args.no_keras_hub:
+      times["keras_hub"].append(keras_hub_run(args, args.steps)["seconds"])
+    print(f"round {r + 1}/{args.rounds}: " + ", ".join(
+        f"{k} {v[-1]:.3f} s/step" for k, v in times.items()) +
+          f", matmul {matmul_rates[-1]:.0f} GFLOP/s", flush=True)
+
+  matmul = statistics.median(matmul_rates)
+  result = {"batch": args.batch, "seq": args.seq,
+            "predictions": args.predictions, "xla": args.jit,
+            "gflop_per_step": flops / 1e9, "matmul_gflops": matmul,
+            "cpu_count": os.cpu_count(), "models": {}}
+  ours = statistics.median(times["albert_tf"])
+  for name, values in times.items():
+    median = statistics.median(values)
+    result["models"][name] = {
+        "seconds_per_step": median,
+        "gflops": flops / median / 1e9,
+        "fraction_of_matmul": flops / median / 1e9 / matmul,
+        "albert_tf_speedup": median / ours,
+    }
+  print(f"\n{'model':<14}{'s/step':>9}{'GFLOP/s':>9}{'of matmul':>11}"
+        f"{'ours is x faster':>18}")
+  for name, m in result["models"].items():
+    print(f"{name:<14}{m['seconds_per_step']:>9.3f}{m['gflops']:>9.1f}"
+          f"{m['fraction_of_matmul']:>10.0%}{m['albert_tf_speedup']:>18.2f}")
+  print(f"dense matmul: {matmul:.1f} GFLOP/s")
+  if args.json:
+    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+    with open(args.json, "w", encoding="utf-8") as f:
+      json.dump(result, f, indent=2)
+
+
+if __name__ == "__main__":
+  main()
