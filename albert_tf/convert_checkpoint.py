@@ -177,10 +177,7 @@ def _read_albert_tf(prefix, config, with_heads, model=None):
     model = AlbertPretrainer(config) if with_heads else AlbertEncoder(config)
   variables = cw.model_variables(model, with_heads=with_heads)
   names_by_id = {id(v): n for n, v in variables.items()}
-  encoder = getattr(model, "encoder", model)
-  keys = cw.object_checkpoint_keys(
-      dict(encoder=encoder, model=model) if model is not encoder else
-      dict(encoder=encoder))
+  keys = cw.object_checkpoint_keys(checkpointing.model_parts(model))
   key_to_name = {k: names_by_id[id(v)] for k, v in keys.items()
                  if id(v) in names_by_id}
   return cw.read_object_checkpoint(prefix, key_to_name, "albert_tf")

@@ -68,7 +68,7 @@ class AlbertPretrainer(tf_keras.Model):
 
   @property
   def checkpoint_items(self):
-    """Objects to put in a tf.train.Checkpoint (encoder restorable alone)."""
+    """Named parts for tf.train.Checkpoint (see albert_tf.checkpointing)."""
     return dict(encoder=self.encoder, mlm_head=self.mlm_head,
                 sop_head=self.sop_head)
 

@@ -67,9 +67,11 @@ class SelfAttention(tf_keras.layers.Layer):
     qkv_bias = tf.concat([tf.cast(l.bias, dtype) for l in
                           (self.query, self.key, self.value)], axis=0)
     qkv = tf.matmul(x, kernel) + qkv_bias  # [batch*seq, 3H]
-    qkv = tf.reshape(qkv, [batch, seq, 3, heads, head_size])
-    qkv = tf.transpose(qkv, [2, 0, 3, 1, 4])  # [3, batch, heads, seq, d]
-    q, k, v = qkv[0], qkv[1], qkv[2]
+    # tf.split, not slicing: its gradient is one concat, where each slice's
+    # gradient would write a zero-filled copy of the whole [batch*seq, 3H].
+    q, k, v = [tf.transpose(tf.reshape(t, [batch, seq, heads, head_size]),
+                            [0, 2, 1, 3])  # [batch, heads, seq, d]
+               for t in tf.split(qkv, 3, axis=1)]
 
     q = q * tf.cast(1.0 / math.sqrt(head_size), dtype)
     scores = tf.matmul(q, k, transpose_b=True)  # [batch, heads, seq, seq]
