@@ -311,18 +311,6 @@ _TF1_HEADS = {
 }
 
 
-def _has_our_head(model, path):
-  """True if every head variable of `model` is in the (our layout) checkpoint
-  under the key `checkpoint_for(model)` writes, with the right shape. (A
-  pretraining checkpoint also has `model/...` keys, for other heads.)"""
-  from albert_tf import checkpoint_weights  # pylint: disable=g-import-not-at-top
-  keys = checkpoint_weights.object_checkpoint_keys(
-      dict(encoder=_encoder_of(model), model=model))
-  shapes = dict(tf.train.list_variables(path))
-  return all(key in shapes and list(shapes[key]) == var.shape.as_list()
-             for key, var in keys.items() if not key.startswith("encoder/"))
-
-
 def load_weights(model, checkpoint, allow_random_head=False):
   """Loads `checkpoint` into `model`; returns a one-line description.
 
@@ -339,12 +327,15 @@ def load_weights(model, checkpoint, allow_random_head=False):
   names = {name for name, _ in tf.train.list_variables(path)}
   ours = any(name.startswith("encoder/") for name in names)
   if ours:
-    if is_downstream and not _has_our_head(model, path):
+    heads = set(checkpointing.model_parts(model)) - {"encoder"}
+    held = {name.split("/", 1)[0] for name in names}
+    if heads - held:
       if not allow_random_head:
         raise ValueError(
             f"{path}: holds an encoder but not the {type(model).__name__} "
-            "head: it is not a fine-tuned checkpoint of this model. Pass "
-            "--allow_random_head to export with a freshly initialised head.")
+            f"head ({sorted(heads - held)}): it is not a fine-tuned "
+            "checkpoint of this model. Pass --allow_random_head to export "
+            "with a freshly initialised head.")
       checkpointing.restore_encoder(encoder, path)
       return f"encoder from {path} (albert_tf layout), head random"
     checkpointing.restore_model(model, path)

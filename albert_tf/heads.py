@@ -26,7 +26,9 @@ class MaskedLMHead(tf_keras.layers.Layer):
   def __init__(self, embedding_table, hidden_act="gelu",
                initializer_range=0.02, **kwargs):
     super().__init__(**kwargs)
-    self.embedding_table = embedding_table  # [V, E]
+    # The tied table belongs to the encoder. Not tracked here, so checkpoints
+    # and `weights` hold it once, under the encoder's path only.
+    object.__setattr__(self, "embedding_table", embedding_table)  # [V, E]
     self.hidden_act = hidden_act
     self.initializer_range = initializer_range
     vocab_size, embedding_size = embedding_table.shape

@@ -36,6 +36,8 @@ def list_files(file_pattern):
     patterns = list(file_pattern)
   else:
     patterns = [p.strip() for p in file_pattern.split(",") if p.strip()]
+  if not patterns:
+    raise ValueError(f"No pretraining data file pattern given ({file_pattern!r})")
   files = []
   for p in patterns:
     matched = sorted(tf.io.gfile.glob(p))

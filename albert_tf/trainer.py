@@ -199,7 +199,14 @@ class Trainer:
     extra = dict(optimizer=self.optimizer, step=self.global_step)
     extra.update(self.task.checkpoint_items(self.model))
     if iterator is not None and self.config.trainer.save_data_position:
-      extra["data_iterator"] = iterator
+      # Multi-replica input iterators cannot be saved (TF raises at save
+      # time), so the data position is kept for single-replica runs only.
+      if self.strategy.num_replicas_in_sync == 1:
+        extra["data_iterator"] = iterator
+      else:
+        logging.warning("save_data_position: not supported with %d replicas;"
+                        " a resumed run restarts its input pipeline",
+                        self.strategy.num_replicas_in_sync)
     self.checkpoint = checkpointing.checkpoint_for(self.model, **extra)
     directory, keep = self.checkpoint_dir, self.config.trainer.max_to_keep
     if not self.is_chief:

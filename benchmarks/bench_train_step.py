@@ -146,6 +146,30 @@ def time_steps(step, steps):
   return (time.perf_counter() - start) / steps
 
 
+def peak_memory_mb(args, gradient_checkpointing):
+  """Peak RSS of a fresh process running our train step (2 steps)."""
+  cmd = [sys.executable, os.path.abspath(__file__), "--memory-child",
+         "--batch", str(args.batch), "--seq", str(args.seq),
+         "--predictions", str(args.predictions)]
+  if gradient_checkpointing:
+    cmd.append("--gradient-checkpointing")
+  if args.jit:
+    cmd.append("--jit")
+  out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+  return json.loads(out.stdout.strip().splitlines()[-1])["peak_rss_mb"]
+
+
+def memory_child(args):
+  import resource  # pylint: disable=g-import-not-at-top
+  batch = make_batch(args.batch, args.seq, args.predictions,
+                     BASE["vocab_size"])
+  step = ours_step_fn(batch, args.jit, args.gradient_checkpointing)
+  step().numpy()
+  step().numpy()
+  rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+  print(json.dumps({"peak_rss_mb": rss_kb / 1024}))
+
+
 def keras_hub_venv():
   return os.path.join(ROOT, ".venv-bench", "bin", "python")
 
@@ -187,8 +211,18 @@ def main():
   parser.add_argument("--jit", action="store_true", help="XLA for all")
   parser.add_argument("--no-keras-hub", action="store_true")
   parser.add_argument("--no-model-garden", action="store_true")
+  parser.add_argument("--memory", action="store_true",
+                      help="also peak memory with/without gradient "
+                      "checkpointing (fresh processes)")
   parser.add_argument("--json", help="write the results here")
+  parser.add_argument("--memory-child", action="store_true",
+                      help=argparse.SUPPRESS)
+  parser.add_argument("--gradient-checkpointing", action="store_true",
+                      help=argparse.SUPPRESS)
   args = parser.parse_args()
+  if args.memory_child:
+    memory_child(args)
+    return
 
   batch = make_batch(args.batch, args.seq, args.predictions,
                      BASE["vocab_size"])
@@ -238,6 +272,14 @@ def main():
     print(f"{name:<14}{m['seconds_per_step']:>9.3f}{m['gflops']:>9.1f}"
           f"{m['fraction_of_matmul']:>10.0%}{m['albert_tf_speedup']:>18.2f}")
   print(f"dense matmul: {matmul:.1f} GFLOP/s")
+  if args.memory:
+    result["peak_rss_mb"] = {
+        "albert_tf": peak_memory_mb(args, False),
+        "albert_tf_gradient_checkpointing": peak_memory_mb(args, True)}
+    print("peak RSS of a process running our train step: "
+          f"{result['peak_rss_mb']['albert_tf']:.0f} MB, with gradient "
+          "checkpointing "
+          f"{result['peak_rss_mb']['albert_tf_gradient_checkpointing']:.0f} MB")
   if args.json:
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
     with open(args.json, "w", encoding="utf-8") as f:

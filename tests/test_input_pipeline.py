@@ -162,3 +162,11 @@ def test_dynamic_masking(data):
   assert not np.array_equal(e1["masked_lm_positions"], e2["masked_lm_positions"])
   frac = kinds / kinds.sum()
   np.testing.assert_allclose(frac, [0.8, 0.1, 0.1], atol=0.04)
+
+
+def test_missing_or_empty_patterns_are_clear_errors(tmp_path):
+  with pytest.raises(ValueError, match="No pretraining data file pattern"):
+    ip.list_files(" , ")
+  missing = str(tmp_path / "nothing-*.tfrecord")
+  with pytest.raises(FileNotFoundError, match="nothing-"):
+    ip.list_files(missing)

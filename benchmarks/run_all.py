@@ -1,0 +1,123 @@
+"""`make bench`: every benchmark, results as JSON and one Markdown table.
+
+Runs (each prints its own figures as it goes):
+  1. bench_train_step.py: ALBERT-base train step, batch 8 x seq 128, ours vs
+     Model Garden vs keras-hub, without and with XLA; and seq 512 x batch 2;
+     peak memory with/without gradient checkpointing.
+  2. bench_inference.py: exported encoder SavedModels, batch 1 and 32.
+  3. bench_data_prep.py: create_pretraining_data instances/s and peak RSS.
+Writes benchmarks/results/*.json and benchmarks/results/RESULTS.md.
+
+  python benchmarks/run_all.py [--quick]
+"""
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RESULTS = os.path.join(HERE, "results")
+
+
+def run(script, *args):
+  cmd = [sys.executable, os.path.join(HERE, script), *args]
+  print(f"\n=== {' '.join(cmd[1:])}", flush=True)
+  start = time.time()
+  subprocess.run(cmd, check=True)
+  print(f"=== done in {time.time() - start:.0f} s", flush=True)
+
+
+def load(name):
+  path = os.path.join(RESULTS, name)
+  if not os.path.exists(path):
+    return None
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
+
+
+def machine():
+  try:
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+      model = next(l.split(":", 1)[1].strip() for l in f
+                   if l.startswith("model name"))
+  except (OSError, StopIteration):
+    model = platform.processor()
+  return f"{os.cpu_count()} cores, {model}, Python {platform.python_version()}"
+
+
+def train_rows(result, label):
+  rows = []
+  for name, m in result["models"].items():
+    rows.append(f"| {label} | {name} | {m['seconds_per_step']:.2f} | "
+                f"{m['gflops']:.0f} | {m['fraction_of_matmul']:.0%} | "
+                f"{m['albert_tf_speedup']:.2f}x |")
+  return rows
+
+
+def markdown():
+  lines = [f"Machine: {machine()}. Date: {time.strftime('%Y-%m-%d')}.", ""]
+  lines += ["### Pretraining train step (ALBERT-base, dropout 0)", "",
+            "| setting | model | s/step | GFLOP/s | of matmul rate | albert_tf faster by |",
+            "|---|---|---|---|---|---|"]
+  for name, label in (("train_step.json", "b8 x s128"),
+                      ("train_step_xla.json", "b8 x s128, XLA"),
+                      ("train_step_seq512.json", "b2 x s512")):
+    result = load(name)
+    if result:
+      lines += train_rows(result, label)
+  result = load("train_step.json")
+  if result:
+    lines += ["", f"Dense matmul rate measured in the same run: "
+              f"{result['matmul_gflops']:.0f} GFLOP/s."]
+    if "peak_rss_mb" in result:
+      mem = result["peak_rss_mb"]
+      lines += [f"Peak RSS of our train step: {mem['albert_tf']:.0f} MB; "
+                f"with gradient checkpointing "
+                f"{mem['albert_tf_gradient_checkpointing']:.0f} MB."]
+  inference = load("inference.json")
+  if inference:
+    lines += ["", "### Inference, exported encoder SavedModel (seq "
+              f"{inference['seq']})", "",
+              "| batch | model | p50 ms | p99 ms | examples/s |",
+              "|---|---|---|---|---|"]
+    for batch, r in inference["batches"].items():
+      for name in ("albert_tf", "model_garden"):
+        m = r[name]
+        lines.append(f"| {batch} | {name} | {m['p50_ms']:.1f} | "
+                     f"{m['p99_ms']:.1f} | {m['examples_per_s']:.1f} |")
+  data = load("data_prep.json")
+  if data:
+    lines += ["", "### Data prep (create_pretraining_data)", "",
+              "```", json.dumps(data, indent=1)[:1500], "```"]
+  return "\n".join(lines) + "\n"
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--quick", action="store_true",
+                      help="fewer rounds; no seq-512 or data-prep runs")
+  args = parser.parse_args()
+  os.makedirs(RESULTS, exist_ok=True)
+  rounds = ["--rounds", "2" if args.quick else "3"]
+  run("bench_train_step.py", *rounds, "--memory",
+      "--json", os.path.join(RESULTS, "train_step.json"))
+  run("bench_train_step.py", *rounds, "--jit",
+      "--json", os.path.join(RESULTS, "train_step_xla.json"))
+  if not args.quick:
+    run("bench_train_step.py", "--batch", "2", "--seq", "512", *rounds,
+        "--no-keras-hub", "--json",
+        os.path.join(RESULTS, "train_step_seq512.json"))
+  run("bench_inference.py", "--json", os.path.join(RESULTS, "inference.json"))
+  if not args.quick:
+    run("bench_data_prep.py")
+  with open(os.path.join(RESULTS, "RESULTS.md"), "w", encoding="utf-8") as f:
+    f.write(markdown())
+  print("\n" + markdown())
+
+
+if __name__ == "__main__":
+  main()
