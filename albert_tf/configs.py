@@ -34,7 +34,7 @@ PRESET_DIR = os.path.join(
 
 # Keys of released `albert_config.json` files that do not change the model we
 # build (they configure variants the release never used).
-_IGNORED_JSON_KEYS = ("net_structure_type", "gap_size", "num_memory_blocks",
+RELEASE_ONLY_KEYS = ("net_structure_type", "gap_size", "num_memory_blocks",
                       "layers_to_keep", "down_scale_factor")
 
 
@@ -104,7 +104,7 @@ class AlbertConfig(base_config.Config):
   def from_dict(cls, values: Mapping[str, Any],
                 source: str = "config") -> "AlbertConfig":
     """Builds a validated config from a dict; unknown keys are an error."""
-    values = {k: v for k, v in values.items() if k not in _IGNORED_JSON_KEYS}
+    values = {k: v for k, v in values.items() if k not in RELEASE_ONLY_KEYS}
     known = {f.name for f in dataclasses.fields(cls)
              } - {"default_params", "restrictions"}
     unknown = sorted(set(values) - known)

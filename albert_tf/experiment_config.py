@@ -144,9 +144,11 @@ def _read_yaml(path):
   values = hyperparams.read_yaml_to_params_dict(path).as_dict() or {}
   if not isinstance(values, dict):
     raise ValueError(f"{path}: expected a YAML mapping at the top level")
-  # A flat model file (official_configs/models/*.yaml) configures `model`.
-  if values and set(values) <= _MODEL_FIELDS:
-    values = {"model": values}
+  # A flat model file (official_configs/models/*.yaml, or a released
+  # albert_config.json with its extra keys) configures `model`.
+  if values and set(values) <= _MODEL_FIELDS | set(configs.RELEASE_ONLY_KEYS):
+    values = {"model": {k: v for k, v in values.items()
+                        if k not in configs.RELEASE_ONLY_KEYS}}
   return values
 
 

@@ -32,7 +32,6 @@ Examples:
       --spm_model_file=... --seq_length=128 --export_dir=/models/mnli
 """
 
-import json
 import os
 import re
 import shutil

@@ -11,7 +11,6 @@ An unreadable file raises `OSError` naming the path.
 
 import codecs
 import gzip
-import os
 import unicodedata
 
 _GZIP_MAGIC = b"\x1f\x8b"

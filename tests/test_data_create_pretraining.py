@@ -11,27 +11,12 @@ import tensorflow as tf
 
 from data_prep import create_pretraining_data as cpd
 from data_prep import pretraining_instances as pi
-from data_prep import prepare_corpus
 from data_prep import tokenization
-from data_prep import train_sentencepiece
 from data_prep.inspect_tfrecord import format_example, iter_examples
+from botchan_testlib import botchan_spm
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BOTCHAN = os.path.join(ROOT, "tests", "testdata", "botchan.txt")
 SEQ, PRED = 128, 20
-
-
-def botchan_spm(tmp_path_factory, vocab_size=3000):
-  """Trains (once per session) a small SentencePiece model on botchan."""
-  base = tmp_path_factory.getbasetemp() / f"botchan_spm_{vocab_size}"
-  model, corpus = base / "spm.model", base / "corpus.txt"
-  if not model.exists():
-    base.mkdir(exist_ok=True)
-    prepare_corpus.prepare([BOTCHAN], str(corpus), doc_boundary="regex",
-                           doc_regex=r"^CHAPTER [IVXLC]+\.?$")
-    train_sentencepiece.train([str(corpus)], str(base / "spm"),
-                              vocab_size=vocab_size, num_threads=1)
-  return str(model), str(corpus)
 
 
 def make_cfg(model, seq=SEQ, task="sop", dupe=2, seed=12345, v2=False):

@@ -1,29 +1,12 @@
 """Tests for data_prep.tokenization and data_prep.train_sentencepiece."""
 
-import os
 
 import pytest
 import sentencepiece as spm
 
-from data_prep import prepare_corpus
 from data_prep import tokenization
 from data_prep import train_sentencepiece
-
-BOTCHAN = os.path.join(os.path.dirname(__file__), "testdata", "botchan.txt")
-
-
-def botchan_spm(tmp_path_factory, vocab_size=3000):
-  """Trains (once per session) a small SentencePiece model on botchan."""
-  base = tmp_path_factory.getbasetemp() / f"botchan_spm_{vocab_size}"
-  model = base / "spm.model"
-  corpus = base / "corpus.txt"
-  if not model.exists():
-    base.mkdir(exist_ok=True)
-    prepare_corpus.prepare([BOTCHAN], str(corpus), doc_boundary="regex",
-                           doc_regex=r"^CHAPTER [IVXLC]+\.?$")
-    train_sentencepiece.train([str(corpus)], str(base / "spm"),
-                              vocab_size=vocab_size, num_threads=1)
-  return str(model), str(corpus)
+from botchan_testlib import botchan_spm
 
 
 @pytest.fixture(scope="module")

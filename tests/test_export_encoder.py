@@ -12,7 +12,6 @@ import tf_keras
 import export_testlib as lib
 from albert_tf import checkpointing
 from albert_tf import export_savedmodel as es
-from albert_tf.encoder import AlbertEncoder
 from albert_tf.pretrainer import AlbertPretrainer
 
 SEQ = 12

@@ -1,6 +1,5 @@
 """Tests for albert_tf.input_pipeline on files written by data_prep."""
 
-import os
 
 import numpy as np
 import pytest
@@ -9,26 +8,11 @@ import tensorflow as tf
 from albert_tf import input_pipeline as ip
 from data_prep import create_pretraining_data as cpd
 from data_prep import pretraining_instances as pi
-from data_prep import prepare_corpus
 from data_prep import tokenization
-from data_prep import train_sentencepiece
 from data_prep.inspect_tfrecord import iter_examples
+from botchan_testlib import botchan_spm
 
-BOTCHAN = os.path.join(os.path.dirname(__file__), "testdata", "botchan.txt")
 SEQ, PRED = 64, 10
-
-
-def botchan_spm(tmp_path_factory, vocab_size=3000):
-  """Trains (once per session) a small SentencePiece model on botchan."""
-  base = tmp_path_factory.getbasetemp() / f"botchan_spm_{vocab_size}"
-  model, corpus = base / "spm.model", base / "corpus.txt"
-  if not model.exists():
-    base.mkdir(exist_ok=True)
-    prepare_corpus.prepare([BOTCHAN], str(corpus), doc_boundary="regex",
-                           doc_regex=r"^CHAPTER [IVXLC]+\.?$")
-    train_sentencepiece.train([str(corpus)], str(base / "spm"),
-                              vocab_size=vocab_size, num_threads=1)
-  return str(model), str(corpus)
 
 
 @pytest.fixture(scope="module")

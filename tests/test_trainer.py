@@ -202,6 +202,18 @@ def test_config_files_overrides_and_errors(tmp_path):
   with pytest.raises(ValueError, match="gradient_accumulation_steps"):
     run_pretraining.build_config(
         [tu.TINY_RECIPE], "trainer.gradient_accumulation_steps=3")
+  # A released albert_config.json, extra keys and all, sets `model`.
+  release = tmp_path / "albert_config.json"
+  release.write_text(json.dumps(dict(
+      vocab_size=30000, embedding_size=128, hidden_size=1024,
+      num_hidden_layers=24, num_hidden_groups=1, inner_group_num=1,
+      num_attention_heads=16, intermediate_size=4096, hidden_act="gelu",
+      hidden_dropout_prob=0, attention_probs_dropout_prob=0,
+      max_position_embeddings=512, type_vocab_size=2, initializer_range=0.02,
+      net_structure_type=0, gap_size=0, num_memory_blocks=0,
+      down_scale_factor=1, layers_to_keep=[])))
+  c = run_pretraining.build_config([tu.TINY_RECIPE, str(release)], "")
+  assert (c.model.hidden_size, c.model.num_hidden_layers) == (1024, 24)
   bad = tmp_path / "bad.yaml"
   bad.write_text(yaml.safe_dump({"trainer": {"train_step": 3}}))
   with pytest.raises(ValueError, match="bad.yaml"):
