@@ -4,8 +4,10 @@ Runs (each prints its own figures as it goes):
   1. bench_train_step.py: ALBERT-base train step, batch 8 x seq 128, ours vs
      Model Garden vs keras-hub, without and with XLA; and seq 512 x batch 2;
      peak memory with/without gradient checkpointing.
-  2. bench_inference.py: exported encoder SavedModels, batch 1 and 32.
-  3. bench_data_prep.py: create_pretraining_data instances/s and peak RSS.
+  2. bench_trainer_loop.py: steps/s of run_pretraining itself (tiny, base;
+     with and without XLA).
+  3. bench_inference.py: exported encoder SavedModels, batch 1 and 32.
+  4. bench_data_prep.py: create_pretraining_data instances/s and peak RSS.
 Writes benchmarks/results/*.json and benchmarks/results/RESULTS.md.
 
   python benchmarks/run_all.py [--quick]
@@ -78,6 +80,13 @@ def markdown():
       lines += [f"Peak RSS of our train step: {mem['albert_tf']:.0f} MB; "
                 f"with gradient checkpointing "
                 f"{mem['albert_tf_gradient_checkpointing']:.0f} MB."]
+  loop = load("trainer_loop.json")
+  if loop:
+    lines += ["", "### run_pretraining loop (steps_per_loop steps per call)", "",
+              "| config | steps/s | examples/s |", "|---|---|---|"]
+    for name, m in loop.items():
+      lines.append(f"| {name} | {m['steps_per_sec']:.3f} | "
+                   f"{m['examples_per_sec']:.1f} |")
   inference = load("inference.json")
   if inference:
     lines += ["", "### Inference, exported encoder SavedModel (seq "
@@ -91,8 +100,21 @@ def markdown():
                      f"{m['p99_ms']:.1f} | {m['examples_per_s']:.1f} |")
   data = load("data_prep.json")
   if data:
-    lines += ["", "### Data prep (create_pretraining_data)", "",
-              "```", json.dumps(data, indent=1)[:1500], "```"]
+    ref = data["original_reference"]
+    lines += ["", "### Data prep (create_pretraining_data, seq 128, dupe 5, "
+              "4k-piece vocabulary; 1x = 4 copies of botchan)", "",
+              "| corpus | workers | instances | wall s | instances/s | "
+              "vs original | peak RSS MB (largest process) |",
+              "|---|---|---|---|---|---|---|"]
+    for r in data["runs"]:
+      lines.append(
+          f"| {r['corpus']} | {r['workers']} | {r['instances']} | "
+          f"{r['wall_seconds']:.1f} | {r['instances_per_second']:.0f} | "
+          f"{r['instances_per_second'] / ref['instances_per_second']:.1f}x | "
+          f"{r['peak_rss_mb_max_process']:.0f} |")
+    lines.append(f"\nThe original script: {ref['instances_per_second']} "
+                 "instances/s on this kind of machine, memory growing with "
+                 "the corpus.")
   return "\n".join(lines) + "\n"
 
 
@@ -111,6 +133,8 @@ def main():
     run("bench_train_step.py", "--batch", "2", "--seq", "512", *rounds,
         "--no-keras-hub", "--json",
         os.path.join(RESULTS, "train_step_seq512.json"))
+  run("bench_trainer_loop.py", "--json",
+      os.path.join(RESULTS, "trainer_loop.json"))
   run("bench_inference.py", "--json", os.path.join(RESULTS, "inference.json"))
   if not args.quick:
     run("bench_data_prep.py")
