@@ -35,7 +35,7 @@ def checkpoint_for(model, **extra):
 
 
 def resolve_checkpoint_path(path):
-  """A checkpoint prefix from a prefix or a directory (its latest checkpoint)."""
+  """A checkpoint prefix from a prefix or a directory (its latest one)."""
   if tf.io.gfile.isdir(path):
     latest = tf.train.latest_checkpoint(path)
     if latest is None:

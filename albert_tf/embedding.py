@@ -57,7 +57,8 @@ class FactorizedEmbedding(tf_keras.layers.Layer):
         initializer=layer_utils.initializer(self.initializer_range))
     self.token_type_embeddings = self.add_weight(
         "token_type_embeddings",
-        shape=[self.type_vocab_size, self.embedding_size], initializer=layer_utils.initializer(self.initializer_range))
+        shape=[self.type_vocab_size, self.embedding_size],
+        initializer=layer_utils.initializer(self.initializer_range))
     layer_utils.build_in_scope(self.layer_norm,
                                [None, None, self.embedding_size])
     if self.projection is not None:

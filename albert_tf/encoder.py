@@ -80,7 +80,8 @@ class AlbertEncoder(tf_keras.Model):
     # === Functional wiring ===
     inputs = encoder_inputs()
     x = embeddings(inputs["input_word_ids"], inputs["input_type_ids"])
-    encoder_outputs = transformer(x, inputs["input_mask"])  # L x [batch, seq, H]
+    # L x [batch, seq, H]
+    encoder_outputs = transformer(x, inputs["input_mask"])
     sequence_output = encoder_outputs[-1]
     pooled_output = pooler(sequence_output[:, 0, :])  # [batch, H]
     # Outputs in float32 whatever the compute policy.

@@ -47,7 +47,8 @@ class SelfAttention(tf_keras.layers.Layer):
     self.query = layer_utils.dense(hidden_size, initializer_range, "query")
     self.key = layer_utils.dense(hidden_size, initializer_range, "key")
     self.value = layer_utils.dense(hidden_size, initializer_range, "value")
-    self.output_dense = layer_utils.dense(hidden_size, initializer_range, "output_dense")
+    self.output_dense = layer_utils.dense(hidden_size, initializer_range,
+                                          "output_dense")
     self.layer_norm = layer_utils.layer_norm("layer_norm")
     self.probs_dropout = tf_keras.layers.Dropout(attention_probs_dropout_prob)
     self.output_dropout = tf_keras.layers.Dropout(hidden_dropout_prob)
@@ -114,22 +115,25 @@ class FeedForward(tf_keras.layers.Layer):
     self.initializer_range = initializer_range
     self.hidden_dropout_prob = hidden_dropout_prob
 
-    self.intermediate = layer_utils.dense(intermediate_size, initializer_range,
-                               "intermediate",
-                               activation=activations.get_activation(hidden_act))
-    self.output_dense = layer_utils.dense(hidden_size, initializer_range, "output_dense")
+    self.intermediate = layer_utils.dense(
+        intermediate_size, initializer_range, "intermediate",
+        activation=activations.get_activation(hidden_act))
+    self.output_dense = layer_utils.dense(hidden_size, initializer_range,
+                                          "output_dense")
     self.layer_norm = layer_utils.layer_norm("layer_norm")
     self.dropout = tf_keras.layers.Dropout(hidden_dropout_prob)
 
   def build(self, input_shape):
     layer_utils.build_in_scope(self.intermediate, [None, self.hidden_size])
-    layer_utils.build_in_scope(self.output_dense, [None, self.intermediate_size])
+    layer_utils.build_in_scope(self.output_dense,
+                               [None, self.intermediate_size])
     layer_utils.build_in_scope(self.layer_norm, [None, self.hidden_size])
     super().build(input_shape)
 
   def call(self, x, training=None):
     h = self.intermediate(x)  # [batch*seq, I]
-    out = self.dropout(self.output_dense(h), training=training)  # [batch*seq, H]
+    out = self.output_dense(h)  # [batch*seq, H]
+    out = self.dropout(out, training=training)
     return tf.cast(self.layer_norm(x + out), x.dtype)
 
   def get_config(self):
