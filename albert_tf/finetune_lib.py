@@ -29,6 +29,7 @@ from typing import Optional
 
 from absl import flags
 from absl import logging
+import numpy as np
 import tensorflow as tf
 from official.modeling.hyperparams import base_config
 
@@ -205,7 +206,8 @@ class FinetuneTask(trainer_lib.Task):
 
   Subclasses set `label_names`, implement `build_model`, `train_records()` /
   `eval_records()` (-> (path, metadata)), `feature_spec()`, `compute_sums`,
-  `loss_from_sums`, `metrics_from_sums`.
+  `loss_from_sums`, `metrics_from_sums`; `predict_logits` needs `examples`,
+  `records` and `_inputs`.
   """
 
   index_key = "example_index"
@@ -237,6 +239,22 @@ class FinetuneTask(trainer_lib.Task):
 
   def loss_normalizers(self, features):
     return {"count": tf.reduce_sum(self.valid(features))}
+
+  def predict_logits(self, trainer, split):
+    """(examples, logits [num_examples, ...]) of the model on `split`, for
+    tasks whose model outputs `logits` from `self._inputs(features)`."""
+    examples = self.examples(split)
+    path, meta = self.records(split, examples)
+
+    def output_fn(model, features):
+      return {"logits": model(self._inputs(features),
+                              training=False)["logits"]}
+
+    results = predict_records(
+        trainer, path, self.feature_spec(), meta["num_records"],
+        self.eval_batch_size, self.index_key, output_fn)
+    return examples, np.stack([results[i]["logits"]
+                               for i in range(len(examples))])
 
   def valid(self, features):
     """1.0 for real examples, 0.0 for eval padding."""

@@ -140,17 +140,7 @@ class ClassifierTask(finetune_lib.FinetuneTask):
 
   def predict_split(self, trainer, split):
     """(examples, predictions): label ids, or scores for regression."""
-    examples = self.examples(split)
-    path, meta = self.records(split, examples)
-
-    def output_fn(model, features):
-      return {"logits": model(self._inputs(features),
-                              training=False)["logits"]}
-
-    results = finetune_lib.predict_records(
-        trainer, path, self.feature_spec(), meta["num_records"],
-        self.eval_batch_size, self.index_key, output_fn)
-    logits = np.stack([results[i]["logits"] for i in range(len(examples))])
+    examples, logits = self.predict_logits(trainer, split)
     if self.regression:
       return examples, logits[:, 0]
     return examples, np.argmax(logits, axis=-1)

@@ -100,17 +100,7 @@ class RaceTask(finetune_lib.FinetuneTask):
             "accuracy": sums["correct"] / count}
 
   def predict_split(self, trainer, split):
-    examples = self.examples(split)
-    path, meta = self.records(split, examples)
-
-    def output_fn(model, features):
-      return {"logits": model(self._inputs(features),
-                              training=False)["logits"]}
-
-    results = finetune_lib.predict_records(
-        trainer, path, self.feature_spec(), meta["num_records"],
-        self.eval_batch_size, self.index_key, output_fn)
-    logits = np.stack([results[i]["logits"] for i in range(len(examples))])
+    examples, logits = self.predict_logits(trainer, split)
     return examples, np.argmax(logits, axis=-1)
 
 
