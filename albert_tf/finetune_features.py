@@ -158,8 +158,8 @@ def cached_records(path, build_fn):
 # --- Datasets ------------------------------------------------------------------
 
 
-def decoded_records(path, feature_spec):
-  """Unbatched dataset of decoded records (int64 -> int32), in file order."""
+def record_decoder(feature_spec):
+  """A function: serialized tf.Example -> dict (int64 features as int32)."""
   spec = {name: tf.io.FixedLenFeature(shape, dtype)
           for name, (shape, dtype) in feature_spec.items()}
 
@@ -167,8 +167,12 @@ def decoded_records(path, feature_spec):
     example = tf.io.parse_single_example(record, spec)
     return {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v
             for k, v in example.items()}
+  return decode
 
-  return tf.data.TFRecordDataset(path).map(decode)
+
+def decoded_records(path, feature_spec):
+  """Unbatched dataset of decoded records (int64 -> int32), in file order."""
+  return tf.data.TFRecordDataset(path).map(record_decoder(feature_spec))
 
 
 def record_dataset(path, feature_spec, batch_size, is_training,
@@ -181,14 +185,7 @@ def record_dataset(path, feature_spec, batch_size, is_training,
   sharded per input pipeline, repeated and shuffled; eval data is read once
   in order and the last partial batch is kept.
   """
-  spec = {name: tf.io.FixedLenFeature(shape, dtype)
-          for name, (shape, dtype) in feature_spec.items()}
-
-  def decode(record):
-    example = tf.io.parse_single_example(record, spec)
-    return {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v
-            for k, v in example.items()}
-
+  decode = record_decoder(feature_spec)
   ds = tf.data.TFRecordDataset(path)
   if is_training:
     if input_context and input_context.num_input_pipelines > 1:
