@@ -13,8 +13,9 @@ user would, streaming their progress; full logs go to <output_dir>/logs/):
                checkpoint (--mode=eval); plot_metrics -> curves.png
   4 export     export_savedmodel: encoder, pretraining and serving exports; a
                fresh process fills masks in held-out sentences
-  5 finetune   run_classifier on a sentence-order task (GLUE/MRPC format) made
-               from the held-out text; export_savedmodel (serving, text ->
+  5 finetune   run_classifier on an order task (GLUE/MRPC format) made from
+               the held-out text: which part of a sentence comes first
+               (--finetune_task); export_savedmodel (serving, text pair ->
                label); a fresh process classifies the dev pairs from raw text
   6 sizes      every released ALBERT size: parameter counts next to the
                paper's and BERT's, forward pass + pretraining loss
@@ -57,9 +58,12 @@ flags.DEFINE_list("sizes", None,
                   "xxlarge; --quick: base).")
 flags.DEFINE_integer("pretrain_steps", None,
                      "Pretraining steps (default 1500, a few minutes; the "
-                     "tiny recipe has 400; --quick: 40).")
+                     "tiny recipe has 400; --quick: 150). Under ~150 steps "
+                     "the model is still in its early phase of predicting "
+                     "only frequent pieces, and fine-tuning from it stays "
+                     "at chance.")
 flags.DEFINE_integer("finetune_steps", None,
-                     "Fine-tuning steps (default 300; --quick: 30).")
+                     "Fine-tuning steps (default 300; --quick: 150).")
 flags.DEFINE_integer("dupe_factor", None,
                      "create_pretraining_data --dupe_factor for the training "
                      "data (default 10; --quick: 1).")
@@ -68,6 +72,12 @@ flags.DEFINE_integer("vocab_size", 1000,
 flags.DEFINE_float("heldout_fraction", 0.2,
                    "Share of each document's sentences held out (evaluation, "
                    "fill-mask and the fine-tuning task).")
+flags.DEFINE_enum("finetune_task", "split_sentence", sorted(ds.FINETUNE_TASKS),
+                  "The stage-5 task, from the held-out text: split_sentence "
+                  "(the two parts of a sentence, in order or swapped) or "
+                  "sentence_order (two consecutive sentences, in order or "
+                  "swapped; the tiny model stays at chance on it, see "
+                  "docs/demo.md).")
 flags.DEFINE_float("finetune_learning_rate", 5e-4,
                    "Fine-tuning learning rate (AdamW; the tiny model needs "
                    "more than the released models' 1e-5..5e-5).")
@@ -443,11 +453,18 @@ class Demo:
 
   # 5 -------------------------------------------------------------------------
   def finetune(self):
+    task = self.s["finetune_task"]
+    build_task, description = ds.FINETUNE_TASKS[task]
     data_dir = self.path("finetune", "data")
-    counts = ds.write_sentence_order_task(ds.read_documents(self.held_txt),
-                                          data_dir, seed=self.s["seed"])
-    print(f"  sentence-order task from the held-out text (MRPC layout, "
-          f"label 1 = swapped): {counts}", flush=True)
+    counts = build_task(ds.read_documents(self.held_txt), data_dir,
+                        seed=self.s["seed"])
+    print(f"  task {task!r} from the held-out text (MRPC layout): "
+          f"{description}\n  {counts}", flush=True)
+    with open(os.path.join(data_dir, "train.tsv"), encoding="utf-8") as f:
+      example = f.read().splitlines()[1].split("\t")
+    print(f"  a training row: label {example[0]} "
+          f"({ds.LABEL_NAMES[int(example[0])]})  A: {example[3]!r}  "
+          f"B: {example[4]!r}", flush=True)
     with open(os.path.join(self.model_dir, "experiment_config.yaml"),
               encoding="utf-8") as f:
       model_section = yaml.safe_load(f)["model"]
@@ -474,10 +491,10 @@ class Demo:
                     "mixed_precision_dtype": "float32",
                     "seed": self.s["seed"]},
     }
-    config_path = self.path("finetune", "sentence_order.yaml")
+    config_path = self.path("finetune", f"{task}.yaml")
     with open(config_path, "w", encoding="utf-8") as f:
       f.write("# Written by albert_tf/demo.py: the tiny pretrained model, "
-              "fine-tuned on sentence order.\n")
+              f"fine-tuned on {task}.\n")
       yaml.safe_dump(config, f, sort_keys=False)
     run_dir = self.path("finetune", "run")
     self.tool("run_classifier", [
@@ -491,9 +508,9 @@ class Demo:
     print(f"  dev results (eval_results.json): "
           f"{json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in results.items()})}",
           flush=True)
-    export_dir = self.path("exports", "sentence_order")
+    export_dir = self.path("exports", task)
     try:
-      self.tool("export_sentence_order", [
+      self.tool(f"export_{task}", [
           "-m", "albert_tf.export_savedmodel", "--export_kind=serving",
           "--task=classification", "--num_labels=2", "--num_text_fields=2",
           f"--label_names={','.join(ds.LABEL_NAMES)}",
@@ -510,27 +527,26 @@ class Demo:
       print("  ! export_savedmodel rejected the fine-tuned checkpoint; "
             "exporting with run_classifier --mode=export instead", flush=True)
       self.summary.setdefault("workarounds", []).append(
-          "sentence-order export via run_classifier --mode=export")
+          f"{task} export via run_classifier --mode=export")
       shutil.rmtree(export_dir, ignore_errors=True)
-      self.tool("export_sentence_order_run_classifier", [
+      self.tool(f"export_{task}_run_classifier", [
           "-m", "albert_tf.run_classifier", f"--config_file={config_path}",
           f"--model_dir={run_dir}", "--mode=export",
           f"--export_dir={export_dir}"])
     versions = sorted(int(v) for v in os.listdir(export_dir) if v.isdigit())
-    self.exports["sentence_order"] = os.path.join(export_dir,
-                                                  str(versions[-1]))
+    self.exports[task] = os.path.join(export_dir, str(versions[-1]))
     print("  a fresh process serves the export: raw text pair -> label",
           flush=True)
-    out = self.path("exports", "sentence_order_predictions.json")
-    self.tool("serve_sentence_order", [
+    out = self.path("exports", f"{task}_predictions.json")
+    self.tool(f"serve_{task}", [
         os.path.join(REPO, "albert_tf", "demo_savedmodel_client.py"),
-        "classify", f"--export_dir={self.exports['sentence_order']}",
+        "classify", f"--export_dir={self.exports[task]}",
         f"--tsv={os.path.join(data_dir, 'dev.tsv')}",
         f"--label_names={','.join(ds.LABEL_NAMES)}", f"--output_json={out}"])
     with open(out, encoding="utf-8") as f:
       served = json.load(f)
     self.summary["metrics"]["finetuning"] = {
-        "task": "sentence order (label 1 = swapped)", "steps": steps,
+        "task": task, "description": description, "steps": steps,
         "examples": counts,
         "dev": {k: v for k, v in results.items()},
         "majority_baseline": max(counts["dev"]["swapped"],
@@ -617,7 +633,7 @@ class Demo:
             f"over {fm['masked_words']} masked held-out words")
     if "finetuning" in m:
       ft = m["finetuning"]
-      print(f"  sentence order ({ft['steps']} steps): dev accuracy "
+      print(f"  fine-tuning {ft['task']} ({ft['steps']} steps): dev accuracy "
             f"{ft['dev'].get('accuracy', float('nan')):.3f} "
             f"(majority baseline {ft['majority_baseline']:.3f}), F1 "
             f"{ft['dev'].get('f1', float('nan')):.3f}; served from the "
@@ -644,11 +660,12 @@ def settings_from_flags():
   return {
       "quick": quick,
       "corpus": FLAGS.corpus,
-      "pretrain_steps": pick(FLAGS.pretrain_steps, 1500, 40),
-      "finetune_steps": pick(FLAGS.finetune_steps, 300, 30),
+      "pretrain_steps": pick(FLAGS.pretrain_steps, 1500, 150),
+      "finetune_steps": pick(FLAGS.finetune_steps, 300, 150),
       "dupe_factor": pick(FLAGS.dupe_factor, 10, 1),
       "vocab_size": FLAGS.vocab_size,
       "heldout_fraction": FLAGS.heldout_fraction,
+      "finetune_task": FLAGS.finetune_task,
       "finetune_learning_rate": FLAGS.finetune_learning_rate,
       "seed": FLAGS.seed,
       "num_workers": FLAGS.num_workers,
@@ -682,7 +699,8 @@ def main(argv):
              "before/after", demo.pretrain),
             ("export", "SavedModel exports; fill-mask in a fresh process",
              demo.export),
-            ("finetune", "fine-tuning: sentence order, eval, export, serve",
+            ("finetune", f"fine-tuning ({settings['finetune_task']}), eval, "
+             "export, serve",
              demo.finetune)]
   if settings["sizes"]:
     stages.append(("sizes", "released ALBERT sizes: parameters, forward + "

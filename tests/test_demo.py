@@ -1,5 +1,5 @@
 """`make demo` end to end (--quick) on the test copy of botchan.txt, plus the
-demo's own helpers (corpus split, sentence-order task).
+demo's own helpers (corpus split, the fine-tuning tasks).
 
 The demo runs every tool as a subprocess; this test reads back what they
 wrote: TFRecords, checkpoints, SavedModels (loaded and called), metrics.
@@ -70,6 +70,36 @@ def test_sentence_order_task_labels_mean_swapped(tmp_path):
   assert len(train_sents & dev_sents) <= 1  # only the boundary sentence
 
 
+def test_split_sentence_task_rows_rejoin_to_held_out_sentences(tmp_path):
+  doc = [" ".join(f"w{i}x{j}" for j in range(8)) + "." for i in range(20)]
+  doc.insert(5, "too short to cut.")  # < 6 words: not used
+  counts = ds.write_split_sentence_task([doc], str(tmp_path), seed=5)
+  source = {s: i for i, s in enumerate(doc)}
+  rows = {}
+  for split in ("train", "dev"):
+    with open(tmp_path / f"{split}.tsv", encoding="utf-8") as f:
+      lines = f.read().splitlines()
+    assert lines[0] == ds.MRPC_HEADER
+    rows[split] = [l.split("\t") for l in lines[1:]]
+  used = {}
+  for split, split_rows in rows.items():
+    for label, _, _, a, b in split_rows:
+      head, tail = (a, b) if label == "0" else (b, a)
+      sentence = head + " " + tail
+      assert sentence in source, sentence  # the parts rejoin exactly
+      assert 2 <= len(head.split()) <= 6  # cut in the middle half of 8 words
+      used.setdefault(split, set()).add(source[sentence])
+  # The last quarter of the 20 usable sentences is dev; none is in both.
+  assert not used["train"] & used["dev"]
+  assert len(used["dev"]) == 5 and max(used["train"]) < min(used["dev"])
+  assert source["too short to cut."] not in used["train"] | used["dev"]
+  # Train: 4 cuts x 2 orders per sentence; dev: 1 cut x 2 orders.
+  assert counts == {"train": {"examples": 15 * 8, "swapped": 15 * 4},
+                    "dev": {"examples": 5 * 2, "swapped": 5}}
+  with pytest.raises(ValueError, match="too few examples"):
+    ds.write_split_sentence_task([doc[:3]], str(tmp_path / "small"))
+
+
 # --- The demo, end to end ---------------------------------------------------------------
 
 
@@ -94,7 +124,7 @@ def test_prints_every_stage_and_streams_tools(demo_run):
     assert f"[stage {i}/7]" in stdout
   # The tools' own progress lines are streamed.
   assert "[create_pretraining_data] wrote" in stdout
-  assert "step 40/40" in stdout
+  assert "step 150/150" in stdout
   assert "ALBERT-base" in stdout and "12M" in stdout
 
 
@@ -130,11 +160,11 @@ def test_tfrecords_parse_and_match_the_summary(demo_run):
 def test_pretraining_learned_and_checkpoints_exist(demo_run):
   out, _, summary = demo_run
   assert tf.train.latest_checkpoint(str(out / "pretrain" / "checkpoints")
-                                    ).endswith("ckpt-40")
+                                    ).endswith("ckpt-150")
   assert tf.train.latest_checkpoint(
       str(out / "pretrain_init" / "checkpoints")).endswith("ckpt-0")
   p = summary["metrics"]["pretraining"]
-  # At init the MLM loss is about ln(vocab) = 6.9; 40 steps must lower it.
+  # At init the MLM loss is about ln(vocab) = 6.9; 150 steps must lower it.
   assert abs(p["before"]["masked_lm_loss"] - np.log(1000)) < 0.3
   assert p["after"]["masked_lm_loss"] < p["before"]["masked_lm_loss"] - 0.5
   assert p["after"]["masked_lm_accuracy"] > p["before"]["masked_lm_accuracy"]
@@ -160,10 +190,10 @@ def test_exports_load_and_answer(demo_run):
   serving = tf.saved_model.load(ex["serving"]).signatures["serving_default"]
   text_out = serving(text=tf.constant(["I was a hard-headed boy."]))
   assert text_out["pooled_output"].shape == (1, 64)
-  clf = tf.saved_model.load(ex["sentence_order"]).signatures[
+  clf = tf.saved_model.load(ex["split_sentence"]).signatures[
       "serving_default"]
-  res = clf(text_a=tf.constant(["He sat down.", "Then he left."]),
-            text_b=tf.constant(["Then he left.", "He sat down."]))
+  res = clf(text_a=tf.constant(["He sat down", "and then he left."]),
+            text_b=tf.constant(["and then he left.", "He sat down"]))
   probs = res["probabilities"].numpy()
   np.testing.assert_allclose(probs.sum(-1), 1.0, rtol=1e-5)
   assert set(res["label_id"].numpy().tolist()) <= {0, 1}
@@ -172,17 +202,23 @@ def test_exports_load_and_answer(demo_run):
       fm["top5_accuracy"] <= 1
 
 
-def test_finetuning_evaluated_and_served_consistently(demo_run):
+def test_finetuning_learns_and_is_served_consistently(demo_run):
   out, _, summary = demo_run
   ft = summary["metrics"]["finetuning"]
+  assert ft["task"] == "split_sentence"
   assert ft["dev"]["num_examples"] == ft["examples"]["dev"]["examples"]
-  assert ft["examples"]["train"]["swapped"] * 2 == \
-      ft["examples"]["train"]["examples"]
+  for split in ("train", "dev"):
+    assert ft["examples"][split]["swapped"] * 2 == \
+        ft["examples"][split]["examples"]
+  # Both orders of every dev sentence: chance is exactly 0.5. The task is
+  # learnable: 150 steps from the 150-step checkpoint reach ~0.96.
+  assert ft["majority_baseline"] == 0.5
+  assert ft["dev"]["accuracy"] >= 0.8
   # The served SavedModel (raw text in) and the training run's evaluation
   # (cached features) score the same model on the same dev pairs.
   assert abs(ft["served_accuracy"] - ft["dev"]["accuracy"]) <= 0.02
   assert tf.train.latest_checkpoint(
-      str(out / "finetune" / "run" / "checkpoints")).endswith("ckpt-30")
+      str(out / "finetune" / "run" / "checkpoints")).endswith("ckpt-150")
 
 
 def test_summary_has_timings_files_and_parameters(demo_run):
