@@ -85,13 +85,14 @@ flags.DEFINE_integer("seed", 1234, "Seed of training and data generation.")
 flags.DEFINE_integer("num_workers", 2,
                      "create_pretraining_data worker processes.")
 
-PRETRAIN_RECIPE = "official_configs/pretraining/albert_tiny_cpu.yaml"
 SEQ_LENGTH = 64          # the tiny recipe's data.seq_length
 MAX_PREDICTIONS = 10     # the tiny recipe's data.max_predictions_per_seq
 OUTPUT_NAMES = ("corpus", "vocab", "data", "pretrain", "pretrain_init",
                 "exports", "finetune", "logs", "summary.json",
                 "model_sizes.json", "curves.png", "finetune_curves.png")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PRETRAIN_RECIPE = os.path.join(REPO, "official_configs", "pretraining",
+                               "albert_tiny_cpu.yaml")
 
 # --- Stage 6: released sizes (the first issue's parameter table) ---------------
 
@@ -324,11 +325,8 @@ class Demo:
         f"trainer.eval_interval={max(per_loop, steps // 6)}",
         f"runtime.seed={self.s['seed']}"])
     self.pretrain_overrides = overrides
-    model_config = AlbertConfig.from_yaml(PRETRAIN_RECIPE if os.path.isabs(
-        PRETRAIN_RECIPE) else os.path.join(REPO, PRETRAIN_RECIPE))
-    model_config = model_config.replace(vocab_size=self.s["vocab_size"]) if (
-        hasattr(model_config, "replace")) else _with_vocab(
-            model_config, self.s["vocab_size"])
+    model_config = AlbertConfig.from_yaml(PRETRAIN_RECIPE).replace(
+        vocab_size=self.s["vocab_size"])
     init_dir = self.path("pretrain_init")
     print("  writing the randomly initialised model as the initial "
           "checkpoint ...", flush=True)
@@ -415,26 +413,11 @@ class Demo:
                         ("serving", ["--task=encoder",
                                      f"--seq_length={SEQ_LENGTH}"])):
       export_dir = self.path("exports", kind)
-      try:
-        self.tool(f"export_{kind}", [
-            "-m", "albert_tf.export_savedmodel", f"--export_kind={kind}",
-            f"--albert_config_file={config_file}", f"--checkpoint={ckpt}",
-            f"--spm_model_file={self.spm}", f"--export_dir={export_dir}",
-            "--version=1"] + extra)
-      except ds.ToolError as e:
-        if kind != "pretraining" or "head" not in str(e):
-          raise
-        # Older export_savedmodel versions rejected trainer checkpoints
-        # (their head check looked for `model/...` keys). Same export,
-        # through the module's library function.
-        print("  ! export_savedmodel rejected the pretraining checkpoint; "
-              "exporting with export_savedmodel.export_pretraining() "
-              "in-process instead", flush=True)
-        self.summary.setdefault("workarounds", []).append(
-            "pretraining export via export_savedmodel.export_pretraining() "
-            "(the CLI's head check rejects trainer checkpoints)")
-        ds.export_pretraining_in_process(config_file, ckpt, self.spm,
-                                         export_dir, version=1)
+      self.tool(f"export_{kind}", [
+          "-m", "albert_tf.export_savedmodel", f"--export_kind={kind}",
+          f"--albert_config_file={config_file}", f"--checkpoint={ckpt}",
+          f"--spm_model_file={self.spm}", f"--export_dir={export_dir}",
+          "--version=1"] + extra)
       self.exports[kind] = os.path.join(export_dir, "1")
     print("  a fresh process (TensorFlow + TF Text only) loads the "
           "pretraining export and fills masked words of held-out sentences:",
@@ -505,36 +488,24 @@ class Demo:
     with open(os.path.join(run_dir, "eval_results.json"),
               encoding="utf-8") as f:
       results = json.load(f)
+    png = self.path("finetune_curves.png")
+    self.tool("plot_metrics_finetune", ["-m", "albert_tf.plot_metrics",
+                                        f"--model_dir={run_dir}",
+                                        f"--output={png}"])
+    self.summary["finetune_curves_png"] = png
     print(f"  dev results (eval_results.json): "
           f"{json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in results.items()})}",
           flush=True)
     export_dir = self.path("exports", task)
-    try:
-      self.tool(f"export_{task}", [
-          "-m", "albert_tf.export_savedmodel", "--export_kind=serving",
-          "--task=classification", "--num_labels=2", "--num_text_fields=2",
-          f"--label_names={','.join(ds.LABEL_NAMES)}",
-          f"--albert_config_file={os.path.join(run_dir, 'experiment_config.yaml')}",
-          f"--checkpoint={os.path.join(run_dir, 'checkpoints')}",
-          f"--spm_model_file={self.spm}", f"--seq_length={SEQ_LENGTH}",
-          f"--export_dir={export_dir}", "--version=1"])
-    except ds.ToolError as e:
-      if "head" not in str(e):
-        raise
-      # Older export_savedmodel versions rejected trainer checkpoints (their
-      # head check looked for `model/...` keys). The fine-tuning script's own
-      # export mode writes the same serving SavedModel (labels "0"/"1").
-      print("  ! export_savedmodel rejected the fine-tuned checkpoint; "
-            "exporting with run_classifier --mode=export instead", flush=True)
-      self.summary.setdefault("workarounds", []).append(
-          f"{task} export via run_classifier --mode=export")
-      shutil.rmtree(export_dir, ignore_errors=True)
-      self.tool(f"export_{task}_run_classifier", [
-          "-m", "albert_tf.run_classifier", f"--config_file={config_path}",
-          f"--model_dir={run_dir}", "--mode=export",
-          f"--export_dir={export_dir}"])
-    versions = sorted(int(v) for v in os.listdir(export_dir) if v.isdigit())
-    self.exports[task] = os.path.join(export_dir, str(versions[-1]))
+    self.tool(f"export_{task}", [
+        "-m", "albert_tf.export_savedmodel", "--export_kind=serving",
+        "--task=classification", "--num_labels=2", "--num_text_fields=2",
+        f"--label_names={','.join(ds.LABEL_NAMES)}",
+        f"--albert_config_file={os.path.join(run_dir, 'experiment_config.yaml')}",
+        f"--checkpoint={os.path.join(run_dir, 'checkpoints')}",
+        f"--spm_model_file={self.spm}", f"--seq_length={SEQ_LENGTH}",
+        f"--export_dir={export_dir}", "--version=1"])
+    self.exports[task] = os.path.join(export_dir, "1")
     print("  a fresh process serves the export: raw text pair -> label",
           flush=True)
     out = self.path("exports", f"{task}_predictions.json")
@@ -588,7 +559,8 @@ class Demo:
     self.summary["total_cpu_seconds"] = round(ds.child_cpu_seconds(), 1)
     files = {}
     for name in ("corpus", "vocab", "data", "pretrain", "exports",
-                 "finetune", "logs", "curves.png", "model_sizes.json"):
+                 "finetune", "logs", "curves.png", "finetune_curves.png",
+                 "model_sizes.json"):
       p = self.path(name)
       if os.path.exists(p):
         files[name] = ds.dir_size(p)
@@ -606,7 +578,9 @@ class Demo:
                      ("train TFRecords", getattr(self, "train_rec", None)),
                      ("held-out TFRecords", getattr(self, "held_rec", None)),
                      ("pretraining run", getattr(self, "model_dir", None)),
-                     ("training curves", self.summary.get("curves_png"))):
+                     ("training curves", self.summary.get("curves_png")),
+                     ("fine-tuning curves",
+                      self.summary.get("finetune_curves_png"))):
       if p:
         print(f"    {label:<22}{self.rel(p)}")
     for kind, p in self.summary["exports"].items():
@@ -644,13 +618,6 @@ class Demo:
     print(f"    {'total':<12}{total:>8.1f}"
           f"{self.summary['total_cpu_seconds']:>10.1f}")
     print(f"  wrote {self.rel(path)}")
-
-
-def _with_vocab(config, vocab_size):
-  values = config.to_dict() if hasattr(config, "to_dict") else dict(
-      vars(config))
-  values["vocab_size"] = vocab_size
-  return type(config).from_dict(values)
 
 
 def settings_from_flags():

@@ -413,19 +413,3 @@ def write_initial_checkpoint(model_config, model_dir, seed, seq_length,
       ckpt, os.path.join(model_dir, "checkpoints"), max_to_keep=1)
   path = manager.save(checkpoint_number=0)
   return path, model.encoder.count_params(), model.count_params()
-
-
-def export_pretraining_in_process(config_file, checkpoint, spm_model_file,
-                                  export_dir, version=1):
-  """`export_savedmodel --export_kind=pretraining` without its CLI's head
-  check (see demo.py): build, restore the whole model, export."""
-  from albert_tf import checkpointing  # pylint: disable=g-import-not-at-top
-  from albert_tf import export_savedmodel  # pylint: disable=g-import-not-at-top
-  config = export_savedmodel.load_config(config_file)
-  model = export_savedmodel.build_model("pretraining", config)
-  checkpointing.restore_model(model, checkpoint)
-  path = export_savedmodel.export_pretraining(model, export_dir,
-                                              spm_model_file, version=version)
-  print(f"  SavedModel {path} (signatures serving_default, mlm, sop)",
-        flush=True)
-  return path

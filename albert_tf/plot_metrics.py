@@ -12,7 +12,9 @@ from absl import app
 from absl import flags
 
 PANELS = (("loss", ("loss", "masked_lm_loss", "sentence_order_loss")),
-          ("accuracy", ("masked_lm_accuracy", "sentence_order_accuracy")),
+          # Pretraining runs log the first two, fine-tuning runs the others.
+          ("accuracy", ("masked_lm_accuracy", "sentence_order_accuracy",
+                        "accuracy", "f1")),
           ("learning rate", ("learning_rate",)))
 
 

@@ -71,15 +71,21 @@ def markdown():
     result = load(name)
     if result:
       lines += train_rows(result, label)
-  result = load("train_step.json")
-  if result:
-    lines += ["", f"Dense matmul rate measured in the same run: "
-              f"{result['matmul_gflops']:.0f} GFLOP/s."]
+  lines.append("")
+  for name, label in (("train_step.json", "b8 x s128"),
+                      ("train_step_xla.json", "b8 x s128, XLA"),
+                      ("train_step_seq512.json", "b2 x s512")):
+    result = load(name)
+    if not result:
+      continue
+    line = (f"{label}: dense matmul rate measured in the same run "
+            f"{result['matmul_gflops']:.0f} GFLOP/s.")
     if "peak_rss_mb" in result:
       mem = result["peak_rss_mb"]
-      lines += [f"Peak RSS of our train step: {mem['albert_tf']:.0f} MB; "
-                f"with gradient checkpointing "
-                f"{mem['albert_tf_gradient_checkpointing']:.0f} MB."]
+      line += (f" Peak RSS of our train step {mem['albert_tf']:.0f} MB, "
+               f"with gradient checkpointing "
+               f"{mem['albert_tf_gradient_checkpointing']:.0f} MB.")
+    lines.append(line)
   loop = load("trainer_loop.json")
   if loop:
     lines += ["", "### run_pretraining loop (steps_per_loop steps per call)", "",
@@ -122,8 +128,16 @@ def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--quick", action="store_true",
                       help="fewer rounds; no seq-512 or data-prep runs")
+  parser.add_argument("--table_only", action="store_true",
+                      help="only rebuild RESULTS.md from the JSON files")
   args = parser.parse_args()
   os.makedirs(RESULTS, exist_ok=True)
+  if args.table_only:
+    with open(os.path.join(RESULTS, "RESULTS.md"), "w",
+              encoding="utf-8") as f:
+      f.write(markdown())
+    print(markdown())
+    return
   rounds = ["--rounds", "2" if args.quick else "3"]
   run("bench_train_step.py", *rounds, "--memory",
       "--json", os.path.join(RESULTS, "train_step.json"))
@@ -131,7 +145,7 @@ def main():
       "--json", os.path.join(RESULTS, "train_step_xla.json"))
   if not args.quick:
     run("bench_train_step.py", "--batch", "2", "--seq", "512", *rounds,
-        "--no-keras-hub", "--json",
+        "--no-keras-hub", "--memory", "--json",
         os.path.join(RESULTS, "train_step_seq512.json"))
   run("bench_trainer_loop.py", "--json",
       os.path.join(RESULTS, "trainer_loop.json"))

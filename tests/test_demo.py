@@ -227,8 +227,10 @@ def test_summary_has_timings_files_and_parameters(demo_run):
                                      "finetune", "sizes"}
   assert all(t["seconds"] >= 0 for t in summary["timings"].values())
   for name in ("corpus", "vocab", "data", "pretrain", "exports", "finetune",
-               "curves.png"):
+               "curves.png", "finetune_curves.png"):
     assert summary["files"][name] > 0
+  with open(out / "finetune_curves.png", "rb") as f:
+    assert f.read(8) == b"\x89PNG\r\n\x1a\n"
   params = summary["parameters"]
   # Tiny recipe, vocab 1000: embeddings 1000*32 + 64 positions*32 + 2*32.
   assert params["tiny_encoder"] > 1000 * 32 + 64 * 32
