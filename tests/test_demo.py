@@ -48,15 +48,21 @@ def test_split_heldout_takes_each_documents_tail():
     ds.split_heldout([["a.", "b."]], 0.2)
 
 
-def test_sentence_order_task_labels_mean_swapped(tmp_path):
-  doc = [f"sentence number {i} here." for i in range(20)]
-  counts = ds.write_sentence_order_task([doc], str(tmp_path), seed=3)
+def read_task_rows(data_dir):
+  """{split: [[label, id1, id2, text_a, text_b], ...]} of a written task."""
   rows = {}
   for split in ("train", "dev"):
-    with open(tmp_path / f"{split}.tsv", encoding="utf-8") as f:
+    with open(data_dir / f"{split}.tsv", encoding="utf-8") as f:
       lines = f.read().splitlines()
     assert lines[0] == ds.MRPC_HEADER
     rows[split] = [l.split("\t") for l in lines[1:]]
+  return rows
+
+
+def test_sentence_order_task_labels_mean_swapped(tmp_path):
+  doc = [f"sentence number {i} here." for i in range(20)]
+  counts = ds.write_sentence_order_task([doc], str(tmp_path), seed=3)
+  rows = read_task_rows(tmp_path)
   for label, _, _, a, b in rows["train"] + rows["dev"]:
     ia, ib = int(a.split()[2]), int(b.split()[2])
     assert abs(ia - ib) == 1  # consecutive sentences
@@ -75,12 +81,7 @@ def test_split_sentence_task_rows_rejoin_to_held_out_sentences(tmp_path):
   doc.insert(5, "too short to cut.")  # < 6 words: not used
   counts = ds.write_split_sentence_task([doc], str(tmp_path), seed=5)
   source = {s: i for i, s in enumerate(doc)}
-  rows = {}
-  for split in ("train", "dev"):
-    with open(tmp_path / f"{split}.tsv", encoding="utf-8") as f:
-      lines = f.read().splitlines()
-    assert lines[0] == ds.MRPC_HEADER
-    rows[split] = [l.split("\t") for l in lines[1:]]
+  rows = read_task_rows(tmp_path)
   used = {}
   for split, split_rows in rows.items():
     for label, _, _, a, b in split_rows:
