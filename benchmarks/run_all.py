@@ -24,6 +24,11 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
+# bench_train_step.py result files, in table order, with their row labels.
+TRAIN_STEP_RESULTS = (("train_step.json", "b8 x s128"),
+                      ("train_step_xla.json", "b8 x s128, XLA"),
+                      ("train_step_seq512.json", "b2 x s512"),
+                      ("train_step_seq512_xla.json", "b2 x s512, XLA"))
 
 
 def run(script, *args):
@@ -66,18 +71,12 @@ def markdown():
   lines += ["### Pretraining train step (ALBERT-base, dropout 0)", "",
             "| setting | model | s/step | GFLOP/s | of matmul rate | albert_tf faster by |",
             "|---|---|---|---|---|---|"]
-  for name, label in (("train_step.json", "b8 x s128"),
-                      ("train_step_xla.json", "b8 x s128, XLA"),
-                      ("train_step_seq512.json", "b2 x s512"),
-                      ("train_step_seq512_xla.json", "b2 x s512, XLA")):
+  for name, label in TRAIN_STEP_RESULTS:
     result = load(name)
     if result:
       lines += train_rows(result, label)
   lines.append("")
-  for name, label in (("train_step.json", "b8 x s128"),
-                      ("train_step_xla.json", "b8 x s128, XLA"),
-                      ("train_step_seq512.json", "b2 x s512"),
-                      ("train_step_seq512_xla.json", "b2 x s512, XLA")):
+  for name, label in TRAIN_STEP_RESULTS:
     result = load(name)
     if not result:
       continue
@@ -127,6 +126,14 @@ def markdown():
   return "\n".join(lines) + "\n"
 
 
+def write_table():
+  """RESULTS.md from the JSON files; also printed."""
+  table = markdown()
+  with open(os.path.join(RESULTS, "RESULTS.md"), "w", encoding="utf-8") as f:
+    f.write(table)
+  print("\n" + table)
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--quick", action="store_true",
@@ -136,10 +143,7 @@ def main():
   args = parser.parse_args()
   os.makedirs(RESULTS, exist_ok=True)
   if args.table_only:
-    with open(os.path.join(RESULTS, "RESULTS.md"), "w",
-              encoding="utf-8") as f:
-      f.write(markdown())
-    print(markdown())
+    write_table()
     return
   rounds = ["--rounds", "2" if args.quick else "3"]
   run("bench_train_step.py", *rounds, "--memory",
@@ -158,9 +162,7 @@ def main():
   run("bench_inference.py", "--json", os.path.join(RESULTS, "inference.json"))
   if not args.quick:
     run("bench_data_prep.py")
-  with open(os.path.join(RESULTS, "RESULTS.md"), "w", encoding="utf-8") as f:
-    f.write(markdown())
-  print("\n" + markdown())
+  write_table()
 
 
 if __name__ == "__main__":
