@@ -20,7 +20,7 @@ venv:
 	fi
 
 demo: venv
-	$(PY) -m albert_tf.demo $(DEMO_ARGS)
+	$(PY) -m examples.demo.demo $(DEMO_ARGS)
 
 test: venv
 	$(PY) -m pytest -q tests $(PYTEST_ARGS)

@@ -73,10 +73,19 @@ def main(argv):
   print(plot(path, output))
 
 
-if __name__ == "__main__":
+def define_flags():
   flags.DEFINE_string("model_dir", None, "Run directory with metrics.jsonl.")
   flags.DEFINE_string("metrics_file", None, "Path of metrics.jsonl (default: "
                       "<model_dir>/metrics.jsonl).")
   flags.DEFINE_string("output", None, "PNG path (default: curves.png next to "
                       "metrics.jsonl).")
+
+
+def cli():
+  """Console-script entry point (pyproject.toml)."""
+  define_flags()
   app.run(main)
+
+
+if __name__ == "__main__":
+  cli()

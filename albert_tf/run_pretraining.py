@@ -16,10 +16,10 @@ from absl import app
 from absl import flags
 from absl import logging
 
-from albert_tf import distribute_utils
-from albert_tf import experiment_config
-from albert_tf import pretraining_task
-from albert_tf import trainer as trainer_lib
+from albert_tf.core import distribute_utils
+from albert_tf.core import experiment_config
+from albert_tf.tasks import pretraining as pretraining_task
+from albert_tf.core import trainer as trainer_lib
 
 FLAGS = flags.FLAGS
 PREEMPTED_EXIT_CODE = 143  # 128 + SIGTERM
@@ -120,6 +120,11 @@ def main(argv):
     sys.exit(PREEMPTED_EXIT_CODE)
 
 
-if __name__ == "__main__":
+def cli():
+  """Console-script entry point (pyproject.toml)."""
   define_flags()
   app.run(main)
+
+
+if __name__ == "__main__":
+  cli()

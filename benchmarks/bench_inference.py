@@ -24,9 +24,9 @@ import numpy as np  # pylint: disable=g-import-not-at-top
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
 from albert_tf import AlbertConfig, AlbertEncoder  # pylint: disable=g-import-not-at-top
-from albert_tf import checkpoint_weights  # pylint: disable=g-import-not-at-top
-from albert_tf import export_savedmodel  # pylint: disable=g-import-not-at-top
-from albert_tf import model_garden_checkpoint  # pylint: disable=g-import-not-at-top
+from albert_tf.checkpoints import canonical_weights  # pylint: disable=g-import-not-at-top
+from albert_tf.serving import export_lib  # pylint: disable=g-import-not-at-top
+from albert_tf.checkpoints import model_garden_checkpoint  # pylint: disable=g-import-not-at-top
 
 NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 
@@ -52,7 +52,7 @@ def model_garden_encoder(ours, config):
   """MG AlbertEncoder with our weights copied in (the converter's mapping)."""
   mg = model_garden_checkpoint.build_encoder(config)
   values = {name: var.numpy() for name, var in
-            checkpoint_weights.encoder_variables(ours).items()}
+            canonical_weights.encoder_variables(ours).items()}
   for name, (var, _, to_mg) in model_garden_checkpoint.variable_map(mg).items():
     var.assign(to_mg(values[name]))
   return mg
@@ -82,7 +82,7 @@ def main():
   ours = AlbertEncoder(config)
   mg = model_garden_encoder(ours, config)
   workdir = tempfile.mkdtemp(prefix="bench_inference_")
-  ours_path = export_savedmodel.export_encoder(ours, os.path.join(workdir,
+  ours_path = export_lib.export_encoder(ours, os.path.join(workdir,
                                                                   "ours"))
   mg_path = os.path.join(workdir, "model_garden", "1")
   module = ModelGardenEncoderModule(mg)

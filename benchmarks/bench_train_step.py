@@ -78,10 +78,12 @@ def matmul_gflops(seconds=3.0):
 
 
 def ours_step_fn(batch, jit, gradient_checkpointing=False):
-  from albert_tf import AlbertConfig, AlbertPretrainer, losses, optimization
+  from albert_tf import AlbertConfig, AlbertPretrainer
+  from albert_tf.modeling import losses
+  from albert_tf.optimization import optimizer_factory
   config = AlbertConfig(**BASE, gradient_checkpointing=gradient_checkpointing)
   model = AlbertPretrainer(config)
-  optimizer, _ = optimization.create_optimizer(
+  optimizer, _ = optimizer_factory.create_optimizer(
       "lamb", init_lr=1e-4, num_train_steps=1000, num_warmup_steps=10)
   inputs = {k: batch[k] for k in ("input_word_ids", "input_mask",
                                   "input_type_ids", "masked_lm_positions")}
@@ -91,7 +93,7 @@ def ours_step_fn(batch, jit, gradient_checkpointing=False):
     with tf.GradientTape() as tape:
       loss, _ = losses.pretraining_loss(model(inputs, training=True), batch)
     grads = tape.gradient(loss, model.trainable_variables)
-    grads, _ = optimization.clip_by_global_norm(grads, 1.0)
+    grads, _ = optimizer_factory.clip_by_global_norm(grads, 1.0)
     optimizer.apply_gradients(zip(grads, model.trainable_variables))
     return loss
   return step

@@ -417,6 +417,11 @@ def main(argv):
   _report(summary)
 
 
-if __name__ == "__main__":
+def cli():
+  """Console-script entry point (pyproject.toml)."""
   define_flags()
   app.run(main)
+
+
+if __name__ == "__main__":
+  cli()

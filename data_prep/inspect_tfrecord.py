@@ -92,6 +92,11 @@ def main(argv):
       break
 
 
-if __name__ == "__main__":
+def cli():
+  """Console-script entry point (pyproject.toml)."""
   define_flags()
   app.run(main)
+
+
+if __name__ == "__main__":
+  cli()

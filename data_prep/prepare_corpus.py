@@ -216,6 +216,11 @@ def main(argv):
       f"{k}={v}" for k, v in sorted(stats.items())) + "\n")
 
 
-if __name__ == "__main__":
+def cli():
+  """Console-script entry point (pyproject.toml)."""
   define_flags()
   app.run(main)
+
+
+if __name__ == "__main__":
+  cli()

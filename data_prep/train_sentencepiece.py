@@ -141,6 +141,11 @@ def main(argv):
     sys.exit(1)
 
 
-if __name__ == "__main__":
+def cli():
+  """Console-script entry point (pyproject.toml)."""
   define_flags()
   app.run(main)
+
+
+if __name__ == "__main__":
+  cli()

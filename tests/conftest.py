@@ -1,7 +1,10 @@
-"""Test setup: quiet TensorFlow logs, make the repo importable, no GPU."""
+"""Test setup: quiet TensorFlow logs, no GPU.
+
+The tests are packages (tests/__init__.py, tests/<area>/__init__.py), so
+pytest puts the repository root on sys.path itself; helpers are imported as
+`tests.testing.<module>`.
+"""
 import os
-import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -1,0 +1,100 @@
+"""Tests for data_prep.prepare_corpus, text_reader and tfrecord_io."""
+
+import gzip
+import os
+
+import pytest
+import tensorflow as tf
+
+from data_prep import prepare_corpus
+from data_prep import tfrecord_io
+
+BOTCHAN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "testdata",
+                       "botchan.txt")
+
+
+def _docs(path):
+  with open(path, encoding="utf-8") as f:
+    return [d.split("\n") for d in f.read().strip("\n").split("\n\n")]
+
+
+def test_split_sentences():
+  s = prepare_corpus.split_sentences
+  assert s("Mr. Smith met Dr. Brown. They talked!  Then?  \"Yes,\" he said.") == [
+      "Mr. Smith met Dr. Brown.", "They talked!", "Then?", "\"Yes,\" he said."]
+  assert s("Revised by J. R. Kennedy in 1919. It sold.") == [
+      "Revised by J. R. Kennedy in 1919.", "It sold."]
+  assert s("no capital. after a period") == ["no capital. after a period"]
+  assert s("") == []
+
+
+def test_blank_line_boundaries_and_wrapped_lines(tmp_path):
+  src = tmp_path / "in.txt"
+  src.write_text("First line is\nwrapped here. Second one.\n\n\nNew doc.\n")
+  out = tmp_path / "out.txt"
+  stats = prepare_corpus.prepare([str(src)], str(out))
+  assert _docs(out) == [["First line is wrapped here.", "Second one."],
+                        ["New doc."]]
+  assert stats["documents"] == 2 and stats["sentences"] == 3
+
+
+def test_file_boundaries_gzip_in_and_out(tmp_path):
+  a, b = tmp_path / "a.txt.gz", tmp_path / "b.txt"
+  with gzip.open(a, "wt") as f:
+    f.write("Para one. Still one.\n\nPara two.\n")
+  b.write_text("Other file.\n")
+  out = tmp_path / "out.txt.gz"
+  prepare_corpus.prepare([str(a), str(b)], str(out), doc_boundary="file")
+  with gzip.open(out, "rt") as f:
+    docs = [d.split("\n") for d in f.read().strip("\n").split("\n\n")]
+  assert docs == [["Para one.", "Still one.", "Para two."], ["Other file."]]
+
+
+def test_regex_boundaries_on_botchan(tmp_path):
+  out = tmp_path / "botchan.txt"
+  stats = prepare_corpus.prepare([BOTCHAN], str(out), doc_boundary="regex",
+                                 doc_regex=r"^CHAPTER [IVXLC]+\.?$",
+                                 drop_boundary_lines=True)
+  docs = _docs(out)
+  assert len(docs) == 12 and stats["boundary_lines"] == 11
+  assert docs[1][0].startswith("Because of an hereditary recklessness")
+  assert all(not line.startswith("CHAPTER") for d in docs for line in d)
+  assert stats["control_char_lines"] == 1  # the byte-order mark
+  assert not docs[0][0].startswith("\ufeff")
+  with open(BOTCHAN, encoding="utf-8-sig") as f:
+    words = len(f.read().split())
+  assert sum(len(l.split()) for d in docs for l in d) == words - 11 * 2
+
+
+def test_unreadable_input_names_file(tmp_path):
+  with pytest.raises(OSError, match="absent.txt"):
+    prepare_corpus.prepare([str(tmp_path / "absent.txt")],
+                           str(tmp_path / "o.txt"))
+  with pytest.raises(FileNotFoundError, match="nomatch"):
+    tfrecord_io.expand_input_files(str(tmp_path / "nomatch*.txt"))
+
+
+def test_crc32c_and_example_encoding(tmp_path):
+  assert tfrecord_io.crc32c(b"123456789") == 0xE3069283   # standard check value
+  assert tfrecord_io.crc32c(b"") == 0
+  assert tfrecord_io.crc32c(b"\x00" * 32) == 0x8A9136AA   # RFC 3720 B.4
+  enc = tfrecord_io.ExampleEncoder(100)
+  ints = [("input_ids", [0, 1, 127, 128, 300, 70000, 2**40]),
+          ("input_mask", [1, 1, 0])]
+  floats = [("masked_lm_weights", [1.0, 0.5, 0.0])]
+  ex = tf.train.Example.FromString(enc.encode(ints, floats))
+  f = ex.features.feature
+  assert list(f["input_ids"].int64_list.value) == ints[0][1]
+  assert list(f["input_mask"].int64_list.value) == [1, 1, 0]
+  assert list(f["masked_lm_weights"].float_list.value) == [1.0, 0.5, 0.0]
+  path = str(tmp_path / "r.tfrecord")
+  w = tfrecord_io.RecordWriter(path)
+  payloads = [enc.encode(ints, floats), b"x" * 3000, b"ab"]
+  for p in payloads:
+    w.write(tfrecord_io.frame_record(p))
+  w.close()
+  # TFRecordDataset verifies both CRCs of every record.
+  assert [r.numpy() for r in tf.data.TFRecordDataset(path)] == payloads
+  assert tfrecord_io.expand_output_files("a,b") == ["a", "b"]
+  assert tfrecord_io.expand_output_files("d/x@2") == [
+      "d/x-00000-of-00002", "d/x-00001-of-00002"]

@@ -1,0 +1,241 @@
+"""`make demo` end to end (--quick) on the test copy of botchan.txt, plus the
+demo's own helpers (corpus split, the fine-tuning tasks).
+
+The demo runs every tool as a subprocess; this test reads back what they
+wrote: TFRecords, checkpoints, SavedModels (loaded and called), metrics.
+No download: --corpus points at tests/testdata/botchan.txt.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_text  # pylint: disable=unused-import  (registers ops)
+
+from examples.demo import stages as ds
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BOTCHAN = os.path.join(REPO, "tests", "testdata", "botchan.txt")
+SEQ = 64
+
+
+# --- Helpers (no TensorFlow) --------------------------------------------------------
+
+
+def test_strip_gutenberg_keeps_the_novel_only():
+  with open(BOTCHAN, encoding="utf-8") as f:
+    raw = f.read()
+  text, stripped = ds.strip_gutenberg(raw)
+  assert stripped
+  assert text.startswith("CHAPTER I\n")
+  assert "Project Gutenberg" not in text
+  assert text.rstrip().endswith(raw[raw.index("End of Project") - 200:
+                                    raw.index("End of Project")].strip())
+  plain = "no markers here\n"
+  assert ds.strip_gutenberg(plain) == (plain, False)
+
+
+def test_split_heldout_takes_each_documents_tail():
+  docs = [[f"d{d} s{i}." for i in range(10)] for d in range(3)] + [["x."]]
+  train, held = ds.split_heldout(docs, 0.2)
+  assert [len(d) for d in train] == [8, 8, 8, 1]
+  assert held == [[f"d{d} s8.", f"d{d} s9."] for d in range(3)]
+  with pytest.raises(ValueError, match="too small"):
+    ds.split_heldout([["a.", "b."]], 0.2)
+
+
+def read_task_rows(data_dir):
+  """{split: [[label, id1, id2, text_a, text_b], ...]} of a written task."""
+  rows = {}
+  for split in ("train", "dev"):
+    with open(data_dir / f"{split}.tsv", encoding="utf-8") as f:
+      lines = f.read().splitlines()
+    assert lines[0] == ds.MRPC_HEADER
+    rows[split] = [l.split("\t") for l in lines[1:]]
+  return rows
+
+
+def test_sentence_order_task_labels_mean_swapped(tmp_path):
+  doc = [f"sentence number {i} here." for i in range(20)]
+  counts = ds.write_sentence_order_task([doc], str(tmp_path), seed=3)
+  rows = read_task_rows(tmp_path)
+  for label, _, _, a, b in rows["train"] + rows["dev"]:
+    ia, ib = int(a.split()[2]), int(b.split()[2])
+    assert abs(ia - ib) == 1  # consecutive sentences
+    assert label == ("1" if ia > ib else "0")
+  # 19 pairs: 14 train pairs in both orders, 5 dev pairs in one order.
+  assert counts == {"train": {"examples": 28, "swapped": 14},
+                    "dev": {"examples": 5,
+                            "swapped": sum(r[0] == "1" for r in rows["dev"])}}
+  train_sents = {s for r in rows["train"] for s in r[3:]}
+  dev_sents = {s for r in rows["dev"] for s in r[3:]}
+  assert len(train_sents & dev_sents) <= 1  # only the boundary sentence
+
+
+def test_split_sentence_task_rows_rejoin_to_held_out_sentences(tmp_path):
+  doc = [" ".join(f"w{i}x{j}" for j in range(8)) + "." for i in range(20)]
+  doc.insert(5, "too short to cut.")  # < 6 words: not used
+  counts = ds.write_split_sentence_task([doc], str(tmp_path), seed=5)
+  source = {s: i for i, s in enumerate(doc)}
+  rows = read_task_rows(tmp_path)
+  used = {}
+  for split, split_rows in rows.items():
+    for label, _, _, a, b in split_rows:
+      head, tail = (a, b) if label == "0" else (b, a)
+      sentence = head + " " + tail
+      assert sentence in source, sentence  # the parts rejoin exactly
+      assert 2 <= len(head.split()) <= 6  # cut in the middle half of 8 words
+      used.setdefault(split, set()).add(source[sentence])
+  # The last quarter of the 20 usable sentences is dev; none is in both.
+  assert not used["train"] & used["dev"]
+  assert len(used["dev"]) == 5 and max(used["train"]) < min(used["dev"])
+  assert source["too short to cut."] not in used["train"] | used["dev"]
+  # Train: 4 cuts x 2 orders per sentence; dev: 1 cut x 2 orders.
+  assert counts == {"train": {"examples": 15 * 8, "swapped": 15 * 4},
+                    "dev": {"examples": 5 * 2, "swapped": 5}}
+  with pytest.raises(ValueError, match="too few examples"):
+    ds.write_split_sentence_task([doc[:3]], str(tmp_path / "small"))
+
+
+# --- The demo, end to end ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory):
+  out = tmp_path_factory.mktemp("demo") / "demo_output"
+  env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2")
+  proc = subprocess.run(
+      [sys.executable, "-m", "examples.demo.demo", "--quick", f"--corpus={BOTCHAN}",
+       f"--output_dir={out}", "--sizes=base", "--num_workers=1"],
+      cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+      text=True, timeout=900, check=False)
+  assert proc.returncode == 0, proc.stdout[-6000:]
+  with open(out / "summary.json", encoding="utf-8") as f:
+    summary = json.load(f)
+  return out, proc.stdout, summary
+
+
+def test_prints_every_stage_and_streams_tools(demo_run):
+  _, stdout, _ = demo_run
+  for i in range(1, 8):
+    assert f"[stage {i}/7]" in stdout
+  # The tools' own progress lines are streamed.
+  assert "[create_pretraining_data] wrote" in stdout
+  assert "step 150/150" in stdout
+  assert "ALBERT-base" in stdout and "12M" in stdout
+
+
+def test_tfrecords_parse_and_match_the_summary(demo_run):
+  out, _, summary = demo_run
+  spec = {
+      "input_ids": tf.io.FixedLenFeature([SEQ], tf.int64),
+      "input_mask": tf.io.FixedLenFeature([SEQ], tf.int64),
+      "segment_ids": tf.io.FixedLenFeature([SEQ], tf.int64),
+      "masked_lm_positions": tf.io.FixedLenFeature([10], tf.int64),
+      "masked_lm_ids": tf.io.FixedLenFeature([10], tf.int64),
+      "masked_lm_weights": tf.io.FixedLenFeature([10], tf.float32),
+      "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
+  }
+  for name in ("train", "heldout"):
+    path = str(out / "data" / f"{name}.tfrecord")
+    n, labels = 0, []
+    for raw in tf.data.TFRecordDataset(path):
+      ex = tf.io.parse_single_example(raw, spec)
+      ids = ex["input_ids"].numpy()
+      length = int(ex["input_mask"].numpy().sum())
+      assert ids[0] == 2 and ids[length - 1] == 3  # [CLS] ... [SEP]
+      assert ids.max() < 1000
+      pos = ex["masked_lm_positions"].numpy()
+      w = ex["masked_lm_weights"].numpy()
+      assert np.all(pos[w > 0] < length) and np.all(pos[w > 0] > 0)
+      labels.append(int(ex["next_sentence_labels"].numpy()[0]))
+      n += 1
+    assert n == summary["data"]["instances"][name] > 0
+    assert 0.3 < np.mean(labels) < 0.7  # SOP: about half swapped
+
+
+def test_pretraining_learned_and_checkpoints_exist(demo_run):
+  out, _, summary = demo_run
+  assert tf.train.latest_checkpoint(str(out / "pretrain" / "checkpoints")
+                                    ).endswith("ckpt-150")
+  assert tf.train.latest_checkpoint(
+      str(out / "pretrain_init" / "checkpoints")).endswith("ckpt-0")
+  p = summary["metrics"]["pretraining"]
+  # At init the MLM loss is about ln(vocab) = 6.9; 150 steps must lower it.
+  assert abs(p["before"]["masked_lm_loss"] - np.log(1000)) < 0.3
+  assert p["after"]["masked_lm_loss"] < p["before"]["masked_lm_loss"] - 0.5
+  assert p["after"]["masked_lm_accuracy"] > p["before"]["masked_lm_accuracy"]
+  assert 0.0 <= p["after"]["sentence_order_accuracy"] <= 1.0
+  with open(out / "curves.png", "rb") as f:
+    assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_exports_load_and_answer(demo_run):
+  out, _, summary = demo_run
+  ex = summary["exports"]
+  ids = tf.constant([[2, 20, 21, 22, 3, 0]], tf.int32)
+  mask = tf.cast(ids > 0, tf.int32)
+  enc = tf.saved_model.load(ex["encoder"]).signatures["serving_default"]
+  pooled = enc(input_word_ids=ids, input_mask=mask,
+               input_type_ids=tf.zeros_like(ids))["pooled_output"]
+  assert pooled.shape == (1, 64)
+  pre = tf.saved_model.load(ex["pretraining"]).signatures["mlm"]
+  logits = pre(input_word_ids=ids, input_mask=mask,
+               input_type_ids=tf.zeros_like(ids),
+               masked_lm_positions=tf.constant([[1, 2]]))["mlm_logits"]
+  assert logits.shape == (1, 2, 1000)
+  serving = tf.saved_model.load(ex["serving"]).signatures["serving_default"]
+  text_out = serving(text=tf.constant(["I was a hard-headed boy."]))
+  assert text_out["pooled_output"].shape == (1, 64)
+  clf = tf.saved_model.load(ex["split_sentence"]).signatures[
+      "serving_default"]
+  res = clf(text_a=tf.constant(["He sat down", "and then he left."]),
+            text_b=tf.constant(["and then he left.", "He sat down"]))
+  probs = res["probabilities"].numpy()
+  np.testing.assert_allclose(probs.sum(-1), 1.0, rtol=1e-5)
+  assert set(res["label_id"].numpy().tolist()) <= {0, 1}
+  fm = summary["metrics"]["fill_mask"]
+  assert fm["masked_words"] > 50 and 0 <= fm["top1_accuracy"] <= \
+      fm["top5_accuracy"] <= 1
+
+
+def test_finetuning_learns_and_is_served_consistently(demo_run):
+  out, _, summary = demo_run
+  ft = summary["metrics"]["finetuning"]
+  assert ft["task"] == "split_sentence"
+  assert ft["dev"]["num_examples"] == ft["examples"]["dev"]["examples"]
+  for split in ("train", "dev"):
+    assert ft["examples"][split]["swapped"] * 2 == \
+        ft["examples"][split]["examples"]
+  # Both orders of every dev sentence: chance is exactly 0.5. The task is
+  # learnable: 150 steps from the 150-step checkpoint reach ~0.96.
+  assert ft["majority_baseline"] == 0.5
+  assert ft["dev"]["accuracy"] >= 0.8
+  # The served SavedModel (raw text in) and the training run's evaluation
+  # (cached features) score the same model on the same dev pairs.
+  assert abs(ft["served_accuracy"] - ft["dev"]["accuracy"]) <= 0.02
+  assert tf.train.latest_checkpoint(
+      str(out / "finetune" / "run" / "checkpoints")).endswith("ckpt-150")
+
+
+def test_summary_has_timings_files_and_parameters(demo_run):
+  out, _, summary = demo_run
+  assert set(summary["timings"]) >= {"corpus", "data", "pretrain", "export",
+                                     "finetune", "sizes"}
+  assert all(t["seconds"] >= 0 for t in summary["timings"].values())
+  for name in ("corpus", "vocab", "data", "pretrain", "exports", "finetune",
+               "curves.png", "finetune_curves.png"):
+    assert summary["files"][name] > 0
+  with open(out / "finetune_curves.png", "rb") as f:
+    assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+  params = summary["parameters"]
+  # Tiny recipe, vocab 1000: embeddings 1000*32 + 64 positions*32 + 2*32.
+  assert params["tiny_encoder"] > 1000 * 32 + 64 * 32
+  base = params["released_sizes"]["base"]
+  assert abs(base["encoder"] / 1e6 - base["paper_millions"]) < 0.5
+  with open(out / "model_sizes.json", encoding="utf-8") as f:
+    assert json.load(f)[0]["size"] == "base"

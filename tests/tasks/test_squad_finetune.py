@@ -1,0 +1,79 @@
+"""End to end: run_squad fine-tunes a tiny ALBERT on a synthetic but
+learnable SQuAD 2.0 task (find the colour word; half the questions have
+none), writes predictions.json / null_odds.json and scores them with the
+official v2 metrics."""
+
+import json
+import os
+import random
+
+import pytest
+
+from albert_tf.tasks import finetuning as finetune_lib
+from albert_tf.tasks import question_answering
+from tests.testing import finetune_testlib
+
+
+def _squad(rng, sentences, n, prefix):
+  paragraphs = []
+  for i in range(n):
+    words = rng.choice(sentences).split()
+    qa = {"id": f"{prefix}{i}", "question": "Which colour is named?"}
+    if rng.random() < 0.5:
+      colour = rng.choice(finetune_testlib.COLOURS)
+      words.insert(rng.randrange(len(words) + 1), colour)
+      context = " ".join(words)
+      # Character offset of the inserted word (first whole-word match).
+      start = context.split(" ").index(colour)
+      offset = len(" ".join(context.split(" ")[:start])) + (1 if start else 0)
+      qa["answers"] = [{"text": colour, "answer_start": offset}]
+      qa["is_impossible"] = False
+    else:
+      context = " ".join(words)
+      qa["answers"] = []
+      qa["is_impossible"] = True
+    paragraphs.append({"context": context, "qas": [qa]})
+  return {"version": "v2.0", "data": [{"title": "syn",
+                                       "paragraphs": paragraphs}]}
+
+
+def test_squad_v2_finetune(tmp_path_factory):
+  tmp = tmp_path_factory.mktemp("squad_e2e")
+  rng = random.Random(0)
+  sentences = finetune_testlib.botchan_sentences(300, min_words=3,
+                                                 max_words=6)
+  files = {}
+  for name, n in (("train", 800), ("dev", 100)):
+    files[name] = str(tmp / f"{name}-v2.0.json")
+    with open(files[name], "w", encoding="utf-8") as f:
+      json.dump(_squad(rng, sentences, n, name), f)
+  config = finetune_testlib.tiny_finetune_config(
+      {"train_file": files["train"], "predict_file": files["dev"],
+       "spm_model_file": finetune_testlib.spm_model(tmp_path_factory),
+       "max_seq_length": 48, "doc_stride": 16, "max_query_length": 12,
+       "version_2_with_negative": True},
+      steps=400, lr=3e-3, with_answerability=True)
+  model_dir = str(tmp / "model")
+  result = finetune_lib.run(question_answering.SquadFamily(), config, model_dir,
+                            "train_and_eval")
+  metrics = result["eval"]
+  assert metrics["total"] == 100
+  assert metrics["HasAns_exact"] >= 85.0, metrics
+  assert metrics["NoAns_exact"] >= 85.0, metrics
+  assert metrics["exact"] >= 85.0 and metrics["best_f1"] >= metrics["f1"]
+  with open(os.path.join(model_dir, "predictions.json")) as f:
+    predictions = json.load(f)
+  with open(os.path.join(model_dir, "null_odds.json")) as f:
+    null_odds = json.load(f)
+  assert set(predictions) == set(null_odds) == {f"dev{i}" for i in range(100)}
+  answered = [q for q, a in predictions.items() if a]
+  colours = [q for q in answered if predictions[q] in finetune_testlib.COLOURS]
+  assert len(colours) >= 0.9 * len(answered) > 0
+  # Answered exactly when the null odds are below the threshold (0.0).
+  assert all(null_odds[q] <= 0.0 for q in answered)
+  assert all(null_odds[q] > 0.0 for q in predictions if not predictions[q])
+  with open(os.path.join(model_dir, "nbest_predictions.json")) as f:
+    nbest = json.load(f)
+  assert all(nbest[q][0]["text"] for q in nbest)  # a span for every question
+  with open(os.path.join(model_dir, "eval_results.json")) as f:
+    assert json.load(f)["exact"] == pytest.approx(metrics["exact"])

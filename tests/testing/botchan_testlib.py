@@ -1,0 +1,27 @@
+"""The real English text of the tests (botchan.txt, public domain, from the
+sentencepiece source distribution) and a small vocabulary trained on it."""
+
+import os
+
+from data_prep import prepare_corpus
+from data_prep import train_sentencepiece
+
+BOTCHAN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "testdata",
+                       "botchan.txt")
+
+
+def botchan_spm(tmp_path_factory, vocab_size=3000):
+  """Trains (once per session and size) a SentencePiece model with the
+  release's recipe on botchan, chapters as documents.
+
+  Returns (model path, prepared corpus path).
+  """
+  base = tmp_path_factory.getbasetemp() / f"botchan_spm_{vocab_size}"
+  model, corpus = base / "spm.model", base / "corpus.txt"
+  if not model.exists():
+    base.mkdir(exist_ok=True)
+    prepare_corpus.prepare([BOTCHAN], str(corpus), doc_boundary="regex",
+                           doc_regex=r"^CHAPTER [IVXLC]+\.?$")
+    train_sentencepiece.train([str(corpus)], str(base / "spm"),
+                              vocab_size=vocab_size, num_threads=1)
+  return str(model), str(corpus)

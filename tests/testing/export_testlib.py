@@ -1,0 +1,118 @@
+"""Shared helpers for the export / serving tests (not a test file).
+
+- `train_spm(dir)`: a tiny SentencePiece model with the release recipe
+  (unigram, pad 0, unk 1, no bos/eos, [CLS] [SEP] [MASK] = 2, 3, 4, the
+  release's user symbols) trained on tests/testdata/botchan.txt. "1990," is
+  added as a user symbol so the vocabulary holds a "<digit>," piece and the
+  original's digit-comma fix is exercised (the release vocabulary has many).
+- `tiny_config(vocab_size)`: a 2-layer ALBERT small enough for fast tests.
+- `run_isolated(code, ...)`: runs Python in a fresh process where importing
+  albert_tf, official, tf_keras, tensorflow_hub or data_prep raises
+  ImportError (a sys.meta_path finder), so a SavedModel that needs them
+  fails to load.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import sentencepiece as spm
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TESTDATA = os.path.join(REPO_ROOT, "tests", "testdata")
+PYTHON = sys.executable
+USER_SYMBOLS = ["(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac", "1990,"]
+SPM_VOCAB_SIZE = 500
+
+# Not "keras": `import tensorflow` 2.20 itself imports Keras 3.
+BLOCKED_MODULES = ("albert_tf", "official", "tf_keras", "tensorflow_hub",
+                   "data_prep")
+
+_ISOLATION_PREAMBLE = textwrap.dedent("""
+    import importlib.abc
+    import importlib.machinery
+    import os
+    import sys
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    sys.path = [p for p in sys.path if p not in ("", %r)]
+    BLOCKED = %r
+    class _Refuse(importlib.abc.Loader):
+      def create_module(self, spec):
+        raise ImportError("blocked in this test: " + spec.name)
+      def exec_module(self, module):
+        raise ImportError("blocked in this test: " + module.__name__)
+    class _Blocker(importlib.abc.MetaPathFinder):
+      # Probes (importlib.util.find_spec) see a spec; importing raises.
+      def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+          return importlib.machinery.ModuleSpec(name, _Refuse())
+        return None
+    sys.meta_path.insert(0, _Blocker())
+    import json
+    import numpy as np
+    import tensorflow as tf
+    _loaded = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED)
+    assert not _loaded, "imported anyway: %%s" %% _loaded[:5]
+""") % (REPO_ROOT, BLOCKED_MODULES)
+
+
+def _training_lines(limit=2000):
+  path = os.path.join(TESTDATA, "botchan.txt")
+  lines = []
+  if os.path.exists(path):
+    with open(path, encoding="utf-8") as f:
+      lines = [line.strip() for line in f if line.strip()][:limit]
+  if len(lines) < 200:  # Fallback: generated English-like text.
+    words = ("the cat sat on a mat and looked at the old house while it was "
+             "raining outside in the quiet town near river").split()
+    lines = [" ".join(words[(i * 7 + j) % len(words)] for j in range(12))
+             for i in range(500)]
+  lines += ["it was in 1990, and again in 2001, that we met."] * 20
+  return lines
+
+
+def train_spm(directory, vocab_size=SPM_VOCAB_SIZE):
+  """Trains the tiny test SentencePiece model; returns the .model path."""
+  prefix = os.path.join(directory, "test_spm")
+  spm.SentencePieceTrainer.train(
+      sentence_iterator=iter(_training_lines()), model_prefix=prefix,
+      vocab_size=vocab_size, model_type="unigram",
+      character_coverage=0.99995, pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
+      control_symbols=["[CLS]", "[SEP]", "[MASK]"],
+      user_defined_symbols=USER_SYMBOLS, num_threads=1, minloglevel=2)
+  return prefix + ".model"
+
+
+def tiny_config(vocab_size=SPM_VOCAB_SIZE, **overrides):
+  from albert_tf.modeling import albert_config  # pylint: disable=g-import-not-at-top
+  values = dict(vocab_size=vocab_size, embedding_size=8, hidden_size=16,
+                num_hidden_layers=2, num_attention_heads=2,
+                intermediate_size=32, max_position_embeddings=32)
+  values.update(overrides)
+  return albert_config.AlbertConfig(**values)
+
+
+def run_isolated(code, cwd, timeout=120, extra_imports=()):
+  """Runs `code` after the import blocker in a new process; returns the JSON
+  object the code prints on its last stdout line (`emit(obj)`)."""
+  script = _ISOLATION_PREAMBLE
+  for name in extra_imports:
+    script += f"import {name}\n"
+  script += textwrap.dedent("""
+      def emit(obj):
+        print(json.dumps(obj))
+  """)
+  script += textwrap.dedent(code)
+  path = os.path.join(cwd, "isolated_check.py")
+  with open(path, "w", encoding="utf-8") as f:
+    f.write(script)
+  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+  env["CUDA_VISIBLE_DEVICES"] = ""
+  proc = subprocess.run([PYTHON, path], cwd=cwd, env=env, capture_output=True,
+                        text=True, timeout=timeout, check=False)
+  if proc.returncode != 0:
+    raise AssertionError(f"isolated check failed ({proc.returncode}):\n"
+                         f"{proc.stderr[-4000:]}\n{proc.stdout[-2000:]}")
+  return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -1,0 +1,71 @@
+"""Shared helpers of the fine-tuning tests (tiny SentencePiece model, config).
+
+The SentencePiece model follows the release recipe (unigram, pad 0, unk 1, no
+bos/eos, [CLS] [SEP] [MASK] at 2/3/4) and is trained once per test session
+from tests/testdata/botchan.txt.
+"""
+
+import os
+
+from data_prep import tokenization
+from data_prep import train_sentencepiece
+
+COLOURS = ("red", "blue", "green", "black")
+BOTCHAN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "testdata",
+                       "botchan.txt")
+
+TINY_CONFIG = dict(vocab_size=1000, embedding_size=16, hidden_size=32,
+                   num_hidden_layers=2, num_attention_heads=2,
+                   intermediate_size=64, max_position_embeddings=64)
+
+
+def spm_model(tmp_path_factory, vocab_size=1000):
+  """Path of a release-recipe SentencePiece model (trained once/session)."""
+  base = tmp_path_factory.getbasetemp() / f"finetune_spm_{vocab_size}"
+  model = base / "spm.model"
+  if not model.exists():
+    base.mkdir(exist_ok=True)
+    train_sentencepiece.train([BOTCHAN], str(base / "spm"),
+                              vocab_size=vocab_size, num_threads=1,
+                              input_sentence_size=0)
+  return str(model)
+
+
+def tokenizer(tmp_path_factory, vocab_size=1000):
+  return tokenization.FullTokenizer(spm_model(tmp_path_factory, vocab_size))
+
+
+def botchan_sentences(limit=400, min_words=4, max_words=12):
+  """Short lines of the novel (training text for synthetic tasks), without
+  the COLOURS words the synthetic tasks use as signal."""
+  out = []
+  with open(BOTCHAN, encoding="utf-8") as f:
+    for line in f:
+      words = line.split()
+      if set(w.strip('.,;:!?"\'()').lower() for w in words) & set(COLOURS):
+        continue
+      if min_words <= len(words) <= max_words and "\t" not in line:
+        out.append(" ".join(words))
+      if len(out) >= limit:
+        break
+  return out
+
+
+def tiny_finetune_config(data, steps=300, lr=2e-3, batch=32,
+                         optimizer="adamw", **task):
+  """A FinetuningExperimentConfig of the tiny model for CPU tests."""
+  from albert_tf.tasks import finetuning as finetune_lib  # pylint: disable=g-import-not-at-top
+  config = finetune_lib.load_config()
+  config.override({
+      "model": dict(TINY_CONFIG, hidden_dropout_prob=0.0,
+                    attention_probs_dropout_prob=0.0),
+      "data": dict(dict(global_batch_size=batch, eval_batch_size=32,
+                        shuffle_buffer_size=1000, seed=1), **data),
+      "task": dict(dict(classifier_dropout=0.0), **task),
+      "optimizer": {"name": optimizer, "learning_rate": lr,
+                    "num_warmup_steps": 20},
+      "trainer": {"train_steps": steps, "steps_per_loop": 50,
+                  "checkpoint_interval": steps, "eval_interval": steps},
+      "runtime": {"distribution_strategy": "default", "seed": 1},
+  }, is_strict=True)
+  return finetune_lib.validate(config)
