@@ -1,0 +1,86 @@
+"""SquadTask's parts for `task.squad_head: xlnet` (the original SQuAD 2.0
+recipe): model, loss sums, beam predictions and the original's evaluation.
+
+`question_answering.SquadTask` delegates to these when `uses_xlnet_head`.
+"""
+
+import tensorflow as tf
+
+from albert_tf.modeling.models import albert_squad_v2
+from albert_tf.tasks import squad_v2_postprocess
+
+BEAM_OUTPUTS = ("start_top_log_probs", "start_top_index", "end_top_log_probs",
+                "end_top_index", "cls_logits")
+
+
+def uses_xlnet_head(config):
+  return config.task.squad_head == "xlnet"
+
+
+def build_model(task):
+  t = task.config.task
+  return albert_squad_v2.AlbertSquadV2(
+      task.encoder(), start_n_top=t.start_n_top, end_n_top=t.end_n_top,
+      dropout_rate=t.classifier_dropout)
+
+
+def compute_sums(task, model, features, training):
+  """The original's loss as sums; accuracies of the start and of the end
+  given the gold start."""
+  inputs = task._inputs(features)  # pylint: disable=protected-access
+  start, end = features["start_positions"], features["end_positions"]
+  outputs = model.training_outputs(inputs, start, training=training)
+  loss = albert_squad_v2.squad_v2_loss(outputs, start, end,
+                                       features["is_impossible"])  # [batch]
+  w = task.valid(features)
+
+  def hits(log_probs, positions):
+    best = tf.argmax(log_probs, -1, output_type=tf.int32)
+    return tf.cast(tf.equal(best, tf.cast(positions, tf.int32)), tf.float32)
+
+  return {"loss_sum": tf.reduce_sum(w * loss), "count": tf.reduce_sum(w),
+          "start_correct": tf.reduce_sum(w * hits(outputs["start_log_probs"],
+                                                  start)),
+          "end_correct": tf.reduce_sum(w * hits(outputs["end_log_probs"],
+                                                end))}
+
+
+def beam_results(task, trainer):
+  """(examples, eval metadata, unique id -> BeamResult) on predict_file."""
+  def output_fn(model, features):
+    out = model(task._inputs(features), training=False)  # pylint: disable=protected-access
+    return {k: out[k] for k in BEAM_OUTPUTS}
+
+  examples, meta, raw = task.raw_predictions(trainer, output_fn)
+  results = {uid: squad_v2_postprocess.BeamResult(
+      r["start_top_log_probs"], r["start_top_index"], r["end_top_log_probs"],
+      r["end_top_index"], float(r["cls_logits"])) for uid, r in raw.items()}
+  return examples, meta, results
+
+
+def predict_answers(task, trainer, output_dir,
+                    null_score_diff_threshold=None):
+  """Answers at `null_score_diff_threshold` (default data's); writes the
+  three JSON files. Returns (predictions, null_scores, files)."""
+  if null_score_diff_threshold is None:
+    null_score_diff_threshold = task.data.null_score_diff_threshold
+  examples, meta, results = beam_results(task, trainer)
+  predictions, null_scores, nbest = squad_v2_postprocess.postprocess(
+      examples, meta["windows"], meta["tokens"], results,
+      n_best_size=task.data.n_best_size,
+      max_answer_length=task.data.max_answer_length,
+      null_score_diff_threshold=null_score_diff_threshold)
+  files = task.write_predictions(output_dir, predictions, nbest, null_scores)
+  return predictions, null_scores, files
+
+
+def evaluate(task, trainer, output_dir, dataset):
+  """The original's evaluate_v2 (dev-tuned threshold); writes the files of
+  the tuned predictions. Returns the metrics."""
+  examples, meta, results = beam_results(task, trainer)
+  metrics, predictions, null_scores, nbest = squad_v2_postprocess.evaluate(
+      dataset, examples, meta["windows"], meta["tokens"], results,
+      n_best_size=task.data.n_best_size,
+      max_answer_length=task.data.max_answer_length)
+  task.write_predictions(output_dir, predictions, nbest, null_scores)
+  return metrics
