@@ -1,0 +1,70 @@
+"""End to end: run_squad with `task.squad_head: xlnet` (the original SQuAD
+2.0 head) fine-tunes a tiny ALBERT on the synthetic colour task, and its
+eval is the original's evaluate_v2 (dev-tuned null threshold, v2 metrics)."""
+
+import json
+import os
+import random
+
+import pytest
+
+from albert_tf.tasks import finetuning as finetune_lib
+from albert_tf.tasks import question_answering
+from tests.tasks.test_squad_finetune import _squad
+from tests.testing import finetune_testlib
+
+
+def test_squad_v2_xlnet_head_finetune(tmp_path_factory):
+  tmp = tmp_path_factory.mktemp("squad_xlnet")
+  rng = random.Random(0)
+  sentences = finetune_testlib.botchan_sentences(300, min_words=3,
+                                                 max_words=6)
+  files = {}
+  for name, n in (("train", 800), ("dev", 60)):
+    files[name] = str(tmp / f"{name}-v2.0.json")
+    with open(files[name], "w", encoding="utf-8") as f:
+      json.dump(_squad(rng, sentences, n, name), f)
+  config = finetune_testlib.tiny_finetune_config(
+      {"train_file": files["train"], "predict_file": files["dev"],
+       "spm_model_file": finetune_testlib.spm_model(tmp_path_factory),
+       "max_seq_length": 48, "doc_stride": 16, "max_query_length": 12,
+       "version_2_with_negative": True},
+      steps=300, lr=3e-3, squad_head="xlnet", start_n_top=3, end_n_top=3)
+  model_dir = str(tmp / "model")
+  result = finetune_lib.run(question_answering.SquadFamily(), config,
+                            model_dir, "train_and_eval")
+  metrics = result["eval"]
+  assert metrics["total"] == 60
+  assert metrics["HasAns_exact"] >= 80.0, metrics
+  assert metrics["NoAns_exact"] >= 80.0, metrics
+  assert "null_score_diff_threshold" in metrics
+  with open(os.path.join(model_dir, "predictions.json")) as f:
+    predictions = json.load(f)
+  with open(os.path.join(model_dir, "null_odds.json")) as f:
+    null_scores = json.load(f)
+  thresh = metrics["null_score_diff_threshold"]
+  # The original's rule: "" exactly when the null score reaches the tuned
+  # threshold.
+  assert all((predictions[q] == "") == (null_scores[q] >= thresh)
+             for q in predictions)
+  with open(os.path.join(model_dir, "nbest_predictions.json")) as f:
+    nbest = json.load(f)
+  assert all(len(nbest[q]) <= 20 and "start_log_prob" in nbest[q][0]
+             for q in nbest)
+  with open(os.path.join(model_dir, "eval_results.json")) as f:
+    assert json.load(f)["f1"] == pytest.approx(metrics["f1"])
+
+
+def test_xlnet_head_needs_v2_and_no_simple_answerability():
+  config = finetune_lib.load_config()
+  with pytest.raises(ValueError, match="version_2_with_negative"):
+    config.override({"task": {"squad_head": "xlnet"}})
+    finetune_lib.validate(config)
+  config.override({"data": {"version_2_with_negative": True},
+                   "task": {"with_answerability": True}})
+  with pytest.raises(ValueError, match="with_answerability"):
+    finetune_lib.validate(config)
+  config.override({"task": {"squad_head": "xlnett",
+                            "with_answerability": False}})
+  with pytest.raises(ValueError, match="squad_head"):
+    finetune_lib.validate(config)
