@@ -263,6 +263,10 @@ class FinetuneTask(trainer_lib.Task):
   def initialize(self, model):
     initialize_model(model, self.config)
 
+  def restore_for_inference(self, trainer, path):
+    """Loads checkpoint `path` into trainer.model (eval, predict, export)."""
+    trainer.restore_model(path)
+
   def loss_normalizers(self, features):
     return {"count": tf.reduce_sum(self.valid(features))}
 
@@ -377,7 +381,7 @@ class Family:
     raise NotImplementedError
 
 
-def _restore_for_inference(trainer, checkpoint):
+def _restore_for_inference(trainer, task, checkpoint):
   if checkpoint:
     path = object_layout.resolve_checkpoint_path(checkpoint)
   else:
@@ -385,7 +389,7 @@ def _restore_for_inference(trainer, checkpoint):
     if not path:
       raise ValueError(f"no checkpoint in {trainer.checkpoint_dir}; train "
                        "first or pass --checkpoint")
-  trainer.restore_model(path)
+  task.restore_for_inference(trainer, path)
   logging.info("restored %s (step %d)", path, int(trainer.global_step.numpy()))
   return path
 
@@ -420,7 +424,7 @@ def run(family, config, model_dir, mode="train", output_dir=None,
     else:
       result["train"] = trainer.train()
   else:
-    result["checkpoint"] = _restore_for_inference(trainer, checkpoint)
+    result["checkpoint"] = _restore_for_inference(trainer, task, checkpoint)
   if mode in ("eval", "train_and_eval"):
     metrics = family.evaluate(trainer, task, output_dir)
     result["eval"] = metrics

@@ -33,6 +33,16 @@ class SquadTask(finetune_lib.FinetuneTask):
         self.encoder(), with_answerability=self.answerability,
         dropout_rate=self.config.task.classifier_dropout)
 
+  def initialize(self, model):
+    if self.xlnet_head:
+      return squad_v2_task.initialize(self, model)
+    return super().initialize(model)
+
+  def restore_for_inference(self, trainer, path):
+    if self.xlnet_head:
+      return squad_v2_task.restore_for_inference(trainer, path)
+    return super().restore_for_inference(trainer, path)
+
   def feature_spec(self):
     return squad_data.feature_spec(self.data.max_seq_length)
 

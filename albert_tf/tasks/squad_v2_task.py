@@ -4,9 +4,12 @@ recipe): model, loss sums, beam predictions and the original's evaluation.
 `question_answering.SquadTask` delegates to these when `uses_xlnet_head`.
 """
 
+from absl import logging
 import tensorflow as tf
 
+from albert_tf.checkpoints import squad_v2_checkpoint
 from albert_tf.modeling.models import albert_squad_v2
+from albert_tf.tasks import finetuning as finetune_lib
 from albert_tf.tasks import squad_v2_postprocess
 
 BEAM_OUTPUTS = ("start_top_log_probs", "start_top_index", "end_top_log_probs",
@@ -22,6 +25,32 @@ def build_model(task):
   return albert_squad_v2.AlbertSquadV2(
       task.encoder(), start_n_top=t.start_n_top, end_n_top=t.end_n_top,
       dropout_rate=t.classifier_dropout)
+
+
+def initialize(task, model):
+  """Warm start; a `run_squad_v2.py` checkpoint also brings its head (as
+  the original's init_from_checkpoint would)."""
+  tc = task.config.trainer
+  if (tc.init_checkpoint and not tc.init_from_group0 and
+      not task.config.task.init_saved_model and
+      squad_v2_checkpoint.has_squad_v2_head(tc.init_checkpoint)):
+    report = squad_v2_checkpoint.load_tf1_squad_v2(model, tc.init_checkpoint)
+    logging.info("warm-started encoder and SQuAD 2.0 head from %s (%d "
+                 "variables)", tc.init_checkpoint, len(report.mapped))
+    return
+  finetune_lib.initialize_model(model, task.config)
+
+
+def restore_for_inference(trainer, path):
+  """Our checkpoints, or the original's fine-tuned SQuAD 2.0 checkpoint
+  (its global_step, when present, becomes the step)."""
+  if not squad_v2_checkpoint.has_squad_v2_head(path):
+    trainer.restore_model(path)
+    return
+  squad_v2_checkpoint.load_tf1_squad_v2(trainer.model, path)
+  step = squad_v2_checkpoint.global_step(path)
+  if step is not None:
+    trainer.global_step.assign(step)
 
 
 def compute_sums(task, model, features, training):
