@@ -46,6 +46,7 @@ from albert_tf.modeling import albert_config
 from albert_tf.modeling.models import downstream_models
 from albert_tf.serving import preprocessing
 from albert_tf.serving import serving_modules
+from albert_tf.serving import squad_windows
 from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
 from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
 
@@ -221,13 +222,16 @@ def task_of(model, regression=False):
 def export_serving(model, export_dir, spm_model_file, seq_length=128,
                    do_lower_case=True, label_names=None, num_text_fields=1,
                    max_answer_length=30, max_query_length=64,
-                   regression=False, version=None):
+                   regression=False, version=None, doc_stride=None,
+                   max_windows=32):
   """Exports `model` for TF Serving (text, ids and tf.Example signatures).
 
   `model`: AlbertEncoder, AlbertClassifier (classification, or regression
   when num_labels == 1), AlbertSpanLabeler (SQuAD: fields `question`,
   `context`; the question is capped at `max_query_length` tokens) or
-  AlbertMultipleChoice (fields `context`, `choices`).
+  AlbertMultipleChoice (fields `context`, `choices`). SQuAD with
+  `doc_stride`: the text signatures slide doc-stride windows over long
+  contexts (up to `max_windows`; `squad_windows`) instead of truncating.
   """
   task = task_of(model, regression)
   config = _encoder_of(model).config
@@ -240,6 +244,13 @@ def export_serving(model, export_dir, spm_model_file, seq_length=128,
       truncation="first_fixed" if squad else "longest_first",
       max_first_segment_length=max_query_length if squad else None)
   with _ConfigAsset(config) as config_file:
+    if squad and doc_stride:
+      module = squad_windows.SquadWindowServingModule(
+          model, preprocessor, config, doc_stride=doc_stride,
+          max_query_length=max_query_length, max_windows=max_windows,
+          max_answer_length=max_answer_length, config_file=config_file,
+          spm_model_file=spm_model_file, do_lower_case=do_lower_case)
+      return save_versioned(module, export_dir, module.signatures(), version)
     module = serving_modules.TaskServingModule(
         model, task, preprocessor, config, label_names=label_names,
         max_answer_length=max_answer_length, num_text_fields=num_text_fields,

@@ -220,5 +220,5 @@ class SquadFamily(finetune_lib.Family):
     return export_lib.export_serving(
         model, export_dir, d.spm_model_file, seq_length=d.max_seq_length,
         do_lower_case=d.do_lower_case, max_answer_length=d.max_answer_length,
-        max_query_length=d.max_query_length)
+        max_query_length=d.max_query_length, doc_stride=d.doc_stride)
 
