@@ -5,7 +5,6 @@ on it predicts the spans the NumPy forward predicts."""
 
 import json
 import os
-import random
 
 import numpy as np
 import pytest
@@ -21,7 +20,6 @@ from albert_tf.tasks import question_answering
 from albert_tf.tasks import squad_v2_postprocess
 from tests.checkpoints import test_convert_checkpoint as tcc
 from tests.modeling import test_squad_v2_head as th
-from tests.tasks.test_squad_finetune import _squad
 from tests.testing import finetune_testlib
 
 NAMES = ("input_word_ids", "input_mask", "input_type_ids")
@@ -100,10 +98,8 @@ def test_run_squad_evaluates_an_original_v2_checkpoint(tmp_path_factory):
              initializer_range=0.02, hidden_dropout_prob=0.0,
              attention_probs_dropout_prob=0.0)
   prefix, weights = _original_run(str(tmp / "tf1"), cfg, seed=3)
-  sentences = finetune_testlib.botchan_sentences(100, 3, 30)
-  dev = str(tmp / "dev.json")
-  with open(dev, "w", encoding="utf-8") as f:
-    json.dump(_squad(random.Random(1), sentences, 12, "d"), f)
+  dev = finetune_testlib.write_synthetic_squad(tmp, {"dev": 12}, seed=1,
+                                               words=(3, 30))["dev"]
   spm = finetune_testlib.spm_model(tmp_path_factory)
   config = finetune_testlib.tiny_finetune_config(
       {"predict_file": dev, "spm_model_file": spm, "max_seq_length": 32,

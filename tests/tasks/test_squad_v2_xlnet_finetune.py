@@ -4,26 +4,18 @@ eval is the original's evaluate_v2 (dev-tuned null threshold, v2 metrics)."""
 
 import json
 import os
-import random
 
 import pytest
 
 from albert_tf.tasks import finetuning as finetune_lib
 from albert_tf.tasks import question_answering
-from tests.tasks.test_squad_finetune import _squad
 from tests.testing import finetune_testlib
 
 
 def test_squad_v2_xlnet_head_finetune(tmp_path_factory):
   tmp = tmp_path_factory.mktemp("squad_xlnet")
-  rng = random.Random(0)
-  sentences = finetune_testlib.botchan_sentences(300, min_words=3,
-                                                 max_words=6)
-  files = {}
-  for name, n in (("train", 800), ("dev", 60)):
-    files[name] = str(tmp / f"{name}-v2.0.json")
-    with open(files[name], "w", encoding="utf-8") as f:
-      json.dump(_squad(rng, sentences, n, name), f)
+  files = finetune_testlib.write_synthetic_squad(tmp, {"train": 800,
+                                                       "dev": 60})
   config = finetune_testlib.tiny_finetune_config(
       {"train_file": files["train"], "predict_file": files["dev"],
        "spm_model_file": finetune_testlib.spm_model(tmp_path_factory),
