@@ -1,0 +1,295 @@
+"""Model weights as a flat dict under canonical names, for checkpoint conversion.
+
+Every converter here goes through one intermediate form: a dict from a
+canonical name to a NumPy array. The canonical names are our own variable
+names without the ":0" (e.g. `embeddings/word_embeddings`,
+`transformer/attention_0/query/kernel`, `mlm_head/output_bias`), and the
+arrays have our shapes (dense kernels [in, out], SOP `output_weights` [2, H]).
+Layout modules (`tf1_checkpoint`, `model_garden_checkpoint`) only translate
+names and shapes to and from this form.
+
+`encoder_variables(AlbertEncoder(config))` lists e.g.
+`embeddings/word_embeddings`, `transformer/attention_0/query/kernel`, `pooler/kernel`.
+"""
+
+import collections
+import dataclasses
+from typing import Dict, List, Mapping, Optional, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+HEAD_PREFIXES = ("mlm_head/", "sop_head/")
+
+
+class CheckpointConversionError(ValueError):
+  """A checkpoint cannot be converted; the message lists every problem."""
+
+
+def is_head(name: str) -> bool:
+  return name.startswith(HEAD_PREFIXES)
+
+
+def attention_prefix(index: int) -> str:
+  return f"transformer/attention_{index}"
+
+
+def ffn_prefix(index: int) -> str:
+  return f"transformer/ffn_{index}"
+
+
+def _add_dense(out, prefix, layer):
+  out[f"{prefix}/kernel"] = layer.kernel
+  out[f"{prefix}/bias"] = layer.bias
+
+
+def _add_layer_norm(out, prefix, layer):
+  out[f"{prefix}/gamma"] = layer.gamma
+  out[f"{prefix}/beta"] = layer.beta
+
+
+def encoder_variables(encoder) -> Dict[str, tf.Variable]:
+  """Canonical name -> variable of an `AlbertEncoder` (walks its layers)."""
+  out = collections.OrderedDict()
+  emb = encoder.embeddings
+  out["embeddings/word_embeddings"] = emb.word_embeddings
+  out["embeddings/position_embeddings"] = emb.position_embeddings
+  out["embeddings/token_type_embeddings"] = emb.token_type_embeddings
+  _add_layer_norm(out, "embeddings/layer_norm", emb.layer_norm)
+  if emb.projection is not None:
+    _add_dense(out, "embeddings/embedding_hidden_mapping_in", emb.projection)
+  for k, layer in enumerate(encoder.transformer.attention_layers):
+    for sub in ("query", "key", "value", "output_dense"):
+      _add_dense(out, f"{attention_prefix(k)}/{sub}", getattr(layer, sub))
+    _add_layer_norm(out, f"{attention_prefix(k)}/layer_norm", layer.layer_norm)
+  for k, layer in enumerate(encoder.transformer.ffn_layers):
+    _add_dense(out, f"{ffn_prefix(k)}/intermediate", layer.intermediate)
+    _add_dense(out, f"{ffn_prefix(k)}/output_dense", layer.output_dense)
+    _add_layer_norm(out, f"{ffn_prefix(k)}/layer_norm", layer.layer_norm)
+  _add_dense(out, "pooler", encoder.pooler)
+  return out
+
+
+def head_variables(pretrainer) -> Dict[str, tf.Variable]:
+  """Canonical name -> variable of an `AlbertPretrainer`'s MLM and SOP heads."""
+  out = collections.OrderedDict()
+  mlm = pretrainer.mlm_head
+  _add_dense(out, "mlm_head/transform_dense", mlm.dense)
+  _add_layer_norm(out, "mlm_head/transform_layer_norm", mlm.layer_norm)
+  out["mlm_head/output_bias"] = mlm.output_bias
+  out["sop_head/output_weights"] = pretrainer.sop_head.output_weights
+  out["sop_head/output_bias"] = pretrainer.sop_head.output_bias
+  return out
+
+
+def model_variables(model, with_heads: Optional[bool] = None
+                    ) -> Dict[str, tf.Variable]:
+  """Canonical name -> variable for an AlbertEncoder, an AlbertPretrainer or
+  any model with an `encoder` attribute (then only the encoder's variables).
+
+  `with_heads`: None = the pretraining heads when the model has them.
+  """
+  encoder = getattr(model, "encoder", model)
+  if not hasattr(encoder, "transformer") or not hasattr(encoder, "embeddings"):
+    raise TypeError(f"{type(model).__name__} is not an albert_tf AlbertEncoder"
+                    " or a model with one as its `encoder`")
+  out = encoder_variables(encoder)
+  has_heads = hasattr(model, "mlm_head") and hasattr(model, "sop_head")
+  if with_heads is None:
+    with_heads = has_heads
+  if with_heads:
+    if not has_heads:
+      raise TypeError(f"{type(model).__name__} has no pretraining heads")
+    out.update(head_variables(model))
+  return out
+
+
+def model_config(model):
+  return getattr(getattr(model, "encoder", model), "config")
+
+
+@dataclasses.dataclass
+class ConversionReport:
+  """What a conversion did with each source variable.
+
+  mapped: target canonical name -> source variable name it came from.
+  skipped: source variable name -> reason it was not used.
+  extras: arrays of known non-model variables kept aside (fine-tuned heads),
+    by source name.
+  """
+  layout: str
+  source: str
+  mapped: Dict[str, str] = dataclasses.field(default_factory=dict)
+  skipped: Dict[str, str] = dataclasses.field(default_factory=dict)
+  extras: Dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+
+  def summary(self) -> str:
+    lines = [f"{self.source}: layout {self.layout}, {len(self.mapped)} "
+             f"variable(s) mapped, {len(self.skipped)} skipped"]
+    by_reason = collections.defaultdict(list)
+    for name, reason in sorted(self.skipped.items()):
+      by_reason[reason].append(name)
+    for reason, names in by_reason.items():
+      shown = ", ".join(names[:4]) + (
+          f", ... ({len(names)} in all)" if len(names) > 4 else "")
+      lines.append(f"  skipped ({reason}): {shown}")
+    return "\n".join(lines)
+
+
+def fill_from_group0(values: Dict[str, np.ndarray],
+                     sources: Dict[str, str], config) -> None:
+  """The original's `init_from_group0`: every group starts as group_0.
+
+  Block `inner` of group g (sublayer index g * inner_group_num + inner, see
+  `transformer.sublayer_indices`) takes group 0's block `inner`, whatever the
+  checkpoint holds for group g.
+  """
+  if config.sharing != "all":
+    raise CheckpointConversionError(
+        f"init_from_group0 needs sharing='all', the config has "
+        f"sharing={config.sharing!r}")
+  inner_num = config.inner_group_num
+  for k in range(inner_num, config.num_hidden_groups * inner_num):
+    for prefix_fn in (attention_prefix, ffn_prefix):
+      src, dst = prefix_fn(k % inner_num), prefix_fn(k)
+      for name in [n for n in values if n.startswith(src + "/")]:
+        target = dst + name[len(src):]
+        values[target] = values[name]
+        sources[target] = sources.get(name, name) + " (init_from_group0)"
+
+
+def check_and_assign(variables: Mapping[str, tf.Variable],
+                     values: Mapping[str, np.ndarray],
+                     sources: Mapping[str, str],
+                     source_path: str) -> None:
+  """Assigns `values` to `variables`; fails listing every missing or
+  mis-shaped variable (naming both the target and the source variable)."""
+  missing = [n for n in variables if n not in values]
+  mismatched = []
+  for name, var in variables.items():
+    if name in values:
+      shape = tuple(np.shape(values[name]))
+      if shape != tuple(var.shape):
+        mismatched.append(
+            f"  {sources.get(name, name)} {list(shape)} in the checkpoint vs "
+            f"{name} {var.shape.as_list()} in the model")
+  problems = []
+  if mismatched:
+    problems.append(f"{len(mismatched)} shape mismatch(es) (wrong config for "
+                    "this checkpoint?):\n" + "\n".join(mismatched))
+  if missing:
+    problems.append(f"{len(missing)} model variable(s) not in the checkpoint:"
+                    "\n" + "\n".join(f"  {n}" for n in missing))
+  if problems:
+    raise CheckpointConversionError(
+        f"cannot load {source_path}:\n" + "\n".join(problems))
+  for name, var in variables.items():
+    var.assign(np.asarray(values[name], dtype=var.dtype.as_numpy_dtype))
+
+
+def read_tensor(reader, name: str, path: str) -> np.ndarray:
+  """One tensor of a checkpoint; a damaged file is a clear error."""
+  try:
+    return reader.get_tensor(name)
+  # A short data file raises IndexError ("Read less bytes than requested").
+  except (tf.errors.OpError, ValueError, IndexError, RuntimeError) as e:
+    raise CheckpointConversionError(
+        f"{path}: cannot read variable {name!r} (truncated or corrupt "
+        f"checkpoint data file?): {type(e).__name__}: "
+        f"{str(e).splitlines()[0] if str(e) else ''}") from e
+
+
+def open_reader(path: str):
+  try:
+    return tf.train.load_checkpoint(path)
+  except (tf.errors.OpError, ValueError) as e:
+    raise CheckpointConversionError(
+        f"{path}: cannot open checkpoint (missing or damaged .index file?): "
+        f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    ) from e
+
+
+# --- Object-based (TF2) checkpoint keys -------------------------------------
+
+
+def _escape(name: str) -> str:
+  # As tf.train.Checkpoint escapes object names in keys.
+  return name.replace(".", "..").replace("/", ".S")
+
+
+def object_checkpoint_keys(root_items: Mapping[str, object]
+                           ) -> Dict[str, tf.Variable]:
+  """Checkpoint key -> variable that `tf.train.Checkpoint(**root_items)` would
+  write, without writing anything.
+
+  Keys are the first path to each object in breadth-first order over the
+  tracked children, as TensorFlow assigns them.
+  """
+  root = tf.train.Checkpoint(**root_items)
+  seen = {id(root)}
+  out = {}
+  queue = collections.deque([(root, "")])
+  while queue:
+    obj, path = queue.popleft()
+    if isinstance(obj, tf.Variable):
+      out[f"{path}/.ATTRIBUTES/VARIABLE_VALUE"] = obj
+      continue
+    children = tf.train.TrackableView(obj).children(obj)
+    for name, child in children.items():
+      if id(child) in seen:
+        continue
+      seen.add(id(child))
+      child_path = f"{path}/{_escape(name)}" if path else _escape(name)
+      queue.append((child, child_path))
+  return out
+
+
+def object_training_state_reason(key: str) -> Optional[str]:
+  """Why an object-checkpoint key is not a model weight, or None."""
+  if key == "_CHECKPOINTABLE_OBJECT_GRAPH":
+    return "checkpoint metadata"
+  if "/.OPTIMIZER_SLOT/" in key or key.startswith("optimizer/"):
+    return "optimizer state"
+  if key.split("/", 1)[0] in ("step", "global_step", "save_counter", "epoch"):
+    return "training counter"
+  return None
+
+
+def read_object_checkpoint(path: str, key_to_name: Mapping[str, str],
+                           layout: str,
+                           transforms: Optional[Mapping[str, object]] = None
+                           ) -> Tuple[Dict[str, np.ndarray], ConversionReport]:
+  """Reads an object-based checkpoint through a key -> canonical name map.
+
+  `transforms`: canonical name -> function turning the stored array into
+  our shape. Keys the map does not know are skipped with a reason.
+  """
+  reader = open_reader(path)
+  report = ConversionReport(layout=layout, source=path)
+  values = {}
+  for key in sorted(reader.get_variable_to_shape_map()):
+    name = key_to_name.get(key)
+    if name is None:
+      report.skipped[key] = (object_training_state_reason(key)
+                             or f"not a variable of the {layout} model")
+      continue
+    value = read_tensor(reader, key, path)
+    if transforms and name in transforms:
+      value = transforms[name](value)
+    values[name] = value
+    report.mapped[name] = key
+  return values, report
+
+
+def write_checkpoint_state(directory: str, prefix_basename: str) -> None:
+  """Writes the `checkpoint` state file naming one checkpoint (relative), so
+  `tf.train.latest_checkpoint(directory)` finds it."""
+  text = (f'model_checkpoint_path: "{prefix_basename}"\n'
+          f'all_model_checkpoint_paths: "{prefix_basename}"\n')
+  with tf.io.gfile.GFile(f"{directory}/checkpoint", "w") as f:
+    f.write(text)
+
+
+def summarize_names(names: List[str], limit: int = 8) -> str:
+  shown = ", ".join(names[:limit])
+  return shown + (f", ... ({len(names)} in all)" if len(names) > limit else "")

@@ -1,0 +1,78 @@
+"""The layout of albert_tf's object-based (TF2) checkpoints.
+
+A checkpoint holds a model as named parts: always `encoder`, then the model's
+heads under their own names (`mlm_head` and `sop_head` for the pretrainer,
+`head` (+ `answer_head`) for downstream models). Every model class lists its
+parts in `checkpoint_items`. Names rather than Keras' positional
+`layer_with_weights-N` keys mean a checkpoint of one model class can never
+fill another class's head by accident, and any checkpoint warm-starts an
+encoder the same way. Training adds `optimizer`, `step` and so on beside them.
+"""
+
+import tensorflow as tf
+
+
+def model_parts(model):
+  """Named trackables of `model` (an AlbertEncoder, or any model with an
+  `encoder` and `checkpoint_items`)."""
+  encoder = getattr(model, "encoder", model)
+  if model is encoder:
+    return {"encoder": encoder}
+  items = getattr(model, "checkpoint_items", None)
+  if items is None:
+    raise TypeError(f"{type(model).__name__} has an encoder but no "
+                    "checkpoint_items naming its heads")
+  items = dict(items)
+  if items.get("encoder") is not encoder:
+    raise ValueError(f"{type(model).__name__}.checkpoint_items must hold its "
+                     "encoder under 'encoder'")
+  return items
+
+
+def checkpoint_for(model, **extra):
+  """A tf.train.Checkpoint over `model`'s parts plus `extra` objects."""
+  return tf.train.Checkpoint(**model_parts(model), **extra)
+
+
+def resolve_checkpoint_path(path):
+  """A checkpoint prefix from a prefix or a directory (its latest one)."""
+  if tf.io.gfile.isdir(path):
+    latest = tf.train.latest_checkpoint(path)
+    if latest is None:
+      raise ValueError(f"{path}: directory holds no checkpoint")
+    return latest
+  if not tf.io.gfile.exists(path + ".index"):
+    raise ValueError(f"{path}: no such checkpoint (missing {path}.index)")
+  return path
+
+
+def _parts_in_checkpoint(path):
+  return {name.split("/", 1)[0] for name, _ in tf.train.list_variables(path)}
+
+
+def restore_encoder(encoder, path):
+  """Loads only the encoder's weights from any albert_tf checkpoint.
+
+  Fails when an encoder variable is missing from the checkpoint.
+  """
+  return restore_parts({"encoder": encoder}, path)
+
+
+def restore_model(model, path):
+  """Loads a whole model (encoder + heads) from a checkpoint of its class.
+
+  Fails naming the parts the checkpoint does not hold (e.g. a classifier's
+  head when the checkpoint comes from pretraining: use `restore_encoder`).
+  """
+  return restore_parts(model_parts(model), path)
+
+
+def restore_parts(parts, path):
+  path = resolve_checkpoint_path(path)
+  missing = sorted(set(parts) - _parts_in_checkpoint(path))
+  if missing:
+    raise ValueError(f"{path}: checkpoint has no {missing} (it holds "
+                     f"{sorted(_parts_in_checkpoint(path))})")
+  status = tf.train.Checkpoint(**parts).read(path)
+  status.expect_partial().assert_existing_objects_matched()
+  return path

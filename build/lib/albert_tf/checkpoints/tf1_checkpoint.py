@@ -1,0 +1,228 @@
+"""The original (TF1, google-research/albert) checkpoint layout.
+
+Maps the original's variable names to our canonical names (see
+`checkpoint_weights`) and back, reads name-based TF1 checkpoints (released
+`model.ckpt-best`, TF-Hub `module/` variables, fine-tuned runs) and writes them.
+
+Original block variables live under
+`bert/encoder/transformer/group_G/inner_group_I/`; with sharing="all" our
+sublayer index is `k = G * inner_group_num + I` (`transformer.sublayer_indices`).
+Shapes are the same on both sides (dense kernels [in, out], SOP
+`output_weights` [2, H]), so only names change.
+"""
+
+import os
+import re
+from typing import Dict, Iterable, Optional, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from albert_tf.checkpoints import canonical_weights as cw
+
+HUB_PREFIX = "module/"
+
+# Canonical name -> original name, outside the shared blocks.
+_FIXED = {
+    "embeddings/word_embeddings": "bert/embeddings/word_embeddings",
+    "embeddings/position_embeddings": "bert/embeddings/position_embeddings",
+    "embeddings/token_type_embeddings": "bert/embeddings/token_type_embeddings",
+    "embeddings/layer_norm/gamma": "bert/embeddings/LayerNorm/gamma",
+    "embeddings/layer_norm/beta": "bert/embeddings/LayerNorm/beta",
+    "embeddings/embedding_hidden_mapping_in/kernel":
+        "bert/encoder/embedding_hidden_mapping_in/kernel",
+    "embeddings/embedding_hidden_mapping_in/bias":
+        "bert/encoder/embedding_hidden_mapping_in/bias",
+    "pooler/kernel": "bert/pooler/dense/kernel",
+    "pooler/bias": "bert/pooler/dense/bias",
+    "mlm_head/transform_dense/kernel": "cls/predictions/transform/dense/kernel",
+    "mlm_head/transform_dense/bias": "cls/predictions/transform/dense/bias",
+    "mlm_head/transform_layer_norm/gamma":
+        "cls/predictions/transform/LayerNorm/gamma",
+    "mlm_head/transform_layer_norm/beta":
+        "cls/predictions/transform/LayerNorm/beta",
+    "mlm_head/output_bias": "cls/predictions/output_bias",
+    "sop_head/output_weights": "cls/seq_relationship/output_weights",
+    "sop_head/output_bias": "cls/seq_relationship/output_bias",
+}
+_FIXED_REVERSE = {v: k for k, v in _FIXED.items()}
+
+# (our sublayer kind, suffix) -> suffix under the original's inner_group_I/.
+_BLOCK = {
+    ("attention", "query/kernel"): "attention_1/self/query/kernel",
+    ("attention", "query/bias"): "attention_1/self/query/bias",
+    ("attention", "key/kernel"): "attention_1/self/key/kernel",
+    ("attention", "key/bias"): "attention_1/self/key/bias",
+    ("attention", "value/kernel"): "attention_1/self/value/kernel",
+    ("attention", "value/bias"): "attention_1/self/value/bias",
+    ("attention", "output_dense/kernel"): "attention_1/output/dense/kernel",
+    ("attention", "output_dense/bias"): "attention_1/output/dense/bias",
+    ("attention", "layer_norm/gamma"): "LayerNorm/gamma",
+    ("attention", "layer_norm/beta"): "LayerNorm/beta",
+    ("ffn", "intermediate/kernel"): "ffn_1/intermediate/dense/kernel",
+    ("ffn", "intermediate/bias"): "ffn_1/intermediate/dense/bias",
+    ("ffn", "output_dense/kernel"): "ffn_1/intermediate/output/dense/kernel",
+    ("ffn", "output_dense/bias"): "ffn_1/intermediate/output/dense/bias",
+    ("ffn", "layer_norm/gamma"): "LayerNorm_1/gamma",
+    ("ffn", "layer_norm/beta"): "LayerNorm_1/beta",
+}
+_BLOCK_REVERSE = {v: k for k, v in _BLOCK.items()}
+
+_OURS_BLOCK_RE = re.compile(r"^transformer/(attention|ffn)_(\d+)/(.+)$")
+_TF1_BLOCK_RE = re.compile(
+    r"^bert/encoder/transformer/group_(\d+)/inner_group_(\d+)/(.+)$")
+_OPTIMIZER_SUFFIXES = ("/adam_m", "/adam_v", "/Adam", "/Adam_1", "/Momentum",
+                       "/lamb_m", "/lamb_v")
+
+
+def _check_sharing(config):
+  if config.sharing != "all":
+    raise cw.CheckpointConversionError(
+        f"the original layout shares every sublayer; config has "
+        f"sharing={config.sharing!r} (only 'all' converts)")
+
+
+def to_tf1_name(name: str, inner_group_num: int) -> str:
+  """Canonical name -> original name (no `module/` prefix)."""
+  if name in _FIXED:
+    return _FIXED[name]
+  match = _OURS_BLOCK_RE.match(name)
+  if match and (match.group(1), match.group(3)) in _BLOCK:
+    k = int(match.group(2))
+    group, inner = divmod(k, inner_group_num)
+    return (f"bert/encoder/transformer/group_{group}/inner_group_{inner}/"
+            f"{_BLOCK[(match.group(1), match.group(3))]}")
+  raise cw.CheckpointConversionError(f"{name}: no original (TF1) name for "
+                                     "this variable")
+
+
+def from_tf1_name(name: str, config) -> Tuple[Optional[str], Optional[str]]:
+  """Original name (no prefix) -> (canonical name, None) or (None, problem).
+
+  The problem is set for block variables whose group or inner group does not
+  exist in `config` (a wrong config), else unknown names give (None, None).
+  """
+  if name in _FIXED_REVERSE:
+    return _FIXED_REVERSE[name], None
+  match = _TF1_BLOCK_RE.match(name)
+  if not match or match.group(3) not in _BLOCK_REVERSE:
+    return None, None
+  group, inner = int(match.group(1)), int(match.group(2))
+  if group >= config.num_hidden_groups or inner >= config.inner_group_num:
+    return None, (f"{name}: group_{group}/inner_group_{inner} does not exist "
+                  f"with num_hidden_groups={config.num_hidden_groups}, "
+                  f"inner_group_num={config.inner_group_num}")
+  kind, suffix = _BLOCK_REVERSE[match.group(3)]
+  k = group * config.inner_group_num + inner
+  return f"transformer/{kind}_{k}/{suffix}", None
+
+
+def skip_reason(name: str) -> Tuple[Optional[str], bool]:
+  """(why an original variable is not a model weight, keep it as an extra).
+
+  (None, False) means: a model weight (or unknown).
+  """
+  if name == "global_step" or name.endswith("/global_step"):
+    return "training step counter", False
+  if name.endswith(_OPTIMIZER_SUFFIXES) or name in ("beta1_power",
+                                                    "beta2_power"):
+    return "optimizer slot", False
+  if name in ("output_weights", "output_bias"):
+    return "fine-tuned classifier head (not part of the encoder)", True
+  if name.startswith("cls/squad/"):
+    return "fine-tuned SQuAD head (not part of the encoder)", True
+  if name.startswith("cls/") and name not in _FIXED_REVERSE:
+    return "fine-tuned task head (not part of the encoder)", True
+  return None, False
+
+
+def strip_hub_prefix(names: Iterable[str]) -> Tuple[str, Dict[str, str]]:
+  """('module/' or '', stripped name -> stored name)."""
+  names = list(names)
+  if names and any(n.startswith(HUB_PREFIX + "bert/") for n in names):
+    return HUB_PREFIX, {n[len(HUB_PREFIX):]: n for n in names
+                        if n.startswith(HUB_PREFIX)}
+  return "", {n: n for n in names}
+
+
+def looks_like_tf1_albert(names: Iterable[str]) -> bool:
+  _, stripped = strip_hub_prefix(names)
+  return ("bert/embeddings/word_embeddings" in stripped and
+          any(n.startswith("bert/encoder/transformer/group_")
+              for n in stripped))
+
+
+def looks_like_tf1_bert(names: Iterable[str]) -> bool:
+  _, stripped = strip_hub_prefix(names)
+  return any(n.startswith("bert/encoder/layer_") for n in stripped)
+
+
+def read_tf1_checkpoint(path: str, config, with_heads: bool = True
+                        ) -> Tuple[Dict[str, np.ndarray], cw.ConversionReport]:
+  """Reads an original-layout checkpoint into canonical arrays.
+
+  Optimizer slots and global_step are skipped (never loaded); task heads are
+  skipped and kept in `report.extras`; head variables are skipped when
+  `with_heads` is False. Variables that do not fit `config` are an error.
+  """
+  _check_sharing(config)
+  reader = cw.open_reader(path)
+  prefix, stored = strip_hub_prefix(reader.get_variable_to_shape_map())
+  report = cw.ConversionReport(layout="tf1" + (" (TF-Hub module/)" if prefix
+                                               else ""), source=path)
+  for name in reader.get_variable_to_shape_map():
+    if prefix and not name.startswith(prefix):
+      report.skipped[name] = "outside the TF-Hub module/ scope"
+  values, misfits = {}, []
+  for name in sorted(stored):
+    source = stored[name]
+    reason, keep = skip_reason(name)
+    if reason:
+      report.skipped[source] = reason
+      if keep:
+        report.extras[source] = cw.read_tensor(reader, source, path)
+      continue
+    canonical, problem = from_tf1_name(name, config)
+    if problem:
+      misfits.append(problem)
+      continue
+    if canonical is None:
+      report.skipped[source] = "not an ALBERT model variable"
+      continue
+    if cw.is_head(canonical) and not with_heads:
+      report.skipped[source] = "pretraining head (target is the encoder only)"
+      continue
+    values[canonical] = cw.read_tensor(reader, source, path)
+    report.mapped[canonical] = source
+  if misfits:
+    raise cw.CheckpointConversionError(
+        f"{path}: {len(misfits)} variable(s) do not fit the config (wrong "
+        "albert_config.json?):\n" + "\n".join(f"  {m}" for m in misfits[:20]))
+  return values, report
+
+
+def write_tf1_checkpoint(values: Dict[str, np.ndarray], prefix: str, config,
+                         global_step: Optional[int] = None,
+                         hub_prefix: bool = False) -> str:
+  """Writes canonical arrays under the original names; returns the prefix.
+
+  The result is a plain name-based V2 checkpoint (`prefix.index` +
+  `prefix.data-*`, plus a `checkpoint` state file), which the original's
+  `init_from_checkpoint`, `tf.compat.v1.train.Saver` and
+  `tf.train.load_checkpoint` read.
+  """
+  _check_sharing(config)
+  names, tensors = [], []
+  for name in sorted(values):
+    tf1 = to_tf1_name(name, config.inner_group_num)
+    names.append((HUB_PREFIX if hub_prefix else "") + tf1)
+    tensors.append(tf.constant(np.asarray(values[name], dtype=np.float32)))
+  if global_step is not None:
+    names.append("global_step")
+    tensors.append(tf.constant(global_step, dtype=tf.int64))
+  directory = os.path.dirname(os.path.abspath(prefix))
+  tf.io.gfile.makedirs(directory)
+  tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names,
+                    shape_and_slices=[""] * len(names), tensors=tensors)
+  cw.write_checkpoint_state(directory, os.path.basename(prefix))
+  return prefix

@@ -1,0 +1,316 @@
+"""tf.data reader for ALBERT pretraining TFRecords (data_prep output).
+
+Reads files written by `data_prep/create_pretraining_data.py`, the original
+release or Model Garden: the original feature names (input_ids, segment_ids)
+or Model Garden's v2 names (input_word_ids, input_type_ids), plain or GZIP.
+Yields dicts with the Model Garden keys, int32 except masked_lm_weights:
+
+  input_word_ids, input_mask, input_type_ids: [batch, seq_length]
+  masked_lm_positions, masked_lm_ids, masked_lm_weights: [batch, max_predictions]
+  next_sentence_labels: [batch]
+  token_boundary: [batch, seq_length] (when the files have it)
+
+Optional dynamic masking re-masks every example each time it is read (so every
+epoch differs) from `token_boundary`, with the same rule as the data tool:
+whole-word units, n-gram spans with p(n) ~ 1/n, budget
+min(max_predictions, max(1, round(num_tokens * masked_lm_prob))), 80/10/10.
+
+Usage with a distribution strategy:
+  strategy.distribute_datasets_from_function(
+      lambda ctx: pretraining_dataset(pattern, 128, 20, global_batch, True, ctx))
+"""
+
+import gzip
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.python.util import deprecation  # pylint: disable=g-direct-tensorflow-import
+
+_V1_NAMES = {"input_word_ids": "input_ids", "input_type_ids": "segment_ids"}
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def list_files(file_pattern):
+  """Comma-separated files/globs -> sorted file list; error if none match."""
+  if isinstance(file_pattern, (list, tuple)):
+    patterns = list(file_pattern)
+  else:
+    patterns = [p.strip() for p in file_pattern.split(",") if p.strip()]
+  if not patterns:
+    raise ValueError(f"No pretraining data file pattern given ({file_pattern!r})")
+  files = []
+  for p in patterns:
+    matched = sorted(tf.io.gfile.glob(p))
+    if not matched:
+      raise FileNotFoundError(f"No pretraining data files match {p}")
+    files.extend(matched)
+  return files
+
+
+def detect_compression(path):
+  """'GZIP' if the file starts with the gzip magic bytes, else ''."""
+  with tf.io.gfile.GFile(path, "rb") as f:
+    return "GZIP" if f.read(2) == _GZIP_MAGIC else ""
+
+
+def _record_iterator(path, options):
+  # The v1 iterator is the only reader whose errors surface in Python, where
+  # the file name can be attached; silence its deprecation notice.
+  with deprecation.silence():
+    return tf.compat.v1.io.tf_record_iterator(path, options)
+
+
+def _first_example_keys(path, compression):
+  options = tf.io.TFRecordOptions(compression_type=compression)
+  try:
+    for record in _record_iterator(path, options):
+      return set(tf.train.Example.FromString(record).features.feature.keys())
+  except tf.errors.OpError as e:
+    raise IOError(f"Corrupt or truncated TFRecord file {path}: {e.message}") from e
+  return None
+
+
+def _checked_records(path, compression, chunk=256):
+  """Yields [<=chunk] string arrays of records; errors name the file."""
+  path = path.decode() if isinstance(path, bytes) else path
+  compression = compression.decode() if isinstance(compression, bytes) else compression
+  options = tf.io.TFRecordOptions(compression_type=compression)
+  batch = []
+  try:
+    for record in _record_iterator(path, options):
+      batch.append(record)
+      if len(batch) == chunk:
+        yield np.array(batch, dtype=object)
+        batch = []
+  except (tf.errors.OpError, OSError, EOFError, gzip.BadGzipFile) as e:
+    msg = getattr(e, "message", str(e))
+    raise IOError(f"Corrupt or truncated TFRecord file {path}: {msg}") from e
+  if batch:
+    yield np.array(batch, dtype=object)
+
+
+def _name_to_features(seq_length, max_predictions_per_seq, v2_names,
+                      has_token_boundary, has_label):
+  ids = "input_word_ids" if v2_names else "input_ids"
+  seg = "input_type_ids" if v2_names else "segment_ids"
+  feats = {
+      ids: tf.io.FixedLenFeature([seq_length], tf.int64),
+      "input_mask": tf.io.FixedLenFeature([seq_length], tf.int64),
+      seg: tf.io.FixedLenFeature([seq_length], tf.int64),
+      "masked_lm_positions": tf.io.FixedLenFeature([max_predictions_per_seq],
+                                                   tf.int64),
+      "masked_lm_ids": tf.io.FixedLenFeature([max_predictions_per_seq],
+                                             tf.int64),
+      "masked_lm_weights": tf.io.FixedLenFeature([max_predictions_per_seq],
+                                                 tf.float32),
+  }
+  if has_label:
+    feats["next_sentence_labels"] = tf.io.FixedLenFeature([1], tf.int64)
+  if has_token_boundary:
+    feats["token_boundary"] = tf.io.FixedLenFeature([seq_length], tf.int64)
+  return feats
+
+
+def _decode(record, name_to_features, v2_names):
+  ex = tf.io.parse_single_example(record, name_to_features)
+  out = {}
+  for name, t in ex.items():
+    if t.dtype == tf.int64:  # TPUs want int32
+      t = tf.cast(t, tf.int32)
+    out[name] = t
+  if not v2_names:
+    out["input_word_ids"] = out.pop("input_ids")
+    out["input_type_ids"] = out.pop("segment_ids")
+  if "next_sentence_labels" in out:
+    out["next_sentence_labels"] = tf.reshape(out["next_sentence_labels"], [])
+  else:
+    out["next_sentence_labels"] = tf.zeros([], tf.int32)
+  return out
+
+
+class DynamicMasker:
+  """Re-masks an example in-graph from its token_boundary (see module doc)."""
+
+  def __init__(self, vocab_size, mask_id, cls_id, sep_id, control_ids=(),
+               max_predictions_per_seq=20, masked_lm_prob=0.15, ngram=3,
+               favor_shorter_ngram=True, seed=None):
+    if vocab_size is None or mask_id is None or cls_id is None or sep_id is None:
+      raise ValueError("dynamic masking needs vocab_size, mask_id, cls_id and "
+                       "sep_id")
+    bad = set(int(i) for i in control_ids) | {mask_id, cls_id, sep_id}
+    self.replacement_ids = tf.constant(
+        [i for i in range(vocab_size) if i not in bad], tf.int32)
+    self.mask_id = mask_id
+    self.cls_id = cls_id
+    self.sep_id = sep_id
+    self.max_predictions = max_predictions_per_seq
+    self.masked_lm_prob = masked_lm_prob
+    self.ngram = ngram
+    weights = np.array([1.0 / n for n in range(1, ngram + 1)])
+    if not favor_shorter_ngram:
+      weights = weights[::-1]
+    cum = np.ones([ngram + 1, ngram], np.float32)  # row m: choice among 1..m
+    for m in range(1, ngram + 1):
+      c = np.cumsum(weights[:m]) / weights[:m].sum()
+      cum[m, :m] = c
+      cum[m, m - 1] = 1.0
+    self.cum = tf.constant(cum)
+    self.seed = seed
+
+  def _seed(self, k):
+    # Distinct op seeds: equal op seeds would give identical random streams.
+    return None if self.seed is None else self.seed * 4 + k
+
+  def __call__(self, ex):
+    seq_len = tf.shape(ex["input_word_ids"])[0]
+    # Restore the unmasked tokens from the stored labels.
+    w = ex["masked_lm_weights"] > 0                             # [P]
+    pos = tf.boolean_mask(ex["masked_lm_positions"], w)          # [m]
+    ids = tf.tensor_scatter_nd_update(
+        ex["input_word_ids"], pos[:, None],
+        tf.boolean_mask(ex["masked_lm_ids"], w))                 # [S]
+    special = ((ids == self.cls_id) | (ids == self.sep_id) |
+               (ex["input_mask"] == 0))                          # [S]
+    maskable = tf.logical_not(special)
+    prev_special = tf.concat([[True], special[:-1]], 0)          # [S]
+    unit_start = maskable & (prev_special | (ex["token_boundary"] > 0))
+    unit_of_pos = tf.cumsum(tf.cast(unit_start, tf.int32)) - 1   # [S]
+    num_units = tf.reduce_sum(tf.cast(unit_start, tf.int32))
+    unit_or_drop = tf.where(maskable, unit_of_pos, -1)          # [S]
+    sizes = tf.math.unsorted_segment_sum(
+        tf.ones_like(unit_or_drop), unit_or_drop, num_units)     # [U]
+    prefix = tf.concat([[0], tf.cumsum(sizes)], 0)               # [U+1]
+    num_tokens = tf.reduce_sum(ex["input_mask"])
+    budget = tf.minimum(
+        self.max_predictions,
+        tf.maximum(1, tf.cast(tf.round(
+            tf.cast(num_tokens, tf.float64) * self.masked_lm_prob), tf.int32)))
+    order = tf.random.shuffle(tf.range(num_units), seed=self._seed(0))
+    draws = tf.random.uniform([num_units], seed=self._seed(1))
+    ns = tf.range(1, self.ngram + 1)                             # [N]
+    unit_range = tf.range(num_units)
+
+    def body(k, selected, covered):
+      s = order[k]
+      n_max = tf.minimum(self.ngram, num_units - s)
+      n = 1 + tf.reduce_sum(tf.cast(draws[k] >= self.cum[n_max], tf.int32))
+      span = tf.gather(prefix, tf.minimum(s + ns, num_units)) - prefix[s]
+      fits = (ns <= n) & (span <= budget - selected)             # [N]
+      n_fit = tf.reduce_max(tf.where(fits, ns, 0))
+      in_span = (unit_range >= s) & (unit_range < s + n_fit)     # [U]
+      ok = (n_fit > 0) & tf.logical_not(tf.reduce_any(covered & in_span))
+      size = tf.where(ok, prefix[tf.minimum(s + n_fit, num_units)] - prefix[s],
+                      0)
+      covered = tf.where(ok, covered | in_span, covered)
+      return k + 1, selected + size, covered
+
+    _, _, covered = tf.while_loop(
+        lambda k, selected, covered: (k < num_units) & (selected < budget),
+        body, [0, 0, tf.zeros([num_units], tf.bool)])
+    covered = tf.concat([covered, [False]], 0)                  # [U+1]
+    chosen = tf.gather(covered, tf.where(maskable, unit_of_pos,
+                                         num_units))             # [S]
+    r = tf.random.uniform([seq_len], seed=self._seed(2))
+    rand_ids = tf.gather(self.replacement_ids, tf.random.uniform(
+        [seq_len], maxval=tf.shape(self.replacement_ids)[0], dtype=tf.int32,
+        seed=self._seed(3)))
+    new_ids = tf.where(r < 0.8, self.mask_id, tf.where(r < 0.9, ids, rand_ids))
+    out = dict(ex)
+    out["input_word_ids"] = tf.where(chosen, new_ids, ids)
+    positions = tf.cast(tf.where(chosen)[:, 0], tf.int32)        # [m]
+    count = tf.shape(positions)[0]
+    pad = self.max_predictions - count
+    out["masked_lm_positions"] = tf.pad(positions, [[0, pad]])
+    out["masked_lm_ids"] = tf.pad(tf.gather(ids, positions), [[0, pad]])
+    out["masked_lm_weights"] = tf.pad(tf.ones([count], tf.float32), [[0, pad]])
+    for k in ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights"):
+      out[k] = tf.ensure_shape(out[k], [self.max_predictions])
+    return out
+
+
+def pretraining_dataset(file_pattern, seq_length, max_predictions_per_seq,
+                        batch_size, is_training, input_context=None,
+                        dynamic_masking=False, vocab_size=None, mask_id=None,
+                        cls_id=2, sep_id=3, control_ids=(0, 1, 2, 3, 4),
+                        masked_lm_prob=0.15, ngram=3, favor_shorter_ngram=True,
+                        compression="auto", v2_feature_names="auto",
+                        repeat=None, shuffle_buffer_size=10000,
+                        cycle_length=8, checked_reader=True, seed=None):
+  """Returns a batched `tf.data.Dataset` of pretraining features.
+
+  Args:
+    file_pattern: comma-separated files/globs (or a list).
+    seq_length, max_predictions_per_seq: as written by the data tool.
+    batch_size: global batch size; divided per replica with `input_context`.
+    is_training: shuffle files and records, repeat by default.
+    input_context: `tf.distribute.InputContext`; files (or, with fewer files
+      than pipelines, records) are sharded per input pipeline.
+    dynamic_masking: re-mask every example on the fly (needs token_boundary,
+      vocab_size and mask_id; cls_id/sep_id/control_ids default to the
+      release's SentencePiece layout).
+    compression: "auto" (gzip magic of the first file), "GZIP" or "NONE".
+    v2_feature_names: "auto" (from the first record), True or False.
+    repeat: repeat forever; defaults to `is_training`.
+    checked_reader: read records through a reader that names the file in
+      corrupt/truncated-file errors (a little slower than the native reader,
+      whose errors do not say which file failed).
+    seed: optional seed for file/record shuffling and dynamic masking.
+  """
+  files = list_files(file_pattern)
+  if compression == "auto":
+    compression = detect_compression(files[0])
+  compression = "" if compression in (None, "NONE") else compression
+  keys = _first_example_keys(files[0], compression)
+  if keys is None:
+    keys = set()
+  if v2_feature_names == "auto":
+    v2_feature_names = "input_word_ids" in keys
+  has_tb = "token_boundary" in keys
+  has_label = "next_sentence_labels" in keys or not keys
+  if dynamic_masking and not has_tb:
+    raise ValueError(f"dynamic_masking needs token_boundary, missing in {files[0]}")
+  if repeat is None:
+    repeat = is_training
+
+  ds = tf.data.Dataset.from_tensor_slices(files)
+  per_file_shard = False
+  if input_context and input_context.num_input_pipelines > 1:
+    if len(files) >= input_context.num_input_pipelines:
+      ds = ds.shard(input_context.num_input_pipelines,
+                    input_context.input_pipeline_id)
+      per_file_shard = True
+  if is_training:
+    ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+  if repeat:
+    ds = ds.repeat()
+
+  if checked_reader:
+    def read(path):
+      return tf.data.Dataset.from_generator(
+          _checked_records, args=(path, compression),
+          output_signature=tf.TensorSpec([None], tf.string)).unbatch()
+  else:
+    def read(path):
+      return tf.data.TFRecordDataset(path, compression_type=compression)
+  ds = ds.interleave(read, cycle_length=min(cycle_length, len(files)),
+                     num_parallel_calls=tf.data.AUTOTUNE,
+                     deterministic=not is_training)
+  if (input_context and input_context.num_input_pipelines > 1 and
+      not per_file_shard):
+    ds = ds.shard(input_context.num_input_pipelines,
+                  input_context.input_pipeline_id)
+  if is_training and shuffle_buffer_size:
+    ds = ds.shuffle(shuffle_buffer_size, seed=seed)
+  name_to_features = _name_to_features(seq_length, max_predictions_per_seq,
+                                       v2_feature_names, has_tb, has_label)
+  ds = ds.map(lambda r: _decode(r, name_to_features, v2_feature_names),
+              num_parallel_calls=tf.data.AUTOTUNE)
+  if dynamic_masking:
+    masker = DynamicMasker(vocab_size, mask_id, cls_id, sep_id, control_ids,
+                           max_predictions_per_seq, masked_lm_prob, ngram,
+                           favor_shorter_ngram, seed)
+    ds = ds.map(masker, num_parallel_calls=tf.data.AUTOTUNE)
+  per_replica = (input_context.get_per_replica_batch_size(batch_size)
+                 if input_context else batch_size)
+  ds = ds.batch(per_replica, drop_remainder=is_training)
+  return ds.prefetch(tf.data.AUTOTUNE)

@@ -1,0 +1,192 @@
+"""RACE: reading the public JSON files, multiple-choice features, answers.
+
+Layout of the RACE download: `RACE/{train,dev,test}/{middle,high}/*.txt`,
+each file one JSON object
+
+  {"id": "high123.txt", "article": "...", "questions": ["...", ...],
+   "options": [["opt A", "opt B", "opt C", "opt D"], ...],
+   "answers": ["B", ...]}
+
+Every question becomes one example with 4 choices, each packed as
+`[CLS] article [SEP] question+option [SEP]` (the original `run_race.py`):
+a question containing the cloze blank "_" has it replaced by the option,
+otherwise the option follows the question after a space. The question+option
+part keeps at most `max_qa_length` tokens (the original's 128) and the
+article fills the rest of `max_seq_length`.
+
+A file that is not valid JSON, misses a field, has a question without 4
+options, or an answer other than A-D raises `RaceFormatError` naming the file
+(and question index), unless `skip_malformed=True`: such files/questions are
+then skipped and counted (`ReadStats`).
+"""
+
+import dataclasses
+import glob
+import json
+import os
+from typing import List, Optional
+
+from absl import logging
+
+from albert_tf.data import finetune_features
+
+LEVELS = ("middle", "high")
+NUM_CHOICES = 4
+ANSWER_LETTERS = "ABCD"
+
+
+class RaceFormatError(ValueError):
+  """A RACE file that cannot be read (message names the file)."""
+
+
+@dataclasses.dataclass
+class RaceExample:
+  example_id: str        # "<level>/<file id>-<question index>"
+  level: str             # "middle" or "high"
+  article: str
+  question: str
+  options: List[str]
+  label: Optional[int]   # 0..3 or None (no answer given)
+
+
+@dataclasses.dataclass
+class ReadStats:
+  files: int = 0
+  questions: int = 0
+  skipped: int = 0
+
+
+def _bad(stats, skip, message):
+  if not skip:
+    raise RaceFormatError(message + " (pass skip_malformed=True / "
+                          "--skip_malformed_rows to skip it)")
+  stats.skipped += 1
+  logging.warning("Skipping: %s", message)
+
+
+def read_file(path, level, skip_malformed=False, stats=None):
+  """Examples of one RACE JSON file."""
+  stats = stats if stats is not None else ReadStats()
+  stats.files += 1
+  try:
+    with open(path, encoding="utf-8") as f:
+      data = json.load(f)
+  except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    _bad(stats, skip_malformed, f"{path}: not valid JSON: {e}")
+    return []
+  missing = [k for k in ("article", "questions", "options")
+             if k not in data]
+  if missing:
+    _bad(stats, skip_malformed, f"{path}: missing field(s) {missing}")
+    return []
+  questions, options = data["questions"], data["options"]
+  answers = data.get("answers")
+  if len(options) != len(questions) or (
+      answers is not None and len(answers) != len(questions)):
+    _bad(stats, skip_malformed,
+         f"{path}: {len(questions)} questions but {len(options)} option "
+         f"lists and {len(answers or [])} answers")
+    return []
+  file_id = data.get("id", os.path.basename(path))
+  out = []
+  for q, question in enumerate(questions):
+    stats.questions += 1
+    opts = options[q]
+    if not isinstance(opts, list) or len(opts) != NUM_CHOICES:
+      _bad(stats, skip_malformed,
+           f"{path}: question {q}: expected {NUM_CHOICES} options, got "
+           f"{opts!r}")
+      continue
+    label = None
+    if answers is not None:
+      answer = str(answers[q]).strip()
+      if answer not in ANSWER_LETTERS or len(answer) != 1:
+        _bad(stats, skip_malformed,
+             f"{path}: question {q}: answer {answer!r} is not one of A-D")
+        continue
+      label = ANSWER_LETTERS.index(answer)
+    out.append(RaceExample(f"{level}/{file_id}-{q}", level, data["article"],
+                           question, [str(o) for o in opts], label))
+  return out
+
+
+def read_examples(data_dir, split, levels=LEVELS, skip_malformed=False,
+                  stats=None):
+  """All questions of `split` ("train", "dev", "test") under `data_dir`.
+
+  `data_dir` is the RACE directory (holding train/ dev/ test/). Files are read
+  in sorted order so feature caches and predictions are stable.
+  """
+  stats = stats if stats is not None else ReadStats()
+  examples = []
+  found = False
+  for level in levels:
+    directory = os.path.join(data_dir, split, level)
+    paths = sorted(glob.glob(os.path.join(directory, "*.txt")))
+    found = found or bool(paths)
+    for path in paths:
+      examples.extend(read_file(path, level, skip_malformed, stats))
+  if not found:
+    raise FileNotFoundError(
+        f"no RACE files under {data_dir}/{split}/{{{','.join(levels)}}}/*.txt")
+  if stats.skipped:
+    logging.warning("RACE %s: skipped %d malformed files/questions", split,
+                    stats.skipped)
+  return examples
+
+
+def question_with_option(question, option):
+  """The original's rule: fill the cloze blank "_" or append the option."""
+  if "_" in question:
+    return question.replace("_", option)
+  return f"{question} {option}"
+
+
+def convert_examples(examples, tokenizer, max_seq_length, max_qa_length=128):
+  """Yields feature dicts: inputs [NUM_CHOICES * max_seq_length] (choice
+  major), `label_ids`, `example_index`."""
+  cache = {}
+  for index, example in enumerate(examples):
+    if example.article not in cache:  # articles repeat over questions
+      cache = {example.article: tokenizer.encode_ids(example.article)}
+    article = cache[example.article]
+    packed = {name: [] for name in finetune_features.INPUT_NAMES}
+    for option in example.options:
+      qa = tokenizer.encode_ids(question_with_option(example.question,
+                                                     option))
+      qa = qa[-max_qa_length:] if len(qa) > max_qa_length else qa
+      room = max_seq_length - len(qa) - 3
+      ids = ([tokenizer.cls_id] + article[:max(room, 0)] +
+             [tokenizer.sep_id] + qa + [tokenizer.sep_id])
+      types = [0] * (min(len(article), max(room, 0)) + 2) + [1] * (
+          len(qa) + 1)
+      one = finetune_features.pad_features(ids, types, max_seq_length,
+                                           tokenizer.pad_id)
+      for name in packed:
+        packed[name].extend(one[name])
+    packed["label_ids"] = [example.label if example.label is not None else 0]
+    packed["example_index"] = [index]
+    yield packed
+
+
+def feature_spec(max_seq_length):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  spec = {name: ([NUM_CHOICES, max_seq_length], tf.int64)
+          for name in finetune_features.INPUT_NAMES}
+  spec["label_ids"] = ([], tf.int64)
+  spec["example_index"] = ([], tf.int64)
+  return spec
+
+
+def write_predictions(path, examples, predictions):
+  """RACE answers: JSON {example_id: letter}, plus `<path>.tsv` rows
+  `example_id<TAB>letter`."""
+  answers = {e.example_id: ANSWER_LETTERS[int(p)]
+             for e, p in zip(examples, predictions)}
+  with open(path, "w", encoding="utf-8") as f:
+    json.dump(answers, f, indent=2)
+  with open(os.path.splitext(path)[0] + ".tsv", "w", encoding="utf-8") as f:
+    f.write("id\tanswer\n")
+    for key, letter in answers.items():
+      f.write(f"{key}\t{letter}\n")
+  return answers

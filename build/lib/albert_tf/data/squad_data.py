@@ -1,0 +1,486 @@
+"""SQuAD v1.1 / v2.0: reading, doc-stride windows, answer alignment, answers.
+
+Alignment. The tokenizer normalises text (whitespace collapsed, `` and ''
+turned into ", NFKD with combining marks dropped, lowercase) before
+SentencePiece sees it, so piece boundaries are not positions in the original
+context. `tokenize_with_offsets` keeps, for every token, the character span
+of the *original* context it came from: the normalisation is replayed
+character by character to map each normalised character back to its source
+character (checked against `FullTokenizer.normalize`; any disagreement is
+resolved by a character alignment), and SentencePiece's own byte offsets
+place each piece in the normalised text. An answer's character span then
+maps to the tokens overlapping it, and a predicted token span maps back to
+the exact original substring (accents, case and punctuation intact), which
+is what the official evaluation compares.
+
+Windows. A context longer than `max_seq_length - len(question) - 3` tokens is
+split into overlapping windows `[CLS] question [SEP] window [SEP]`, each
+starting `doc_stride` tokens after the previous one. A training window that
+does not hold the whole answer is labelled (0, 0), the [CLS] position, like
+an unanswerable question. At prediction time a token only starts an answer
+in the window where it has the most context (min of left and right context,
+as the original).
+
+No answer (v2.0). `null_odds` per question (written to null_odds.json) is
+the log-odds that the question has no answer: with an answerability head,
+minus the best window's answerable logit; without one, the [CLS] span score
+minus the best span score (the original BERT rule). The answer is "" when
+null_odds > `null_score_diff_threshold`.
+
+Bad input: a question missing a field raises `SquadFormatError` naming the
+file and JSON path; a training answer whose text is not at its
+`answer_start` is looked up nearby in the context, and skipped and counted
+when absent (`ReadStats`).
+"""
+
+import collections
+import dataclasses
+import difflib
+import json
+import unicodedata
+from typing import List, Optional
+
+from absl import logging
+import numpy as np
+
+from albert_tf.data import finetune_features
+from data_prep import tokenization
+
+
+class SquadFormatError(ValueError):
+  """A SQuAD JSON record that cannot be read (message names file + path)."""
+
+
+@dataclasses.dataclass
+class SquadExample:
+  qas_id: str
+  question_text: str
+  context_text: str
+  answer_text: str = ""
+  answer_start: int = -1        # character offset in context_text
+  is_impossible: bool = False
+  gold_answers: List[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class ReadStats:
+  questions: int = 0
+  skipped: int = 0
+  realigned: int = 0
+
+
+def _field(obj, key, path, where):
+  if not isinstance(obj, dict) or key not in obj:
+    raise SquadFormatError(f"{path}: {where}: missing field {key!r}")
+  return obj[key]
+
+
+def read_squad_examples(path, is_training, version_2_with_negative=False,
+                        stats=None):
+  """Reads a SQuAD JSON file into SquadExamples.
+
+  Training uses the first answer; evaluation keeps all gold answers.
+  """
+  stats = stats if stats is not None else ReadStats()
+  with open(path, encoding="utf-8") as f:
+    try:
+      data = json.load(f)
+    except json.JSONDecodeError as e:
+      raise SquadFormatError(f"{path}: not valid JSON: {e}") from e
+  articles = _field(data, "data", path, "top level")
+  examples = []
+  for a, article in enumerate(articles):
+    for p, paragraph in enumerate(
+        _field(article, "paragraphs", path, f"data[{a}]")):
+      where_p = f"data[{a}].paragraphs[{p}]"
+      context = _field(paragraph, "context", path, where_p)
+      for q, qa in enumerate(_field(paragraph, "qas", path, where_p)):
+        where = f"{where_p}.qas[{q}]"
+        qas_id = str(_field(qa, "id", path, where))
+        question = _field(qa, "question", path, where)
+        stats.questions += 1
+        is_impossible = bool(qa.get("is_impossible", False))
+        if is_impossible and not version_2_with_negative:
+          raise SquadFormatError(
+              f"{path}: {where}: is_impossible question in a v1.1 run; pass "
+              "--version_2_with_negative")
+        answers = qa.get("answers", [])
+        gold = [ans.get("text", "") for ans in answers]
+        example = SquadExample(qas_id, question, context,
+                               is_impossible=is_impossible,
+                               gold_answers=gold)
+        if is_training and not is_impossible:
+          if not answers:
+            raise SquadFormatError(
+                f"{path}: {where}: answerable question without answers")
+          answer = answers[0]
+          text = _field(answer, "text", path, f"{where}.answers[0]")
+          start = int(_field(answer, "answer_start", path,
+                             f"{where}.answers[0]"))
+          start = _locate_answer(context, text, start)
+          if start is None:
+            stats.skipped += 1
+            logging.warning("%s: %s: answer %r not found in the context; "
+                            "skipped", path, where, text)
+            continue
+          if start != int(answer["answer_start"]):
+            stats.realigned += 1
+          example.answer_text, example.answer_start = text, start
+        examples.append(example)
+  if stats.skipped:
+    logging.warning("%s: skipped %d of %d questions whose answer is not in "
+                    "the context", path, stats.skipped, stats.questions)
+  return examples
+
+
+def _locate_answer(context, text, start):
+  """`start` if the answer is there, else the nearest occurrence, or None."""
+  if not text.strip():
+    return None
+  if context[start:start + len(text)] == text:
+    return start
+  hits = []
+  i = context.find(text)
+  while i >= 0:
+    hits.append(i)
+    i = context.find(text, i + 1)
+  return min(hits, key=lambda h: abs(h - start)) if hits else None
+
+
+# --- Normalisation with a character map -----------------------------------------
+
+
+def _replay_normalization(text, lower):
+  """Normalised chars and, per char, its source span (start, end) in `text`.
+
+  Replays `tokenization.normalize_text` step by step.
+  """
+  chars, source = [], []
+  i, n = 0, len(text)
+  pending_space = None
+  while i < n:
+    c = text[i]
+    if c.isspace():
+      if chars and pending_space is None:
+        pending_space = i
+      i += 1
+      continue
+    if pending_space is not None:
+      chars.append(" ")
+      source.append((pending_space, pending_space + 1))
+      pending_space = None
+    if text[i:i + 2] in ("``", "''"):
+      out, width = '"', 2
+    else:
+      out, width = c, 1
+      if not c.isascii():
+        out = "".join(d for d in unicodedata.normalize("NFKD", c)
+                      if not unicodedata.combining(d))
+    if lower:
+      out = out.lower()
+    for d in out:
+      chars.append(d)
+      source.append((i, i + width))
+    i += width
+  return "".join(chars), source
+
+
+def normalize_with_map(tokenizer, text):
+  """(tokenizer.normalize(text), list: normalised index -> source span)."""
+  norm = tokenizer.normalize(text)
+  replay, source = _replay_normalization(text, tokenizer.do_lower_case)
+  if replay == norm:
+    return norm, source
+  # Rare (context-dependent case mappings, NFKD producing spaces): align the
+  # replayed string to the real one and borrow the nearest mapped source.
+  mapping = [None] * len(norm)
+  matcher = difflib.SequenceMatcher(None, norm, replay, autojunk=False)
+  for op, a0, a1, b0, b1 in matcher.get_opcodes():
+    if op == "equal" or (op == "replace" and a1 - a0 == b1 - b0):
+      for k in range(a1 - a0):
+        mapping[a0 + k] = source[b0 + k]
+  last = (0, 0)
+  for k, m in enumerate(mapping):
+    if m is None:
+      mapping[k] = last
+    else:
+      last = m
+  return norm, mapping
+
+
+@dataclasses.dataclass
+class TokenizedText:
+  ids: List[int]
+  starts: List[int]     # per token: first original character
+  ends: List[int]       # per token: one past its last original character
+
+
+def tokenize_with_offsets(tokenizer, text):
+  """Tokenizes `text` exactly as `tokenizer.encode_ids` and keeps char spans.
+
+  A token made only of the word-start marker (no visible character) gets an
+  empty span at the next character.
+  """
+  norm, to_orig = normalize_with_map(tokenizer, text)
+  ids = tokenizer.encode_ids(text)
+  proto = tokenizer.sp_model.encode(norm, out_type="immutable_proto")
+  # SentencePiece reports offsets in characters (recent Python wrappers) or
+  # UTF-8 bytes (older ones); the last piece's end tells which.
+  raw = norm.encode("utf-8")
+  in_bytes = (len(raw) != len(norm) and proto.pieces and
+              proto.pieces[-1].end == len(raw))
+  char_of = np.arange(len(norm) + 1)
+  if in_bytes:
+    char_of = np.zeros(len(raw) + 1, np.int64)
+    pos = 0
+    for k, ch in enumerate(norm):
+      width = len(ch.encode("utf-8"))
+      char_of[pos:pos + width] = k
+      pos += width
+    char_of[len(raw)] = len(norm)
+  norm_spans = []
+  k = 0
+  for piece in proto.pieces:
+    b, e = int(char_of[piece.begin]), int(char_of[piece.end])
+    if k < len(ids) and ids[k] == piece.id:
+      norm_spans.append((b, e))
+      k += 1
+      continue
+    # The tokenizer split this piece (e.g. "1990," -> "1990" ","): place the
+    # sub-pieces right-aligned in the piece's span by their visible length.
+    surface = piece.piece.replace(tokenization.SPIECE_UNDERLINE, "")
+    subs, length = [], 0
+    while k < len(ids) and length < len(surface):
+      sub = tokenizer.convert_ids_to_tokens([ids[k]])[0]
+      width = len(sub.replace(tokenization.SPIECE_UNDERLINE, ""))
+      subs.append(width)
+      length += width
+      k += 1
+    cursor = e - length
+    for width in subs:
+      norm_spans.append((max(cursor, b), cursor + width))
+      cursor += width
+  if k != len(ids):
+    raise AssertionError("offset tokenization disagrees with encode_ids")
+  starts, ends = [], []
+  n = len(text)
+  for b, e in norm_spans:
+    visible = [j for j in range(b, e) if j < len(norm) and norm[j] != " "]
+    if visible:
+      starts.append(to_orig[visible[0]][0])
+      ends.append(to_orig[visible[-1]][1])
+    else:
+      at = to_orig[e][0] if e < len(norm) else n
+      starts.append(at)
+      ends.append(at)
+  # A source character split over two tokens (e.g. a ligature) ends the
+  # first token after the whole character.
+  ends = [max(s, x) for s, x in zip(starts, ends)]
+  return TokenizedText(ids, starts, ends)
+
+
+def char_span_to_tokens(tokens, start_char, end_char):
+  """First and last token overlapping [start_char, end_char), or None."""
+  hit = [i for i, (s, e) in enumerate(zip(tokens.starts, tokens.ends))
+         if s < end_char and e > start_char]
+  if not hit:
+    return None
+  return hit[0], hit[-1]
+
+
+def tokens_to_text(context, tokens, first, last):
+  """The original substring covered by tokens first..last."""
+  return context[tokens.starts[first]:tokens.ends[last]]
+
+
+# --- Windows and features -----------------------------------------------------------
+
+
+def doc_windows(num_tokens, max_tokens, doc_stride):
+  """[(start, length)] windows covering num_tokens (original doc-stride)."""
+  if max_tokens <= 0:
+    raise ValueError("max_seq_length leaves no room for the context; reduce "
+                     "max_query_length or raise max_seq_length")
+  windows, start = [], 0
+  while True:
+    length = min(max_tokens, num_tokens - start)
+    windows.append((start, length))
+    if start + length >= num_tokens:
+      return windows
+    start += min(length, doc_stride)
+
+
+def max_context_flags(windows, window_index):
+  """Per token of window `window_index`: is this its max-context window?"""
+  w_start, w_len = windows[window_index]
+  flags = []
+  for pos in range(w_start, w_start + w_len):
+    best, best_score = None, None
+    for i, (s, length) in enumerate(windows):
+      if not s <= pos < s + length:
+        continue
+      score = min(pos - s, s + length - 1 - pos) + 0.01 * length
+      if best_score is None or score > best_score:
+        best, best_score = i, score
+    flags.append(best == window_index)
+  return flags
+
+
+def convert_examples(examples, tokenizer, max_seq_length, doc_stride,
+                     max_query_length, is_training):
+  """Yields (features dict, window metadata dict) per window.
+
+  features: the three inputs, `unique_ids`, `start_positions`,
+  `end_positions`, `is_impossible` (all windows, labels 0 at prediction).
+  metadata: example_index, doc_offset (position of the first context token),
+  window_start, window_length, max_context (list of bools).
+  """
+  unique_id = 0
+  for ex_index, example in enumerate(examples):
+    q_ids = tokenizer.encode_ids(example.question_text)[:max_query_length]
+    doc = tokenize_with_offsets(tokenizer, example.context_text)
+    answer = None
+    if is_training and not example.is_impossible:
+      answer = char_span_to_tokens(
+          doc, example.answer_start,
+          example.answer_start + len(example.answer_text))
+    windows = doc_windows(len(doc.ids), max_seq_length - len(q_ids) - 3,
+                          doc_stride)
+    doc_offset = len(q_ids) + 2
+    for w, (w_start, w_len) in enumerate(windows):
+      ids = ([tokenizer.cls_id] + q_ids + [tokenizer.sep_id] +
+             doc.ids[w_start:w_start + w_len] + [tokenizer.sep_id])
+      types = [0] * doc_offset + [1] * (w_len + 1)
+      features = finetune_features.pad_features(ids, types, max_seq_length,
+                                                tokenizer.pad_id)
+      start = end = 0
+      impossible = int(example.is_impossible)
+      if answer is not None:
+        if w_start <= answer[0] and answer[1] < w_start + w_len:
+          start = answer[0] - w_start + doc_offset
+          end = answer[1] - w_start + doc_offset
+        else:
+          impossible = 1  # the answer is not (wholly) in this window
+      features.update(unique_ids=[unique_id], start_positions=[start],
+                      end_positions=[end], is_impossible=[impossible])
+      meta = {"example_index": ex_index, "doc_offset": doc_offset,
+              "window_start": w_start, "window_length": w_len,
+              "max_context": max_context_flags(windows, w)}
+      unique_id += 1
+      yield features, meta
+
+
+def example_metadata(examples, tokenizer):
+  """Per example, the tokens' original character spans (for answers)."""
+  out = []
+  for example in examples:
+    doc = tokenize_with_offsets(tokenizer, example.context_text)
+    out.append({"starts": doc.starts, "ends": doc.ends})
+  return out
+
+
+def feature_spec(max_seq_length):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  spec = {name: ([max_seq_length], tf.int64)
+          for name in finetune_features.INPUT_NAMES}
+  for name in ("unique_ids", "start_positions", "end_positions",
+               "is_impossible"):
+    spec[name] = ([], tf.int64)
+  return spec
+
+
+# --- Predictions -> answers -------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class WindowResult:
+  start_logits: np.ndarray
+  end_logits: np.ndarray
+  answerable_logit: Optional[float] = None
+
+
+def _top(logits, n):
+  return np.argsort(-np.asarray(logits), kind="stable")[:n]
+
+
+def postprocess(examples, windows_meta, tokens_meta, results, n_best_size=20,
+                max_answer_length=30, version_2_with_negative=False,
+                null_score_diff_threshold=0.0):
+  """Window logits -> (predictions, null_odds, nbest), all keyed by qas_id.
+
+  windows_meta: per unique id, the metadata `convert_examples` yielded.
+  tokens_meta: per example, `{"starts", "ends"}` (`example_metadata`).
+  results: unique id -> WindowResult.
+  predictions: qas_id -> answer text ("" = no answer, v2.0 only).
+  null_odds: qas_id -> log-odds of no answer (v2.0; empty dict for v1.1).
+  nbest: qas_id -> list of {"text", "probability", "start_logit",
+    "end_logit"}.
+  """
+  by_example = collections.defaultdict(list)
+  for uid, meta in enumerate(windows_meta):
+    if uid in results:
+      by_example[meta["example_index"]].append(uid)
+  predictions, null_odds, nbest = {}, {}, {}
+  for ex_index, example in enumerate(examples):
+    spans = tokens_meta[ex_index]
+    candidates = []
+    null_span_score = None
+    best_answerable = None
+    for uid in by_example.get(ex_index, []):
+      meta, result = windows_meta[uid], results[uid]
+      start_l, end_l = result.start_logits, result.end_logits
+      cls_score = float(start_l[0] + end_l[0])
+      if null_span_score is None or cls_score < null_span_score:
+        null_span_score = cls_score
+      if result.answerable_logit is not None:
+        best_answerable = (result.answerable_logit if best_answerable is None
+                           else max(best_answerable, result.answerable_logit))
+      off, length = meta["doc_offset"], meta["window_length"]
+      # The n best starts/ends among the window's context tokens.
+      for s in off + _top(start_l[off:off + length], n_best_size):
+        for e in off + _top(end_l[off:off + length], n_best_size):
+          if e < s or e - s + 1 > max_answer_length:
+            continue
+          if not meta["max_context"][s - off]:
+            continue
+          first = meta["window_start"] + s - off
+          last = meta["window_start"] + e - off
+          text = example.context_text[spans["starts"][first]:
+                                      spans["ends"][last]]
+          if not text.strip():  # only word-start markers: no visible text
+            continue
+          candidates.append((float(start_l[s] + end_l[e]), text,
+                             float(start_l[s]), float(end_l[e])))
+    candidates.sort(key=lambda c: -c[0])
+    seen, best = set(), []
+    for cand in candidates:
+      if cand[1] in seen:
+        continue
+      seen.add(cand[1])
+      best.append(cand)
+      if len(best) == n_best_size:
+        break
+    if not best:
+      best = [(0.0, "", 0.0, 0.0)]
+    scores = np.array([c[0] for c in best])
+    probs = np.exp(scores - scores.max())
+    probs /= probs.sum()
+    nbest[example.qas_id] = [
+        {"text": c[1], "probability": float(p), "start_logit": c[2],
+         "end_logit": c[3]} for c, p in zip(best, probs)]
+    answer = best[0][1]
+    if version_2_with_negative:
+      if best_answerable is not None:
+        odds = -float(best_answerable)
+      else:
+        odds = (null_span_score or 0.0) - best[0][0]
+      null_odds[example.qas_id] = odds
+      if odds > null_score_diff_threshold or not candidates:
+        answer = ""
+    predictions[example.qas_id] = answer
+  return predictions, null_odds, nbest
+
+
+def write_json(path, value):
+  with open(path, "w", encoding="utf-8") as f:
+    json.dump(value, f, indent=2, ensure_ascii=False)

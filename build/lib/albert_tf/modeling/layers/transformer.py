@@ -1,0 +1,260 @@
+"""The post-LN Transformer block and ALBERT's cross-layer parameter sharing.
+
+A block is a self-attention sublayer then a feed-forward sublayer, each
+`LayerNorm(x + dropout(sublayer(x)))`. ALBERT reuses blocks across layers:
+layer l (of L) belongs to group `l * G // L` and a group is `inner_group_num`
+blocks applied in sequence. `sharing` selects which sublayers are shared
+(the paper's Table 4 ablation).
+
+All matmuls run on 2-D [batch * seq, width] tensors, and Q, K and V come from
+one fused matmul: on CPU this keeps every large op a plain GEMM.
+"""
+
+import math
+
+import tensorflow as tf
+import tf_keras
+
+from albert_tf.modeling import activations
+from albert_tf.modeling.layers import layer_utils
+
+
+def attention_bias(input_mask, dtype):
+  """[batch, seq] 1/0 mask -> additive bias [batch, 1, 1, seq] (0 or -10000)."""
+  mask = tf.cast(input_mask, dtype)[:, tf.newaxis, tf.newaxis, :]
+  return (1.0 - mask) * tf.cast(-10000.0, dtype)
+
+
+@tf_keras.utils.register_keras_serializable(package="albert_tf")
+class SelfAttention(tf_keras.layers.Layer):
+  """Multi-head self-attention, output projection, residual, LayerNorm.
+
+  Call: `layer(x, bias, batch, seq)` with x [batch*seq, H] and the additive
+  bias from `attention_bias`; returns [batch*seq, H].
+  """
+
+  def __init__(self, hidden_size, num_attention_heads, initializer_range=0.02,
+               hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+               **kwargs):
+    super().__init__(**kwargs)
+    self.hidden_size = hidden_size
+    self.num_attention_heads = num_attention_heads
+    self.initializer_range = initializer_range
+    self.hidden_dropout_prob = hidden_dropout_prob
+    self.attention_probs_dropout_prob = attention_probs_dropout_prob
+    self.head_size = hidden_size // num_attention_heads
+
+    self.query = layer_utils.dense(hidden_size, initializer_range, "query")
+    self.key = layer_utils.dense(hidden_size, initializer_range, "key")
+    self.value = layer_utils.dense(hidden_size, initializer_range, "value")
+    self.output_dense = layer_utils.dense(hidden_size, initializer_range,
+                                          "output_dense")
+    self.layer_norm = layer_utils.layer_norm("layer_norm")
+    self.probs_dropout = tf_keras.layers.Dropout(attention_probs_dropout_prob)
+    self.output_dropout = tf_keras.layers.Dropout(hidden_dropout_prob)
+
+  def build(self, input_shape):
+    for layer in (self.query, self.key, self.value, self.output_dense):
+      layer_utils.build_in_scope(layer, [None, self.hidden_size])
+    layer_utils.build_in_scope(self.layer_norm, [None, self.hidden_size])
+    super().build(input_shape)
+
+  def call(self, x, bias, batch, seq, training=None):
+    heads, head_size = self.num_attention_heads, self.head_size
+    dtype = x.dtype
+    # One GEMM for Q, K and V; the checkpoint keeps the original's 3 kernels.
+    kernel = tf.concat([tf.cast(l.kernel, dtype) for l in
+                        (self.query, self.key, self.value)], axis=1)  # [H, 3H]
+    qkv_bias = tf.concat([tf.cast(l.bias, dtype) for l in
+                          (self.query, self.key, self.value)], axis=0)
+    qkv = tf.matmul(x, kernel) + qkv_bias  # [batch*seq, 3H]
+    # tf.split, not slicing: its gradient is one concat, where each slice's
+    # gradient would write a zero-filled copy of the whole [batch*seq, 3H].
+    q, k, v = [tf.transpose(tf.reshape(t, [batch, seq, heads, head_size]),
+                            [0, 2, 1, 3])  # [batch, heads, seq, d]
+               for t in tf.split(qkv, 3, axis=1)]
+
+    q = q * tf.cast(1.0 / math.sqrt(head_size), dtype)
+    scores = tf.matmul(q, k, transpose_b=True)  # [batch, heads, seq, seq]
+    # Softmax in float32 under mixed precision.
+    scores = tf.cast(scores, tf.float32) + tf.cast(bias, tf.float32)
+    probs = tf.cast(tf.nn.softmax(scores, axis=-1), dtype)
+    probs = self.probs_dropout(probs, training=training)
+
+    context = tf.matmul(probs, v)  # [batch, heads, seq, d]
+    context = tf.transpose(context, [0, 2, 1, 3])  # [batch, seq, heads, d]
+    context = tf.reshape(context, [-1, self.hidden_size])  # [batch*seq, H]
+    out = self.output_dense(context)
+    out = self.output_dropout(out, training=training)
+    return tf.cast(self.layer_norm(x + out), dtype)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(
+        hidden_size=self.hidden_size,
+        num_attention_heads=self.num_attention_heads,
+        initializer_range=self.initializer_range,
+        hidden_dropout_prob=self.hidden_dropout_prob,
+        attention_probs_dropout_prob=self.attention_probs_dropout_prob)
+    return config
+
+
+@tf_keras.utils.register_keras_serializable(package="albert_tf")
+class FeedForward(tf_keras.layers.Layer):
+  """Dense H->I with the activation, dense I->H, residual, LayerNorm.
+
+  Call: `layer(x)` with x [batch*seq, H]; returns [batch*seq, H].
+  """
+
+  def __init__(self, hidden_size, intermediate_size, hidden_act="gelu",
+               initializer_range=0.02, hidden_dropout_prob=0.0, **kwargs):
+    super().__init__(**kwargs)
+    self.hidden_size = hidden_size
+    self.intermediate_size = intermediate_size
+    self.hidden_act = hidden_act
+    self.initializer_range = initializer_range
+    self.hidden_dropout_prob = hidden_dropout_prob
+
+    self.intermediate = layer_utils.dense(
+        intermediate_size, initializer_range, "intermediate",
+        activation=activations.get_activation(hidden_act))
+    self.output_dense = layer_utils.dense(hidden_size, initializer_range,
+                                          "output_dense")
+    self.layer_norm = layer_utils.layer_norm("layer_norm")
+    self.dropout = tf_keras.layers.Dropout(hidden_dropout_prob)
+
+  def build(self, input_shape):
+    layer_utils.build_in_scope(self.intermediate, [None, self.hidden_size])
+    layer_utils.build_in_scope(self.output_dense,
+                               [None, self.intermediate_size])
+    layer_utils.build_in_scope(self.layer_norm, [None, self.hidden_size])
+    super().build(input_shape)
+
+  def call(self, x, training=None):
+    h = self.intermediate(x)  # [batch*seq, I]
+    out = self.output_dense(h)  # [batch*seq, H]
+    out = self.dropout(out, training=training)
+    return tf.cast(self.layer_norm(x + out), x.dtype)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(
+        hidden_size=self.hidden_size,
+        intermediate_size=self.intermediate_size,
+        hidden_act=self.hidden_act,
+        initializer_range=self.initializer_range,
+        hidden_dropout_prob=self.hidden_dropout_prob)
+    return config
+
+
+def sublayer_indices(layer, inner, num_layers, num_groups, inner_group_num,
+                     shared):
+  """Which attention/FFN sublayer serves block `inner` of layer `layer`.
+
+  Shared sublayers follow the original's group assignment (group
+  `layer * G // L`, the exact form of its `int(layer / L * G)`); unshared
+  ones get one sublayer per (layer, inner block).
+  """
+  if shared:
+    group = layer * num_groups // num_layers
+    return group * inner_group_num + inner
+  return layer * inner_group_num + inner
+
+
+def num_sublayers(num_layers, num_groups, inner_group_num, shared):
+  return (num_groups if shared else num_layers) * inner_group_num
+
+
+@tf_keras.utils.register_keras_serializable(package="albert_tf")
+class SharedTransformerStack(tf_keras.layers.Layer):
+  """`num_hidden_layers` layers built from shared attention and FFN sublayers.
+
+  Call: `layer(x, input_mask)` with x [batch, seq, H] and input_mask
+  [batch, seq]; returns a list of num_hidden_layers tensors [batch, seq, H].
+  With `gradient_checkpointing` each layer's activations are recomputed in the
+  backward pass instead of being kept (dropout masks are then redrawn, so use
+  it with dropout 0 when exact gradients matter).
+  """
+
+  def __init__(self, hidden_size, num_hidden_layers, num_attention_heads,
+               intermediate_size, num_hidden_groups=1, inner_group_num=1,
+               hidden_act="gelu", initializer_range=0.02,
+               hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+               sharing="all", gradient_checkpointing=False, **kwargs):
+    super().__init__(**kwargs)
+    self.hidden_size = hidden_size
+    self.num_hidden_layers = num_hidden_layers
+    self.num_attention_heads = num_attention_heads
+    self.intermediate_size = intermediate_size
+    self.num_hidden_groups = num_hidden_groups
+    self.inner_group_num = inner_group_num
+    self.hidden_act = hidden_act
+    self.initializer_range = initializer_range
+    self.hidden_dropout_prob = hidden_dropout_prob
+    self.attention_probs_dropout_prob = attention_probs_dropout_prob
+    self.sharing = sharing
+    self.gradient_checkpointing = gradient_checkpointing
+
+    self.share_attention = sharing in ("all", "attention")
+    self.share_ffn = sharing in ("all", "ffn")
+    shape = (num_hidden_layers, num_hidden_groups, inner_group_num)
+    self.attention_layers = [
+        SelfAttention(hidden_size, num_attention_heads, initializer_range,
+                      hidden_dropout_prob, attention_probs_dropout_prob,
+                      name=f"attention_{i}")
+        for i in range(num_sublayers(*shape, self.share_attention))]
+    self.ffn_layers = [
+        FeedForward(hidden_size, intermediate_size, hidden_act,
+                    initializer_range, hidden_dropout_prob, name=f"ffn_{i}")
+        for i in range(num_sublayers(*shape, self.share_ffn))]
+
+  def build(self, input_shape):
+    for layer in self.attention_layers + self.ffn_layers:
+      layer_utils.build_in_scope(layer, [None, self.hidden_size])
+    super().build(input_shape)
+
+  def block_indices(self, layer, inner):
+    """(attention index, ffn index) used by block `inner` of `layer`."""
+    shape = (self.num_hidden_layers, self.num_hidden_groups,
+             self.inner_group_num)
+    return (sublayer_indices(layer, inner, *shape, self.share_attention),
+            sublayer_indices(layer, inner, *shape, self.share_ffn))
+
+  def _layer_fn(self, layer, bias, batch, seq, training):
+    def apply(x):
+      for inner in range(self.inner_group_num):
+        attention, ffn = self.block_indices(layer, inner)
+        x = self.attention_layers[attention](x, bias, batch, seq,
+                                             training=training)
+        x = self.ffn_layers[ffn](x, training=training)
+      return x
+    if self.gradient_checkpointing:
+      return tf.recompute_grad(apply)
+    return apply
+
+  def call(self, x, input_mask, training=None):
+    batch, seq = tf.shape(x)[0], tf.shape(x)[1]
+    bias = attention_bias(input_mask, x.dtype)  # [batch, 1, 1, seq]
+    x = tf.reshape(x, [-1, self.hidden_size])  # [batch*seq, H]
+    outputs = []
+    for layer in range(self.num_hidden_layers):
+      x = self._layer_fn(layer, bias, batch, seq, training)(x)
+      outputs.append(tf.reshape(x, [batch, seq, self.hidden_size]))
+    return outputs
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(
+        hidden_size=self.hidden_size,
+        num_hidden_layers=self.num_hidden_layers,
+        num_attention_heads=self.num_attention_heads,
+        intermediate_size=self.intermediate_size,
+        num_hidden_groups=self.num_hidden_groups,
+        inner_group_num=self.inner_group_num,
+        hidden_act=self.hidden_act,
+        initializer_range=self.initializer_range,
+        hidden_dropout_prob=self.hidden_dropout_prob,
+        attention_probs_dropout_prob=self.attention_probs_dropout_prob,
+        sharing=self.sharing,
+        gradient_checkpointing=self.gradient_checkpointing)
+    return config

@@ -1,0 +1,260 @@
+"""LAMB optimizer as in the original ALBERT release, for TF2 / tf_keras.
+
+Update per variable w with gradient g (original `lamb_optimizer.py`, no bias
+correction unless `bias_correction=True`):
+
+  m = b1 * m + (1 - b1) * g
+  v = b2 * v + (1 - b2) * g^2
+  u = m / (sqrt(v) + eps)                 # m_hat / (sqrt(v_hat) + eps) with
+                                          # bias correction
+  u += weight_decay_rate * w              # unless excluded from weight decay
+  r = ||w|| / ||u|| if both > 0 else 1    # 1 if excluded from adaptation
+  w -= lr * r * u
+
+`AdamWeightDecay` is the original's AdamWeightDecayOptimizer: the same update
+with r fixed at 1.
+
+The class subclasses the legacy tf_keras optimizer (as Model Garden's LAMB
+does) so that it works in custom training loops under any tf.distribute
+strategy and inside `tf_keras.mixed_precision.LossScaleOptimizer`.
+"""
+
+import re
+from typing import Callable, Optional, Sequence, Union
+
+import tensorflow as tf
+import tf_keras
+
+# Regexes searched in variable names. "LayerNorm" matches the original TF1
+# names, "layer_norm" the tf_keras layer names.
+DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
+
+# Suffixes that do not belong to the logical variable name: the tensor output
+# index (":0") and the per-device copies of a MirroredVariable
+# ("/replica_1").
+_NAME_SUFFIX_RE = re.compile(r"(/replica_\d+)?(:\d+)?$")
+
+
+def variable_name(name: str) -> str:
+  """Returns the logical variable name used for the exclusion regexes."""
+  return _NAME_SUFFIX_RE.sub("", name, count=1)
+
+
+def _matches_any(patterns: Sequence[str], name: str) -> bool:
+  return any(re.search(p, name) is not None for p in patterns)
+
+
+@tf_keras.utils.register_keras_serializable(package="albert_tf")
+class LAMB(tf_keras.optimizers.legacy.Optimizer):
+  """Layer-wise Adaptive Moments optimizer (ALBERT's original update)."""
+
+  def __init__(
+      self,
+      learning_rate: Union[float, Callable] = 0.00176,
+      beta_1: float = 0.9,
+      beta_2: float = 0.999,
+      epsilon: float = 1e-6,
+      weight_decay_rate: float = 0.01,
+      exclude_from_weight_decay: Optional[Sequence[str]] = None,
+      exclude_from_layer_adaptation: Optional[Sequence[str]] = None,
+      bias_correction: bool = False,
+      layer_adaptation: bool = True,
+      name: str = "LAMB",
+      **kwargs,
+  ):
+    """Creates the optimizer.
+
+    Args:
+      learning_rate: float, tensor or a `LearningRateSchedule` (called with
+        the optimizer's iteration count before the step, as in the original).
+      beta_1: decay rate of the first moment.
+      beta_2: decay rate of the second moment.
+      epsilon: added to sqrt(v) in the denominator.
+      weight_decay_rate: decoupled weight decay added to the update.
+      exclude_from_weight_decay: regexes; a variable whose name contains a
+        match is not decayed. None means DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
+        [] means no exclusions.
+      exclude_from_layer_adaptation: regexes; a matching variable uses trust
+        ratio 1. None means the same list as exclude_from_weight_decay.
+      bias_correction: apply Adam's bias correction to m and v (Model
+        Garden's LAMB). The original ALBERT update has none.
+      layer_adaptation: if False the trust ratio is always 1 (AdamW).
+      name: name scope of the update ops.
+      **kwargs: passed to the base optimizer (e.g. clipnorm).
+    """
+    super().__init__(name, **kwargs)
+    self._set_hyper("learning_rate", kwargs.get("lr", learning_rate))
+    self._set_hyper("decay", self._initial_decay)
+    self._set_hyper("weight_decay_rate", weight_decay_rate)
+    # Python floats, not hyper variables: 1 - beta is then computed in
+    # float64 before the cast (as the original does), so 1 - 0.999 becomes
+    # float32(0.001) rather than float32(1) - float32(0.999), a 1.3e-5
+    # relative difference.
+    self.beta_1 = float(beta_1)
+    self.beta_2 = float(beta_2)
+    self.epsilon = float(epsilon)
+    if exclude_from_weight_decay is None:
+      exclude_from_weight_decay = DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY
+    if exclude_from_layer_adaptation is None:
+      exclude_from_layer_adaptation = exclude_from_weight_decay
+    self.exclude_from_weight_decay = list(exclude_from_weight_decay)
+    self.exclude_from_layer_adaptation = list(exclude_from_layer_adaptation)
+    for pattern in (self.exclude_from_weight_decay +
+                    self.exclude_from_layer_adaptation):
+      re.compile(pattern)  # Fail at construction on a malformed regex.
+    self.bias_correction = bool(bias_correction)
+    self.layer_adaptation = bool(layer_adaptation)
+
+  # --- which variables get decay / adaptation -------------------------------
+
+  def do_use_weight_decay(self, name: str) -> bool:
+    """Whether the variable `name` (var.name accepted) is weight-decayed."""
+    return not _matches_any(self.exclude_from_weight_decay,
+                            variable_name(name))
+
+  def do_layer_adaptation(self, name: str) -> bool:
+    """Whether the variable `name` (var.name accepted) uses a trust ratio."""
+    if not self.layer_adaptation:
+      return False
+    return not _matches_any(self.exclude_from_layer_adaptation,
+                            variable_name(name))
+
+  # --- keras optimizer hooks -------------------------------------------------
+
+  def _create_slots(self, var_list):
+    # Two loops so all "m" slots come before all "v" slots (stable ordering).
+    for var in var_list:
+      self.add_slot(var, "m")
+    for var in var_list:
+      self.add_slot(var, "v")
+
+  def _prepare_local(self, var_device, var_dtype, apply_state):
+    super()._prepare_local(var_device, var_dtype, apply_state)
+    coefficients = dict(
+        beta_1_t=tf.constant(self.beta_1, var_dtype),
+        one_minus_beta_1_t=tf.constant(1.0 - self.beta_1, var_dtype),
+        beta_2_t=tf.constant(self.beta_2, var_dtype),
+        one_minus_beta_2_t=tf.constant(1.0 - self.beta_2, var_dtype),
+        epsilon=tf.constant(self.epsilon, var_dtype),
+        weight_decay_rate=tf.identity(
+            self._get_hyper("weight_decay_rate", var_dtype)),
+    )
+    if self.bias_correction:
+      # Step t of the update being applied (iterations is 0-based); float64
+      # for the same reason as 1 - beta above.
+      local_step = tf.cast(self.iterations + 1, tf.float64)
+      for i, beta in ((1, self.beta_1), (2, self.beta_2)):
+        correction = 1.0 - tf.pow(tf.constant(beta, tf.float64), local_step)
+        coefficients[f"bias_correction_{i}"] = tf.cast(correction, var_dtype)
+    apply_state[(var_device, var_dtype)].update(coefficients)
+
+  def _resource_apply_dense(self, grad, var, apply_state=None):
+    var_device, var_dtype = var.device, var.dtype.base_dtype
+    coefficients = ((apply_state or {}).get((var_device, var_dtype)) or
+                    self._fallback_apply_state(var_device, var_dtype))
+
+    m = self.get_slot(var, "m")
+    v = self.get_slot(var, "v")
+    m_t = (coefficients["beta_1_t"] * m +
+           coefficients["one_minus_beta_1_t"] * grad)
+    v_t = (coefficients["beta_2_t"] * v +
+           coefficients["one_minus_beta_2_t"] * tf.square(grad))
+    m_t = m.assign(m_t, use_locking=self._use_locking)
+    v_t = v.assign(v_t, use_locking=self._use_locking)
+
+    if self.bias_correction:
+      m_t = m_t / coefficients["bias_correction_1"]
+      v_t = v_t / coefficients["bias_correction_2"]
+    update = m_t / (tf.sqrt(v_t) + coefficients["epsilon"])
+
+    if self.do_use_weight_decay(var.name):
+      update += coefficients["weight_decay_rate"] * var
+
+    ratio = 1.0
+    if self.do_layer_adaptation(var.name):
+      w_norm = tf.norm(var, ord=2)
+      u_norm = tf.norm(update, ord=2)
+      # Both norms must be positive, else r = 1 (fresh zero-init variables
+      # such as biases, or an all-zero update).
+      one = tf.ones_like(w_norm)
+      ratio = tf.where(
+          tf.greater(w_norm, 0.0),
+          tf.where(tf.greater(u_norm, 0.0), w_norm / u_norm, one),
+          one)
+
+    var_update = var.assign_sub(
+        ratio * coefficients["lr_t"] * update, use_locking=self._use_locking)
+    return tf.group(var_update, m_t, v_t)
+
+  def _densify(self, grad, var, indices):
+    # Sums duplicate indices, like converting the IndexedSlices to a tensor.
+    return tf.math.unsorted_segment_sum(
+        grad, indices, num_segments=tf.shape(var, out_type=indices.dtype)[0])
+
+  def _resource_apply_sparse_duplicate_indices(self, grad, var, indices,
+                                               **kwargs):
+    # The original densifies sparse gradients: every row's moments decay
+    # each step and the trust ratio needs the whole update, so the update is
+    # dense anyway. Densifying here (which also sums duplicates) makes the
+    # sparse path equal to the dense one by construction.
+    return self._resource_apply_dense(
+        self._densify(grad, var, indices), var, **kwargs)
+
+  def _resource_apply_sparse(self, grad, var, indices, apply_state=None):
+    return self._resource_apply_dense(
+        self._densify(grad, var, indices), var, apply_state=apply_state)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update({
+        "learning_rate": self._serialize_hyperparameter("learning_rate"),
+        "decay": self._serialize_hyperparameter("decay"),
+        "beta_1": self.beta_1,
+        "beta_2": self.beta_2,
+        "weight_decay_rate": self._serialize_hyperparameter(
+            "weight_decay_rate"),
+        "epsilon": self.epsilon,
+        "exclude_from_weight_decay": list(self.exclude_from_weight_decay),
+        "exclude_from_layer_adaptation": list(
+            self.exclude_from_layer_adaptation),
+        "bias_correction": self.bias_correction,
+        "layer_adaptation": self.layer_adaptation,
+    })
+    return config
+
+
+@tf_keras.utils.register_keras_serializable(package="albert_tf")
+class AdamWeightDecay(LAMB):
+  """The original AdamWeightDecayOptimizer: LAMB with trust ratio fixed at 1.
+
+  The original has no bias correction and no layer adaptation; the update is
+  w -= lr * (m / (sqrt(v) + eps) + weight_decay_rate * w).
+  """
+
+  def __init__(
+      self,
+      learning_rate: Union[float, Callable] = 0.00176,
+      beta_1: float = 0.9,
+      beta_2: float = 0.999,
+      epsilon: float = 1e-6,
+      weight_decay_rate: float = 0.01,
+      exclude_from_weight_decay: Optional[Sequence[str]] = None,
+      bias_correction: bool = False,
+      name: str = "AdamWeightDecay",
+      **kwargs,
+  ):
+    # Configs written by LAMB.get_config carry these; AdamW fixes them.
+    kwargs.pop("layer_adaptation", None)
+    kwargs.pop("exclude_from_layer_adaptation", None)
+    super().__init__(
+        learning_rate=learning_rate,
+        beta_1=beta_1,
+        beta_2=beta_2,
+        epsilon=epsilon,
+        weight_decay_rate=weight_decay_rate,
+        exclude_from_weight_decay=exclude_from_weight_decay,
+        exclude_from_layer_adaptation=None,
+        bias_correction=bias_correction,
+        layer_adaptation=False,
+        name=name,
+        **kwargs)

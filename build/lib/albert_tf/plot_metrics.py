@@ -1,0 +1,91 @@
+r"""Plots loss / accuracy curves from a run's metrics.jsonl to a PNG.
+
+  python -m albert_tf.plot_metrics --model_dir=/tmp/albert_tiny \
+      --output=/tmp/albert_tiny/curves.png
+"""
+
+import json
+import os
+from typing import Dict, List, Optional
+
+from absl import app
+from absl import flags
+
+PANELS = (("loss", ("loss", "masked_lm_loss", "sentence_order_loss")),
+          # Pretraining runs log the first two, fine-tuning runs the others.
+          ("accuracy", ("masked_lm_accuracy", "sentence_order_accuracy",
+                        "accuracy", "f1")),
+          ("learning rate", ("learning_rate",)))
+
+
+def read_metrics(path: str) -> Dict[str, List[dict]]:
+  """metrics.jsonl -> {mode: [records sorted by step]}; bad lines name the
+  line number."""
+  by_mode = {}
+  with open(path, encoding="utf-8") as f:
+    for lineno, line in enumerate(f, 1):
+      if not line.strip():
+        continue
+      try:
+        record = json.loads(line)
+      except json.JSONDecodeError as e:
+        raise ValueError(f"{path}:{lineno}: not JSON ({e})") from e
+      by_mode.setdefault(record.get("mode", "train"), []).append(record)
+  for rows in by_mode.values():
+    rows.sort(key=lambda r: r["step"])
+  return by_mode
+
+
+def plot(metrics_path: str, output: str, title: Optional[str] = None) -> str:
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  by_mode = read_metrics(metrics_path)
+  if not by_mode:
+    raise ValueError(f"{metrics_path}: no metrics")
+  fig, axes = plt.subplots(1, len(PANELS), figsize=(5 * len(PANELS), 4))
+  for ax, (name, keys) in zip(axes, PANELS):
+    for mode, rows in sorted(by_mode.items()):
+      for key in keys:
+        points = [(r["step"], r[key]) for r in rows if key in r]
+        if points:
+          steps, values = zip(*points)
+          ax.plot(steps, values, marker="o" if mode == "eval" else None,
+                  markersize=3, label=f"{mode}/{key}")
+    ax.set_title(name)
+    ax.set_xlabel("step")
+    ax.grid(alpha=0.3)
+    if ax.lines:
+      ax.legend(fontsize=7)
+  fig.suptitle(title or os.path.dirname(os.path.abspath(metrics_path)))
+  fig.tight_layout()
+  fig.savefig(output, dpi=100)
+  plt.close(fig)
+  return output
+
+
+def main(argv):
+  del argv
+  path = flags.FLAGS.metrics_file or os.path.join(flags.FLAGS.model_dir,
+                                                  "metrics.jsonl")
+  output = flags.FLAGS.output or os.path.join(os.path.dirname(path),
+                                              "curves.png")
+  print(plot(path, output))
+
+
+def define_flags():
+  flags.DEFINE_string("model_dir", None, "Run directory with metrics.jsonl.")
+  flags.DEFINE_string("metrics_file", None, "Path of metrics.jsonl (default: "
+                      "<model_dir>/metrics.jsonl).")
+  flags.DEFINE_string("output", None, "PNG path (default: curves.png next to "
+                      "metrics.jsonl).")
+
+
+def cli():
+  """Console-script entry point (pyproject.toml)."""
+  define_flags()
+  app.run(main)
+
+
+if __name__ == "__main__":
+  cli()

@@ -1,0 +1,45 @@
+r"""Fine-tunes ALBERT on RACE (4-way multiple choice) with the generic trainer.
+
+  python -m albert_tf.run_race \
+    --config_file=official_configs/models/albert_base_v2.yaml \
+    --config_file=official_configs/finetuning/race.yaml \
+    --data_dir=RACE --spm_model_file=albert_base/30k-clean.model \
+    --init_checkpoint=albert_base/model.ckpt-best \
+    --model_dir=/tmp/race --mode=train_and_eval
+
+--data_dir holds train/ dev/ test/, each with middle/ and high/ JSON files.
+`eval` reports accuracy on middle, high and all (dev) into eval_results.json;
+`predict` answers the test questions: race_predictions.json
+({"<level>/<file id>-<question>": "A".."D"}) and race_predictions.tsv, plus
+test accuracy when the test files carry answers (the public ones do).
+"""
+
+from absl import app
+from absl import flags
+
+from albert_tf import cli_flags
+from albert_tf.tasks import multiple_choice
+
+FLAGS = flags.FLAGS
+
+
+def define_flags():
+  cli_flags.define_finetuning_flags()
+  flags.DEFINE_string("data_dir", None, "The RACE directory (train/ dev/ "
+                      "test/ with middle/ and high/; data.data_dir).")
+
+
+def main(argv):
+  del argv
+  extra = {"data_dir": FLAGS.data_dir} if FLAGS.data_dir else {}
+  cli_flags.finetuning_main(multiple_choice.RaceFamily(), extra)
+
+
+def cli():
+  """Console-script entry point (pyproject.toml)."""
+  define_flags()
+  app.run(main)
+
+
+if __name__ == "__main__":
+  cli()

@@ -1,0 +1,62 @@
+r"""Fine-tunes ALBERT on SQuAD v1.1 or v2.0 with the generic albert_tf trainer.
+
+  python -m albert_tf.run_squad \
+    --config_file=official_configs/models/albert_base_v2.yaml \
+    --config_file=official_configs/finetuning/squad_v2.0.yaml \
+    --train_file=squad/train-v2.0.json --predict_file=squad/dev-v2.0.json \
+    --spm_model_file=albert_base/30k-clean.model \
+    --init_checkpoint=albert_base/model.ckpt-best \
+    --model_dir=/tmp/squad2 --mode=train_and_eval
+
+Writes `predictions.json` (question id -> answer text, "" for no answer),
+`null_odds.json` (v2.0: question id -> log-odds of no answer, the input of
+the official evaluation's threshold search) and `nbest_predictions.json` to
+--output_dir; `eval` also computes the official EM/F1 (v2.0: HasAns/NoAns
+and best threshold) into eval_results.json. See albert_tf/squad_data.py for
+windowing, answer alignment and the no-answer rule.
+"""
+
+from absl import app
+from absl import flags
+
+from albert_tf import cli_flags
+from albert_tf.tasks import question_answering
+
+FLAGS = flags.FLAGS
+
+
+def define_flags():
+  cli_flags.define_finetuning_flags()
+  flags.DEFINE_string("train_file", None, "SQuAD training JSON "
+                      "(data.train_file).")
+  flags.DEFINE_string("predict_file", None, "SQuAD JSON to evaluate / "
+                      "predict (data.predict_file).")
+  flags.DEFINE_bool("version_2_with_negative", None,
+                    "SQuAD 2.0 (unanswerable questions; "
+                    "data.version_2_with_negative). The answerability head "
+                    "is task.with_answerability (on in squad_v2.0.yaml).")
+  flags.DEFINE_float("null_score_diff_threshold", None,
+                     "v2.0: answer \"\" when null_odds exceeds this "
+                     "(data.null_score_diff_threshold; use the best_f1_thresh "
+                     "of an eval run).")
+
+
+def main(argv):
+  del argv
+  extra = {}
+  for name in ("train_file", "predict_file", "version_2_with_negative",
+               "null_score_diff_threshold"):
+    value = getattr(FLAGS, name)
+    if value is not None:
+      extra[name] = value
+  cli_flags.finetuning_main(question_answering.SquadFamily(), extra)
+
+
+def cli():
+  """Console-script entry point (pyproject.toml)."""
+  define_flags()
+  app.run(main)
+
+
+if __name__ == "__main__":
+  cli()

@@ -1,0 +1,404 @@
+r"""Exports ALBERT as SavedModels: encoder, pretraining, preprocessing, serving.
+
+Every export is written to `<export_dir>/<version>/` (TF Serving's layout;
+the version is the next free integer unless --version is given), atomically
+(written beside it under a hidden name, then renamed), with the config JSON
+(`assets/albert_config.json`) and the SentencePiece model as assets. Loading
+needs only `tensorflow`, plus `import tensorflow_text` for the text-in
+signatures (preprocessing and serving exports).
+
+Kinds:
+  encoder        TF-Hub reusable encoder: `hub.KerasLayer(path,
+                 trainable=True)`; signature `serving_default` (ids in).
+  pretraining    encoder + `mlm` (extra input `masked_lm_positions`, output
+                 `mlm_logits`) and `sop` (`sop_logits`) signatures.
+  preprocessing  text in -> `input_word_ids`, `input_mask`, `input_type_ids`
+                 (signatures `serving_default` for one segment, `text_pair`,
+                 `tokenize`), TF-Hub preprocessor API (`__call__`,
+                 `tokenize`, `pack_pair`).
+  serving        one model for TF Serving: `serving_default` (raw text),
+                 `serve_ids`, `serve_examples` (serialized tf.Example).
+
+Examples:
+
+  python -m albert_tf.export_savedmodel --export_kind=encoder \
+      --albert_config_file=albert_base/albert_config.json \
+      --checkpoint=albert_base/model.ckpt-best \
+      --spm_model_file=albert_base/30k-clean.model --export_dir=/tmp/enc
+  python -m albert_tf.export_savedmodel --export_kind=serving \
+      --task=classification --num_labels=3 --num_text_fields=2 \
+      --label_names=entailment,neutral,contradiction \
+      --albert_config_file=... --checkpoint=mnli_run/ckpt \
+      --spm_model_file=... --seq_length=128 --export_dir=/models/mnli
+"""
+
+import os
+import re
+import shutil
+import tempfile
+
+from absl import logging
+import tensorflow as tf
+
+from albert_tf.checkpoints import conversion
+from albert_tf.checkpoints import object_layout
+from albert_tf.modeling import albert_config
+from albert_tf.modeling.models import downstream_models
+from albert_tf.serving import preprocessing
+from albert_tf.serving import serving_modules
+from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
+from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
+
+EXPORT_KINDS = ("encoder", "pretraining", "preprocessing", "serving")
+CONFIG_ASSET_NAME = "albert_config.json"
+
+# --- Versioned directories ---------------------------------------------------
+
+
+def existing_versions(export_dir):
+  """Sorted integer version subdirectories of `export_dir`."""
+  if not tf.io.gfile.isdir(export_dir):
+    return []
+  return sorted(int(name.rstrip("/")) for name in tf.io.gfile.listdir(export_dir)
+                if re.fullmatch(r"\d+/?", name))
+
+
+def next_version(export_dir):
+  """1 + the largest existing version (1 for a new directory)."""
+  versions = existing_versions(export_dir)
+  return versions[-1] + 1 if versions else 1
+
+
+def save_versioned(module, export_dir, signatures, version=None):
+  """Saves `module` to `<export_dir>/<version>/` atomically; returns the path.
+
+  Written to a hidden sibling directory first (TF Serving ignores
+  non-integer names) and renamed, so a server polling `export_dir` never
+  loads a half-written model.
+  """
+  if version is None:
+    version = next_version(export_dir)
+  if int(version) < 0:
+    raise ValueError(f"version must be a non-negative integer, got {version}")
+  final = os.path.join(export_dir, str(int(version)))
+  if tf.io.gfile.exists(final):
+    raise ValueError(f"{final} already exists; pass another --version or "
+                     "leave it unset to use the next free one")
+  tf.io.gfile.makedirs(export_dir)
+  tmp = os.path.join(export_dir, f".tmp-{int(version)}-{os.getpid()}")
+  if tf.io.gfile.exists(tmp):
+    tf.io.gfile.rmtree(tmp)
+  tf.saved_model.save(module, tmp, signatures=signatures)
+  tf.io.gfile.rename(tmp, final)
+  return final
+
+
+class _ConfigAsset:
+  """A temporary `albert_config.json` file to attach as an asset."""
+
+  def __init__(self, config):
+    self._dir = tempfile.mkdtemp(prefix="albert_export_")
+    self.path = os.path.join(self._dir, CONFIG_ASSET_NAME)
+    config.to_json_file(self.path)
+
+  def __enter__(self):
+    return self.path
+
+  def __exit__(self, *unused):
+    shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def _encoder_of(model):
+  return getattr(model, "encoder", model)
+
+
+# --- Export functions ----------------------------------------------------------
+
+
+def export_encoder(encoder, export_dir, spm_model_file=None,
+                   do_lower_case=True, version=None):
+  """Exports an AlbertEncoder (or a model's `.encoder`) as a TF-Hub encoder.
+
+  Returns the versioned directory written.
+  """
+  encoder = _encoder_of(encoder)
+  with _ConfigAsset(encoder.config) as config_file:
+    module = serving_modules.EncoderModule(
+        encoder, encoder.config, config_file=config_file,
+        spm_model_file=spm_model_file,
+        do_lower_case=do_lower_case if spm_model_file else None)
+    module.trace()
+    return save_versioned(module, export_dir, module.signatures(), version)
+
+
+def export_pretraining(pretrainer, export_dir, spm_model_file=None,
+                       do_lower_case=True, version=None):
+  """Exports an AlbertPretrainer: encoder API + `mlm` and `sop`."""
+  if not (hasattr(pretrainer, "mlm_head") and hasattr(pretrainer, "sop_head")):
+    raise TypeError("export_pretraining needs an AlbertPretrainer, got "
+                    f"{type(pretrainer).__name__}")
+  config = pretrainer.encoder.config
+  with _ConfigAsset(config) as config_file:
+    module = serving_modules.PretrainingModule(
+        pretrainer, config, config_file=config_file,
+        spm_model_file=spm_model_file,
+        do_lower_case=do_lower_case if spm_model_file else None)
+    module.trace()
+    return save_versioned(module, export_dir, module.signatures(), version)
+
+
+def export_preprocessing(spm_model_file, export_dir, seq_length=128,
+                         do_lower_case=True, config=None,
+                         truncation="longest_first",
+                         max_first_segment_length=None, version=None):
+  """Exports the text preprocessing model (text -> packed int32 inputs).
+
+  Signatures: `serving_default` (`text` -> inputs), `text_pair` (`text_a`,
+  `text_b` -> inputs), `tokenize` (`text` -> `token_ids` [batch, max_len]
+  zero-padded, `num_tokens` [batch]).
+  """
+  if config is not None:
+    config = albert_config.as_albert_config(config)
+    if seq_length > config.max_position_embeddings:
+      raise ValueError(f"seq_length {seq_length} exceeds the model's "
+                       f"max_position_embeddings "
+                       f"{config.max_position_embeddings}")
+  module = preprocessing.TextPreprocessor(
+      spm_model_file, do_lower_case=do_lower_case, seq_length=seq_length,
+      truncation=truncation, max_first_segment_length=max_first_segment_length)
+  module.do_lower_case_var = tf.Variable(do_lower_case, trainable=False,
+                                         name="do_lower_case")
+
+  text = tf.TensorSpec([None], tf.string, name="text")
+
+  def checked(text, name):
+    return serving_modules.check_rank(text, 1, name, "[batch]")
+
+  @tf.function(autograph=False, input_signature=[text])
+  def serving_default(text):
+    return module.preprocess([checked(text, "text")])
+
+  @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="text_a"),
+                                tf.TensorSpec([None], tf.string,
+                                              name="text_b")])
+  def text_pair(text_a, text_b):
+    check = tf.debugging.assert_equal(
+        tf.shape(text_a), tf.shape(text_b),
+        message="text_a and text_b must have the same batch size")
+    with tf.control_dependencies([check]):
+      return module.preprocess([checked(text_a, "text_a"),
+                                checked(text_b, "text_b")])
+
+  @tf.function(autograph=False, input_signature=[text])
+  def tokenize(text):
+    ids = module.tokenize_ids(checked(text, "text"))
+    return {"token_ids": ids.to_tensor(0),
+            "num_tokens": tf.cast(ids.row_lengths(), tf.int32)}
+
+  signatures = {"serving_default": serving_default, "text_pair": text_pair,
+                "tokenize": tokenize}
+  if config is not None:
+    with _ConfigAsset(config) as config_file:
+      module.albert_config_file = tf.saved_model.Asset(config_file)
+      return save_versioned(module, export_dir, signatures, version)
+  return save_versioned(module, export_dir, signatures, version)
+
+
+def task_of(model, regression=False):
+  """The serving task of a model instance."""
+  if isinstance(model, downstream_models.AlbertClassifier):
+    return "regression" if regression or model.num_labels == 1 else (
+        "classification")
+  if isinstance(model, downstream_models.AlbertSpanLabeler):
+    return "squad"
+  if isinstance(model, downstream_models.AlbertMultipleChoice):
+    return "multiple_choice"
+  if isinstance(model, AlbertEncoder):
+    return "encoder"
+  raise TypeError(f"no serving task for {type(model).__name__}")
+
+
+def export_serving(model, export_dir, spm_model_file, seq_length=128,
+                   do_lower_case=True, label_names=None, num_text_fields=1,
+                   max_answer_length=30, max_query_length=64,
+                   regression=False, version=None):
+  """Exports `model` for TF Serving (text, ids and tf.Example signatures).
+
+  `model`: AlbertEncoder, AlbertClassifier (classification, or regression
+  when num_labels == 1), AlbertSpanLabeler (SQuAD: fields `question`,
+  `context`; the question is capped at `max_query_length` tokens) or
+  AlbertMultipleChoice (fields `context`, `choices`).
+  """
+  task = task_of(model, regression)
+  config = _encoder_of(model).config
+  if seq_length > config.max_position_embeddings:
+    raise ValueError(f"seq_length {seq_length} exceeds the model's "
+                     f"max_position_embeddings {config.max_position_embeddings}")
+  squad = task == "squad"
+  preprocessor = preprocessing.TextPreprocessor(
+      spm_model_file, do_lower_case=do_lower_case, seq_length=seq_length,
+      truncation="first_fixed" if squad else "longest_first",
+      max_first_segment_length=max_query_length if squad else None)
+  with _ConfigAsset(config) as config_file:
+    module = serving_modules.TaskServingModule(
+        model, task, preprocessor, config, label_names=label_names,
+        max_answer_length=max_answer_length, num_text_fields=num_text_fields,
+        config_file=config_file, spm_model_file=spm_model_file,
+        do_lower_case=do_lower_case)
+    return save_versioned(module, export_dir, module.signatures(), version)
+
+
+# --- Inspection ------------------------------------------------------------------
+
+
+def describe_signatures(path):
+  """Text listing each signature's inputs and outputs (dtype, shape)."""
+  try:
+    import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import
+  except ImportError:
+    pass
+  loaded = tf.saved_model.load(path)
+  lines = [f"SavedModel {path}"]
+  for name, fn in sorted(loaded.signatures.items()):
+    lines.append(f"  signature {name!r}")
+    for key, spec in sorted(fn.structured_input_signature[1].items()):
+      lines.append(f"    in  {key}: {spec.dtype.name} {spec.shape}")
+    for key, spec in sorted(fn.structured_outputs.items()):
+      lines.append(f"    out {key}: {spec.dtype.name} {spec.shape}")
+  return "\n".join(lines)
+
+
+# --- Building models and loading weights ---------------------------------------
+
+
+def load_config(value):
+  """AlbertConfig from a .json (original) or .yaml file, or a preset name."""
+  if value.endswith(".json"):
+    return albert_config.AlbertConfig.from_json_file(value)
+  if value.endswith((".yaml", ".yml")):
+    return albert_config.AlbertConfig.from_yaml(value)
+  return albert_config.AlbertConfig.from_preset(value)
+
+
+def build_model(kind, config, task="encoder", num_labels=2,
+                with_answerability=False, num_choices=4):
+  """The in-memory Keras model an export of `kind`/`task` wraps."""
+  if kind == "pretraining":
+    return AlbertPretrainer(config)
+  if kind == "encoder" or task == "encoder":
+    return AlbertEncoder(config)
+  encoder = AlbertEncoder(config, name="albert_encoder")
+  if task in ("classification", "regression"):
+    return downstream_models.AlbertClassifier(
+        encoder, num_labels=1 if task == "regression" else num_labels)
+  if task == "squad":
+    return downstream_models.AlbertSpanLabeler(
+        encoder, with_answerability=with_answerability)
+  if task == "multiple_choice":
+    return downstream_models.AlbertMultipleChoice(encoder,
+                                                  num_choices=num_choices)
+  raise ValueError(f"unknown task {task!r}; expected one of "
+                   f"{serving_modules.TASKS}")
+
+
+# Heads of the original fine-tuning scripts, by TF1 variable name.
+_TF1_HEADS = {
+    "classification_head": ("output_weights", "output_bias"),
+    "span_labeling_head": ("cls/squad/output_weights", "cls/squad/output_bias"),
+    "multiple_choice_head": ("output_weights", "output_bias"),
+}
+
+
+def load_weights(model, checkpoint, allow_random_head=False):
+  """Loads `checkpoint` into `model`; returns a one-line description.
+
+  Our layout (`object_layout.checkpoint_for`) loads the whole model. Other
+  layouts go through `conversion.load_any_checkpoint` (encoder; TF1
+  fine-tuned classifier/SQuAD/RACE heads are read by their original names).
+  A downstream model whose checkpoint holds no head fails unless
+  `allow_random_head` (e.g. exporting a pretraining checkpoint as a
+  classifier for a smoke test).
+  """
+  path = object_layout.resolve_checkpoint_path(checkpoint)
+  encoder = _encoder_of(model)
+  is_downstream = model is not encoder
+  names = {name for name, _ in tf.train.list_variables(path)}
+  ours = any(name.startswith("encoder/") for name in names)
+  if ours:
+    heads = set(object_layout.model_parts(model)) - {"encoder"}
+    held = {name.split("/", 1)[0] for name in names}
+    if heads - held:
+      if not allow_random_head:
+        raise ValueError(
+            f"{path}: holds an encoder but not the {type(model).__name__} "
+            f"head ({sorted(heads - held)}): it is not a fine-tuned "
+            "checkpoint of this model. Pass --allow_random_head to export "
+            "with a freshly initialised head.")
+      object_layout.restore_encoder(encoder, path)
+      return f"encoder from {path} (albert_tf layout), head random"
+    object_layout.restore_model(model, path)
+    return f"{path} (albert_tf layout)"
+  conversion.load_any_checkpoint(model, path)
+  if not is_downstream or isinstance(model, AlbertPretrainer):
+    return f"{path} (converted)"
+  head = getattr(model, "head", None)
+  tf1_names = _TF1_HEADS.get(getattr(head, "name", ""))
+  if tf1_names and all(n in names for n in tf1_names):
+    reader = tf.train.load_checkpoint(path)
+    for var, name in zip((head.output_weights, head.output_bias), tf1_names):
+      value = reader.get_tensor(name)
+      if tuple(value.shape) != tuple(var.shape):
+        raise ValueError(f"{path}: {name} has shape {value.shape}, the model "
+                         f"expects {tuple(var.shape)}")
+      var.assign(value)
+    return f"{path} (converted, head from {tf1_names[0]})"
+  if not allow_random_head:
+    raise ValueError(f"{path}: no task head found for "
+                     f"{type(model).__name__}; pass --allow_random_head to "
+                     "export with a freshly initialised head.")
+  return f"encoder from {path} (converted), head random"
+
+def run(kind, export_dir, albert_config_file=None, checkpoint=None,
+        random_init=False, allow_random_head=False, spm_model_file=None,
+        do_lower_case=True, seq_length=128, task="encoder", num_labels=2,
+        label_names=None, num_text_fields=1, with_answerability=False,
+        max_answer_length=30, max_query_length=64, num_choices=4,
+        truncation="longest_first", max_first_segment_length=None,
+        version=None):
+  """Builds, loads and exports; returns the version directory written."""
+  if kind not in EXPORT_KINDS:
+    raise ValueError(f"export kind must be one of {EXPORT_KINDS}, got {kind!r}")
+  if not export_dir:
+    raise ValueError("--export_dir is required")
+  if kind in ("preprocessing", "serving") and not spm_model_file:
+    raise ValueError(f"--spm_model_file is required for a {kind} export")
+  config = load_config(albert_config_file) if albert_config_file else None
+  if kind == "preprocessing":
+    return export_preprocessing(
+        spm_model_file, export_dir, seq_length=seq_length,
+        do_lower_case=do_lower_case, config=config, truncation=truncation,
+        max_first_segment_length=max_first_segment_length, version=version)
+  if config is None:
+    raise ValueError(f"--albert_config_file is required for a {kind} export")
+  if not checkpoint and not random_init:
+    raise ValueError("--checkpoint is required (or --random_init for a smoke "
+                     "test)")
+  model = build_model(kind, config, task=task, num_labels=num_labels,
+                      with_answerability=with_answerability,
+                      num_choices=num_choices)
+  if checkpoint:
+    logging.info("loaded %s", load_weights(model, checkpoint,
+                                          allow_random_head=allow_random_head))
+  if kind == "encoder":
+    return export_encoder(model, export_dir, spm_model_file, do_lower_case,
+                          version)
+  if kind == "pretraining":
+    return export_pretraining(model, export_dir, spm_model_file, do_lower_case,
+                              version)
+  return export_serving(model, export_dir, spm_model_file,
+                        seq_length=seq_length, do_lower_case=do_lower_case,
+                        label_names=label_names,
+                        num_text_fields=num_text_fields,
+                        max_answer_length=max_answer_length,
+                        max_query_length=max_query_length,
+                        regression=task == "regression", version=version)

@@ -1,0 +1,267 @@
+"""In-graph text preprocessing: text -> normalised text -> ids -> packed inputs.
+
+The same steps as `data_prep.tokenization.FullTokenizer` (and so as the
+pretraining and fine-tuning data), written as TensorFlow + tensorflow_text ops
+so they can live inside a SavedModel:
+
+1. whitespace collapse: runs of the characters Python's `str.split()` splits
+   on become one space, leading/trailing ones are dropped;
+2. LaTeX quotes `` and '' become ";
+3. NFKD (`tf_text.normalize_utf8`), then characters whose canonical combining
+   class is non-zero are dropped (Python's `unicodedata.combining`; this is
+   not the same set as \\p{Mn}: e.g. the emoji variation selector U+FE0F is Mn
+   with class 0 and is kept);
+4. optional lowercasing with `tf.strings.lower(encoding="utf-8")`, which
+   matches `str.lower` including the final-sigma rule and U+0130 (unlike
+   `tf_text.case_fold_utf8`, which also NFKC-folds, e.g. "ß" -> "ss");
+5. SentencePiece ids (`tf_text.SentencepieceTokenizer`, no sampling);
+6. the original's "<digit>," fix: a piece like "1990," becomes "1990" ",",
+   applied as a per-id expansion table computed at export time from the
+   Python tokenizer itself.
+
+The character classes come from the exporting Python's `unicodedata`
+(Unicode 14 on Python 3.11); ICU's NFKD inside TF knows newer characters, so
+only code points added after Unicode 14 may differ.
+
+Packing follows the original `run_classifier.py`: `[CLS] A [SEP]` or
+`[CLS] A [SEP] B [SEP]`, type ids 0 up to the first [SEP] and 1 after,
+zero-padded to `seq_length`. A pair is cut by removing tokens from the end of
+the longer segment (B on ties) until it fits ("longest_first"), or, for
+SQuAD-style question + passage, the first segment is capped at
+`max_first_segment_length` and the second gets the rest ("first_fixed").
+"""
+
+import functools
+import sys
+import unicodedata
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from data_prep import tokenization
+
+TRUNCATION_MODES = ("longest_first", "first_fixed")
+
+
+def _ranges(predicate):
+  """Sorted (first, last) code point ranges where predicate(chr(cp)) holds."""
+  out = []
+  for cp in range(sys.maxunicode + 1):
+    if 0xD800 <= cp <= 0xDFFF or not predicate(chr(cp)):
+      continue
+    if out and out[-1][1] == cp - 1:
+      out[-1][1] = cp
+    else:
+      out.append([cp, cp])
+  return out
+
+
+def _char_class(ranges):
+  """RE2 character class for code point ranges."""
+  parts = []
+  for first, last in ranges:
+    parts.append(f"\\x{{{first:x}}}" if first == last else
+                 f"\\x{{{first:x}}}-\\x{{{last:x}}}")
+  return "[" + "".join(parts) + "]"
+
+
+@functools.lru_cache(maxsize=None)
+def whitespace_class():
+  """Characters Python's str.split() (and so normalize_text) splits on."""
+  return _char_class(_ranges(str.isspace))
+
+
+@functools.lru_cache(maxsize=None)
+def combining_class():
+  """Characters with a non-zero canonical combining class."""
+  return _char_class(_ranges(unicodedata.combining))
+
+
+def normalize_text(text, lower=True):
+  """In-graph `data_prep.tokenization.normalize_text` on a string tensor.
+
+  Invalid UTF-8 becomes U+FFFD, as the Python function's
+  `decode(errors="replace")`.
+  """
+  text = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace",
+                                      replacement_char=0xFFFD)
+  text = tf.strings.regex_replace(text, whitespace_class() + "+", " ")
+  text = tf.strings.regex_replace(text, "^ | $", "")
+  text = tf.strings.regex_replace(text, "``", '"')
+  text = tf.strings.regex_replace(text, "''", '"')
+  text = tf_text.normalize_utf8(text, "NFKD")
+  text = tf.strings.regex_replace(text, combining_class(), "")
+  if lower:
+    text = tf.strings.lower(text, encoding="utf-8")
+  return text
+
+
+def _gather_rows(ids, index):
+  """ids[i, index[i, j]] for ragged ids [batch, (n)], index [batch, seq].
+
+  Out-of-range indices give 0 (callers mask those positions).
+  """
+  values = tf.concat([tf.cast(ids.values, tf.int32), [0]], axis=0)
+  size = tf.shape(ids.values, out_type=tf.int64)[0]
+  flat = ids.row_starts()[:, None] + index  # [batch, seq]
+  valid = (index >= 0) & (index < ids.row_lengths()[:, None])
+  return tf.gather(values, tf.where(valid, flat, size))
+
+
+def truncated_lengths(len_a, len_b, budget, mode="longest_first",
+                      max_first_segment_length=None):
+  """Per-row lengths (a', b') after cutting a pair to `budget` tokens.
+
+  "longest_first" equals the original's loop `while len(a)+len(b) > budget:
+  (a if len(a) > len(b) else b).pop()`, in closed form: a keeps
+  min(len_a, max(budget - len_b, ceil(budget / 2))), b the rest.
+  """
+  if mode == "longest_first":
+    keep_a = tf.minimum(len_a, tf.maximum(budget - len_b, (budget + 1) // 2))
+  elif mode == "first_fixed":
+    cap = budget if max_first_segment_length is None else tf.minimum(
+        budget, tf.cast(max_first_segment_length, budget.dtype))
+    keep_a = tf.minimum(len_a, cap)
+  else:
+    raise ValueError(f"truncation must be one of {TRUNCATION_MODES}, got "
+                     f"{mode!r}")
+  keep_b = tf.minimum(len_b, budget - keep_a)
+  return keep_a, keep_b
+
+
+class TextPreprocessor(tf.Module):
+  """SentencePiece tokenizer + packer as a tf.Module (savable).
+
+  Attributes after construction: `cls_id`, `sep_id`, `pad_id`, `vocab_size`
+  (Python ints), `seq_length`, `do_lower_case`.
+
+  Args:
+    spm_model_file: the SentencePiece `.model` file (tracked as an asset).
+    do_lower_case: lowercase after normalisation (must match the model's
+      training data).
+    seq_length: packed length, including [CLS] and [SEP]s.
+    truncation: "longest_first" or "first_fixed" (see module doc).
+    max_first_segment_length: cap on segment A for "first_fixed" (SQuAD's
+      max_query_length, 64).
+  """
+
+  def __init__(self, spm_model_file, do_lower_case=True, seq_length=128,
+               truncation="longest_first", max_first_segment_length=None,
+               name=None):
+    super().__init__(name=name)
+    if truncation not in TRUNCATION_MODES:
+      raise ValueError(f"truncation must be one of {TRUNCATION_MODES}, got "
+                       f"{truncation!r}")
+    if seq_length < 3:
+      raise ValueError(f"seq_length must be >= 3, got {seq_length}")
+    python_tokenizer = tokenization.FullTokenizer(spm_model_file,
+                                                  do_lower_case=do_lower_case)
+    self.cls_id = python_tokenizer.cls_id
+    self.sep_id = python_tokenizer.sep_id
+    self.pad_id = python_tokenizer.pad_id
+    self.vocab_size = python_tokenizer.vocab_size
+    self.seq_length = seq_length
+    self.do_lower_case = do_lower_case
+    self.truncation = truncation
+    self.max_first_segment_length = max_first_segment_length
+    self.sp_model_file = tf.saved_model.Asset(spm_model_file)
+    with open(spm_model_file, "rb") as f:
+      model_proto = f.read()
+    self._tokenizer = tf_text.SentencepieceTokenizer(
+        model=model_proto, out_type=tf.int32, nbest_size=0, add_bos=False,
+        add_eos=False)
+    self._expansion = _expansion_table(python_tokenizer)
+
+  # --- Plain graph-building helpers (usable inside other tf.functions). ---
+
+  def tokenize_ids(self, text):
+    """String [batch] -> ragged int32 ids [batch, (tokens)], no truncation."""
+    text = normalize_text(text, lower=self.do_lower_case)
+    ids = self._tokenizer.tokenize(text)  # [batch, (tokens)]
+    if self._expansion is not None:
+      # [batch, (tokens), (pieces per token)] -> [batch, (tokens')]
+      ids = tf.gather(self._expansion, ids).merge_dims(1, 2)
+    return ids
+
+  def pack(self, segments, seq_length=None):
+    """One or two ragged id segments -> dict of int32 [batch, seq_length].
+
+    Keys: `input_word_ids`, `input_mask`, `input_type_ids`. Built with dense
+    index arithmetic (a few dozen ops) rather than ragged concatenation.
+    """
+    seq_length = seq_length or self.seq_length
+    if len(segments) not in (1, 2):
+      raise ValueError(f"pack takes 1 or 2 segments, got {len(segments)}")
+    pair = len(segments) == 2
+    a = segments[0]
+    len_a = a.row_lengths()  # [batch] int64
+    if pair:
+      b = segments[1]
+      keep_a, keep_b = truncated_lengths(
+          len_a, b.row_lengths(), tf.cast(seq_length - 3, tf.int64),
+          self.truncation, self.max_first_segment_length)
+    else:
+      b = a
+      keep_a = tf.minimum(len_a, seq_length - 2)
+      keep_b = tf.zeros_like(keep_a)
+    pos = tf.range(seq_length, dtype=tf.int64)[None, :]  # [1, seq]
+    la = keep_a[:, None]  # [batch, 1]
+    lb = keep_b[:, None]
+    a_ids = _gather_rows(a, pos - 1)  # [batch, seq]: a[p - 1]
+    b_ids = _gather_rows(b, pos - la - 2)  # [batch, seq]: b[p - la - 2]
+    end_a = la + 1  # position of the first [SEP]
+    end_b = end_a + lb + 1  # position of the second [SEP]
+    total = end_b + 1 if pair else end_a + 1  # [batch, 1] tokens used
+    ids = tf.where(pos == 0, self.cls_id,
+          tf.where(pos < end_a, a_ids,
+          tf.where(pos == end_a, self.sep_id,
+          tf.where(pos < end_b, b_ids,
+          tf.where(pos == end_b, self.sep_id, self.pad_id)))))
+    in_seq = pos < total  # [batch, seq]
+    ids = tf.where(in_seq, ids, self.pad_id)
+    return {
+        "input_word_ids": ids,
+        "input_mask": tf.cast(in_seq, tf.int32),
+        "input_type_ids": tf.cast(in_seq & (pos > end_a), tf.int32),
+    }
+
+  def preprocess(self, texts, seq_length=None):
+    """List of 1 or 2 string [batch] tensors -> packed model inputs."""
+    return self.pack([self.tokenize_ids(t) for t in texts], seq_length)
+
+  def detokenize(self, ids):
+    """Ragged int32 ids [batch, (n)] -> normalised text [batch]."""
+    return self._tokenizer.detokenize(ids)
+
+  # --- Saved functions (TF-Hub preprocessing model API). ---
+
+  @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string)])
+  def __call__(self, text):
+    """Single-segment text [batch] -> packed inputs [batch, seq_length]."""
+    return self.preprocess([text])
+
+  @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string)])
+  def tokenize(self, text):
+    """Text [batch] -> ragged int32 ids [batch, (tokens)], no truncation."""
+    return self.tokenize_ids(text)
+
+  @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string),
+                                tf.TensorSpec([None], tf.string)])
+  def pack_pair(self, text_a, text_b):
+    """Text pair -> packed `[CLS] A [SEP] B [SEP]` inputs."""
+    return self.preprocess([text_a, text_b])
+
+
+def _expansion_table(python_tokenizer):
+  """Ragged int32 [vocab, (n)]: id -> ids after the "<digit>," fix, or None.
+
+  Computed by running the Python tokenizer's own fix on each id, so the
+  graph cannot drift from data_prep.
+  """
+  fix = getattr(python_tokenizer, "_fix_digit_comma", None)
+  if fix is None:
+    return None
+  rows = [list(fix([i])) for i in range(python_tokenizer.vocab_size)]
+  if all(len(r) == 1 and r[0] == i for i, r in enumerate(rows)):
+    return None
+  return tf.ragged.constant(rows, dtype=tf.int32, ragged_rank=1)

@@ -1,0 +1,259 @@
+"""Downstream metrics, computed the way each benchmark defines them.
+
+GLUE: accuracy; F1 of the positive class (MRPC, QQP); Matthews correlation
+(CoLA); Pearson and Spearman correlation (STS-B).
+SQuAD: the official evaluation scripts' answer normalisation (lowercase, drop
+punctuation and the articles a/an/the, collapse whitespace), exact match and
+token F1 as the maximum over the gold answers; v2.0 adds the HasAns/NoAns
+breakdown and the best no-answer threshold over `null_odds`.
+RACE: accuracy on middle, high and all.
+
+Everything is plain NumPy / Python, so the numbers do not depend on TF.
+"""
+
+import collections
+import re
+import string
+
+import numpy as np
+
+# --- Classification / regression --------------------------------------------
+
+
+def accuracy(labels, predictions):
+  labels = np.asarray(labels)
+  predictions = np.asarray(predictions)
+  if labels.size == 0:
+    return 0.0
+  return float(np.mean(labels == predictions))
+
+
+def f1_score(labels, predictions, positive=1):
+  """F1 of class `positive` (0.0 when there are no true positives)."""
+  labels = np.asarray(labels) == positive
+  predictions = np.asarray(predictions) == positive
+  tp = float(np.sum(labels & predictions))
+  fp = float(np.sum(~labels & predictions))
+  fn = float(np.sum(labels & ~predictions))
+  if tp == 0:
+    return 0.0
+  precision, recall = tp / (tp + fp), tp / (tp + fn)
+  return 2 * precision * recall / (precision + recall)
+
+
+def matthews_corrcoef(labels, predictions):
+  """Binary Matthews correlation; 0.0 when a marginal is empty."""
+  y = np.asarray(labels).astype(bool)
+  p = np.asarray(predictions).astype(bool)
+  tp = float(np.sum(y & p))
+  tn = float(np.sum(~y & ~p))
+  fp = float(np.sum(~y & p))
+  fn = float(np.sum(y & ~p))
+  denom = np.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
+  if denom == 0:
+    return 0.0
+  return float((tp * tn - fp * fn) / denom)
+
+
+def pearson(x, y):
+  x = np.asarray(x, np.float64)
+  y = np.asarray(y, np.float64)
+  xc, yc = x - x.mean(), y - y.mean()
+  denom = np.sqrt(np.sum(xc * xc) * np.sum(yc * yc))
+  return float(np.sum(xc * yc) / denom) if denom > 0 else 0.0
+
+
+def _average_ranks(x):
+  """Ranks 1..n, ties sharing their mean rank (as scipy.stats.rankdata)."""
+  x = np.asarray(x, np.float64)
+  order = np.argsort(x, kind="mergesort")
+  ranks = np.empty(len(x), np.float64)
+  sorted_x = x[order]
+  i = 0
+  while i < len(x):
+    j = i
+    while j + 1 < len(x) and sorted_x[j + 1] == sorted_x[i]:
+      j += 1
+    ranks[order[i:j + 1]] = (i + j) / 2.0 + 1.0
+    i = j + 1
+  return ranks
+
+
+def spearman(x, y):
+  return pearson(_average_ranks(x), _average_ranks(y))
+
+
+def classification_metrics(task_metric, labels, predictions):
+  """Dict of the metrics a GLUE task reports.
+
+  task_metric: "accuracy", "f1" (accuracy + F1 + their mean), "mcc"
+  (Matthews corr.) or "corr" (Pearson, Spearman and their mean; predictions
+  are the regression outputs).
+  """
+  if task_metric == "corr":
+    p, s = pearson(predictions, labels), spearman(predictions, labels)
+    return {"pearson": p, "spearman": s, "corr": (p + s) / 2}
+  out = {"accuracy": accuracy(labels, predictions)}
+  if task_metric == "f1":
+    out["f1"] = f1_score(labels, predictions)
+    out["acc_and_f1"] = (out["accuracy"] + out["f1"]) / 2
+  elif task_metric == "mcc":
+    out["mcc"] = matthews_corrcoef(labels, predictions)
+  elif task_metric != "accuracy":
+    raise ValueError(f"unknown task metric {task_metric!r}")
+  return out
+
+
+# --- SQuAD (official evaluation) ---------------------------------------------
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
+_PUNCT = frozenset(string.punctuation)
+
+
+def normalize_answer(s):
+  """Official SQuAD normalisation: lower, no punctuation/articles, spaces."""
+  s = s.lower()
+  s = "".join(ch for ch in s if ch not in _PUNCT)
+  s = _ARTICLES.sub(" ", s)
+  return " ".join(s.split())
+
+
+def _answer_tokens(s):
+  return normalize_answer(s).split() if s else []
+
+
+def exact_match(prediction, gold):
+  return float(normalize_answer(prediction) == normalize_answer(gold))
+
+
+def token_f1(prediction, gold):
+  """Token F1 of two answers; both empty scores 1, one empty scores 0."""
+  pred, ref = _answer_tokens(prediction), _answer_tokens(gold)
+  if not pred or not ref:
+    return float(pred == ref)
+  common = collections.Counter(pred) & collections.Counter(ref)
+  same = sum(common.values())
+  if same == 0:
+    return 0.0
+  precision, recall = same / len(pred), same / len(ref)
+  return 2 * precision * recall / (precision + recall)
+
+
+def gold_answers(qa):
+  """Gold answer texts of a SQuAD question dict ([""] if unanswerable)."""
+  answers = [a["text"] for a in qa.get("answers", [])
+             if normalize_answer(a["text"])]
+  return answers or [""]
+
+
+def _raw_scores(dataset, predictions):
+  """qid -> (EM, F1) of the raw predictions, qid -> has_answer."""
+  exact, f1, has_answer = {}, {}, {}
+  for article in dataset:
+    for paragraph in article["paragraphs"]:
+      for qa in paragraph["qas"]:
+        qid = qa["id"]
+        golds = gold_answers(qa)
+        has_answer[qid] = bool(golds[0])
+        if qid not in predictions:
+          continue
+        pred = predictions[qid]
+        exact[qid] = max(exact_match(pred, g) for g in golds)
+        f1[qid] = max(token_f1(pred, g) for g in golds)
+  return exact, f1, has_answer
+
+
+def _apply_threshold(scores, null_odds, has_answer, threshold):
+  out = {}
+  for qid, s in scores.items():
+    if null_odds.get(qid, -np.inf) > threshold:
+      out[qid] = float(not has_answer[qid])
+    else:
+      out[qid] = s
+  return out
+
+
+def _mean(scores, qids):
+  qids = list(qids)
+  return 100.0 * sum(scores.get(q, 0.0) for q in qids) / len(qids) if qids else 0.0
+
+
+def find_best_threshold(predictions, scores, null_odds, has_answer):
+  """Official v2 search: the null-odds threshold maximising the mean score.
+
+  Starts from "answer nothing" (score = share of NoAns questions) and walks
+  questions by increasing null odds, switching each to its prediction.
+  `scores` are the raw (unthresholded) per-question scores. Returns (best
+  score in %, threshold).
+  """
+  num_no_ans = sum(1 for q in has_answer if not has_answer[q])
+  best = cur = float(num_no_ans)
+  best_thresh = 0.0
+  for qid in sorted(null_odds, key=lambda q: null_odds[q]):
+    if qid not in scores:
+      continue
+    if has_answer[qid]:
+      diff = scores[qid]
+    elif predictions.get(qid):
+      diff = -1.0
+    else:
+      diff = 0.0
+    cur += diff
+    if cur > best:
+      best, best_thresh = cur, null_odds[qid]
+  return 100.0 * best / max(len(scores), 1), best_thresh
+
+
+def squad_metrics(dataset, predictions, null_odds=None, null_threshold=None):
+  """SQuAD metrics of `predictions` (qid -> text) against `dataset`.
+
+  `dataset` is the "data" list of a SQuAD JSON file. Without `null_odds` the
+  result is v1.1's {"exact_match", "f1"} (in %). With `null_odds` (qid ->
+  odds of no answer, as written to null_odds.json) it is the v2.0 script's
+  output: exact, f1, total, HasAns_*/NoAns_* breakdown and best_exact,
+  best_exact_thresh, best_f1, best_f1_thresh. `null_threshold` (None: the
+  predictions are taken as given) re-applies a threshold first.
+  """
+  exact, f1, has_answer = _raw_scores(dataset, predictions)
+  if null_odds is None:
+    total = len(has_answer)
+    return {"exact_match": _mean(exact, has_answer) if total else 0.0,
+            "f1": _mean(f1, has_answer) if total else 0.0}
+  raw_exact, raw_f1 = exact, f1
+  if null_threshold is not None:
+    exact = _apply_threshold(exact, null_odds, has_answer, null_threshold)
+    f1 = _apply_threshold(f1, null_odds, has_answer, null_threshold)
+  has = [q for q in has_answer if has_answer[q]]
+  no = [q for q in has_answer if not has_answer[q]]
+  out = collections.OrderedDict(
+      exact=_mean(exact, has_answer), f1=_mean(f1, has_answer),
+      total=len(has_answer))
+  if has:
+    out.update(HasAns_exact=_mean(exact, has), HasAns_f1=_mean(f1, has),
+               HasAns_total=len(has))
+  if no:
+    out.update(NoAns_exact=_mean(exact, no), NoAns_f1=_mean(f1, no),
+               NoAns_total=len(no))
+  out["best_exact"], out["best_exact_thresh"] = find_best_threshold(
+      predictions, raw_exact, null_odds, has_answer)
+  out["best_f1"], out["best_f1_thresh"] = find_best_threshold(
+      predictions, raw_f1, null_odds, has_answer)
+  return dict(out)
+
+
+# --- RACE ---------------------------------------------------------------------
+
+
+def race_accuracy(levels, labels, predictions):
+  """Accuracy on "middle", "high" and "all" (levels: one string per question)."""
+  levels = np.asarray(levels)
+  labels = np.asarray(labels)
+  predictions = np.asarray(predictions)
+  out = {"accuracy": accuracy(labels, predictions)}
+  for level in ("middle", "high"):
+    keep = levels == level
+    if keep.any():
+      out[f"accuracy_{level}"] = accuracy(labels[keep], predictions[keep])
+      out[f"num_{level}"] = int(keep.sum())
+  out["num_all"] = int(len(labels))
+  return out

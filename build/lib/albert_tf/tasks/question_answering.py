@@ -1,0 +1,189 @@
+"""SQuAD v1.1 / v2.0 span extraction (the task and its run family; the CLI
+is run_squad). See albert_tf/data/squad_data.py for windowing, answer
+alignment and the no-answer rule."""
+
+import json
+import os
+
+import tensorflow as tf
+
+from albert_tf.modeling.models import downstream_models
+from albert_tf.data import finetune_features
+from albert_tf.tasks import finetuning as finetune_lib
+from albert_tf.tasks import metrics as finetune_metrics
+from albert_tf.data import squad_data
+from albert_tf.serving import export_lib
+
+class SquadTask(finetune_lib.FinetuneTask):
+  """Span extraction (+ answerability for SQuAD 2.0)."""
+
+  index_key = "unique_ids"
+
+  def __init__(self, config, model_dir):
+    super().__init__(config, model_dir)
+    self.v2 = self.data.version_2_with_negative
+    self.answerability = config.task.with_answerability
+
+  def build_model(self):
+    return downstream_models.AlbertSpanLabeler(
+        self.encoder(), with_answerability=self.answerability,
+        dropout_rate=self.config.task.classifier_dropout)
+
+  def feature_spec(self):
+    return squad_data.feature_spec(self.data.max_seq_length)
+
+  def _fingerprint(self, path):
+    d = self.data
+    return finetune_features.fingerprint(
+        [path], self.tokenizer, max_seq_length=d.max_seq_length,
+        doc_stride=d.doc_stride, max_query_length=d.max_query_length,
+        v2=self.v2)
+
+  def examples(self, path, is_training):
+    if not path or not os.path.isfile(path):
+      what = "train_file" if is_training else "predict_file"
+      raise FileNotFoundError(f"SQuAD {what} not found: {path!r} "
+                              f"(data.{what} / --{what})")
+    stats = squad_data.ReadStats()
+    examples = squad_data.read_squad_examples(path, is_training, self.v2,
+                                              stats)
+    return examples
+
+  def records(self, path, is_training):
+    """Cached windows -> (tfrecord path, metadata with windows/tokens)."""
+    name = "train" if is_training else "eval"
+    out = os.path.join(self.cache_dir,
+                       f"squad_{name}_{self._fingerprint(path)}.tf_record")
+
+    def build(dest):
+      examples = self.examples(path, is_training)
+      windows = []
+
+      def features():
+        for feats, meta in squad_data.convert_examples(
+            examples, self.tokenizer, self.data.max_seq_length,
+            self.data.doc_stride, self.data.max_query_length, is_training):
+          if not is_training:
+            windows.append(meta)
+          yield feats
+
+      def metadata():  # windows are collected while records are written
+        if is_training:
+          return {"num_examples": len(examples)}
+        return {"num_examples": len(examples), "windows": windows,
+                "tokens": squad_data.example_metadata(examples,
+                                                      self.tokenizer)}
+
+      finetune_features.write_records(dest, features(), metadata)
+    return finetune_features.cached_records(out, build)
+
+  def train_records(self):
+    return self.records(self.data.train_file, True)
+
+  def eval_records(self):
+    return self.records(self.data.predict_file, False)
+
+  def validate_inputs(self, training=True):
+    path = self.data.train_file if training else self.data.predict_file
+    what = "train_file" if training else "predict_file"
+    if not path or not os.path.isfile(path):
+      raise FileNotFoundError(f"SQuAD data.{what} not found: {path!r}")
+
+  def _inputs(self, features):
+    return {k: features[k] for k in finetune_features.INPUT_NAMES}
+
+  def compute_sums(self, model, features, training):
+    outputs = model(self._inputs(features), training=training)
+    w = self.valid(features)
+    start, end = features["start_positions"], features["end_positions"]
+    loss = 0.5 * (
+        tf.nn.sparse_softmax_cross_entropy_with_logits(
+            start, outputs["start_logits"]) +
+        tf.nn.sparse_softmax_cross_entropy_with_logits(
+            end, outputs["end_logits"]))  # [batch]
+    if "answerable_logits" in outputs:
+      answerable = tf.cast(1 - features["is_impossible"], tf.float32)
+      loss += tf.nn.sigmoid_cross_entropy_with_logits(
+          answerable, outputs["answerable_logits"])
+    hit_s = tf.cast(tf.equal(tf.argmax(outputs["start_logits"], -1,
+                                       output_type=tf.int32), start),
+                    tf.float32)
+    hit_e = tf.cast(tf.equal(tf.argmax(outputs["end_logits"], -1,
+                                       output_type=tf.int32), end),
+                    tf.float32)
+    return {"loss_sum": tf.reduce_sum(w * loss), "count": tf.reduce_sum(w),
+            "start_correct": tf.reduce_sum(w * hit_s),
+            "end_correct": tf.reduce_sum(w * hit_e)}
+
+  def loss_from_sums(self, sums, normalizers):
+    return sums["loss_sum"] / tf.maximum(normalizers["count"], 1.0)
+
+  def metrics_from_sums(self, sums):
+    count = tf.maximum(sums["count"], 1.0)
+    return {"loss": sums["loss_sum"] / count,
+            "start_accuracy": sums["start_correct"] / count,
+            "end_accuracy": sums["end_correct"] / count}
+
+  def predict_answers(self, trainer, output_dir):
+    """Predictions for data.predict_file; writes the three JSON files."""
+    path, meta = self.eval_records()
+    examples = self.examples(self.data.predict_file, False)
+
+    def output_fn(model, features):
+      out = model(self._inputs(features), training=False)
+      return {k: out[k] for k in ("start_logits", "end_logits",
+                                  "answerable_logits") if k in out}
+
+    raw = finetune_lib.predict_records(
+        trainer, path, self.feature_spec(), meta["num_records"],
+        self.eval_batch_size, self.index_key, output_fn)
+    results = {
+        uid: squad_data.WindowResult(
+            r["start_logits"], r["end_logits"],
+            float(r["answerable_logits"]) if "answerable_logits" in r
+            else None) for uid, r in raw.items()}
+    d = self.data
+    predictions, null_odds, nbest = squad_data.postprocess(
+        examples, meta["windows"], meta["tokens"], results,
+        n_best_size=d.n_best_size, max_answer_length=d.max_answer_length,
+        version_2_with_negative=self.v2,
+        null_score_diff_threshold=d.null_score_diff_threshold)
+    os.makedirs(output_dir, exist_ok=True)
+    files = [os.path.join(output_dir, "predictions.json"),
+             os.path.join(output_dir, "nbest_predictions.json")]
+    squad_data.write_json(files[0], predictions)
+    squad_data.write_json(files[1], nbest)
+    if self.v2:
+      files.append(os.path.join(output_dir, "null_odds.json"))
+      squad_data.write_json(files[2], null_odds)
+    return predictions, null_odds, files
+
+
+class SquadFamily(finetune_lib.Family):
+  name = "squad"
+
+  def make_task(self, config, model_dir):
+    return SquadTask(config, model_dir)
+
+  def in_loop_eval(self):
+    return False  # dev windows carry no span labels; eval runs after training
+
+  def evaluate(self, trainer, task, output_dir):
+    predictions, null_odds, _ = task.predict_answers(trainer, output_dir)
+    with open(task.data.predict_file, encoding="utf-8") as f:
+      dataset = json.load(f)["data"]
+    metrics = finetune_metrics.squad_metrics(
+        dataset, predictions, null_odds if task.v2 else None)
+    metrics["step"] = int(trainer.global_step.numpy())
+    return metrics
+
+  def predict(self, trainer, task, output_dir):
+    return task.predict_answers(trainer, output_dir)[2]
+
+  def export(self, model, task, export_dir):
+    d = task.data
+    return export_lib.export_serving(
+        model, export_dir, d.spm_model_file, seq_length=d.max_seq_length,
+        do_lower_case=d.do_lower_case, max_answer_length=d.max_answer_length,
+        max_query_length=d.max_query_length)
+

@@ -1,0 +1,183 @@
+"""Sentence (pair) prediction: GLUE classification and STS-B regression on
+the pooled output (the task and its run family; the CLI is run_classifier)."""
+
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from albert_tf.modeling.models import downstream_models
+from albert_tf.data import finetune_features
+from albert_tf.tasks import finetuning as finetune_lib
+from albert_tf.tasks import metrics as finetune_metrics
+from albert_tf.data import glue_data
+from albert_tf.serving import export_lib
+
+class ClassifierTask(finetune_lib.FinetuneTask):
+  """GLUE classification / regression on the pooled output."""
+
+  def __init__(self, config, model_dir):
+    super().__init__(config, model_dir)
+    self.spec = glue_data.get_task(self.data.task_name)
+    self.regression = self.spec.labels is None
+    self.num_labels = glue_data.num_labels(self.spec.name)
+
+  def build_model(self):
+    return downstream_models.AlbertClassifier(
+        self.encoder(), num_labels=self.num_labels,
+        dropout_rate=self.config.task.classifier_dropout)
+
+  def feature_spec(self):
+    return glue_data.feature_spec(self.spec.name, self.data.max_seq_length)
+
+  def examples(self, split):
+    stats = glue_data.ReadStats()
+    examples = glue_data.read_examples(
+        self.spec.name, self.data.data_dir, split,
+        skip_malformed=self.data.skip_malformed_rows, stats=stats)
+    return examples
+
+  def records(self, split, examples=None):
+    """Cached TFRecords of `split` -> (path, metadata)."""
+    path_in = os.path.join(self.data.data_dir, self.spec.files[split])
+    fp = finetune_features.fingerprint(
+        [path_in], self.tokenizer, max_seq_length=self.data.max_seq_length,
+        skip=self.data.skip_malformed_rows)
+    path = os.path.join(self.cache_dir,
+                        f"{self.spec.name}_{split}_{fp}.tf_record")
+
+    def build(out):
+      exs = examples if examples is not None else self.examples(split)
+      finetune_features.write_records(
+          out, glue_data.convert_examples(exs, self.spec.name,
+                                          self.tokenizer,
+                                          self.data.max_seq_length))
+    return finetune_features.cached_records(path, build)
+
+  def train_records(self):
+    return self.records("train")
+
+  def eval_records(self):
+    return self.records(glue_data.task_splits(self.spec.name)[0][0])
+
+  def validate_inputs(self, training=True):
+    split = "train" if training else glue_data.task_splits(
+        self.spec.name)[0][0]
+    path = os.path.join(self.data.data_dir, self.spec.files[split])
+    if not os.path.isfile(path):
+      raise FileNotFoundError(f"{self.spec.name} {split} file not found: "
+                              f"{path} (data.data_dir / --data_dir)")
+
+  def _inputs(self, features):
+    return {k: features[k] for k in finetune_features.INPUT_NAMES}
+
+  def compute_sums(self, model, features, training):
+    logits = model(self._inputs(features), training=training)["logits"]
+    w = self.valid(features)  # [batch]
+    if self.regression:
+      pred = logits[:, 0]  # [batch]
+      y = features["label_values"]
+      return {"loss_sum": tf.reduce_sum(w * tf.square(pred - y)),
+              "count": tf.reduce_sum(w), "sx": tf.reduce_sum(w * pred),
+              "sy": tf.reduce_sum(w * y), "sxx": tf.reduce_sum(w * pred * pred),
+              "syy": tf.reduce_sum(w * y * y),
+              "sxy": tf.reduce_sum(w * pred * y)}
+    labels = features["label_ids"]
+    ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+    pred = tf.argmax(logits, -1, output_type=tf.int32)
+    hit = tf.cast(tf.equal(pred, labels), tf.float32)
+    sums = {"loss_sum": tf.reduce_sum(w * ce), "count": tf.reduce_sum(w),
+            "correct": tf.reduce_sum(w * hit)}
+    if self.num_labels == 2:  # confusion counts give F1 and Matthews corr.
+      p, y = tf.cast(pred, tf.float32), tf.cast(labels, tf.float32)
+      sums.update(tp=tf.reduce_sum(w * p * y), fp=tf.reduce_sum(w * p * (1 - y)),
+                  fn=tf.reduce_sum(w * (1 - p) * y),
+                  tn=tf.reduce_sum(w * (1 - p) * (1 - y)))
+    return sums
+
+  def loss_from_sums(self, sums, normalizers):
+    return sums["loss_sum"] / tf.maximum(normalizers["count"], 1.0)
+
+  def metrics_from_sums(self, sums):
+    # Called on tensors inside the train loop and on NumPy sums in eval.
+    count = tf.maximum(sums["count"], 1.0)
+    out = {"loss": sums["loss_sum"] / count}
+    if self.regression:
+      n = count
+      cov = sums["sxy"] - sums["sx"] * sums["sy"] / n
+      vx = sums["sxx"] - sums["sx"] ** 2 / n
+      vy = sums["syy"] - sums["sy"] ** 2 / n
+      out["pearson"] = cov / tf.sqrt(tf.maximum(vx * vy, 1e-12))
+      # Best-checkpoint key (trainer.best_metric) for STS-B.
+      out["accuracy"] = out["pearson"]
+      return out
+    out["accuracy"] = sums["correct"] / count
+    if "tp" in sums:
+      tp, fp, fn, tn = sums["tp"], sums["fp"], sums["fn"], sums["tn"]
+      out["f1"] = 2 * tp / tf.maximum(2 * tp + fp + fn, 1.0)
+      denom = tf.sqrt(tf.maximum((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn),
+                                 0.0))
+      out["mcc"] = (tp * tn - fp * fn) / tf.maximum(denom, 1e-12)
+    return out
+
+  def predict_split(self, trainer, split):
+    """(examples, predictions): label ids, or scores for regression."""
+    examples, logits = self.predict_logits(trainer, split)
+    if self.regression:
+      return examples, logits[:, 0]
+    return examples, np.argmax(logits, axis=-1)
+
+
+class GlueFamily(finetune_lib.Family):
+  name = "glue"
+
+  def make_task(self, config, model_dir):
+    if not config.data.task_name:
+      raise ValueError("data.task_name (--task_name) is required: one of "
+                       f"{glue_data.TASK_NAMES}")
+    if not config.data.data_dir:
+      raise ValueError("data.data_dir (--data_dir) is required")
+    return ClassifierTask(config, model_dir)
+
+  def evaluate(self, trainer, task, output_dir):
+    results = {"step": int(trainer.global_step.numpy())}
+    for split in glue_data.task_splits(task.spec.name)[0]:
+      if not os.path.isfile(os.path.join(task.data.data_dir,
+                                         task.spec.files[split])):
+        continue
+      examples, preds = task.predict_split(trainer, split)
+      if task.regression:
+        labels = [e.label for e in examples]
+      else:
+        index = {l: i for i, l in enumerate(task.spec.labels)}
+        labels = [index[e.label] for e in examples]
+      metrics = finetune_metrics.classification_metrics(
+          task.spec.metric, labels, preds)
+      prefix = "" if split == "dev" else f"{split}_"
+      results.update({prefix + k: v for k, v in metrics.items()})
+      results[prefix + "num_examples"] = len(examples)
+    return results
+
+  def predict(self, trainer, task, output_dir):
+    written = []
+    for split in glue_data.task_splits(task.spec.name)[1]:
+      path = os.path.join(task.data.data_dir, task.spec.files[split])
+      if not os.path.isfile(path):
+        continue
+      examples, preds = task.predict_split(trainer, split)
+      written.append(glue_data.write_submission(task.spec.name, split,
+                                                examples, preds, output_dir))
+    if not written:
+      raise FileNotFoundError(f"no test file of {task.spec.name} in "
+                              f"{task.data.data_dir}")
+    return written
+
+  def export(self, model, task, export_dir):
+    return export_lib.export_serving(
+        model, export_dir, task.data.spm_model_file,
+        seq_length=task.data.max_seq_length,
+        do_lower_case=task.data.do_lower_case,
+        label_names=list(task.spec.labels) if task.spec.labels else None,
+        num_text_fields=2 if task.spec.text_b else 1,
+        regression=task.regression)
+

@@ -1,0 +1,1 @@
+"""Text -> TFRecord tools for ALBERT pretraining (no dependency on albert_tf)."""

@@ -1,0 +1,226 @@
+r"""Raw text -> pretraining input format (one sentence per line, blank line
+between documents).
+
+Reads one or many plain or .gz files with wrapped lines and paragraphs, joins
+wrapped lines into paragraphs, splits paragraphs into sentences, and writes
+documents separated by blank lines. What ends a document is chosen with
+--doc_boundary:
+  blank_line  a blank line ends a document (each paragraph is a document);
+  regex       a line matching --doc_regex starts a new document (e.g. chapter
+              headings); blank lines only end paragraphs;
+  file        each input file is one document.
+
+Example (the novel used by the tests, split at its chapter headings):
+  python -m data_prep.prepare_corpus --input_file=botchan.txt \
+    --output_file=botchan_sentences.txt --doc_boundary=regex \
+    --doc_regex='^CHAPTER [IVXLC]+\.?$'
+"""
+
+import collections
+import gzip
+import os
+import re
+import sys
+
+from absl import app
+from absl import flags
+
+from data_prep import text_reader
+from data_prep import tfrecord_io
+
+FLAGS = flags.FLAGS
+
+def define_flags():
+  """Defines the command-line flags (only when run as a program)."""
+  flags.DEFINE_string("input_file", None,
+                      "Raw text input: comma-separated files or globs (plain or .gz).")
+  flags.DEFINE_string("output_file", None,
+                      "Output text file (gzip-compressed if it ends in .gz).")
+  flags.DEFINE_enum("doc_boundary", "blank_line", ["blank_line", "regex", "file"],
+                    "What ends a document: a blank line, a line matching "
+                    "--doc_regex, or the end of each input file.")
+  flags.DEFINE_string("doc_regex", r"^(CHAPTER|Chapter)\b",
+                      "With --doc_boundary=regex: a line matching this Python "
+                      "regex starts a new document.")
+  flags.DEFINE_bool("drop_boundary_lines", False,
+                    "With --doc_boundary=regex: drop the matching heading lines "
+                    "instead of keeping them as the document's first sentence.")
+  flags.DEFINE_bool("lines_are_paragraphs", False,
+                    "Treat every input line as a whole paragraph (unwrapped text, "
+                    "e.g. Wikipedia dumps) instead of joining wrapped lines up to "
+                    "a blank line.")
+  flags.DEFINE_integer("min_sentences_per_doc", 1,
+                       "Documents with fewer sentences are dropped (counted).")
+  flags.DEFINE_integer("max_paragraph_chars", 1000000,
+                       "A paragraph longer than this is flushed early at a "
+                       "sentence boundary (bounds memory on text without blank "
+                       "lines).")
+  flags.DEFINE_integer("max_line_chars", 100000,
+                       "Input lines longer than this are split at whitespace.")
+
+
+# Abbreviations after which a period does not end a sentence.
+_ABBREVIATIONS = frozenset("""
+mr mrs ms dr prof st jr sr rev gen col capt lt sgt mt vs etc e.g i.e cf no nos
+vol fig pp ed eds inc ltd co corp dept univ approx jan feb mar apr jun jul aug
+sep sept oct nov dec u.s u.k a.m p.m
+""".split())
+
+_END = re.compile(r"""[.!?]+["'\u2019\u201d)\]]*(?=\s+["'\u2018\u201c(\[]*[A-Z0-9])""")
+
+
+def split_sentences(text):
+  """Splits a paragraph into sentences.
+
+  A sentence ends at ., ! or ? (plus closing quotes/brackets) followed by
+  whitespace and an upper-case letter, digit or opening quote, unless the
+  period follows a known abbreviation (Mr., e.g.) or a single-letter initial.
+  """
+  text = " ".join(text.split())
+  if not text:
+    return []
+  sentences, start = [], 0
+  for m in _END.finditer(text):
+    end = m.end()
+    if text[m.start()] == ".":
+      word = text[start:m.start()].rsplit(" ", 1)[-1].lstrip("\"'(\u201c[")
+      if word.lower() in _ABBREVIATIONS or (len(word) == 1 and word.isalpha()):
+        continue
+    sentence = text[start:end].strip()
+    if sentence:
+      sentences.append(sentence)
+    start = end
+  rest = text[start:].strip()
+  if rest:
+    sentences.append(rest)
+  return sentences
+
+
+class CorpusWriter:
+  """Writes documents; counts documents and sentences."""
+
+  def __init__(self, path, min_sentences, stats):
+    d = os.path.dirname(path)
+    if d:
+      os.makedirs(d, exist_ok=True)
+    self._f = (gzip.open(path, "wt", encoding="utf-8") if path.endswith(".gz")
+               else open(path, "w", encoding="utf-8"))
+    self._min = min_sentences
+    self._stats = stats
+    self._doc = []
+    self._first = True
+    self._opened_doc = False  # part of the current document already written
+
+  def add_sentences(self, sentences):
+    self._doc.extend(sentences)
+    # Long documents are written as they grow; only the head is buffered.
+    if len(self._doc) >= max(self._min, 1) and len(self._doc) > 1000:
+      self._write(self._doc[:-1])
+      self._doc = self._doc[-1:]
+
+  def _write(self, sentences):
+    if not self._opened_doc:
+      if not self._first:
+        self._f.write("\n")
+      self._first = False
+      self._opened_doc = True
+      self._stats["documents"] += 1
+    self._f.write("".join(s + "\n" for s in sentences))
+    self._stats["sentences"] += len(sentences)
+
+  def end_document(self):
+    if self._doc and (self._opened_doc or len(self._doc) >= self._min):
+      self._write(self._doc)
+    elif self._doc:
+      self._stats["short_documents_dropped"] += 1
+      self._stats["sentences_dropped"] += len(self._doc)
+    elif not self._opened_doc:
+      self._stats["empty_documents"] += 1
+    self._doc = []
+    self._opened_doc = False
+
+  def close(self):
+    self.end_document()
+    self._f.close()
+
+
+def prepare(input_files, output_file, doc_boundary="blank_line",
+            doc_regex=None, drop_boundary_lines=False,
+            lines_are_paragraphs=False, min_sentences_per_doc=1,
+            max_paragraph_chars=1000000, max_line_chars=100000):
+  """Converts `input_files` into `output_file`; returns a stats Counter."""
+  stats = collections.Counter()
+  pattern = re.compile(doc_regex) if doc_boundary == "regex" else None
+  writer = CorpusWriter(output_file, min_sentences_per_doc, stats)
+  para = []
+  para_chars = 0
+
+  def flush_paragraph(final=True):
+    nonlocal para, para_chars
+    if not para:
+      return
+    sentences = split_sentences(" ".join(para))
+    para, para_chars = [], 0
+    if not final and len(sentences) > 1:
+      para, para_chars = [sentences[-1]], len(sentences[-1])
+      sentences = sentences[:-1]
+    stats["paragraphs"] += final
+    writer.add_sentences(sentences)
+
+  try:
+    for path in input_files:
+      stats["files"] += 1
+      for line in text_reader.iter_clean_lines(path, stats, max_line_chars):
+        stripped = line.strip()
+        if pattern is not None and stripped and pattern.search(stripped):
+          flush_paragraph()
+          writer.end_document()
+          stats["boundary_lines"] += 1
+          if not drop_boundary_lines:
+            writer.add_sentences([" ".join(stripped.split())])
+          continue
+        if not stripped:
+          flush_paragraph()
+          if doc_boundary == "blank_line":
+            writer.end_document()
+          continue
+        para.append(stripped)
+        para_chars += len(stripped)
+        if lines_are_paragraphs:
+          flush_paragraph()
+        elif para_chars > max_paragraph_chars:
+          flush_paragraph(final=False)
+      flush_paragraph()
+      if doc_boundary in ("file", "blank_line"):
+        writer.end_document()
+  finally:
+    flush_paragraph()
+    writer.close()
+  return stats
+
+
+def main(argv):
+  del argv
+  if not FLAGS.input_file or not FLAGS.output_file:
+    raise app.UsageError("--input_file and --output_file are required")
+  try:
+    files = tfrecord_io.expand_input_files(FLAGS.input_file)
+    stats = prepare(files, FLAGS.output_file, FLAGS.doc_boundary,
+                    FLAGS.doc_regex, FLAGS.drop_boundary_lines,
+                    FLAGS.lines_are_paragraphs, FLAGS.min_sentences_per_doc,
+                    FLAGS.max_paragraph_chars, FLAGS.max_line_chars)
+  except (OSError, re.error, ValueError) as e:
+    sys.stderr.write(f"prepare_corpus: error: {e}\n")
+    sys.exit(1)
+  sys.stderr.write("[prepare_corpus] " + ", ".join(
+      f"{k}={v}" for k, v in sorted(stats.items())) + "\n")
+
+
+def cli():
+  """Console-script entry point (pyproject.toml)."""
+  define_flags()
+  app.run(main)
+
+
+if __name__ == "__main__":
+  cli()

@@ -1,0 +1,146 @@
+"""Streaming, repairing text reader shared by the data tools.
+
+Reads plain or gzip files line by line with bounded memory and repairs what it
+can, counting every repair in a `collections.Counter` so nothing is lost
+silently:
+  invalid_utf8_lines:   lines with invalid UTF-8 (bad bytes dropped)
+  control_char_lines:   lines with control/format characters (removed)
+  huge_lines_split:     lines longer than max_line_chars (split at whitespace)
+An unreadable file raises `OSError` naming the path.
+"""
+
+import codecs
+import gzip
+import unicodedata
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_KEEP_CONTROL = frozenset("\t")
+
+
+def open_binary(path):
+  """Opens `path` for binary reading, transparently gunzipping.
+
+  Returns (file object, raw file object whose tell() gives bytes consumed).
+  """
+  try:
+    raw = open(path, "rb")
+  except OSError as e:
+    raise OSError(f"Cannot read input file {path}: {e.strerror or e}") from e
+  head = raw.read(2)
+  raw.seek(0)
+  if head == _GZIP_MAGIC or path.endswith(".gz"):
+    return gzip.GzipFile(fileobj=raw, mode="rb"), raw
+  return raw, raw
+
+
+def remove_control_chars(text):
+  """Drops Unicode Cc/Cf characters except tab. Returns (text, changed)."""
+  if text.isprintable():
+    return text, False
+  out = "".join(
+      c for c in text
+      if c in _KEEP_CONTROL or c.isprintable() or
+      unicodedata.category(c) not in ("Cc", "Cf", "Cs"))
+  return out, out != text
+
+
+def iter_clean_lines(path, stats, max_line_chars=100_000, progress=None):
+  """Yields the lines of `path` as clean `str` without line terminators.
+
+  Args:
+    path: plain or .gz text file.
+    stats: Counter updated with repair counts.
+    max_line_chars: longer lines are split at whitespace into several lines.
+    progress: optional callable(bytes_consumed_delta) for ETA reporting.
+  """
+  f, raw = open_binary(path)
+  limit = max(16, max_line_chars)  # bytes per read; a char is >= 1 byte
+  decoder = codecs.getincrementaldecoder("utf-8")("strict")
+  pending = ""     # text of a huge line not yet emitted
+  in_huge = False
+  last_pos = 0
+  lineno = 0
+  try:
+    with f:
+      while True:
+        try:
+          chunk = f.readline(limit)
+        except (OSError, EOFError, gzip.BadGzipFile) as e:
+          raise OSError(f"Error reading input file {path} after line "
+                        f"{lineno}: {e}") from e
+        if progress is not None:
+          pos = raw.tell()
+          progress(pos - last_pos)
+          last_pos = pos
+        if not chunk:
+          break
+        complete = chunk.endswith(b"\n")
+        try:
+          text = decoder.decode(chunk, final=complete)
+        except UnicodeDecodeError:
+          decoder.reset()
+          text = chunk.decode("utf-8", errors="ignore")
+          stats["invalid_utf8_lines"] += 1
+        text = text.rstrip("\r\n") if complete else text
+        text, changed = remove_control_chars(text)
+        if changed:
+          stats["control_char_lines"] += 1
+        text = pending + text
+        pending = ""
+        if not complete:
+          if not in_huge and len(text) >= max_line_chars:
+            in_huge = True
+            stats["huge_lines_split"] += 1
+          if len(text) < max_line_chars and chunk:
+            # Short read without newline: end of file or a split char.
+            pending = text
+            continue
+          cut = text.rfind(" ", 0, max_line_chars)
+          if cut <= 0:
+            cut = max_line_chars
+          yield text[:cut]
+          pending = text[cut:]
+          continue
+        lineno += 1
+        in_huge = False
+        while len(text) > max_line_chars:  # only after a carried remainder
+          cut = text.rfind(" ", 0, max_line_chars)
+          cut = cut if cut > 0 else max_line_chars
+          yield text[:cut]
+          text = text[cut:]
+        yield text
+      if pending:
+        yield pending
+  except OSError:
+    raise
+  except Exception as e:  # zlib.error and friends from corrupt gzip streams
+    raise OSError(f"Error reading input file {path}: {e}") from e
+
+
+def iter_documents(paths, stats, max_line_chars=100_000,
+                   max_lines_per_document=20_000, progress=None):
+  """Yields documents (lists of non-empty stripped lines) from `paths`.
+
+  A blank line or the end of a file ends a document. Empty documents are
+  skipped (counted as empty_documents); documents longer than
+  `max_lines_per_document` are cut into pieces (long_documents_split) so one
+  huge document cannot exhaust memory.
+  """
+  for path in paths:
+    doc = []
+    for line in iter_clean_lines(path, stats, max_line_chars, progress):
+      line = line.strip()
+      if not line:
+        if doc:
+          yield doc
+          doc = []
+        else:
+          stats["empty_documents"] += 1
+        continue
+      doc.append(line)
+      if len(doc) >= max_lines_per_document:
+        stats["long_documents_split"] += 1
+        yield doc
+        doc = []
+    if doc:
+      yield doc

@@ -1,0 +1,255 @@
+"""TFRecord writing without importing TensorFlow.
+
+Data-creation workers stay small and start fast because they do not load
+TensorFlow. They encode `tf.train.Example` protos by hand (the wire format is
+tiny: a map of name -> Int64List/FloatList) and frame them as TFRecords with a
+masked CRC32C computed by a vectorised NumPy routine. The files are read back by
+`tf.data.TFRecordDataset`, which verifies every CRC.
+"""
+
+import glob
+import gzip
+import os
+import re
+import struct
+
+import numpy as np
+
+# ---------------------------------------------------------------- CRC32C ----
+_POLY = 0x82F63B78  # Castagnoli, reflected.
+
+
+def _byte_table():
+  table = np.zeros(256, dtype=np.uint32)
+  for b in range(256):
+    c = b
+    for _ in range(8):
+      c = (c >> 1) ^ _POLY if c & 1 else c >> 1
+    table[b] = c
+  return table
+
+
+_TABLE = _byte_table()
+_TABLE_LIST = [int(x) for x in _TABLE]
+_SHIFT_TABLE = np.zeros((0, 256), dtype=np.uint32)  # grown on demand
+
+
+def _shift_table(length):
+  """[length, 256] table: row k = CRC register of byte b followed by k zeros."""
+  global _SHIFT_TABLE
+  have = _SHIFT_TABLE.shape[0]
+  if have >= length:
+    return _SHIFT_TABLE
+  new = max(length, 2 * have, 1024)
+  out = np.empty((new, 256), dtype=np.uint32)
+  out[:have] = _SHIFT_TABLE
+  row = _TABLE.copy() if have == 0 else _SHIFT_TABLE[have - 1]
+  start = 0 if have == 0 else have
+  if have == 0:
+    out[0] = row
+    start = 1
+  for k in range(start, new):
+    row = (row >> np.uint32(8)) ^ _TABLE[row & np.uint32(0xFF)]
+    out[k] = row
+  _SHIFT_TABLE = out
+  return out
+
+
+_REV = np.arange(0, dtype=np.int64)
+
+
+def crc32c(data):
+  """CRC32C of `data` (bytes).
+
+  The CRC register update is linear over GF(2), so the register equals the XOR
+  of each byte's contribution shifted by the number of bytes after it; a
+  non-zero initial value is the same as XOR-ing it into the first four bytes.
+  """
+  global _REV
+  n = len(data)
+  if n <= 16:  # short inputs (record headers): plain table loop
+    c = 0xFFFFFFFF
+    for b in data:
+      c = (c >> 8) ^ _TABLE_LIST[(c ^ b) & 0xFF]
+    return c ^ 0xFFFFFFFF
+  arr = np.frombuffer(data, dtype=np.uint8).copy()
+  arr[:4] ^= np.uint8(0xFF)
+  table = _shift_table(n)
+  if _REV.shape[0] < n:
+    _REV = np.arange(table.shape[0] - 1, -1, -1, dtype=np.int64)
+  contrib = table[_REV[-n:], arr]
+  return int(np.bitwise_xor.reduce(contrib)) ^ 0xFFFFFFFF
+
+
+def masked_crc32c(data):
+  crc = crc32c(data)
+  return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def frame_record(payload):
+  """One TFRecord: length, masked CRC of length, payload, masked CRC of it."""
+  header = struct.pack("<Q", len(payload))
+  return b"".join((header, struct.pack("<I", masked_crc32c(header)), payload,
+                   struct.pack("<I", masked_crc32c(payload))))
+
+
+# ----------------------------------------------------- tf.train.Example ----
+def _varint(value):
+  if value < _SMALL:
+    return _SMALL_VARINTS[value]
+  return _varint_slow(value)
+
+
+def _varint_slow(value):
+  out = bytearray()
+  while True:
+    bits = value & 0x7F
+    value >>= 7
+    if value:
+      out.append(bits | 0x80)
+    else:
+      out.append(bits)
+      return bytes(out)
+
+
+# Features whose values are 0/1 by construction (skips a max() per record).
+_BINARY_FEATURES = frozenset(
+    ("input_mask", "segment_ids", "input_type_ids", "token_boundary",
+     "next_sentence_labels"))
+_SMALL = 1 << 14
+_SMALL_VARINTS = [_varint_slow(i) for i in range(_SMALL)]
+
+
+class ExampleEncoder:
+  """Encodes dicts of int/float lists as serialized `tf.train.Example`s."""
+
+  def __init__(self, max_int=1 << 16):
+    self._varints = [_varint(i) for i in range(max_int)]
+    self._keys = {}
+
+  def _key(self, name):
+    k = self._keys.get(name)
+    if k is None:
+      key = name.encode("utf-8")
+      k = self._keys[name] = b"\x0a" + _varint(len(key)) + key + b"\x12"
+    return k
+
+  def _int_payload(self, name, values):
+    if name in _BINARY_FEATURES:  # 0/1 by construction
+      return bytes(values)
+    if max(values, default=0) < 128:  # one byte per value: the byte itself
+      return bytes(values)
+    vt = self._varints
+    try:
+      return b"".join([vt[v] for v in values])
+    except (IndexError, TypeError):
+      return b"".join(_varint(int(v)) for v in values)
+
+  def encode(self, int_features, float_features=()):
+    """int_features / float_features: sequences of (name, list of values).
+
+    Values must be non-negative ints (all ALBERT features are).
+    """
+    v = _varint
+    parts = []
+    for name, values in int_features:
+      packed = self._int_payload(name, values)
+      lp = v(len(packed))
+      inner = 1 + len(lp) + len(packed)          # Int64List
+      li = v(inner)
+      feature_len = 1 + len(li) + inner          # Feature{int64_list=3}
+      lf = v(feature_len)
+      key = self._key(name)                      # MapEntry key + value tag
+      parts += (b"\x0a", v(len(key) + len(lf) + feature_len), key, lf,
+                b"\x1a", li, b"\x0a", lp, packed)
+    for name, values in float_features:
+      packed = np.asarray(values, dtype="<f4").tobytes()
+      lp = v(len(packed))
+      inner = 1 + len(lp) + len(packed)
+      li = v(inner)
+      feature_len = 1 + len(li) + inner          # Feature{float_list=2}
+      lf = v(feature_len)
+      key = self._key(name)
+      parts += (b"\x0a", v(len(key) + len(lf) + feature_len), key, lf,
+                b"\x12", li, b"\x0a", lp, packed)
+    features = b"".join(parts)
+    return b"\x0a" + v(len(features)) + features
+
+
+# ----------------------------------------------------------------- files ----
+_SHARD_PATTERN = re.compile(r"^(.*)@(\d+)$")
+
+
+def expand_output_files(spec):
+  """'a,b' -> [a, b]; 'out.tfrecord@3' -> out.tfrecord-0000{0,1,2}-of-00003."""
+  files = []
+  for part in spec.split(","):
+    part = part.strip()
+    if not part:
+      continue
+    m = _SHARD_PATTERN.match(part)
+    if m:
+      base, n = m.group(1), int(m.group(2))
+      if n < 1:
+        raise ValueError(f"Bad shard count in output_file {part!r}")
+      files.extend(f"{base}-{i:05d}-of-{n:05d}" for i in range(n))
+    else:
+      files.append(part)
+  if not files:
+    raise ValueError("output_file is empty")
+  return files
+
+
+def expand_input_files(spec):
+  """Comma-separated list of files or globs -> ordered list of files.
+
+  Raises FileNotFoundError naming any entry that matches nothing.
+  """
+  files = []
+  for part in spec.split(","):
+    part = part.strip()
+    if not part:
+      continue
+    if any(c in part for c in "*?["):
+      matched = sorted(glob.glob(part))
+      if not matched:
+        raise FileNotFoundError(f"input_file pattern matched no files: {part}")
+      files.extend(matched)
+    else:
+      if not os.path.exists(part):
+        raise FileNotFoundError(f"input_file not found: {part}")
+      files.append(part)
+  if not files:
+    raise ValueError("input_file is empty")
+  return files
+
+
+class RecordWriter:
+  """Writes framed records to one file, optionally GZIP compressed."""
+
+  def __init__(self, path, compression="NONE"):
+    compression = (compression or "NONE").upper()
+    if compression not in ("NONE", "GZIP"):
+      raise ValueError(f"compression must be NONE or GZIP, got {compression}")
+    d = os.path.dirname(path)
+    if d:
+      os.makedirs(d, exist_ok=True)
+    self.path = path
+    raw = open(path, "wb")
+    if compression == "GZIP":
+      # mtime=0 and no file name keep the output byte-identical across runs.
+      self._f = gzip.GzipFile(filename="", mode="wb", fileobj=raw,
+                              compresslevel=6, mtime=0)
+      self._raw = raw
+    else:
+      self._f, self._raw = raw, None
+    self.count = 0
+
+  def write(self, framed_record):
+    self._f.write(framed_record)
+    self.count += 1
+
+  def close(self):
+    self._f.close()
+    if self._raw is not None:
+      self._raw.close()

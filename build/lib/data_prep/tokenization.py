@@ -1,0 +1,169 @@
+"""Text normalisation and the SentencePiece tokenizer used by ALBERT.
+
+This module is the single place where text becomes pieces and ids. Pretraining
+data creation, fine-tuning feature conversion and the export preprocessing model
+all call it so that the three can never disagree.
+
+Normalisation follows the original release's `preprocess_text`: whitespace is
+collapsed, LaTeX-style quotes (`` and '') become ", the text is NFKD-normalised,
+combining marks are dropped and, optionally, the text is lowercased.
+"""
+
+import os
+import unicodedata
+
+import numpy as np
+import sentencepiece as spm
+
+SPIECE_UNDERLINE = "\u2581"
+
+# Pieces that always start a whole-word unit (original `_is_start_piece`).
+_PUNCTUATION = frozenset('!"#$%&\'()*+,-./:;?@[\\]^_`{|}~') | {"\u20ac", "\u00a3"}
+_ENGLISH_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz")
+
+CLS_PIECE = "[CLS]"
+SEP_PIECE = "[SEP]"
+MASK_PIECE = "[MASK]"
+
+
+def normalize_text(text, lower=True):
+  """Returns `text` normalised the way the original ALBERT tokenizer does.
+
+  Args:
+    text: a `str` (bytes are decoded as UTF-8, invalid bytes replaced).
+    lower: lowercase the result.
+  """
+  if isinstance(text, bytes):
+    text = text.decode("utf-8", errors="replace")
+  out = " ".join(text.split())
+  out = out.replace("``", '"').replace("''", '"')
+  if not out.isascii():  # ASCII text is already NFKD and has no combining marks.
+    out = unicodedata.normalize("NFKD", out)
+    out = "".join(c for c in out if not unicodedata.combining(c))
+  if lower:
+    out = out.lower()
+  return out
+
+
+def is_start_piece(piece):
+  """True if `piece` begins a new whole-word unit (original's rule).
+
+  A piece starts a unit if it begins with U+2581 (word start), begins with "<"
+  (e.g. <unk>), is a punctuation piece, or holds any character other than a-z
+  and punctuation (so digits and non-Latin text are their own units).
+  """
+  if piece.startswith(SPIECE_UNDERLINE) or piece.startswith("<"):
+    return True
+  if piece in _PUNCTUATION:
+    return True
+  return not all(c.lower() in _ENGLISH_CHARS or c in _PUNCTUATION for c in piece)
+
+
+class FullTokenizer:
+  """SentencePiece tokenizer with ALBERT's normalisation.
+
+  Attributes:
+    vocab_size: number of pieces.
+    cls_id, sep_id, mask_id, pad_id, unk_id: special ids.
+    is_start: np.bool_ array [vocab_size], `is_start_piece` per id.
+    control_ids: sorted list of ids that are control or unknown pieces (never a
+      valid random replacement during masking).
+    replacement_ids: np.int64 array of ids that a masked token may be replaced
+      with (every id except control, unknown and unused pieces).
+  """
+
+  def __init__(self, spm_model_file, do_lower_case=True):
+    if not spm_model_file:
+      raise ValueError("A SentencePiece model file is required (spm_model_file).")
+    if not os.path.isfile(spm_model_file):
+      raise FileNotFoundError(
+          f"SentencePiece model file not found: {spm_model_file}")
+    self.spm_model_file = spm_model_file
+    self.do_lower_case = do_lower_case
+    self.sp_model = spm.SentencePieceProcessor()
+    try:
+      with open(spm_model_file, "rb") as f:
+        self.sp_model.LoadFromSerializedProto(f.read())
+    except Exception as e:  # sentencepiece raises a bare RuntimeError/OSError.
+      raise ValueError(
+          f"Could not load SentencePiece model {spm_model_file}: {e}") from e
+    sp = self.sp_model
+    self.vocab_size = sp.get_piece_size()
+    self.cls_id = self._required_id(CLS_PIECE)
+    self.sep_id = self._required_id(SEP_PIECE)
+    self.mask_id = self._required_id(MASK_PIECE)
+    self.pad_id = sp.pad_id() if sp.pad_id() >= 0 else 0
+    self.unk_id = sp.unk_id()
+    pieces = [sp.id_to_piece(i) for i in range(self.vocab_size)]
+    self._pieces = pieces
+    self.is_start = np.array([is_start_piece(p) for p in pieces], dtype=bool)
+    bad = [i for i in range(self.vocab_size)
+           if sp.is_control(i) or sp.is_unknown(i) or sp.is_unused(i)]
+    self.control_ids = sorted(bad)
+    bad_set = set(bad)
+    self._control_set = frozenset(bad)
+    self.replacement_ids = np.array(
+        [i for i in range(self.vocab_size) if i not in bad_set], dtype=np.int64)
+    # Ids whose piece ends in "<digit>," need the original's re-encoding fix.
+    self._digit_comma = frozenset(
+        i for i, p in enumerate(pieces)
+        if len(p) > 1 and p[-1] == "," and p[-2].isdigit())
+
+  def _required_id(self, piece):
+    i = self.sp_model.piece_to_id(piece)
+    if i == self.sp_model.unk_id() and piece != self.sp_model.id_to_piece(i):
+      raise ValueError(
+          f"SentencePiece model {self.spm_model_file} has no {piece} piece; "
+          "train it with data_prep/train_sentencepiece.py.")
+    return i
+
+  def normalize(self, text):
+    return normalize_text(text, lower=self.do_lower_case)
+
+  def _fix_digit_comma(self, ids):
+    """Splits pieces like '1990,' into '1990' ',' (original encode_pieces)."""
+    if not self._digit_comma.intersection(ids):
+      return ids
+    out = []
+    for i in ids:
+      if i not in self._digit_comma:
+        out.append(i)
+        continue
+      piece = self._pieces[i]
+      sub = self.sp_model.encode(
+          piece[:-1].replace(SPIECE_UNDERLINE, ""), out_type=str)
+      if sub and piece[0] != SPIECE_UNDERLINE and sub[0][0] == SPIECE_UNDERLINE:
+        if len(sub[0]) == 1:
+          sub = sub[1:]
+        else:
+          sub[0] = sub[0][1:]
+      out.extend(self.sp_model.piece_to_id(p) for p in sub)
+      out.append(self.sp_model.piece_to_id(piece[-1]))
+    return out
+
+  def encode_ids(self, text):
+    """Normalised text -> list of ids."""
+    return self._fix_digit_comma(self.sp_model.encode(self.normalize(text)))
+
+  def encode_ids_batch(self, texts):
+    """List of texts -> list of id lists (one SentencePiece call)."""
+    norm = [self.normalize(t) for t in texts]
+    return [self._fix_digit_comma(ids)
+            for ids in self.sp_model.encode(norm, num_threads=1)]
+
+  def tokenize(self, text):
+    """Text -> list of pieces."""
+    return self.convert_ids_to_tokens(self.encode_ids(text))
+
+  def convert_tokens_to_ids(self, tokens):
+    return [self.sp_model.piece_to_id(t) for t in tokens]
+
+  def convert_ids_to_tokens(self, ids):
+    return [self._pieces[int(i)] for i in ids]
+
+  def decode_ids(self, ids):
+    """Ids -> text (specials kept as their piece strings)."""
+    return self.sp_model.decode([int(i) for i in ids])
+
+  def is_control_or_unknown(self, token_id):
+    return int(token_id) in self._control_set
