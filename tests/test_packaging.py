@@ -7,7 +7,6 @@ only albert_tf itself (`--no-deps`) and needs no network.
 """
 import os
 import subprocess
-import sys
 import sysconfig
 import venv
 
