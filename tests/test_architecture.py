@@ -206,3 +206,13 @@ def test_file_length(path):
     lines = sum(1 for _ in f)
   assert lines <= MAX_LINES, (
       f"{path} has {lines} lines (> {MAX_LINES}): split it by concept")
+
+
+def test_official_configs_is_a_link_to_the_package_data():
+  """The top-level official_configs/ (the paths the docs use) is the
+  package's albert_tf/configs/, not a copy that could drift."""
+  top = os.path.join(ROOT, "official_configs")
+  assert os.path.islink(top)
+  assert os.path.realpath(top) == os.path.realpath(
+      os.path.join(ROOT, "albert_tf", "configs"))
+  assert os.path.exists(os.path.join(top, "models", "albert_base_v2.yaml"))

@@ -6,6 +6,7 @@ interpreter (a .pth file naming its site-packages), so the test installs
 only albert_tf itself (`--no-deps`) and needs no network.
 """
 import os
+import shutil
 import subprocess
 import sysconfig
 import venv
@@ -48,10 +49,25 @@ def _install(python, *args, cwd):
   assert result.returncode == 0, result.stdout + result.stderr
 
 
+def _source_copy(dest):
+  """The repository's tracked files (a clean checkout, as CI has), so that
+  building the wheel leaves nothing behind in the working tree."""
+  files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, check=True,
+                         capture_output=True).stdout.decode().split("\0")
+  for rel in filter(None, files):
+    src = os.path.join(ROOT, rel)
+    if os.path.islink(src) or not os.path.isfile(src):
+      continue
+    os.makedirs(os.path.dirname(os.path.join(dest, rel)), exist_ok=True)
+    shutil.copyfile(src, os.path.join(dest, rel))
+  return dest
+
+
 @pytest.mark.parametrize("editable", [False, True])
 def test_pip_install_then_tools_run_outside_the_repo(tmp_path, editable):
   python = _fresh_venv(str(tmp_path / "venv"))
-  _install(python, *(["-e", ROOT] if editable else [ROOT]), cwd=tmp_path)
+  source = _source_copy(str(tmp_path / "src"))
+  _install(python, *(["-e", source] if editable else [source]), cwd=tmp_path)
   outside = tmp_path / "elsewhere"
   outside.mkdir()
   env = _clean_env()
@@ -67,7 +83,7 @@ def test_pip_install_then_tools_run_outside_the_repo(tmp_path, editable):
   path, hidden = where.stdout.split()
   assert hidden == "768"  # the preset YAML is package data
   if editable:
-    assert path.startswith(ROOT)
+    assert path.startswith(source)
   else:
     assert path.startswith(str(tmp_path / "venv")), path
 

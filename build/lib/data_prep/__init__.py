@@ -1,1 +1,0 @@
-"""Text -> TFRecord tools for ALBERT pretraining (no dependency on albert_tf)."""
