@@ -32,15 +32,9 @@ Examples:
       --spm_model_file=... --seq_length=128 --export_dir=/models/mnli
 """
 
-import os
-import re
-import shutil
-import tempfile
 
 from absl import app
 from absl import flags
-from absl import logging
-import tensorflow as tf
 
 from albert_tf.serving import export_lib
 
