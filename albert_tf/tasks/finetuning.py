@@ -119,31 +119,9 @@ def validate(config):
   if d.eval_batch_size < 0:
     raise ValueError(f"data.eval_batch_size must be >= 0, got "
                      f"{d.eval_batch_size}")
-  _validate_squad_head(config)
   if config.trainer.best_metric == "masked_lm_accuracy":
     config.trainer.best_metric = "accuracy"
   return config
-
-
-def _validate_squad_head(config):
-  t = config.task
-  if t.squad_head not in ("simple", "xlnet"):
-    raise ValueError(f"task.squad_head must be 'simple' or 'xlnet', got "
-                     f"{t.squad_head!r}")
-  if t.squad_head != "xlnet":
-    return
-  if not config.data.version_2_with_negative:
-    raise ValueError("task.squad_head='xlnet' is the SQuAD 2.0 head; set "
-                     "data.version_2_with_negative=true")
-  if t.with_answerability:
-    raise ValueError("task.with_answerability is the simple head's [CLS] "
-                     "classifier; with task.squad_head='xlnet' set it false")
-  if min(t.start_n_top, t.end_n_top) < 1:
-    raise ValueError(f"task.start_n_top / end_n_top must be >= 1, got "
-                     f"{t.start_n_top} / {t.end_n_top}")
-  if max(t.start_n_top, t.end_n_top) > config.data.max_seq_length:
-    raise ValueError(f"task.start_n_top / end_n_top exceed "
-                     f"data.max_seq_length ({config.data.max_seq_length})")
 
 
 def load_config(config_files=(), params_override=""):

@@ -22,6 +22,7 @@ class SquadTask(finetune_lib.FinetuneTask):
 
   def __init__(self, config, model_dir):
     super().__init__(config, model_dir)
+    squad_v2_task.validate_config(config)
     self.v2 = self.data.version_2_with_negative
     self.answerability = config.task.with_answerability
     self.xlnet_head = squad_v2_task.uses_xlnet_head(config)

@@ -16,6 +16,28 @@ BEAM_OUTPUTS = ("start_top_log_probs", "start_top_index", "end_top_log_probs",
                 "end_top_index", "cls_logits")
 
 
+def validate_config(config):
+  """task.squad_head and the fields it needs (one-line errors)."""
+  t = config.task
+  if t.squad_head not in ("simple", "xlnet"):
+    raise ValueError(f"task.squad_head must be 'simple' or 'xlnet', got "
+                     f"{t.squad_head!r}")
+  if t.squad_head != "xlnet":
+    return
+  if not config.data.version_2_with_negative:
+    raise ValueError("task.squad_head='xlnet' is the SQuAD 2.0 head; set "
+                     "data.version_2_with_negative=true")
+  if t.with_answerability:
+    raise ValueError("task.with_answerability is the simple head's [CLS] "
+                     "classifier; with task.squad_head='xlnet' set it false")
+  if min(t.start_n_top, t.end_n_top) < 1:
+    raise ValueError(f"task.start_n_top / end_n_top must be >= 1, got "
+                     f"{t.start_n_top} / {t.end_n_top}")
+  if max(t.start_n_top, t.end_n_top) > config.data.max_seq_length:
+    raise ValueError(f"task.start_n_top / end_n_top exceed "
+                     f"data.max_seq_length ({config.data.max_seq_length})")
+
+
 def uses_xlnet_head(config):
   return config.task.squad_head == "xlnet"
 

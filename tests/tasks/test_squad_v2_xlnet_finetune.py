@@ -47,16 +47,16 @@ def test_squad_v2_xlnet_head_finetune(tmp_path_factory):
     assert json.load(f)["f1"] == pytest.approx(metrics["f1"])
 
 
-def test_xlnet_head_needs_v2_and_no_simple_answerability():
+def test_xlnet_head_needs_v2_and_no_simple_answerability(tmp_path):
   config = finetune_lib.load_config()
+  config.override({"task": {"squad_head": "xlnet"}})
   with pytest.raises(ValueError, match="version_2_with_negative"):
-    config.override({"task": {"squad_head": "xlnet"}})
-    finetune_lib.validate(config)
+    question_answering.SquadTask(config, str(tmp_path))
   config.override({"data": {"version_2_with_negative": True},
                    "task": {"with_answerability": True}})
   with pytest.raises(ValueError, match="with_answerability"):
-    finetune_lib.validate(config)
+    question_answering.SquadTask(config, str(tmp_path))
   config.override({"task": {"squad_head": "xlnett",
                             "with_answerability": False}})
   with pytest.raises(ValueError, match="squad_head"):
-    finetune_lib.validate(config)
+    question_answering.SquadTask(config, str(tmp_path))
