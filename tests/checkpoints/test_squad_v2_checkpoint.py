@@ -139,3 +139,12 @@ def test_run_squad_evaluates_an_original_v2_checkpoint(tmp_path_factory):
   with open(os.path.join(out, "null_odds.json")) as f:
     assert json.load(f) == pytest.approx(null_scores, abs=1e-4)
   assert result["eval"]["f1"] == pytest.approx(metrics["f1"])
+
+  # Warm start from it (trainer.init_checkpoint) brings the head along.
+  config.override({"trainer": {"init_checkpoint": prefix}})
+  task = question_answering.SquadTask(config, str(tmp / "warm"))
+  model = task.build_model()
+  task.initialize(model)
+  for name, variable in squad_v2_checkpoint.head_variables(
+      model.head).items():
+    np.testing.assert_array_equal(variable.numpy(), weights[name])
