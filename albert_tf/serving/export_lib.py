@@ -375,7 +375,7 @@ def run(kind, export_dir, albert_config_file=None, checkpoint=None,
         label_names=None, num_text_fields=1, with_answerability=False,
         max_answer_length=30, max_query_length=64, num_choices=4,
         truncation="longest_first", max_first_segment_length=None,
-        version=None):
+        version=None, doc_stride=None, max_windows=32):
   """Builds, loads and exports; returns the version directory written."""
   if kind not in EXPORT_KINDS:
     raise ValueError(f"export kind must be one of {EXPORT_KINDS}, got {kind!r}")
@@ -412,4 +412,5 @@ def run(kind, export_dir, albert_config_file=None, checkpoint=None,
                         num_text_fields=num_text_fields,
                         max_answer_length=max_answer_length,
                         max_query_length=max_query_length,
-                        regression=task == "regression", version=version)
+                        regression=task == "regression", version=version,
+                        doc_stride=doc_stride, max_windows=max_windows)

@@ -98,3 +98,18 @@ def test_window_layout_is_doc_windows():
           room).numpy()[0]
       expected = squad_data.max_context_flags(windows, w)
       assert list(flags[:len(expected)]) == expected
+
+
+def test_export_tool_serves_windows_by_default(tmp_path, tmp_path_factory):
+  config_file = str(tmp_path / "albert_config.json")
+  AlbertConfig(**dict(finetune_testlib.TINY_CONFIG,
+                      max_position_embeddings=SEQ)).to_json_file(config_file)
+  path = export_lib.run(
+      "serving", str(tmp_path / "export"), albert_config_file=config_file,
+      random_init=True, spm_model_file=finetune_testlib.spm_model(
+          tmp_path_factory), seq_length=SEQ, task="squad",
+      max_query_length=MAX_QUERY, doc_stride=STRIDE)
+  serve = tf.saved_model.load(path).signatures["serving_default"]
+  context = " ".join(finetune_testlib.botchan_sentences(200, 4, 12)[10:24])
+  got = serve(question=tf.constant(["Who?"]), context=tf.constant([context]))
+  assert int(got["num_windows"][0]) > 4
