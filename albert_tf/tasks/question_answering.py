@@ -214,12 +214,10 @@ class SquadFamily(finetune_lib.Family):
 
   def export(self, model, task, export_dir):
     d = task.data
-    if task.xlnet_head:
-      raise NotImplementedError(
-          "export of task.squad_head='xlnet' is not supported yet; export "
-          "a squad_head='simple' model")
     return export_lib.export_serving(
         model, export_dir, d.spm_model_file, seq_length=d.max_seq_length,
         do_lower_case=d.do_lower_case, max_answer_length=d.max_answer_length,
-        max_query_length=d.max_query_length, doc_stride=d.doc_stride)
+        max_query_length=d.max_query_length, doc_stride=d.doc_stride,
+        null_score_diff_threshold=(d.null_score_diff_threshold
+                                   if task.xlnet_head else None))
 

@@ -10,10 +10,12 @@ import tensorflow as tf
 
 from albert_tf.data import squad_data
 from albert_tf.modeling.albert_config import AlbertConfig
+from albert_tf.modeling.models import albert_squad_v2
 from albert_tf.modeling.models import downstream_models
 from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
 from albert_tf.serving import export_lib
 from albert_tf.serving import squad_windows
+from albert_tf.tasks import squad_v2_postprocess
 from tests.testing import finetune_testlib
 
 SEQ, STRIDE, MAX_QUERY, MAX_ANSWER = 32, 8, 8, 6
@@ -113,3 +115,60 @@ def test_export_tool_serves_windows_by_default(tmp_path, tmp_path_factory):
   context = " ".join(finetune_testlib.botchan_sentences(200, 4, 12)[10:24])
   got = serve(question=tf.constant(["Who?"]), context=tf.constant([context]))
   assert int(got["num_windows"][0]) > 4
+
+
+def test_squad_v2_head_export_answers_like_the_offline_predictor(
+    tmp_path, tmp_path_factory):
+  """The original's v2 head: best beam span, null score and threshold as
+  squad_v2_postprocess on the same windows."""
+  tokenizer = finetune_testlib.tokenizer(tmp_path_factory)
+  config = AlbertConfig(**dict(finetune_testlib.TINY_CONFIG,
+                               max_position_embeddings=SEQ))
+  tf.keras.utils.set_random_seed(5)
+  model = albert_squad_v2.AlbertSquadV2(AlbertEncoder(config))
+  sentences = finetune_testlib.botchan_sentences(200, 4, 12)
+  questions = ["Who went to the school?", "What did he say?", "Why?"]
+  contexts = [" ".join(sentences[10:20]), " ".join(sentences[40:46]),
+              " ".join(sentences[60:68])]
+  examples = [squad_data.SquadExample(f"q{i}", q, c)
+              for i, (q, c) in enumerate(zip(questions, contexts))]
+  metas, results = [], {}
+  for uid, (feats, meta) in enumerate(squad_data.convert_examples(
+      examples, tokenizer, SEQ, STRIDE, MAX_QUERY, False)):
+    metas.append(meta)
+    out = model({k: np.array([feats[k]], np.int32)
+                 for k in ("input_word_ids", "input_mask", "input_type_ids")})
+    results[uid] = squad_v2_postprocess.BeamResult(
+        *(out[k][0].numpy() for k in ("start_top_log_probs",
+                                      "start_top_index", "end_top_log_probs",
+                                      "end_top_index")),
+        float(out["cls_logits"][0]))
+  tokens = squad_data.example_metadata(examples, tokenizer)
+  _, null, nbest = squad_v2_postprocess.postprocess(
+      examples, metas, tokens, results, max_answer_length=MAX_ANSWER)
+  scores = sorted(null.values())
+  threshold = (scores[0] + scores[1]) / 2  # q with the lowest score answers
+  predictions, _, _ = squad_v2_postprocess.postprocess(
+      examples, metas, tokens, results, max_answer_length=MAX_ANSWER,
+      null_score_diff_threshold=threshold)
+  path = export_lib.export_serving(
+      model, str(tmp_path / "export"), finetune_testlib.spm_model(
+          tmp_path_factory), seq_length=SEQ, max_query_length=MAX_QUERY,
+      max_answer_length=MAX_ANSWER, doc_stride=STRIDE,
+      null_score_diff_threshold=threshold)
+  got = tf.saved_model.load(path).signatures["serving_default"](
+      question=tf.constant(questions), context=tf.constant(contexts))
+  for i, example in enumerate(examples):
+    best = nbest[example.qas_id][0]
+    np.testing.assert_allclose(float(got["null_score"][i]),
+                               null[example.qas_id], rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(float(got["answer_score"][i]),
+                               best["start_log_prob"] + best["end_log_prob"],
+                               rtol=1e-4, atol=1e-4)
+    assert (_norm(got["answer_text"][i].numpy().decode()) ==
+            _norm(predictions[example.qas_id]))
+  assert sum(bool(p) for p in predictions.values()) == 1
+  with pytest.raises(ValueError, match="doc_stride"):
+    export_lib.export_serving(model, str(tmp_path / "no_windows"),
+                              finetune_testlib.spm_model(tmp_path_factory),
+                              seq_length=SEQ)
