@@ -6,6 +6,7 @@ import json
 import os
 
 import pytest
+import tensorflow as tf
 
 from albert_tf.tasks import finetuning as finetune_lib
 from albert_tf.tasks import question_answering
@@ -45,6 +46,23 @@ def test_squad_v2_xlnet_head_finetune(tmp_path_factory):
              for q in nbest)
   with open(os.path.join(model_dir, "eval_results.json")) as f:
     assert json.load(f)["f1"] == pytest.approx(metrics["f1"])
+
+  # The export serves the same beam: null scores and best spans.
+  export = finetune_lib.run(question_answering.SquadFamily(), config,
+                            model_dir, "export",
+                            export_dir=str(tmp / "export"))["export"]
+  with open(files["dev"], encoding="utf-8") as f:
+    qas = [(p["qas"][0]["id"], p["qas"][0]["question"], p["context"])
+           for p in json.load(f)["data"][0]["paragraphs"][:8]]
+  got = tf.saved_model.load(export).signatures["serving_default"](
+      question=tf.constant([q for _, q, _ in qas]),
+      context=tf.constant([c for _, _, c in qas]))
+  for i, (qid, _, _) in enumerate(qas):
+    assert float(got["null_score"][i]) == pytest.approx(null_scores[qid],
+                                                        abs=1e-4)
+    served = got["answer_text"][i].numpy().decode()
+    assert served in ("", nbest[qid][0]["text"].lower())
+    assert (served == "") == (null_scores[qid] >= 0.0)  # data's threshold
 
 
 def test_xlnet_head_needs_v2_and_no_simple_answerability(tmp_path):
