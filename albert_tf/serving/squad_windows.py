@@ -57,12 +57,7 @@ def max_context(starts, lengths, window, max_tokens):
   score = (tf.cast(tf.minimum(pos - s, s + n - 1 - pos), tf.float64) +
            0.01 * tf.cast(n, tf.float64))
   score = tf.where(inside, score, -1.0)
-  best = tf.reduce_max(score, axis=-1, keepdims=True)
-  width = tf.shape(starts, out_type=tf.int64)[1]
-  first = tf.reduce_min(
-      tf.where(score == best, tf.range(width)[None, None, :], width),
-      axis=-1)  # [N, T]
-  return tf.equal(first, window[:, None])
+  return tf.equal(_first_argmax(score), window[:, None])  # [N, T]
 
 
 class SquadWindowServingModule(serving_modules.TaskServingModule):
