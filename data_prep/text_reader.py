@@ -53,6 +53,8 @@ def iter_clean_lines(path, stats, max_line_chars=100_000, progress=None):
     max_line_chars: longer lines are split at whitespace into several lines.
     progress: optional callable(bytes_consumed_delta) for ETA reporting.
   """
+  if max_line_chars < 1:  # 0 would loop forever on the first long line
+    raise ValueError(f"max_line_chars must be >= 1, got {max_line_chars}")
   f, raw = open_binary(path)
   limit = max(16, max_line_chars)  # bytes per read; a char is >= 1 byte
   decoder = codecs.getincrementaldecoder("utf-8")("strict")

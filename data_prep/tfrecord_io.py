@@ -15,6 +15,8 @@ import struct
 
 import numpy as np
 
+from data_prep import output_files
+
 # ---------------------------------------------------------------- CRC32C ----
 _POLY = 0x82F63B78  # Castagnoli, reflected.
 
@@ -188,6 +190,9 @@ def expand_output_files(spec):
     if not part:
       continue
     m = _SHARD_PATTERN.match(part)
+    if "@" in os.path.basename(part) and not m:
+      raise ValueError(f"output_file {part!r}: the shard count after '@' must "
+                       "be a positive integer (PATH@N)")
     if m:
       base, n = m.group(1), int(m.group(2))
       if n < 1:
@@ -211,7 +216,9 @@ def expand_input_files(spec):
     if not part:
       continue
     if any(c in part for c in "*?["):
-      matched = sorted(glob.glob(part))
+      # Our own summaries and temporary files are never corpus text.
+      matched = sorted(p for p in glob.glob(part)
+                       if not output_files.is_tool_output(p))
       if not matched:
         raise FileNotFoundError(f"input_file pattern matched no files: {part}")
       files.extend(matched)
