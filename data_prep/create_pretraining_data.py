@@ -51,7 +51,7 @@ _BLOCK_CHARS = 100_000
 _W = {}  # per-process state
 
 
-def _init_worker(run_cfg):
+def init_worker(run_cfg):
   tok = tokenization.FullTokenizer(run_cfg.spm_model_file, run_cfg.do_lower_case)
   _W["cfg"] = run_cfg
   _W["tok"] = tok
@@ -96,11 +96,13 @@ def process_block(task):
 
 
 # ---------------------------------------------------------------- main ----
-def _iter_blocks(input_files, stats, docs_per_block, max_line_chars,
-                 max_lines_per_document, progress):
+def iter_blocks(input_files, stats, docs_per_block, max_line_chars,
+                max_lines_per_document, progress, opener=None):
+  """Documents of all files, in order -> (index of first document, docs)."""
   block, chars, first = [], 0, 0
   for doc in text_reader.iter_documents(input_files, stats, max_line_chars,
-                                        max_lines_per_document, progress):
+                                        max_lines_per_document, progress,
+                                        opener):
     stats["documents_read"] += 1
     block.append(doc)
     chars += sum(len(line) for line in doc)
@@ -112,10 +114,12 @@ def _iter_blocks(input_files, stats, docs_per_block, max_line_chars,
     yield first, block
 
 
-class _Progress:
+class Progress:
   """Rate and ETA on stderr, from input bytes consumed."""
 
-  def __init__(self, total_bytes, interval, stream=sys.stderr):
+  def __init__(self, total_bytes, interval, stream=sys.stderr,
+               tool="create_pretraining_data"):
+    self.tool = tool
     self.total = max(1, total_bytes)
     self.done = 0
     self.interval = interval
@@ -135,7 +139,7 @@ class _Progress:
     frac = min(1.0, self.done / self.total)
     eta = el * (1 - frac) / frac if frac > 0 else float("nan")
     self.stream.write(
-        f"[create_pretraining_data] {frac:6.1%} of input, "
+        f"[{self.tool}] {frac:6.1%} of input, "
         f"{stats['documents_read']} docs ({stats['documents_read'] / el:.1f}/s), "
         f"{stats['instances']} instances ({stats['instances'] / el:.1f}/s), "
         f"elapsed {el:.0f}s, ETA {eta:.0f}s\n")
@@ -160,7 +164,7 @@ def run(input_files, output_files, run_cfg, num_workers=1, compression="NONE",
       raise OSError(f"Cannot read input file {path}")
   start = time.time()
   stats = collections.Counter()
-  progress = _Progress(sum(os.path.getsize(p) for p in input_files),
+  progress = Progress(sum(os.path.getsize(p) for p in input_files),
                        progress_interval)
   staged = output_files_mod.StagedOutputs(output_files, summary_file)
   writers = []
@@ -217,15 +221,15 @@ def _write_all(input_files, writers, run_cfg, stats, progress, num_workers,
         emit(buffer.pop())
     progress.maybe_report(stats)
 
-  blocks = _iter_blocks(input_files, stats, docs_per_block, max_line_chars,
+  blocks = iter_blocks(input_files, stats, docs_per_block, max_line_chars,
                         max_lines_per_document, progress.add_bytes)
   if num_workers <= 1:
-    _init_worker(run_cfg)
+    init_worker(run_cfg)
     for task in blocks:
       consume(process_block(task))
   else:
     ctx = multiprocessing.get_context("spawn")  # safe even if TF is loaded
-    with ctx.Pool(num_workers, initializer=_init_worker,
+    with ctx.Pool(num_workers, initializer=init_worker,
                   initargs=(run_cfg,)) as pool:
       pending = collections.deque()
       max_pending = 2 * num_workers + 1  # bounds memory: no eager feeding

@@ -234,15 +234,16 @@ def expand_input_files(spec):
 class RecordWriter:
   """Writes framed records to one file, optionally GZIP compressed."""
 
-  def __init__(self, path, compression="NONE"):
+  def __init__(self, path, compression="NONE", fileobj=None):
+    """fileobj: an open binary file to write to instead of opening `path`."""
     compression = (compression or "NONE").upper()
     if compression not in ("NONE", "GZIP"):
       raise ValueError(f"compression must be NONE or GZIP, got {compression}")
     d = os.path.dirname(path)
-    if d:
+    if d and fileobj is None:
       os.makedirs(d, exist_ok=True)
     self.path = path
-    raw = open(path, "wb")
+    raw = open(path, "wb") if fileobj is None else fileobj
     if compression == "GZIP":
       # mtime=0 and no file name keep the output byte-identical across runs.
       self._f = gzip.GzipFile(filename="", mode="wb", fileobj=raw,
