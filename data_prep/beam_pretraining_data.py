@@ -285,12 +285,7 @@ def main(argv):
     summary = run(
         expand_inputs(FLAGS.input_file),
         tfrecord_io.expand_output_files(FLAGS.output_file), run_cfg,
-        pipeline_args=argv[1:], compression=FLAGS.compression,
-        docs_per_block=FLAGS.docs_per_block,
-        max_line_chars=FLAGS.max_line_chars,
-        max_lines_per_document=FLAGS.max_lines_per_document,
-        summary_file=FLAGS.summary_file,
-        progress_interval=FLAGS.progress_interval)
+        pipeline_args=argv[1:], **pretraining_config.common_run_kwargs())
   except (OSError, ValueError) as e:
     sys.stderr.write(f"{TOOL}: error: {e}\n")
     sys.exit(1)

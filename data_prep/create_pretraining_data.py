@@ -252,13 +252,9 @@ def main(argv):
     summary = run(
         tfrecord_io.expand_input_files(FLAGS.input_file),
         tfrecord_io.expand_output_files(FLAGS.output_file), run_cfg,
-        num_workers=FLAGS.num_workers, compression=FLAGS.compression,
+        num_workers=FLAGS.num_workers,
         shuffle_buffer_size=FLAGS.shuffle_buffer_size,
-        docs_per_block=FLAGS.docs_per_block,
-        max_line_chars=FLAGS.max_line_chars,
-        max_lines_per_document=FLAGS.max_lines_per_document,
-        summary_file=FLAGS.summary_file,
-        progress_interval=FLAGS.progress_interval)
+        **pretraining_config.common_run_kwargs())
   except (OSError, ValueError) as e:
     sys.stderr.write(f"create_pretraining_data: error: {e}\n")
     sys.exit(1)

@@ -166,6 +166,16 @@ def run_config_from_flags():
                    v2_feature_names=FLAGS.v2_feature_names)
 
 
+def common_run_kwargs():
+  """Keyword arguments both tools' run() take, from the parsed flags."""
+  return dict(compression=FLAGS.compression,
+              docs_per_block=FLAGS.docs_per_block,
+              max_line_chars=FLAGS.max_line_chars,
+              max_lines_per_document=FLAGS.max_lines_per_document,
+              summary_file=FLAGS.summary_file,
+              progress_interval=FLAGS.progress_interval)
+
+
 def check_required_flags():
   for name in ("input_file", "output_file", "spm_model_file"):
     if not getattr(FLAGS, name):
