@@ -61,10 +61,10 @@ def _corpus(tmp, copies, sentences):
   return path
 
 
-def _run(corpus, model, out, workers, tool="local"):
+def _run(corpus, model, out, workers, tool="local", seq=128):
   cmd = [sys.executable, "-m", f"data_prep.{_TOOLS[tool]}",
          f"--input_file={corpus}", f"--output_file={out}@4",
-         f"--spm_model_file={model}", "--max_seq_length=128",
+         f"--spm_model_file={model}", f"--max_seq_length={seq}",
          "--dupe_factor=5", "--max_predictions_per_seq=20",
          "--progress_interval=0"]
   if tool == "beam":  # one SDK worker process per worker, like the pool
@@ -79,8 +79,11 @@ def _run(corpus, model, out, workers, tool="local"):
   if m["rc"]:
     raise RuntimeError(r.stderr)
   with open(out + "-00000-of-00004.summary.json") as f:
-    inst = json.load(f)["instances"]
-  return {"tool": tool, "workers": workers, "instances": inst,
+    summary = json.load(f)
+  inst = summary["instances"]
+  out_bytes = sum(os.path.getsize(p) for p in summary["records_per_file"])
+  return {"tool": tool, "workers": workers, "max_seq_length": seq,
+          "instances": inst, "output_bytes_per_instance": round(out_bytes / inst),
           "wall_seconds": round(m["wall"], 2),
           "cpu_seconds": round(m["cpu"], 2),
           "instances_per_second": round(inst / m["wall"], 1),
@@ -91,7 +94,8 @@ def _run(corpus, model, out, workers, tool="local"):
 
 def _beam_vs_local(runs):
   """Beam's per-core throughput relative to the local tool (10x corpus)."""
-  by = {(r["tool"], r["workers"]): r for r in runs if r["corpus"] == "10x"}
+  by = {(r["tool"], r["workers"]): r for r in runs
+        if r["corpus"] == "10x" and r["max_seq_length"] == 128}
   if ("beam", 1) not in by:
     return None
   out = {}
@@ -123,12 +127,18 @@ def main():
     plan = [("1x", one_x, 1, "local"), ("1x", one_x, 2, "local")]
     if not quick:
       plan += [("10x", ten_x, 1, "local"), ("10x", ten_x, 2, "local"),
-               ("10x", ten_x, 1, "beam"), ("10x", ten_x, 2, "beam")]
-    for size, corpus, workers, tool in plan:
+               ("10x", ten_x, 1, "beam"), ("10x", ten_x, 2, "beam"),
+               # Seq 512 (the released models'): cost per MB for estimates.
+               ("10x", ten_x, 1, "local", 512), ("10x", ten_x, 1, "beam", 512)]
+    for size, corpus, workers, tool, *seq in plan:
       res = _run(corpus, model,
-                 os.path.join(tmp, f"out_{size}_{workers}_{tool}"), workers,
-                 tool)
-      res.update(corpus=size, corpus_mb=round(os.path.getsize(corpus) / 2**20, 2))
+                 os.path.join(tmp, f"out_{size}_{workers}_{tool}_"
+                              f"{seq[0] if seq else 128}"),
+                 workers, tool, *seq)
+      mb = os.path.getsize(corpus) / 2**20
+      res.update(corpus=size, corpus_mb=round(mb, 2),
+                 mb_dupe_pass_per_cpu_second=round(
+                     mb * 5 / res["cpu_seconds"], 3))
       runs.append(res)
       print(json.dumps(res), flush=True)
   result = {

@@ -224,6 +224,20 @@ def _finalize(temp_dir, output_paths, compression):
           collections.Counter(result["stats"]))
 
 
+def _runner(name):
+  """The DirectRunner means Beam's FnApiRunner here.
+
+  Beam 2.77's DirectRunner first tries the Prism runner, which it downloads
+  from GitHub and which ignores --direct_num_workers; the FnApiRunner (its
+  fallback) runs offline and honours --direct_num_workers and
+  --direct_running_mode. Other runners are used as named.
+  """
+  if name in ("DirectRunner", "direct"):
+    from apache_beam.runners.portability.fn_api_runner import fn_runner  # pylint: disable=g-import-not-at-top
+    return fn_runner.FnApiRunner()
+  return None  # taken from the options
+
+
 def _delete(path):
   if FileSystems.exists(path):
     FileSystems.delete([path])
@@ -243,20 +257,20 @@ def run(input_files, output_paths, run_cfg, pipeline_args=(),
   _delete(temp_dir)
   start = time.time()
   options = PipelineOptions(list(pipeline_args))
+  runner_name = options.get_all_options().get("runner") or "DirectRunner"
   try:
-    with beam.Pipeline(options=options) as p:
+    with beam.Pipeline(runner=_runner(runner_name), options=options) as p:
       build_pipeline(p, input_files, run_cfg, model_bytes, len(output_paths),
                      temp_dir, compression, docs_per_block, max_line_chars,
                      max_lines_per_document, progress_interval)
     records_per_file, stats = _finalize(temp_dir, output_paths, compression)
   finally:
     _delete(temp_dir)
-  runner = options.get_all_options().get("runner") or "DirectRunner"
   summary = pretraining_summary.build(
       stats, input_files, records_per_file, run_cfg, vocab_size,
       time.time() - start,
       {"compression": compression, "docs_per_block": docs_per_block,
-       "runner": runner, "pipeline_args": list(pipeline_args)})
+       "runner": runner_name, "pipeline_args": list(pipeline_args)})
   tmp = output_files.temp_path(summary_file)
   with FileSystems.create(tmp) as f:
     f.write(json.dumps(summary, indent=2, sort_keys=True).encode())
