@@ -14,6 +14,7 @@ Writes benchmarks/results/data_prep.json.
   PYTHONPATH=. python benchmarks/bench_data_prep.py [--quick]
 """
 
+import collections
 import json
 import os
 import subprocess
@@ -29,6 +30,7 @@ sys.path.insert(0, ROOT)
 from data_prep import prepare_corpus  # pylint: disable=g-import-not-at-top
 from data_prep import train_sentencepiece  # pylint: disable=g-import-not-at-top
 
+_TRIALS = 2  # each configuration runs this often; the fastest run is kept
 _TOOLS = {"local": "create_pretraining_data", "beam": "beam_pretraining_data"}
 BOTCHAN = os.path.join(ROOT, "tests", "testdata", "botchan.txt")
 # Measures one child: wall time, CPU time, max RSS of any process, total RSS.
@@ -73,11 +75,16 @@ def _run(corpus, model, out, workers, tool="local", seq=128):
   else:
     cmd.append(f"--num_workers={workers}")
   env = dict(os.environ, PYTHONPATH=ROOT)
-  r = subprocess.run([sys.executable, "-c", _RUNNER] + cmd, env=env,
-                     capture_output=True, text=True, check=True)
-  m = json.loads(r.stdout.strip().splitlines()[-1])
-  if m["rc"]:
-    raise RuntimeError(r.stderr)
+  trials = []
+  for _ in range(_TRIALS):
+    r = subprocess.run([sys.executable, "-c", _RUNNER] + cmd, env=env,
+                       capture_output=True, text=True, check=True)
+    m = json.loads(r.stdout.strip().splitlines()[-1])
+    if m["rc"]:
+      raise RuntimeError(r.stderr)
+    trials.append(m)
+  # The 2-core machine is shared: the fastest trial is the least disturbed.
+  m = min(trials, key=lambda t: t["wall"])
   with open(out + "-00000-of-00004.summary.json") as f:
     summary = json.load(f)
   inst = summary["instances"]
@@ -85,11 +92,23 @@ def _run(corpus, model, out, workers, tool="local", seq=128):
   return {"tool": tool, "workers": workers, "max_seq_length": seq,
           "instances": inst, "output_bytes_per_instance": round(out_bytes / inst),
           "wall_seconds": round(m["wall"], 2),
+          "wall_seconds_all_trials": [round(t["wall"], 2) for t in trials],
           "cpu_seconds": round(m["cpu"], 2),
           "instances_per_second": round(inst / m["wall"], 1),
           "instances_per_cpu_second": round(inst / m["cpu"], 1),
           "peak_rss_mb_max_process": round(m["maxrss_kb"] / 1024, 1),
           "peak_rss_mb_total": round(m["peak_total"] / 2**20, 1)}
+
+
+def _read_rate(corpus):
+  """MB/s of the Beam pipeline's one sequential stage (read + blocks)."""
+  from data_prep import create_pretraining_data as cpd  # pylint: disable=g-import-not-at-top
+  start = time.process_time()
+  for _ in cpd.iter_blocks([corpus], collections.Counter(), 64, 100000,
+                           20000, None):
+    pass
+  return round(os.path.getsize(corpus) / 2**20 /
+               (time.process_time() - start), 1)
 
 
 def _beam_vs_local(runs):
@@ -123,13 +142,17 @@ def main():
       sentences = f.read()
     one_x = _corpus(tmp, 4, sentences)
     ten_x = _corpus(tmp, 40, sentences)
+    tiny = _corpus(tmp, 1, sentences[:2000])
+    read_rate = _read_rate(ten_x)
     runs = []
     plan = [("1x", one_x, 1, "local"), ("1x", one_x, 2, "local")]
     if not quick:
       plan += [("10x", ten_x, 1, "local"), ("10x", ten_x, 2, "local"),
                ("10x", ten_x, 1, "beam"), ("10x", ten_x, 2, "beam"),
                # Seq 512 (the released models'): cost per MB for estimates.
-               ("10x", ten_x, 1, "local", 512), ("10x", ten_x, 1, "beam", 512)]
+               ("10x", ten_x, 1, "local", 512), ("10x", ten_x, 1, "beam", 512),
+               # Fixed cost (start-up) of each tool: one short document.
+               ("tiny", tiny, 1, "local"), ("tiny", tiny, 1, "beam")]
     for size, corpus, workers, tool, *seq in plan:
       res = _run(corpus, model,
                  os.path.join(tmp, f"out_{size}_{workers}_{tool}_"
@@ -149,6 +172,7 @@ def main():
       "original_reference": {"instances": 10253, "seconds": 41,
                              "instances_per_second": 250},
       "runs": runs,
+      "sequential_read_mb_per_second": read_rate,
       "beam_vs_local": _beam_vs_local(runs),
       "timestamp": time.strftime("%Y-%m-%d %H:%M:%S"),
   }

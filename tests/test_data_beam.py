@@ -168,3 +168,18 @@ def test_output_equal_to_input_is_refused(spm_corpus, tmp_path):
   with pytest.raises(ValueError, match="c.txt"):
     bpd.run([str(copy)], [str(copy)], run_cfg(model), IN_MEMORY)
   assert copy.read_bytes() == open(corpus, "rb").read()
+
+
+def test_cli_bad_flag_is_one_line_error(spm_corpus, tmp_path):
+  model, corpus = spm_corpus
+  proc = subprocess.run(
+      [sys.executable, "-m", "data_prep.beam_pretraining_data",
+       f"--input_file={corpus}", f"--output_file={tmp_path}/o.tfrecord",
+       f"--spm_model_file={model}", "--dupe_factor=0"] + IN_MEMORY,
+      capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=120)
+  assert proc.returncode == 1
+  errors = [l for l in proc.stderr.splitlines()
+            if "Flags parsing error" in l or ": error:" in l]
+  assert len(errors) == 1 and "--dupe_factor=0" in errors[0], proc.stderr
+  assert "Traceback" not in proc.stderr
+  assert os.listdir(tmp_path) == []
