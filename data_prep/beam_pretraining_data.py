@@ -252,6 +252,7 @@ def run(input_files, output_paths, run_cfg, pipeline_args=(),
   output_files.check_disjoint(input_files, list(output_paths) + [summary_file])
   model_bytes, vocab_size = _load_model(run_cfg.spm_model_file,
                                         run_cfg.do_lower_case)
+  run_cfg.check_vocab_size(vocab_size)
   _delete(summary_file)  # a stale summary must not describe new files
   temp_dir = output_files.temp_path(output_paths[0] + ".beam")
   _delete(temp_dir)

@@ -159,6 +159,7 @@ def run(input_files, output_files, run_cfg, num_workers=1, compression="NONE",
                                   [summary_file])
   # Fail early and clearly: model and inputs must be readable.
   tok = tokenization.FullTokenizer(run_cfg.spm_model_file, run_cfg.do_lower_case)
+  run_cfg.check_vocab_size(tok.vocab_size)
   for path in input_files:
     if not os.access(path, os.R_OK) or os.path.isdir(path):
       raise OSError(f"Cannot read input file {path}")

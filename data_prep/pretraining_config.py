@@ -6,6 +6,7 @@ checked when the command line is parsed, with a one-line error naming it.
 """
 
 import dataclasses
+import typing
 
 from absl import app
 from absl import flags
@@ -26,6 +27,10 @@ def define_flags():
                       "Output TFRecord file(s): comma-separated list, or a sharded "
                       "pattern PATH@N that expands to PATH-0000i-of-0000N. Instances "
                       "are written round-robin across the files.")
+  flags.DEFINE_integer("vocab_size", None,
+                       "If set, the SentencePiece model must have exactly this "
+                       "many pieces (e.g. the model config's vocab_size); the "
+                       "run stops with an error otherwise.", lower_bound=1)
   flags.DEFINE_string("vocab_file", None,
                       "Unused; accepted for compatibility with the original (ALBERT "
                       "uses --spm_model_file).")
@@ -140,6 +145,14 @@ class RunConfig:
   random_seed: int = 12345
   dupe_factor: int = 40
   v2_feature_names: bool = False
+  expected_vocab_size: typing.Optional[int] = None  # --vocab_size
+
+  def check_vocab_size(self, pieces):
+    """Raises ValueError if --vocab_size disagrees with the model."""
+    if self.expected_vocab_size and self.expected_vocab_size != pieces:
+      raise ValueError(
+          f"--vocab_size={self.expected_vocab_size} but --spm_model_file "
+          f"{self.spm_model_file} has {pieces} pieces")
 
 
 def run_config_from_flags():
@@ -163,7 +176,8 @@ def run_config_from_flags():
                    do_lower_case=FLAGS.do_lower_case,
                    instance=instance_cfg, random_seed=FLAGS.random_seed,
                    dupe_factor=FLAGS.dupe_factor,
-                   v2_feature_names=FLAGS.v2_feature_names)
+                   v2_feature_names=FLAGS.v2_feature_names,
+                   expected_vocab_size=FLAGS.vocab_size)
 
 
 def common_run_kwargs():

@@ -4,6 +4,7 @@ giant lines, flag ranges, corrupt TFRecords, vocabulary size in the summary.
 Each test here fails on the code before the fix it covers.
 """
 
+import dataclasses
 import json
 import os
 import signal
@@ -285,6 +286,23 @@ def test_inspect_tfrecord_bad_files_are_one_line_errors(spm_corpus,
 
 
 # ------------------------------------------------ summary and vocab ----
+def test_vocab_size_flag_must_match_the_model(spm_corpus, small_corpus,
+                                              tmp_path):
+  model, _ = spm_corpus
+  pieces = spm.SentencePieceProcessor(model_file=model).get_piece_size()
+  out = tmp_path / "o.tfrecord"
+  proc = run_tool("create_pretraining_data", f"--input_file={small_corpus}",
+                  f"--output_file={out}", f"--spm_model_file={model}",
+                  "--max_seq_length=64", "--dupe_factor=1",
+                  f"--vocab_size={pieces + 1}")
+  line = error_line(proc)
+  assert f"--vocab_size={pieces + 1}" in line and f"{pieces} pieces" in line
+  assert os.listdir(tmp_path) == []
+  cfg = dataclasses.replace(small_cfg(model), expected_vocab_size=pieces)
+  assert cpd.run([small_corpus], [str(out)], cfg,
+                 progress_interval=0)["vocab_size"] == pieces
+
+
 def test_summary_carries_what_a_trainer_checks(spm_corpus, small_corpus,
                                                tmp_path):
   model, _ = spm_corpus
