@@ -314,6 +314,11 @@ def main(argv):
   pretraining_summary.report(summary, TOOL)
 
 
-if __name__ == "__main__":
+def cli():
+  """Console-script entry point (pyproject.toml)."""
   pretraining_config.define_flags()
   app.run(main, flags_parser=parse_flags)
+
+
+if __name__ == "__main__":
+  cli()

@@ -24,9 +24,9 @@ from data_prep import text_reader
 from data_prep import tfrecord_io
 from data_prep import tokenization
 from data_prep import train_sentencepiece
-from botchan_testlib import BOTCHAN, botchan_spm
+from tests.testing.botchan_testlib import BOTCHAN, botchan_spm
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENV = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "2"}
 
 

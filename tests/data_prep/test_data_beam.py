@@ -18,9 +18,9 @@ from data_prep import beam_pretraining_data as bpd
 from data_prep import create_pretraining_data as cpd
 from data_prep import pretraining_instances as pi
 from data_prep import tfrecord_io
-from botchan_testlib import botchan_spm
+from tests.testing.botchan_testlib import botchan_spm
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENV = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "2"}
 SEQ, PRED, DUPE = 64, 10, 2
 IN_MEMORY = ["--runner=DirectRunner", "--direct_num_workers=1"]
