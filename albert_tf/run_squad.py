@@ -39,7 +39,9 @@ def define_flags():
   flags.DEFINE_float("null_score_diff_threshold", None,
                      "v2.0: answer \"\" when null_odds exceeds this "
                      "(data.null_score_diff_threshold; use the best_f1_thresh "
-                     "of an eval run).")
+                     "of an eval run; with task.squad_head=xlnet: when the "
+                     "null score reaches it, the eval's "
+                     "null_score_diff_threshold).")
 
 
 def main(argv):
