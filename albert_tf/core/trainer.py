@@ -17,8 +17,12 @@ A `Task` supplies the model, the input pipeline and its loss as additive sums;
   start through `Task.initialize`;
 - TensorBoard summaries, `<model_dir>/metrics.jsonl`, a progress line with
   steps/s and ETA;
-- faults: a non-finite loss raises `NonFiniteLossError` without saving (the
-  last good checkpoint stays the latest); SIGTERM saves and stops;
+- faults (docs/reliability.md, "Training loop"): a non-finite loss, or
+  non-finite weights at a save, raise `NonFiniteLossError` without saving
+  (the last good checkpoint stays the latest); SIGTERM and SIGINT save and
+  stop; a data error saves, then names the bad input file; an unreadable
+  latest checkpoint falls back to the one before; a lock file keeps a second
+  run off model_dir;
 - evaluation over a held-out set, keeping the best checkpoint under
   `<model_dir>/best`.
 
@@ -46,7 +50,7 @@ import math
 import os
 import signal
 import time
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from absl import logging
 import numpy as np
@@ -54,7 +58,9 @@ import tensorflow as tf
 import tf_keras
 
 from albert_tf.checkpoints import object_layout
+from albert_tf.core import actions
 from albert_tf.core import distribute_utils
+from albert_tf.data import pretraining_dataloader
 from albert_tf.optimization import optimizer_factory
 
 METRICS_FILE = "metrics.jsonl"
@@ -62,8 +68,11 @@ CHECKPOINT_SUBDIR = "checkpoints"
 BEST_SUBDIR = "best"
 
 
-class NonFiniteLossError(RuntimeError):
-  """The training loss became NaN or infinite."""
+TrainingError = actions.TrainingError
+NonFiniteLossError = actions.NonFiniteLossError
+InputDataError = actions.InputDataError
+CheckpointError = actions.CheckpointError
+RunLockedError = actions.RunLockedError
 
 
 class Task:
@@ -112,6 +121,17 @@ class Task:
     """Objects saved with the model (default: our layout, encoder + model)."""
     return {}
 
+  def input_files(self, training: bool) -> List[str]:
+    """The input files, to name a corrupt one after a data error.
+
+    Default: the files of `config.data.input_path` (or `eval_input_path`)
+    when the task's config has them (the pretraining task's does).
+    """
+    data = getattr(getattr(self, "config", None), "data", None)
+    pattern = getattr(data, "input_path" if training else "eval_input_path",
+                      "")
+    return pretraining_dataloader.list_files(pattern) if pattern else []
+
 
 def _add(a, b):
   return {k: a[k] + b[k] for k in a}
@@ -141,11 +161,16 @@ class Trainer:
     model_dir: checkpoints (`<model_dir>/checkpoints`), summaries
       (`train/`, `eval/`), `metrics.jsonl`, best checkpoint (`best/`).
     strategy: a tf.distribute strategy (default: the current one).
+    restore_data_position: on resume, also restore the saved input position
+      (when False, e.g. after the input files or the global batch size
+      changed, everything else is restored and the input starts afresh).
   """
 
   def __init__(self, task: Task, config, model_dir: str,
-               strategy: Optional[tf.distribute.Strategy] = None):
+               strategy: Optional[tf.distribute.Strategy] = None,
+               restore_data_position: bool = True):
     self.task = task
+    self.restore_data_position = restore_data_position
     self.config = config
     self.model_dir = model_dir
     self.strategy = strategy or tf.distribute.get_strategy()
@@ -187,7 +212,7 @@ class Trainer:
         self.optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
     self._train_loop_fn = None
     self._eval_step_fn = None
-    self._preempted = False
+    self._stop_signal = None  # name of the signal that asked for a stop
     self.checkpoint_dir = os.path.join(model_dir, CHECKPOINT_SUBDIR)
     self.best_dir = os.path.join(model_dir, BEST_SUBDIR)
     os.makedirs(model_dir, exist_ok=True)
@@ -198,6 +223,10 @@ class Trainer:
   def _make_manager(self, iterator=None):
     extra = dict(optimizer=self.optimizer, step=self.global_step)
     extra.update(self.task.checkpoint_items(self.model))
+    # Restores use a checkpoint without the iterator when the caller resets
+    # the data position (the saved one is still written).
+    self._restore_checkpoint = object_layout.checkpoint_for(self.model,
+                                                            **extra)
     if iterator is not None and self.config.trainer.save_data_position:
       # Multi-replica input iterators cannot be saved (TF raises at save
       # time), so the data position is kept for single-replica runs only.
@@ -208,6 +237,8 @@ class Trainer:
                         " a resumed run restarts its input pipeline",
                         self.strategy.num_replicas_in_sync)
     self.checkpoint = object_layout.checkpoint_for(self.model, **extra)
+    if self.restore_data_position:
+      self._restore_checkpoint = self.checkpoint
     directory, keep = self.checkpoint_dir, self.config.trainer.max_to_keep
     if not self.is_chief:
       # Every worker saves (as Model Garden's workers do); a non-chief keeps
@@ -220,21 +251,42 @@ class Trainer:
         step_counter=self.global_step)
     return self.manager
 
+  def _last_good_checkpoint(self) -> str:
+    latest = tf.train.latest_checkpoint(self.checkpoint_dir)
+    return latest or "none (no checkpoint yet)"
+
   def save_checkpoint(self) -> Optional[str]:
-    path = self.manager.save(checkpoint_number=self.global_step)
-    logging.info("saved checkpoint %s", path)
-    return path
+    """Saves the current step, after checking that the weights are finite.
+
+    Raises NonFiniteLossError (nothing saved) on NaN/inf/overflowing
+    weights, CheckpointError (naming the path) if the write fails.
+    """
+    step = int(self.global_step.numpy())
+    if not actions.weights_finite(self.model.trainable_variables):
+      raise NonFiniteLossError(
+          f"the weights became NaN or infinite by step {step}: not saved; "
+          f"the last good checkpoint is {self._last_good_checkpoint()}. Try "
+          "a lower learning rate, check the input data or the loss scale.")
+    return actions.save_checkpoint(self.manager, step)
 
   def restore_or_initialize(self) -> int:
-    """Resumes from the latest checkpoint, else warm-starts the task."""
-    latest = tf.train.latest_checkpoint(self.checkpoint_dir)
-    if latest:
-      self.checkpoint.restore(latest).assert_existing_objects_matched()
-      logging.info("resumed from %s at step %d", latest,
-                   int(self.global_step.numpy()))
+    """Resumes from the newest readable checkpoint, else warm-starts the
+    task. Drops metrics.jsonl records past the restored step."""
+    restored = actions.restore_newest_readable(
+        self._restore_checkpoint, self.checkpoint_dir,
+        expect_partial=not self.restore_data_position)
+    step = int(self.global_step.numpy())
+    if restored:
+      logging.info("resumed from %s at step %d", restored, step)
+      if not self.restore_data_position:
+        logging.warning("restore_data_position=False: the input pipeline "
+                        "starts afresh (saved data position not restored)")
     else:
       self.task.initialize(self.model)
-    return int(self.global_step.numpy())
+    if self.is_chief:
+      actions.drop_metrics_after(os.path.join(self.model_dir, METRICS_FILE),
+                                 step)
+    return step
 
   def restore_model(self, path: str) -> int:
     """Loads model weights (and step) only, e.g. for evaluation."""
@@ -258,11 +310,8 @@ class Trainer:
       for k, v in values.items():
         tf.summary.scalar(k, v)
     self._writer(mode).flush()
-    record = {"mode": mode, "step": step, "time": round(time.time(), 3)}
-    record.update({k: float(v) for k, v in values.items()})
-    with open(os.path.join(self.model_dir, METRICS_FILE), "a",
-              encoding="utf-8") as f:
-      f.write(json.dumps(record) + "\n")
+    actions.append_metrics(os.path.join(self.model_dir, METRICS_FILE), mode,
+                           step, values)
 
   # --- Steps -----------------------------------------------------------------
 
@@ -365,9 +414,68 @@ class Trainer:
     return self.strategy.distribute_datasets_from_function(
         lambda ctx: self.task.build_inputs(ctx, training=training))
 
-  def _on_sigterm(self, signum, frame):  # pylint: disable=unused-argument
-    logging.warning("SIGTERM received: saving a checkpoint after this loop")
-    self._preempted = True
+  def _on_stop_signal(self, signum, frame):  # pylint: disable=unused-argument
+    name = signal.Signals(signum).name
+    logging.warning("%s received: saving a checkpoint after this loop", name)
+    self._stop_signal = name
+    if signum == signal.SIGINT:
+      # A second Ctrl-C interrupts at once (without saving).
+      signal.signal(signal.SIGINT, signal.default_int_handler)
+
+  def _install_signal_handlers(self):
+    """SIGTERM and SIGINT -> save and stop; returns the previous handlers."""
+    previous = {}
+    for signum in (signal.SIGTERM, signal.SIGINT):
+      try:
+        previous[signum] = signal.signal(signum, self._on_stop_signal)
+      except ValueError:  # not the main thread
+        pass
+    return previous
+
+  def _save_after_error(self, error: tf.errors.OpError) -> str:
+    """Saves the last finished step after a failed loop (if its weights are
+    finite); returns a sentence saying what was saved."""
+    try:
+      return f"saved {self.save_checkpoint()}"
+    except TrainingError as e:
+      logging.error("%s", e)
+      return (f"not saved ({type(e).__name__}); the last good checkpoint is "
+              f"{self._last_good_checkpoint()}")
+    finally:
+      logging.error("training loop failed at step %d: %s",
+                    int(self.global_step.numpy()),
+                    actions.error_summary(error))
+
+  def _input_error(self, error: tf.errors.OpError, saved: str):
+    """InputDataError naming the bad file, or None if `error` is not one."""
+    message = error.message
+    checked = "Corrupt or truncated TFRecord file"
+    if checked in message:  # the checked reader named the file
+      found = message[message.index(checked):].splitlines()[0]
+    elif isinstance(error, tf.errors.DataLossError):
+      logging.info("data error from the native reader; scanning the input "
+                   "files to name the bad one")
+      found = actions.find_corrupt_file(self.task.input_files(training=True))
+      found = found or ("corrupt input (no bad file found among the inputs: "
+                        f"{actions.error_summary(error)})")
+    else:
+      return None
+    return InputDataError(
+        f"{found}. At step {int(self.global_step.numpy())}: {saved}. Fix or "
+        "remove the file and rerun (a changed file list needs "
+        "restore_data_position=False).")
+
+  def _run_loop(self, iterator, num_steps):
+    """One host call of `num_steps` steps; on an op error saves the last
+    finished step first, then raises (InputDataError for bad data)."""
+    try:
+      return self._train_loop_fn(iterator, tf.constant(num_steps, tf.int32))
+    except tf.errors.OpError as e:
+      saved = self._save_after_error(e)
+      data_error = self._input_error(e, saved)
+      if data_error is not None:
+        raise data_error from e
+      raise
 
   def train(self, eval_callback: Optional[Callable[[int], Any]] = None
             ) -> Dict[str, float]:
@@ -375,71 +483,78 @@ class Trainer:
 
     `eval_callback(step)` runs every `trainer.eval_interval` steps (used by
     train_and_evaluate). Returns the metrics of the last loop (plus
-    "stopped": "completed" | "preempted").
-    Raises NonFiniteLossError on a NaN/inf loss (nothing saved).
+    "stopped": "completed" | "preempted"; "signal" when a signal stopped it).
+    Raises NonFiniteLossError on a NaN/inf loss or weights (nothing saved),
+    InputDataError on a corrupt input file (after saving), RunLockedError
+    when another live run holds model_dir.
     """
-    tc = self.config.trainer
     self.task.validate_inputs(training=True)
+    lock = actions.RunLock(self.model_dir) if self.is_chief else None
+    if lock:
+      lock.acquire()
+    previous = {}
+    try:
+      previous = self._install_signal_handlers()
+      return self._train(eval_callback)
+    finally:
+      for signum, handler in previous.items():
+        signal.signal(signum, handler)
+      if lock:
+        lock.release()
+
+  def _train(self, eval_callback):
+    tc = self.config.trainer
     iterator = iter(self.distribute_inputs(training=True))
     self._make_manager(iterator)
     step = self.restore_or_initialize()
     if self._train_loop_fn is None:
       self._train_loop_fn = self._build_train_loop()
-    try:
-      previous = signal.signal(signal.SIGTERM, self._on_sigterm)
-    except ValueError:  # not the main thread
-      previous = None
+    self._stop_signal = None
     result = {"stopped": "completed"}
     start_step, start_time = step, time.time()
-    try:
-      while step < tc.train_steps:
-        boundary = min(tc.train_steps,
-                       (step // tc.checkpoint_interval + 1) *
-                       tc.checkpoint_interval)
-        if eval_callback is not None:
-          boundary = min(boundary, (step // tc.eval_interval + 1) *
-                         tc.eval_interval)
-        num_steps = min(tc.steps_per_loop, boundary - step)
-        t0 = time.time()
-        sums, grad_norm, bad_steps = self._train_loop_fn(
-            iterator, tf.constant(num_steps, tf.int32))
-        metrics = {k: _to_float(v) for k, v in
-                   self.task.metrics_from_sums(sums).items()}
-        elapsed = time.time() - t0
-        if int(bad_steps) or not all(math.isfinite(v) for v in
-                                     metrics.values()):
-          latest = tf.train.latest_checkpoint(self.checkpoint_dir)
-          raise NonFiniteLossError(
-              f"training loss became NaN or infinite between steps {step} "
-              f"and {step + num_steps} ({int(bad_steps)} bad step(s); "
-              f"metrics {metrics}). Stopped without saving; the last good "
-              f"checkpoint is {latest or 'none (no checkpoint yet)'}. Try a "
-              "lower learning rate, check the input data or the loss scale.")
-        step += num_steps
-        metrics["learning_rate"] = _to_float(
-            self.schedule(self.optimizer.iterations - 1))
-        metrics["grad_norm"] = _to_float(grad_norm)
-        metrics["steps_per_sec"] = num_steps / max(elapsed, 1e-9)
-        metrics["examples_per_sec"] = (metrics["steps_per_sec"] *
-                                       self.task.global_batch_size)
-        if self._loss_scaled:
-          metrics["loss_scale"] = _to_float(self.optimizer.loss_scale)
-        self._log("train", step, metrics)
-        self._progress(step, start_step, start_time, metrics)
-        result.update(metrics)
-        if (step % tc.checkpoint_interval == 0 or step >= tc.train_steps or
-            self._preempted):
-          self.save_checkpoint()
-        if self._preempted:
-          result["stopped"] = "preempted"
-          logging.warning("preempted: saved step %d, exiting", step)
-          break
-        if eval_callback is not None and (step % tc.eval_interval == 0 or
-                                          step >= tc.train_steps):
-          eval_callback(step)
-    finally:
-      if previous is not None:
-        signal.signal(signal.SIGTERM, previous)
+    while step < tc.train_steps:
+      boundary = min(tc.train_steps,
+                     (step // tc.checkpoint_interval + 1) *
+                     tc.checkpoint_interval)
+      if eval_callback is not None:
+        boundary = min(boundary, (step // tc.eval_interval + 1) *
+                       tc.eval_interval)
+      num_steps = min(tc.steps_per_loop, boundary - step)
+      t0 = time.time()
+      sums, grad_norm, bad_steps = self._run_loop(iterator, num_steps)
+      metrics = {k: _to_float(v) for k, v in
+                 self.task.metrics_from_sums(sums).items()}
+      elapsed = time.time() - t0
+      if int(bad_steps) or not all(math.isfinite(v) for v in
+                                   metrics.values()):
+        raise NonFiniteLossError(
+            f"training loss became NaN or infinite between steps {step} "
+            f"and {step + num_steps} ({int(bad_steps)} bad step(s); "
+            f"metrics {metrics}). Stopped without saving; the last good "
+            f"checkpoint is {self._last_good_checkpoint()}. Try a "
+            "lower learning rate, check the input data or the loss scale.")
+      step += num_steps
+      metrics["learning_rate"] = _to_float(
+          self.schedule(self.optimizer.iterations - 1))
+      metrics["grad_norm"] = _to_float(grad_norm)
+      metrics["steps_per_sec"] = num_steps / max(elapsed, 1e-9)
+      metrics["examples_per_sec"] = (metrics["steps_per_sec"] *
+                                     self.task.global_batch_size)
+      if self._loss_scaled:
+        metrics["loss_scale"] = _to_float(self.optimizer.loss_scale)
+      self._log("train", step, metrics)
+      self._progress(step, start_step, start_time, metrics)
+      result.update(metrics)
+      if (step % tc.checkpoint_interval == 0 or step >= tc.train_steps or
+          self._stop_signal):
+        self.save_checkpoint()
+      if self._stop_signal:
+        result.update(stopped="preempted", signal=self._stop_signal)
+        logging.warning("%s: saved step %d, exiting", self._stop_signal, step)
+        break
+      if eval_callback is not None and (step % tc.eval_interval == 0 or
+                                        step >= tc.train_steps):
+        eval_callback(step)
     result["step"] = step
     return result
 
@@ -490,6 +605,9 @@ class Trainer:
   def _maybe_keep_best(self, step, metrics):
     tc = self.config.trainer
     if not self.is_chief or tc.best_metric not in metrics:
+      return
+    if not actions.weights_finite(self.model.trainable_variables):
+      logging.warning("not keeping step %d as best: non-finite weights", step)
       return
     info_path = os.path.join(self.best_dir, "best.json")
     value = metrics[tc.best_metric]

@@ -89,6 +89,16 @@ def _checked_records(path, compression, chunk=256):
     yield np.array(batch, dtype=object)
 
 
+def check_record_file(path, compression="auto"):
+  """Reads every record of `path`; IOError naming the file if one is bad.
+
+  Used after the native reader failed (its error names no file)."""
+  if compression == "auto":
+    compression = detect_compression(path)
+  for _ in _checked_records(path, compression or ""):
+    pass
+
+
 def _name_to_features(seq_length, max_predictions_per_seq, v2_names,
                       has_token_boundary, has_label):
   ids = "input_word_ids" if v2_names else "input_ids"
