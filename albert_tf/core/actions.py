@@ -1,25 +1,28 @@
-"""What the training loop does between steps, each as a small function:
-checkpoint save / restore that never trusts a bad file, the run lock on
-model_dir, the metrics file, finiteness of the weights, and naming the input
-file behind a data error.
+"""What the training loop does between steps: checkpoint save / restore that
+never trusts a bad file, the best checkpoint, SIGTERM/SIGINT, the run lock on
+model_dir, TensorBoard + metrics.jsonl, the progress line, finiteness of the
+weights, and naming the input file behind a data error.
 
 The promises these keep are listed in docs/reliability.md ("Training loop").
 """
 
 import glob
 import json
+import math
 import os
 import shutil
-import socket
+import signal
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 from absl import logging
 import tensorflow as tf
 
+from albert_tf.checkpoints import object_layout
 from albert_tf.data import pretraining_dataloader
 
-LOCK_FILE = "train.lock"
+METRICS_FILE = "metrics.jsonl"
+BEST_INFO_FILE = "best.json"
 
 
 class TrainingError(RuntimeError):
@@ -139,6 +142,123 @@ def restore_newest_readable(checkpoint: tf.train.Checkpoint, directory: str,
   return None
 
 
+def keep_if_best(best_dir: str, model, global_step: tf.Variable,
+                 metrics: Dict[str, float], metric: str,
+                 mode: str) -> Optional[str]:
+  """Writes the model to `<best_dir>/ckpt` (+ best.json) if `metrics[metric]`
+  beats the kept one (`mode` "max" or "min") and the weights are finite.
+  Returns the new checkpoint path, or None."""
+  if metric not in metrics:
+    return None
+  step = int(global_step.numpy())
+  if not weights_finite(model.trainable_variables):
+    logging.warning("not keeping step %d as best: non-finite weights", step)
+    return None
+  info_path = os.path.join(best_dir, BEST_INFO_FILE)
+  value = metrics[metric]
+  if os.path.exists(info_path):
+    with open(info_path, encoding="utf-8") as f:
+      best = json.load(f)[metric]
+    if not (value > best if mode == "max" else value < best):
+      return None
+  os.makedirs(best_dir, exist_ok=True)
+  path = object_layout.checkpoint_for(model, step=global_step).write(
+      os.path.join(best_dir, "ckpt"))
+  temp = info_path + ".tmp"
+  with open(temp, "w", encoding="utf-8") as f:
+    json.dump({metric: value, "step": step, "checkpoint": path,
+               "metrics": metrics}, f, indent=2)
+  os.replace(temp, info_path)
+  logging.info("new best %s %.4f at step %d -> %s", metric, value, step, path)
+  return path
+
+
+# --- Signals -----------------------------------------------------------------
+
+
+class StopSignals:
+  """While entered, SIGTERM and SIGINT ask the loop to save and stop after
+  its current host call (`received` names the signal). A second Ctrl-C
+  interrupts at once, without saving."""
+
+  def __init__(self):
+    self.received = None
+    self._previous = {}
+
+  def _handle(self, signum, frame):  # pylint: disable=unused-argument
+    name = signal.Signals(signum).name
+    logging.warning("%s received: saving a checkpoint after this loop", name)
+    self.received = name
+    if signum == signal.SIGINT:
+      signal.signal(signal.SIGINT, signal.default_int_handler)
+
+  def __enter__(self):
+    self.received = None
+    for signum in (signal.SIGTERM, signal.SIGINT):
+      try:
+        self._previous[signum] = signal.signal(signum, self._handle)
+      except ValueError:  # not the main thread: no handlers
+        pass
+    return self
+
+  def __exit__(self, *exc):
+    for signum, handler in self._previous.items():
+      signal.signal(signum, handler)
+    self._previous = {}
+
+
+# --- Metrics -----------------------------------------------------------------
+
+
+class MetricsLogger:
+  """TensorBoard summaries (`<model_dir>/<mode>/`) and
+  `<model_dir>/metrics.jsonl`; writes nothing unless `enabled` (the chief)."""
+
+  def __init__(self, model_dir: str, enabled: bool):
+    self.model_dir = model_dir
+    self.enabled = enabled
+    self.metrics_path = os.path.join(model_dir, METRICS_FILE)
+    self._writers = {}
+
+  def _writer(self, mode):
+    if mode not in self._writers:
+      self._writers[mode] = tf.summary.create_file_writer(
+          os.path.join(self.model_dir, mode))
+    return self._writers[mode]
+
+  def log(self, mode: str, step: int, values: Dict[str, float]) -> None:
+    if not self.enabled:
+      return
+    with self._writer(mode).as_default(step=step):
+      for k, v in values.items():
+        tf.summary.scalar(k, v)
+    self._writer(mode).flush()
+    append_metrics(self.metrics_path, mode, step, values)
+
+  def drop_after(self, step: int) -> None:
+    if self.enabled:
+      drop_metrics_after(self.metrics_path, step)
+
+
+_PROGRESS_EXTRAS = ("steps_per_sec", "examples_per_sec", "learning_rate",
+                    "grad_norm", "loss_scale")
+
+
+def progress_line(step: int, total: int, start_step: int, start_time: float,
+                  metrics: Dict[str, float]) -> str:
+  """"step 40/100 | loss ... | lr | grad_norm | steps/s examples/s | ETA"."""
+  rate = (step - start_step) / max(time.time() - start_time, 1e-9)
+  eta = (total - step) / rate if rate > 0 else float("inf")
+  eta_text = (time.strftime("%H:%M:%S", time.gmtime(eta))
+              if math.isfinite(eta) else "?")
+  shown = " ".join(f"{k} {v:.4f}" for k, v in metrics.items()
+                   if k not in _PROGRESS_EXTRAS)
+  return (f"step {step}/{total} | {shown} | lr {metrics['learning_rate']:.3g}"
+          f" | grad_norm {metrics['grad_norm']:.3f} | "
+          f"{metrics['steps_per_sec']:.2f} steps/s "
+          f"{metrics['examples_per_sec']:.1f} examples/s | ETA {eta_text}")
+
+
 # --- Metrics file ------------------------------------------------------------
 
 
@@ -176,82 +296,6 @@ def drop_metrics_after(path: str, step: int) -> int:
   return dropped
 
 
-# --- Run lock ----------------------------------------------------------------
-
-
-def _pid_alive(pid: int) -> bool:
-  try:
-    os.kill(pid, 0)
-  except ProcessLookupError:
-    return False
-  except PermissionError:
-    return True  # alive, owned by another user
-  return True
-
-
-class RunLock:
-  """`<model_dir>/train.lock` (pid + host) held for a training run.
-
-  A lock of a dead process on this host (or of this process) is taken over
-  with a warning; a live one, or one from another host, is refused.
-  """
-
-  def __init__(self, model_dir: str):
-    self.path = os.path.join(model_dir, LOCK_FILE)
-    self.host = socket.gethostname()
-    self._held = False
-
-  def _read_owner(self) -> Dict:
-    try:
-      with open(self.path, encoding="utf-8") as f:
-        return json.load(f)
-    except (OSError, ValueError):
-      return {}  # vanished or half-written: treated as stale
-
-  def acquire(self) -> None:
-    me = {"pid": os.getpid(), "host": self.host, "time": time.time()}
-    for _ in range(3):
-      try:
-        fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-      except FileExistsError:
-        owner = self._read_owner()
-        pid, host = owner.get("pid"), owner.get("host")
-        live = (host != self.host or
-                (isinstance(pid, int) and pid != me["pid"] and
-                 _pid_alive(pid)))
-        if owner and live:
-          raise RunLockedError(
-              f"{self.path}: model_dir is in use by pid {pid} on host {host}"
-              "; stop that run, or delete the lock file if it is stale")
-        logging.warning("%s: taking over the stale lock of pid %s on %s",
-                        self.path, pid, host)
-        try:
-          os.remove(self.path)
-        except FileNotFoundError:
-          pass
-        continue
-      with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(me, f)
-      self._held = True
-      return
-    raise RunLockedError(f"{self.path}: could not take the run lock")
-
-  def release(self) -> None:
-    if self._held:
-      self._held = False
-      try:
-        os.remove(self.path)
-      except FileNotFoundError:
-        pass
-
-  def __enter__(self):
-    self.acquire()
-    return self
-
-  def __exit__(self, *exc):
-    self.release()
-
-
 # --- Input data --------------------------------------------------------------
 
 
@@ -264,3 +308,27 @@ def find_corrupt_file(files: Sequence[str]) -> Optional[str]:
     except IOError as e:
       return str(e)
   return None
+
+
+_CHECKED_READER_ERROR = "Corrupt or truncated TFRecord file"
+
+
+def input_data_error(error: tf.errors.OpError, input_files: Callable[[], List[str]],
+                     step: int, saved: str) -> Optional[InputDataError]:
+  """The InputDataError for a failed training loop, naming the bad file
+  (from the checked reader's message, else by scanning `input_files()`), or
+  None if `error` is not a data error."""
+  message = error.message
+  if _CHECKED_READER_ERROR in message:
+    found = message[message.index(_CHECKED_READER_ERROR):].splitlines()[0]
+  elif isinstance(error, tf.errors.DataLossError):
+    logging.info("data error from the native reader; scanning the input "
+                 "files to name the bad one")
+    found = find_corrupt_file(input_files()) or (
+        "corrupt input (no bad file found among the inputs: "
+        f"{error_summary(error)})")
+  else:
+    return None
+  return InputDataError(
+      f"{found}. At step {step}: {saved}. Fix or remove the file and rerun "
+      "(a changed file list needs restore_data_position=False).")

@@ -1,73 +1,48 @@
 """A generic custom training loop for albert_tf tasks (pretraining and
-fine-tuning share it).
+fine-tuning share it): the facade over
 
-A `Task` supplies the model, the input pipeline and its loss as additive sums;
-`Trainer` does everything else:
+- `base_task.Task`: what a task supplies (model, inputs, loss as sums);
+- `base_trainer.DistributedSteps`: the replica step (global loss
+  normalisation, gradient accumulation, mixed precision, XLA, unscale ->
+  all-reduce -> clip -> apply) and the `steps_per_loop` tf.function;
+- `actions`: checkpoints (never a non-finite or partial one; an unreadable
+  latest falls back to the one before), the best checkpoint under
+  `<model_dir>/best`, SIGTERM/SIGINT (save and stop), TensorBoard +
+  `metrics.jsonl`, the progress line (steps/s, examples/s, ETA), naming a
+  corrupt input file after saving;
+- `run_lock`: one run per model_dir.
 
-- distribution: the global batch is split across replicas (and, with
-  gradient accumulation, into micro-batches); the loss is normalised by
-  global counts (e.g. the masked-token weight of the whole global batch), so
-  summing the replicas' gradients gives exactly the single-device gradient;
-- a `tf.function` running `steps_per_loop` steps per host call (the TPU
-  pattern), optional XLA (`jit_compile`) for forward + backward, mixed
-  precision (float16 with dynamic loss scaling, or bfloat16);
-- gradient order: unscale -> all-reduce -> clip -> apply (docs/optimization.md);
-- `tf.train.CheckpointManager` over model, optimizer, step and (where the
-  strategy supports it) the input iterator; resume from the latest, or warm
-  start through `Task.initialize`;
-- TensorBoard summaries, `<model_dir>/metrics.jsonl`, a progress line with
-  steps/s and ETA;
-- faults (docs/reliability.md, "Training loop"): a non-finite loss, or
-  non-finite weights at a save, raise `NonFiniteLossError` without saving
-  (the last good checkpoint stays the latest); SIGTERM and SIGINT save and
-  stop; a data error saves, then names the bad input file; an unreadable
-  latest checkpoint falls back to the one before; a lock file keeps a second
-  run off model_dir;
-- evaluation over a held-out set, keeping the best checkpoint under
-  `<model_dir>/best`.
-
-Writing a task:
-
-  class MyTask(trainer.Task):
-    def build_model(self): ...                      # tf_keras.Model
-    def build_inputs(self, input_context, training):
-      ...  # tf.data.Dataset of per-replica batches (dicts of tensors)
-    def loss_normalizers(self, features):           # from the features only
-      return {"count": tf.cast(tf.shape(features["label"])[0], tf.float32)}
-    def compute_sums(self, model, features, training):
-      ...  # additive float32 scalars: {"loss_sum":..., "correct":..., ...}
-    def loss_from_sums(self, sums, normalizers):    # linear in `sums`
-      return sums["loss_sum"] / normalizers["count"]
-    def metrics_from_sums(self, sums):              # includes "loss"
-      return {"loss": ..., "accuracy": ...}
+`Trainer` drives them: checkpoints every `checkpoint_interval` steps (and at
+the end or on a stop signal), evaluation every `eval_interval`, resume from
+the newest readable checkpoint (model, optimizer, step and, where the
+strategy can save it, the input position). Faults are listed with their
+tests in docs/reliability.md ("Training loop").
 
   trainer = Trainer(MyTask(...), experiment_config, model_dir, strategy)
   trainer.train()            # or evaluate(), train_and_evaluate(), ...
 """
 
-import json
 import math
 import os
-import signal
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, Optional
 
 from absl import logging
 import numpy as np
 import tensorflow as tf
-import tf_keras
 
 from albert_tf.checkpoints import object_layout
 from albert_tf.core import actions
+from albert_tf.core import base_task
+from albert_tf.core import base_trainer
 from albert_tf.core import distribute_utils
-from albert_tf.data import pretraining_dataloader
-from albert_tf.optimization import optimizer_factory
+from albert_tf.core import run_lock
 
-METRICS_FILE = "metrics.jsonl"
+METRICS_FILE = actions.METRICS_FILE
 CHECKPOINT_SUBDIR = "checkpoints"
 BEST_SUBDIR = "best"
 
-
+Task = base_task.Task
 TrainingError = actions.TrainingError
 NonFiniteLossError = actions.NonFiniteLossError
 InputDataError = actions.InputDataError
@@ -75,80 +50,8 @@ CheckpointError = actions.CheckpointError
 RunLockedError = actions.RunLockedError
 
 
-class Task:
-  """What the trainer needs from a task (see the module docstring)."""
-
-  # Global batch sizes (examples per optimizer step / per eval step).
-  global_batch_size: int = 0
-  eval_batch_size: int = 0
-
-  def build_model(self) -> tf_keras.Model:
-    raise NotImplementedError
-
-  def build_inputs(self, input_context: Optional[tf.distribute.InputContext],
-                   training: bool) -> tf.data.Dataset:
-    """Per-replica batches (batch = global // num_replicas)."""
-    raise NotImplementedError
-
-  def loss_normalizers(self, features) -> Dict[str, tf.Tensor]:
-    """Additive denominators of the loss, computed from the features only.
-
-    The trainer sums them over replicas (and micro-batches) before the
-    forward pass, so each replica's loss is already normalised globally.
-    """
-    raise NotImplementedError
-
-  def compute_sums(self, model, features, training: bool
-                   ) -> Dict[str, tf.Tensor]:
-    """Runs the model; additive float32 scalar sums (losses, hits, counts)."""
-    raise NotImplementedError
-
-  def loss_from_sums(self, sums, normalizers) -> tf.Tensor:
-    """The loss, linear in `sums` (so per-replica losses add up)."""
-    raise NotImplementedError
-
-  def metrics_from_sums(self, sums) -> Dict[str, Any]:
-    """Metrics (must include "loss") from sums added over batches."""
-    raise NotImplementedError
-
-  def validate_inputs(self, training: bool = True) -> None:
-    """Raises a clear error before training on bad/missing input files."""
-
-  def initialize(self, model) -> None:
-    """Warm start of a fresh run (e.g. from an init checkpoint)."""
-
-  def checkpoint_items(self, model) -> Dict[str, Any]:
-    """Objects saved with the model (default: our layout, encoder + model)."""
-    return {}
-
-  def input_files(self, training: bool) -> List[str]:
-    """The input files, to name a corrupt one after a data error.
-
-    Default: the files of `config.data.input_path` (or `eval_input_path`)
-    when the task's config has them (the pretraining task's does).
-    """
-    data = getattr(getattr(self, "config", None), "data", None)
-    pattern = getattr(data, "input_path" if training else "eval_input_path",
-                      "")
-    return pretraining_dataloader.list_files(pattern) if pattern else []
-
-
-def _add(a, b):
-  return {k: a[k] + b[k] for k in a}
-
-
 def _to_float(x):
   return float(np.asarray(x))
-
-
-def _split_micro_batches(features, num_micro):
-  """[b, ...] -> [num_micro, b / num_micro, ...] for every feature."""
-  def split(t):
-    shape = t.shape.as_list()
-    if shape and shape[0] is not None:
-      return tf.reshape(t, [num_micro, shape[0] // num_micro] + shape[1:])
-    return tf.reshape(t, tf.concat([[num_micro, -1], tf.shape(t)[1:]], 0))
-  return tf.nest.map_structure(split, features)
 
 
 class Trainer:
@@ -178,12 +81,7 @@ class Trainer:
     runtime = config.runtime
     self.precision = distribute_utils.resolve_precision(
         runtime.mixed_precision_dtype, self.strategy)
-    if runtime.seed is not None:
-      tf_keras.utils.set_random_seed(runtime.seed)
-    if runtime.deterministic:
-      tf.config.experimental.enable_op_determinism()
-    tf_keras.mixed_precision.set_global_policy(
-        distribute_utils.policy_name(self.precision))
+    base_trainer.configure_runtime(runtime, self.precision)
     tc = config.trainer
     self.accum_steps = tc.gradient_accumulation_steps
     replicas = self.strategy.num_replicas_in_sync
@@ -194,31 +92,27 @@ class Trainer:
     oc = config.optimizer
     with self.strategy.scope():
       self.model = task.build_model()
-      self.optimizer, self.schedule = optimizer_factory.create_optimizer(
-          oc.name, init_lr=oc.learning_rate, num_train_steps=tc.train_steps,
-          num_warmup_steps=oc.num_warmup_steps,
-          weight_decay_rate=oc.weight_decay_rate, poly_power=oc.poly_power,
-          start_warmup_step=oc.start_warmup_step,
-          bias_correction=oc.bias_correction, beta_1=oc.beta_1,
-          beta_2=oc.beta_2, epsilon=oc.epsilon,
-          mixed_precision_policy=distribute_utils.policy_name(self.precision))
+      self.optimizer, self.schedule = base_trainer.build_optimizer(
+          oc, tc.train_steps, self.precision)
       self.global_step = tf.Variable(
           0, dtype=tf.int64, trainable=False, name="global_step",
           aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
       # Slots now, so a restore fills them instead of deferring.
       inner = getattr(self.optimizer, "inner_optimizer", self.optimizer)
       inner._create_all_weights(self.model.trainable_variables)  # pylint: disable=protected-access
-    self._loss_scaled = isinstance(
-        self.optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
+    self.steps = base_trainer.DistributedSteps(
+        task, self.model, self.optimizer, self.strategy, self.global_step,
+        accum_steps=self.accum_steps, clip_norm=oc.clip_norm,
+        jit_compile=runtime.jit_compile)
+    self._compute_gradients = self.steps.compute_gradients  # tests compile it
     self._train_loop_fn = None
     self._eval_step_fn = None
-    self._stop_signal = None  # name of the signal that asked for a stop
     self.checkpoint_dir = os.path.join(model_dir, CHECKPOINT_SUBDIR)
     self.best_dir = os.path.join(model_dir, BEST_SUBDIR)
     os.makedirs(model_dir, exist_ok=True)
-    self._writers = {}
+    self.metrics_logger = actions.MetricsLogger(model_dir, self.is_chief)
 
-  # --- Checkpoints ----------------------------------------------------------
+  # --- Checkpoints -------------------------------------------------------------
 
   def _make_manager(self, iterator=None):
     extra = dict(optimizer=self.optimizer, step=self.global_step)
@@ -283,9 +177,7 @@ class Trainer:
                         "starts afresh (saved data position not restored)")
     else:
       self.task.initialize(self.model)
-    if self.is_chief:
-      actions.drop_metrics_after(os.path.join(self.model_dir, METRICS_FILE),
-                                 step)
+    self.metrics_logger.drop_after(step)
     return step
 
   def restore_model(self, path: str) -> int:
@@ -294,176 +186,23 @@ class Trainer:
     ckpt.read(path).expect_partial().assert_existing_objects_matched()
     return int(self.global_step.numpy())
 
-  # --- Logging ---------------------------------------------------------------
-
-  def _writer(self, name):
-    if name not in self._writers:
-      self._writers[name] = (
-          tf.summary.create_file_writer(os.path.join(self.model_dir, name))
-          if self.is_chief else tf.summary.create_noop_writer())
-    return self._writers[name]
-
-  def _log(self, mode: str, step: int, values: Dict[str, float]) -> None:
-    if not self.is_chief:
-      return
-    with self._writer(mode).as_default(step=step):
-      for k, v in values.items():
-        tf.summary.scalar(k, v)
-    self._writer(mode).flush()
-    actions.append_metrics(os.path.join(self.model_dir, METRICS_FILE), mode,
-                           step, values)
-
-  # --- Steps -----------------------------------------------------------------
-
-  def _compute_gradients(self, features, normalizers):
-    """Forward + backward over the micro-batches; unscaled local gradients."""
-    task, model, opt = self.task, self.model, self.optimizer
-    variables = model.trainable_variables
-
-    def grads_of(micro):
-      with tf.GradientTape() as tape:
-        sums = task.compute_sums(model, micro, training=True)
-        loss = task.loss_from_sums(sums, normalizers)
-        if self._loss_scaled:
-          loss = opt.get_scaled_loss(loss)
-      return tape.gradient(loss, variables), sums
-
-    if self.accum_steps == 1:
-      grads, sums = grads_of(features)
-    else:
-      micro = _split_micro_batches(features, self.accum_steps)
-      grads = [tf.zeros(v.shape, v.dtype) for v in variables]
-      sums = None
-      for i in range(self.accum_steps):
-        g, s = grads_of(tf.nest.map_structure(lambda t, i=i: t[i], micro))
-        grads = [a if b is None else a + tf.convert_to_tensor(b)
-                 for a, b in zip(grads, g)]
-        sums = s if sums is None else _add(sums, s)
-    if self._loss_scaled:
-      grads = opt.get_unscaled_gradients(grads)
-    return grads, sums
-
-  def _replica_train_step(self, features):
-    ctx = tf.distribute.get_replica_context()
-    normalizers = self.task.loss_normalizers(features)
-    normalizers = ctx.all_reduce(tf.distribute.ReduceOp.SUM, normalizers)
-    compute = self._compute_gradients
-    if self.config.runtime.jit_compile:
-      compute = tf.function(compute, jit_compile=True)
-    grads, sums = compute(features, normalizers)
-    variables = self.model.trainable_variables
-    # Dense before the all-reduce: replicas' IndexedSlices (embedding
-    # gathers) differ in length, which collective all-reduce rejects; LAMB
-    # densifies them anyway.
-    grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
-             for g in grads]
-    grads = optimizer_factory.all_reduce_gradients(grads)
-    clip = self.config.optimizer.clip_norm
-    if clip > 0:
-      grads, grad_norm = optimizer_factory.clip_by_global_norm(grads, clip)
-    else:
-      grad_norm = tf.linalg.global_norm([g for g in grads if g is not None])
-    self.optimizer.apply_gradients(
-        [(g, v) for g, v in zip(grads, variables) if g is not None],
-        experimental_aggregate_gradients=False)
-    return sums, grad_norm
-
-  def _reduce_sum(self, sums):
-    # Key by key: MultiWorkerMirroredStrategy.reduce rejects a dict.
-    return {k: self.strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None)
-            for k, v in sums.items()}
-
-  def _step(self, iterator):
-    """One global step in cross-replica context; reduced sums."""
-    sums, grad_norm = self.strategy.run(self._replica_train_step,
-                                        args=(next(iterator),))
-    sums = self._reduce_sum(sums)
-    grad_norm = self.strategy.reduce(tf.distribute.ReduceOp.MEAN, grad_norm,
-                                     axis=None)
-    finite = tf.math.is_finite(self.task.metrics_from_sums(sums)["loss"])
-    self.global_step.assign_add(1)
-    return sums, grad_norm, finite
-
-  def _build_train_loop(self):
-    @tf.function
-    def train_loop(iterator, num_steps):
-      # The first step outside the loop fixes the structure of the sums.
-      sums, norm_sum, finite = self._step(iterator)
-      bad_steps = tf.cast(tf.logical_not(finite), tf.int32)
-      for _ in tf.range(num_steps - 1):
-        s, n, f = self._step(iterator)
-        sums = _add(sums, s)
-        norm_sum += n
-        bad_steps += tf.cast(tf.logical_not(f), tf.int32)
-      return sums, norm_sum / tf.cast(num_steps, norm_sum.dtype), bad_steps
-    return train_loop
-
-  def _replica_eval_step(self, features):
-    return self.task.compute_sums(self.model, features, training=False)
-
-  def _build_eval_step(self):
-    @tf.function
-    def eval_step(features):
-      sums = self.strategy.run(self._replica_eval_step, args=(features,))
-      return self._reduce_sum(sums)
-    return eval_step
-
-  # --- Public API ---------------------------------------------------------------
+  # --- Training --------------------------------------------------------------
 
   def distribute_inputs(self, training: bool):
     return self.strategy.distribute_datasets_from_function(
         lambda ctx: self.task.build_inputs(ctx, training=training))
 
-  def _on_stop_signal(self, signum, frame):  # pylint: disable=unused-argument
-    name = signal.Signals(signum).name
-    logging.warning("%s received: saving a checkpoint after this loop", name)
-    self._stop_signal = name
-    if signum == signal.SIGINT:
-      # A second Ctrl-C interrupts at once (without saving).
-      signal.signal(signal.SIGINT, signal.default_int_handler)
-
-  def _install_signal_handlers(self):
-    """SIGTERM and SIGINT -> save and stop; returns the previous handlers."""
-    previous = {}
-    for signum in (signal.SIGTERM, signal.SIGINT):
-      try:
-        previous[signum] = signal.signal(signum, self._on_stop_signal)
-      except ValueError:  # not the main thread
-        pass
-    return previous
-
   def _save_after_error(self, error: tf.errors.OpError) -> str:
     """Saves the last finished step after a failed loop (if its weights are
     finite); returns a sentence saying what was saved."""
+    logging.error("training loop failed at step %d: %s",
+                  int(self.global_step.numpy()), actions.error_summary(error))
     try:
       return f"saved {self.save_checkpoint()}"
     except TrainingError as e:
       logging.error("%s", e)
       return (f"not saved ({type(e).__name__}); the last good checkpoint is "
               f"{self._last_good_checkpoint()}")
-    finally:
-      logging.error("training loop failed at step %d: %s",
-                    int(self.global_step.numpy()),
-                    actions.error_summary(error))
-
-  def _input_error(self, error: tf.errors.OpError, saved: str):
-    """InputDataError naming the bad file, or None if `error` is not one."""
-    message = error.message
-    checked = "Corrupt or truncated TFRecord file"
-    if checked in message:  # the checked reader named the file
-      found = message[message.index(checked):].splitlines()[0]
-    elif isinstance(error, tf.errors.DataLossError):
-      logging.info("data error from the native reader; scanning the input "
-                   "files to name the bad one")
-      found = actions.find_corrupt_file(self.task.input_files(training=True))
-      found = found or ("corrupt input (no bad file found among the inputs: "
-                        f"{actions.error_summary(error)})")
-    else:
-      return None
-    return InputDataError(
-        f"{found}. At step {int(self.global_step.numpy())}: {saved}. Fix or "
-        "remove the file and rerun (a changed file list needs "
-        "restore_data_position=False).")
 
   def _run_loop(self, iterator, num_steps):
     """One host call of `num_steps` steps; on an op error saves the last
@@ -472,44 +211,42 @@ class Trainer:
       return self._train_loop_fn(iterator, tf.constant(num_steps, tf.int32))
     except tf.errors.OpError as e:
       saved = self._save_after_error(e)
-      data_error = self._input_error(e, saved)
+      data_error = actions.input_data_error(
+          e, lambda: self.task.input_files(training=True),
+          int(self.global_step.numpy()), saved)
       if data_error is not None:
         raise data_error from e
       raise
 
   def train(self, eval_callback: Optional[Callable[[int], Any]] = None
-            ) -> Dict[str, float]:
+            ) -> Dict[str, Any]:
     """Trains to `trainer.train_steps`, resuming from the latest checkpoint.
 
     `eval_callback(step)` runs every `trainer.eval_interval` steps (used by
     train_and_evaluate). Returns the metrics of the last loop (plus
     "stopped": "completed" | "preempted"; "signal" when a signal stopped it).
     Raises NonFiniteLossError on a NaN/inf loss or weights (nothing saved),
-    InputDataError on a corrupt input file (after saving), RunLockedError
-    when another live run holds model_dir.
+    InputDataError on a corrupt input file (after saving), CheckpointError
+    when a save fails, RunLockedError when another live run holds model_dir.
     """
     self.task.validate_inputs(training=True)
-    lock = actions.RunLock(self.model_dir) if self.is_chief else None
+    lock = run_lock.RunLock(self.model_dir) if self.is_chief else None
     if lock:
       lock.acquire()
-    previous = {}
     try:
-      previous = self._install_signal_handlers()
-      return self._train(eval_callback)
+      with actions.StopSignals() as stop:
+        return self._train(eval_callback, stop)
     finally:
-      for signum, handler in previous.items():
-        signal.signal(signum, handler)
       if lock:
         lock.release()
 
-  def _train(self, eval_callback):
+  def _train(self, eval_callback, stop: actions.StopSignals):
     tc = self.config.trainer
     iterator = iter(self.distribute_inputs(training=True))
     self._make_manager(iterator)
     step = self.restore_or_initialize()
     if self._train_loop_fn is None:
-      self._train_loop_fn = self._build_train_loop()
-    self._stop_signal = None
+      self._train_loop_fn = self.steps.build_train_loop()
     result = {"stopped": "completed"}
     start_step, start_time = step, time.time()
     while step < tc.train_steps:
@@ -534,23 +271,18 @@ class Trainer:
             f"checkpoint is {self._last_good_checkpoint()}. Try a "
             "lower learning rate, check the input data or the loss scale.")
       step += num_steps
-      metrics["learning_rate"] = _to_float(
-          self.schedule(self.optimizer.iterations - 1))
-      metrics["grad_norm"] = _to_float(grad_norm)
-      metrics["steps_per_sec"] = num_steps / max(elapsed, 1e-9)
-      metrics["examples_per_sec"] = (metrics["steps_per_sec"] *
-                                     self.task.global_batch_size)
-      if self._loss_scaled:
-        metrics["loss_scale"] = _to_float(self.optimizer.loss_scale)
-      self._log("train", step, metrics)
-      self._progress(step, start_step, start_time, metrics)
+      metrics.update(self._loop_stats(num_steps, elapsed, grad_norm))
+      self.metrics_logger.log("train", step, metrics)
+      logging.info("%s", actions.progress_line(step, tc.train_steps,
+                                               start_step, start_time,
+                                               metrics))
       result.update(metrics)
       if (step % tc.checkpoint_interval == 0 or step >= tc.train_steps or
-          self._stop_signal):
+          stop.received):
         self.save_checkpoint()
-      if self._stop_signal:
-        result.update(stopped="preempted", signal=self._stop_signal)
-        logging.warning("%s: saved step %d, exiting", self._stop_signal, step)
+      if stop.received:
+        result.update(stopped="preempted", signal=stop.received)
+        logging.warning("%s: saved step %d, exiting", stop.received, step)
         break
       if eval_callback is not None and (step % tc.eval_interval == 0 or
                                         step >= tc.train_steps):
@@ -558,34 +290,33 @@ class Trainer:
     result["step"] = step
     return result
 
-  def _progress(self, step, start_step, start_time, metrics):
-    total = self.config.trainer.train_steps
-    rate = (step - start_step) / max(time.time() - start_time, 1e-9)
-    eta = (total - step) / rate if rate > 0 else float("inf")
-    eta_text = (time.strftime("%H:%M:%S", time.gmtime(eta))
-                if math.isfinite(eta) else "?")
-    shown = " ".join(f"{k} {metrics[k]:.4f}" for k in metrics
-                     if k not in ("steps_per_sec", "examples_per_sec",
-                                  "learning_rate", "grad_norm",
-                                  "loss_scale"))
-    logging.info(
-        "step %d/%d | %s | lr %.3g | grad_norm %.3f | %.2f steps/s "
-        "%.1f examples/s | ETA %s", step, total, shown,
-        metrics["learning_rate"], metrics["grad_norm"],
-        metrics["steps_per_sec"], metrics["examples_per_sec"], eta_text)
+  def _loop_stats(self, num_steps, elapsed, grad_norm) -> Dict[str, float]:
+    stats = {
+        "learning_rate": _to_float(self.schedule(self.optimizer.iterations -
+                                                 1)),
+        "grad_norm": _to_float(grad_norm),
+        "steps_per_sec": num_steps / max(elapsed, 1e-9)}
+    stats["examples_per_sec"] = (stats["steps_per_sec"] *
+                                 self.task.global_batch_size)
+    if self.steps.loss_scaled:
+      stats["loss_scale"] = _to_float(self.optimizer.loss_scale)
+    return stats
+
+  # --- Evaluation and prediction -----------------------------------------------
 
   def evaluate(self, eval_steps: Optional[int] = None) -> Dict[str, float]:
-    """Metrics of the current weights over the held-out set."""
-    tc = self.config.trainer
-    eval_steps = tc.eval_steps if eval_steps is None else eval_steps
+    """Metrics of the current weights over the held-out set (keeps the best
+    checkpoint under <model_dir>/best)."""
+    if eval_steps is None:
+      eval_steps = self.config.trainer.eval_steps
     self.task.validate_inputs(training=False)
     if self._eval_step_fn is None:
-      self._eval_step_fn = self._build_eval_step()
+      self._eval_step_fn = self.steps.build_eval_step()
     total, batches, t0 = None, 0, time.time()
     for features in self.distribute_inputs(training=False):
       sums = self._eval_step_fn(features)
       sums = {k: np.asarray(v, np.float64) for k, v in sums.items()}
-      total = sums if total is None else _add(total, sums)
+      total = sums if total is None else base_trainer.add_sums(total, sums)
       batches += 1
       if eval_steps and batches >= eval_steps:
         break
@@ -595,37 +326,15 @@ class Trainer:
                self.task.metrics_from_sums(total).items()}
     step = int(self.global_step.numpy())
     metrics["eval_batches"] = batches
-    self._log("eval", step, metrics)
+    self.metrics_logger.log("eval", step, metrics)
     logging.info("eval at step %d (%d batches, %.1fs): %s", step, batches,
                  time.time() - t0, " ".join(
                      f"{k} {v:.4f}" for k, v in metrics.items()))
-    self._maybe_keep_best(step, metrics)
-    return metrics
-
-  def _maybe_keep_best(self, step, metrics):
     tc = self.config.trainer
-    if not self.is_chief or tc.best_metric not in metrics:
-      return
-    if not actions.weights_finite(self.model.trainable_variables):
-      logging.warning("not keeping step %d as best: non-finite weights", step)
-      return
-    info_path = os.path.join(self.best_dir, "best.json")
-    value = metrics[tc.best_metric]
-    if os.path.exists(info_path):
-      with open(info_path, encoding="utf-8") as f:
-        best = json.load(f)[tc.best_metric]
-      better = value > best if tc.best_metric_mode == "max" else value < best
-      if not better:
-        return
-    os.makedirs(self.best_dir, exist_ok=True)
-    path = object_layout.checkpoint_for(self.model, step=self.global_step
-                                        ).write(os.path.join(self.best_dir,
-                                                             "ckpt"))
-    with open(info_path, "w", encoding="utf-8") as f:
-      json.dump({tc.best_metric: value, "step": step, "checkpoint": path,
-                 "metrics": metrics}, f, indent=2)
-    logging.info("new best %s %.4f at step %d -> %s", tc.best_metric, value,
-                 step, path)
+    if self.is_chief:
+      actions.keep_if_best(self.best_dir, self.model, self.global_step,
+                           metrics, tc.best_metric, tc.best_metric_mode)
+    return metrics
 
   def train_and_evaluate(self) -> Dict[str, Any]:
     """Trains, evaluating every `trainer.eval_interval` steps and at the end."""
@@ -673,13 +382,7 @@ class Trainer:
     `output_fn(model, features)` (default: the model's outputs) may keep
     ids from the features. One dict per replica batch, in order.
     """
-    output_fn = output_fn or (lambda model, f: model(f, training=False))
-
-    @tf.function
-    def step(features):
-      return self.strategy.run(lambda f: output_fn(self.model, f),
-                               args=(features,))
-
+    step = self.steps.build_predict_step(output_fn)
     for features in self.strategy.distribute_datasets_from_function(
         dataset_fn):
       out = step(features)

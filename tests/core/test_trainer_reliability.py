@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from albert_tf import run_pretraining
 from albert_tf.core import actions
+from albert_tf.core import run_lock
 from albert_tf.core import trainer as trainer_lib
 from albert_tf.tasks import pretraining as pretraining_task
 from tests.testing import pretrain_testutil as tu
@@ -93,7 +94,7 @@ def test_corrupt_input_file_is_named_and_progress_saved(
   assert step >= 5 and checkpoint_step(trainer) == step
   assert_finite_checkpoint(tf.train.latest_checkpoint(trainer.checkpoint_dir))
   assert not os.path.exists(os.path.join(str(tmp_path / "m"),
-                                         actions.LOCK_FILE))
+                                         run_lock.LOCK_FILE))
 
 
 def test_sigint_saves_and_stops_like_sigterm(train_file, tmp_path):
@@ -211,7 +212,7 @@ def test_disk_full_at_save_names_the_path_and_leaves_no_temp(train_file,
 
 def test_second_live_run_is_refused_and_a_stale_lock_taken_over(
     train_file, tmp_path):
-  lock = tmp_path / actions.LOCK_FILE
+  lock = tmp_path / run_lock.LOCK_FILE
   host = socket.gethostname()
   other = subprocess.Popen([sys.executable, "-c",
                             "import time; time.sleep(120)"])

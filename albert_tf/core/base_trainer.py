@@ -1,0 +1,196 @@
+"""The distributed step functions of the training loop (no I/O, no policy).
+
+- the global batch is split across replicas (and, with gradient
+  accumulation, into micro-batches); the loss is normalised by global counts
+  (e.g. the masked-token weight of the whole global batch), so summing the
+  replicas' gradients gives exactly the single-device gradient;
+- a `tf.function` runs `steps_per_loop` steps per host call (the TPU
+  pattern); XLA (`jit_compile`) compiles forward + backward; mixed precision
+  (float16 with dynamic loss scaling, or bfloat16) unscales the gradients;
+- gradient order: unscale -> all-reduce -> clip -> apply
+  (docs/optimization.md).
+"""
+
+from typing import Callable, Optional
+
+import tensorflow as tf
+import tf_keras
+
+from albert_tf.core import base_task
+from albert_tf.core import distribute_utils
+from albert_tf.optimization import optimizer_factory
+
+
+def configure_runtime(runtime, precision: str) -> None:
+  """Seed, op determinism and the Keras precision policy of
+  `runtime` (an experiment_config.RuntimeConfig)."""
+  if runtime.seed is not None:
+    tf_keras.utils.set_random_seed(runtime.seed)
+  if runtime.deterministic:
+    tf.config.experimental.enable_op_determinism()
+  tf_keras.mixed_precision.set_global_policy(
+      distribute_utils.policy_name(precision))
+
+
+def build_optimizer(optimizer_config, train_steps: int, precision: str):
+  """(optimizer, learning-rate schedule) of an experiment's `optimizer`
+  config; call under the strategy's scope."""
+  oc = optimizer_config
+  return optimizer_factory.create_optimizer(
+      oc.name, init_lr=oc.learning_rate, num_train_steps=train_steps,
+      num_warmup_steps=oc.num_warmup_steps,
+      weight_decay_rate=oc.weight_decay_rate, poly_power=oc.poly_power,
+      start_warmup_step=oc.start_warmup_step,
+      bias_correction=oc.bias_correction, beta_1=oc.beta_1,
+      beta_2=oc.beta_2, epsilon=oc.epsilon,
+      mixed_precision_policy=distribute_utils.policy_name(precision))
+
+
+def add_sums(a, b):
+  return {k: a[k] + b[k] for k in a}
+
+
+def split_micro_batches(features, num_micro):
+  """[b, ...] -> [num_micro, b / num_micro, ...] for every feature."""
+  def split(t):
+    shape = t.shape.as_list()
+    if shape and shape[0] is not None:
+      return tf.reshape(t, [num_micro, shape[0] // num_micro] + shape[1:])
+    return tf.reshape(t, tf.concat([[num_micro, -1], tf.shape(t)[1:]], 0))
+  return tf.nest.map_structure(split, features)
+
+
+class DistributedSteps:
+  """Train, eval and predict steps of a task's model under a strategy.
+
+  Args:
+    task: the `base_task.Task` (loss as sums, metrics).
+    model, optimizer: built under `strategy.scope()`.
+    strategy: the tf.distribute strategy.
+    global_step: int64 variable, incremented once per optimizer step.
+    accum_steps: micro-batches per optimizer step.
+    clip_norm: global-norm clipping after the all-reduce (0: none).
+    jit_compile: compile forward + backward with XLA.
+  """
+
+  def __init__(self, task: base_task.Task, model: tf_keras.Model, optimizer,
+               strategy: tf.distribute.Strategy, global_step: tf.Variable,
+               accum_steps: int = 1, clip_norm: float = 0.0,
+               jit_compile: bool = False):
+    self.task = task
+    self.model = model
+    self.optimizer = optimizer
+    self.strategy = strategy
+    self.global_step = global_step
+    self.accum_steps = accum_steps
+    self.clip_norm = clip_norm
+    self.jit_compile = jit_compile
+    self.loss_scaled = isinstance(
+        optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
+
+  def compute_gradients(self, features, normalizers):
+    """Forward + backward over the micro-batches; unscaled local gradients."""
+    task, model, opt = self.task, self.model, self.optimizer
+    variables = model.trainable_variables
+
+    def grads_of(micro):
+      with tf.GradientTape() as tape:
+        sums = task.compute_sums(model, micro, training=True)
+        loss = task.loss_from_sums(sums, normalizers)
+        if self.loss_scaled:
+          loss = opt.get_scaled_loss(loss)
+      return tape.gradient(loss, variables), sums
+
+    if self.accum_steps == 1:
+      grads, sums = grads_of(features)
+    else:
+      micro = split_micro_batches(features, self.accum_steps)
+      grads = [tf.zeros(v.shape, v.dtype) for v in variables]
+      sums = None
+      for i in range(self.accum_steps):
+        g, s = grads_of(tf.nest.map_structure(lambda t, i=i: t[i], micro))
+        grads = [a if b is None else a + tf.convert_to_tensor(b)
+                 for a, b in zip(grads, g)]
+        sums = s if sums is None else add_sums(sums, s)
+    if self.loss_scaled:
+      grads = opt.get_unscaled_gradients(grads)
+    return grads, sums
+
+  def replica_train_step(self, features):
+    ctx = tf.distribute.get_replica_context()
+    normalizers = self.task.loss_normalizers(features)
+    normalizers = ctx.all_reduce(tf.distribute.ReduceOp.SUM, normalizers)
+    compute = self.compute_gradients
+    if self.jit_compile:
+      compute = tf.function(compute, jit_compile=True)
+    grads, sums = compute(features, normalizers)
+    variables = self.model.trainable_variables
+    # Dense before the all-reduce: replicas' IndexedSlices (embedding
+    # gathers) differ in length, which collective all-reduce rejects; LAMB
+    # densifies them anyway.
+    grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
+             for g in grads]
+    grads = optimizer_factory.all_reduce_gradients(grads)
+    if self.clip_norm > 0:
+      grads, grad_norm = optimizer_factory.clip_by_global_norm(
+          grads, self.clip_norm)
+    else:
+      grad_norm = tf.linalg.global_norm([g for g in grads if g is not None])
+    self.optimizer.apply_gradients(
+        [(g, v) for g, v in zip(grads, variables) if g is not None],
+        experimental_aggregate_gradients=False)
+    return sums, grad_norm
+
+  def reduce_sum(self, sums):
+    # Key by key: MultiWorkerMirroredStrategy.reduce rejects a dict.
+    return {k: self.strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None)
+            for k, v in sums.items()}
+
+  def step(self, iterator):
+    """One global step in cross-replica context; reduced sums."""
+    sums, grad_norm = self.strategy.run(self.replica_train_step,
+                                        args=(next(iterator),))
+    sums = self.reduce_sum(sums)
+    grad_norm = self.strategy.reduce(tf.distribute.ReduceOp.MEAN, grad_norm,
+                                     axis=None)
+    finite = tf.math.is_finite(self.task.metrics_from_sums(sums)["loss"])
+    self.global_step.assign_add(1)
+    return sums, grad_norm, finite
+
+  def build_train_loop(self) -> Callable:
+    """tf.function(iterator, num_steps) -> (summed sums, mean grad norm,
+    number of steps with a non-finite loss)."""
+    @tf.function
+    def train_loop(iterator, num_steps):
+      # The first step outside the loop fixes the structure of the sums.
+      sums, norm_sum, finite = self.step(iterator)
+      bad_steps = tf.cast(tf.logical_not(finite), tf.int32)
+      for _ in tf.range(num_steps - 1):
+        s, n, f = self.step(iterator)
+        sums = add_sums(sums, s)
+        norm_sum += n
+        bad_steps += tf.cast(tf.logical_not(f), tf.int32)
+      return sums, norm_sum / tf.cast(num_steps, norm_sum.dtype), bad_steps
+    return train_loop
+
+  def build_eval_step(self) -> Callable:
+    """tf.function(distributed features) -> sums reduced over replicas."""
+    @tf.function
+    def eval_step(features):
+      sums = self.strategy.run(
+          lambda f: self.task.compute_sums(self.model, f, training=False),
+          args=(features,))
+      return self.reduce_sum(sums)
+    return eval_step
+
+  def build_predict_step(self, output_fn: Optional[Callable] = None
+                         ) -> Callable:
+    """tf.function(distributed features) -> per-replica `output_fn(model,
+    features)` (default: the model's outputs)."""
+    output_fn = output_fn or (lambda model, f: model(f, training=False))
+
+    @tf.function
+    def predict_step(features):
+      return self.strategy.run(lambda f: output_fn(self.model, f),
+                               args=(features,))
+    return predict_step
