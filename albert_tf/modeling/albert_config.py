@@ -30,9 +30,11 @@ SHARING_MODES = ("all", "attention", "ffn", "none")
 
 # Package data: albert_tf/configs/models/*.yaml (the repo's top-level
 # official_configs/ is a link to albert_tf/configs/).
-PRESET_DIR = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-    "configs", "models")
+CONFIG_DIR = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
+PRESET_DIR = os.path.join(CONFIG_DIR, "models")
+# The model config beside a released or converted checkpoint.
+CONFIG_JSON_NAME = "albert_config.json"
 
 # Keys of released `albert_config.json` files that do not change the model we
 # build (they configure variants the release never used).

@@ -51,12 +51,12 @@ def botchan_sentences(limit=400, min_words=4, max_words=12):
   return out
 
 
-def tiny_finetune_config(data, steps=300, lr=2e-3, batch=32,
+def tiny_finetune_config(config_cls, data, steps=300, lr=2e-3, batch=32,
                          optimizer="adamw", **task):
-  """A FinetuningExperimentConfig of the tiny model for CPU tests."""
-  from albert_tf.tasks import finetuning as finetune_lib  # pylint: disable=g-import-not-at-top
-  config = finetune_lib.load_config()
-  config.override({
+  """A `config_cls` (a family's experiment config) of the tiny model for CPU
+  tests."""
+  from albert_tf.core import experiment_config  # pylint: disable=g-import-not-at-top
+  return experiment_config.load_experiment_config(config_cls, flag_values={
       "model": dict(TINY_CONFIG, hidden_dropout_prob=0.0,
                     attention_probs_dropout_prob=0.0),
       "data": dict(dict(global_batch_size=batch, eval_batch_size=32,
@@ -67,5 +67,4 @@ def tiny_finetune_config(data, steps=300, lr=2e-3, batch=32,
       "trainer": {"train_steps": steps, "steps_per_loop": 50,
                   "checkpoint_interval": steps, "eval_interval": steps},
       "runtime": {"distribution_strategy": "default", "seed": 1},
-  }, is_strict=True)
-  return finetune_lib.validate(config)
+  })
