@@ -19,6 +19,7 @@ from albert_tf.core import distribute_utils
 from albert_tf.core import experiment_config
 from albert_tf.core import train_lib
 from albert_tf.core import trainer as trainer_lib
+from albert_tf.serving import export_lib
 
 FLAGS = flags.FLAGS
 PREEMPTED_EXIT_CODE = 143  # 128 + SIGTERM
@@ -99,6 +100,46 @@ def define_finetuning_flags():
   flags.DEFINE_bool("skip_malformed_rows", None,
                     "Skip and count malformed input rows instead of failing "
                     "(data.skip_malformed_rows).")
+
+
+def define_export_flags():
+  """Flags of export_savedmodel (a run record answers most of them)."""
+  define_config_flags()
+  for name, text in (
+      ("albert_config_file", "Deprecated alias of --config_file."),
+      ("model_dir", "A run directory (its record and latest checkpoint)."),
+      ("export_dir", "Writes <export_dir>/<version>/."),
+      ("checkpoint", "Checkpoint prefix or directory (any layout)."),
+      ("spm_model_file", "SentencePiece .model (shipped as an asset).")):
+    flags.DEFINE_string(name, None, text)
+  for name, text in (("version", "Version dir (default: next free)."),
+                     ("seq_length", "Packed length of text-in signatures."),
+                     ("num_labels", "Classification: classes."),
+                     ("num_text_fields", "1 (`text`) or 2 text inputs."),
+                     ("max_answer_length", "SQuAD: longest answer."),
+                     ("max_query_length", "SQuAD: question tokens kept."),
+                     ("num_choices", "Multiple choice: choices."),
+                     ("max_first_segment_length", "first_fixed: cap on A.")):
+    flags.DEFINE_integer(name, None, text)
+  for name, text in (("random_init", "Random weights (smoke tests)."),
+                     ("allow_random_head", "Keep a missing head random."),
+                     ("do_lower_case", "Lowercase text (default true)."),
+                     ("with_answerability", "SQuAD 2.0 head.")):
+    flags.DEFINE_bool(name, None, text)
+  flags.DEFINE_enum("export_kind", None, list(export_lib.EXPORT_KINDS),
+                    "Default: serving for a fine-tuning run, else encoder.")
+  flags.DEFINE_enum("task", None, list(export_lib.serving_modules.TASKS),
+                    "Serving export: which model and outputs.")
+  flags.DEFINE_list("label_names", None, "Classification: class names.")
+  flags.DEFINE_enum("truncation", "longest_first",
+                    list(export_lib.preprocessing.TRUNCATION_MODES),
+                    "Preprocessing export: how a too-long pair is cut.")
+
+
+def config_sources():
+  """--config_file values, plus the deprecated --albert_config_file."""
+  alias = flag_value("albert_config_file")
+  return list(FLAGS.config_file) + ([alias] if alias else [])
 
 
 def flag_value(name: str):

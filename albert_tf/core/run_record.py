@@ -28,6 +28,7 @@ from typing import Any, Dict, Mapping, Optional
 
 import yaml
 
+from albert_tf.checkpoints import conversion
 from albert_tf.core import experiment_config
 
 RECORD_NAME = "run_record.json"
@@ -163,9 +164,12 @@ def find_for_checkpoint(path: str) -> Optional[RunRecord]:
 
 
 def refuse(field: str, recorded, given, source: str, hint: str = ""):
-  """The one-line error of every disagreement with a run record."""
-  return ValueError(f"{field} is {given!r} but the run in {source} used "
-                    f"{recorded!r}{'; ' + hint if hint else ''}")
+  """The one-line error of every disagreement with a record: `source` is a
+  run directory or an albert_config.json."""
+  if not source.endswith(".json"):
+    source = f"the run record of {source}"
+  return ValueError(f"{field} is {given!r} but {source} has {recorded!r}"
+                    f"{'; ' + hint if hint else ''}")
 
 
 def check_model(recorded: Mapping[str, Any], model_config, source: str,
@@ -184,14 +188,79 @@ def check_model(recorded: Mapping[str, Any], model_config, source: str,
 
 def check_fact(record: RunRecord, name: str, given) -> Any:
   """A fact the caller may pass (None: take the record's); refuses a
-  different value."""
+  different value (a SentencePiece model: different content)."""
   recorded = record.facts.get(name)
   if given is None:
     return recorded
+  if name == "spm_model_file" and given != recorded and _same_spm(record,
+                                                                 given):
+    return given
   if recorded is not None and given != recorded:
     raise refuse(name, recorded, given, record.model_dir,
                  "omit it to use the run's value")
   return given
+
+
+def resolve_facts(record: Optional[RunRecord], given: Mapping[str, Any],
+                  defaults: Mapping[str, Any]) -> Dict[str, Any]:
+  """given (None = not passed) <- the record's facts <- defaults."""
+  out = {}
+  for name, value in given.items():
+    if record is not None:
+      value = check_fact(record, name, value)
+    out[name] = defaults.get(name) if value is None else value
+  return out
+
+
+# Facts of an export a run record knows, and their values without a record.
+SERVING_DEFAULTS = {
+    "serving_task": "encoder", "num_labels": 2, "label_names": None,
+    "num_text_fields": 1, "with_answerability": False,
+    "max_answer_length": 30, "max_query_length": 64, "num_choices": 4,
+    "seq_length": 128, "spm_model_file": None, "do_lower_case": True}
+
+
+def _beside_checkpoint(checkpoint: str) -> Optional[str]:
+  """albert_config.json beside a checkpoint (release / conversion output)."""
+  try:
+    prefix = conversion.resolve_source_path(checkpoint)
+  except conversion.CheckpointConversionError:
+    return None
+  return conversion.find_config_file(prefix)
+
+
+def model_config_for(sources, params_override: str = "",
+                     model_dir: Optional[str] = None,
+                     checkpoint: Optional[str] = None):
+  """(AlbertConfig or None, RunRecord or None) of export / convert.
+
+  The model of the run record (of `model_dir`, or of the run `checkpoint`
+  belongs to), else of the albert_config.json beside `checkpoint`, is the
+  base; `sources` and `params_override` apply on top, and any difference
+  that changes the model is refused naming the field. With neither, the
+  config is `sources` + `params_override` alone (None if nothing given).
+  """
+  record = None
+  if model_dir:
+    record = read(model_dir)
+    if record is None:
+      raise ValueError(f"--model_dir {model_dir}: no {RECORD_NAME} (not a "
+                       "run directory of this version)")
+  elif checkpoint:
+    record = find_for_checkpoint(checkpoint)
+  base = record.model_dir if record else (
+      _beside_checkpoint(checkpoint) if checkpoint else None)
+  sources = list(sources or ())
+  if base is None:
+    if not sources and not params_override:
+      return None, None
+    return experiment_config.load_model_config(sources,
+                                               params_override), None
+  recorded = experiment_config.load_model_config([base])
+  config = experiment_config.load_model_config([base] + sources,
+                                               params_override)
+  check_model(recorded.as_dict(), config, base)
+  return config, record
 
 
 @dataclasses.dataclass
@@ -241,9 +310,10 @@ def append_changes(model_dir: str, mode: str, check: ResumeCheck) -> None:
     f.write(json.dumps(line, sort_keys=True, default=str) + "\n")
 
 
-def prepare(model_dir: str, config, facts: Mapping[str, Any], mode: str,
+def prepare(model_dir: str, config, facts: Mapping[str, Any],
             is_chief: bool = True) -> ResumeCheck:
-  """First start: write the record (chief). Later: check and log changes."""
+  """First start: write the record (chief). Later: check the config (the
+  caller logs the changes with `append_changes` once it accepts them)."""
   record = read(model_dir)
   if record is None:
     if is_chief:
@@ -252,7 +322,4 @@ def prepare(model_dir: str, config, facts: Mapping[str, Any], mode: str,
   if record.task != facts.get("task"):
     raise refuse("task", record.task, facts.get("task"), model_dir,
                  "use a new --model_dir for another task")
-  check = check_resume(record, config)
-  if is_chief:
-    append_changes(model_dir, mode, check)
-  return check
+  return check_resume(record, config)

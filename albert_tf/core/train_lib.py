@@ -46,7 +46,8 @@ def _trainer_kwargs(check: run_record.ResumeCheck, config) -> Dict[str, Any]:
   if not check.data_position_reset:
     return {}
   changed = ", ".join(f"{k} {v[0]!r} -> {v[1]!r}"
-                      for k, v in check.changes.items())
+                      for k, v in check.changes.items()
+                      if k in run_record.DATA_POSITION_FIELDS)
   params = inspect.signature(trainer_lib.Trainer).parameters
   if "restore_data_position" in params:
     logging.warning("input changed since the last start (%s): the data "
@@ -114,10 +115,14 @@ def run_experiment(task, config, model_dir: str, mode: str = "train",
     task.validate_inputs(training=False)
   output_dir = output_dir or model_dir
   strategy = strategy_from_config(config.runtime)
-  check = run_record.prepare(model_dir, config, task.run_record_facts(), mode,
-                             is_chief=distribute_utils.is_chief(strategy))
+  is_chief = distribute_utils.is_chief(strategy)
+  check = run_record.prepare(model_dir, config, task.run_record_facts(),
+                             is_chief=is_chief)
+  trainer_kwargs = _trainer_kwargs(check, config)
+  if is_chief:  # only changes this start accepted
+    run_record.append_changes(model_dir, mode, check)
   trainer = trainer_lib.Trainer(task, config, model_dir, strategy,
-                                **_trainer_kwargs(check, config))
+                                **trainer_kwargs)
   result = {}
   if mode == "train":
     result["train"] = trainer.train()
