@@ -27,7 +27,6 @@ import glob
 import json
 import os
 import shutil
-import sys
 from typing import Dict, Optional, Tuple
 
 from absl import logging

@@ -12,6 +12,7 @@ import yaml
 
 from albert_tf.core import experiment_config
 from albert_tf.core import run_record
+from albert_tf.modeling import albert_config
 from albert_tf.tasks import pretraining as pretraining_task
 from albert_tf.core import train_lib
 from albert_tf.core import trainer as trainer_lib
@@ -184,7 +185,7 @@ def test_paper_recipes(size, hidden):
                                                                      3125)
     assert c.optimizer.epsilon == 1e-6 and c.optimizer.clip_norm == 1.0
     assert c.model.hidden_size == hidden
-    assert c.model.as_dict() == experiment_config.albert_config.AlbertConfig.\
+    assert c.model.as_dict() == albert_config.AlbertConfig.\
         from_preset(f"albert_{size}_{version}").as_dict()
 
 
