@@ -188,13 +188,17 @@ def check_model(recorded: Mapping[str, Any], model_config, source: str,
 
 def check_fact(record: RunRecord, name: str, given) -> Any:
   """A fact the caller may pass (None: take the record's); refuses a
-  different value (a SentencePiece model: different content)."""
+  different value (a SentencePiece model: different content; label names:
+  a different number of them)."""
   recorded = record.facts.get(name)
   if given is None:
     return recorded
   if name == "spm_model_file" and given != recorded and _same_spm(record,
                                                                  given):
     return given
+  if (name == "label_names" and recorded and given is not None and
+      len(given) == len(recorded)):
+    return list(given)  # display names only: renaming keeps the classes
   if recorded is not None and given != recorded:
     raise refuse(name, recorded, given, record.model_dir,
                  "omit it to use the run's value")

@@ -7,6 +7,7 @@ from tests/testdata/botchan.txt.
 
 import os
 
+from albert_tf.core import experiment_config
 from data_prep import tokenization
 from data_prep import train_sentencepiece
 
@@ -55,7 +56,6 @@ def tiny_finetune_config(config_cls, data, steps=300, lr=2e-3, batch=32,
                          optimizer="adamw", **task):
   """A `config_cls` (a family's experiment config) of the tiny model for CPU
   tests."""
-  from albert_tf.core import experiment_config  # pylint: disable=g-import-not-at-top
   return experiment_config.load_experiment_config(config_cls, flag_values={
       "model": dict(TINY_CONFIG, hidden_dropout_prob=0.0,
                     attention_probs_dropout_prob=0.0),
