@@ -16,19 +16,15 @@ A file that does not exist as a path names a packaged config (under
 albert_tf/configs/). A YAML file may also be a flat model file
 (configs/models/*.yaml) or a released albert_config.json: its keys are then
 applied to `model`. Every value is type-checked against the dataclass
-annotations; errors name the field and the file, override or flag.
-`load_model_config` reads the model alone (export, convert).
+annotations; errors name the field and the file, override or flag. The
+readers live in modeling/albert_config.py, whose `load_model_config` reads
+the model alone (export, convert).
 """
 
 import dataclasses
-import os
-import typing
-from typing import Any, Dict, Mapping, Optional, Sequence, Type, TypeVar, Union
+from typing import Any, Mapping, Optional, Sequence, Type, TypeVar
 
-import yaml
-from official.modeling import hyperparams
 from official.modeling.hyperparams import base_config
-from official.modeling.hyperparams import params_dict
 
 from albert_tf.modeling import albert_config
 from albert_tf.optimization import optimizer_factory
@@ -36,7 +32,6 @@ from albert_tf.optimization import optimizer_factory
 STRATEGIES = ("auto", "tpu", "mirrored", "multi_worker_mirrored",
               "one_device", "default")
 PRECISIONS = ("auto", "float32", "bfloat16", "float16")
-RESOLVED_CONFIG_NAME = "experiment_config.yaml"
 
 
 @dataclasses.dataclass
@@ -160,142 +155,7 @@ class PretrainingExperimentConfig(ExperimentConfig):
 
 
 T = TypeVar("T", bound=ExperimentConfig)
-_MODEL_FIELDS = {f.name for f in dataclasses.fields(albert_config.AlbertConfig)}
-
-
-# --- Reading files and overrides ----------------------------------------------
-
-
-def resolve_config_path(path: str) -> str:
-  """`path` itself, else a packaged config (albert_tf/configs/<path>).
-
-  So `pretraining/albert_tiny_cpu.yaml` or `models/albert_base_v2.yaml` work
-  for installed users without a checkout of the repository.
-  """
-  if os.path.exists(path):
-    return path
-  relative = path.split("official_configs/", 1)[-1]
-  packaged = os.path.join(albert_config.CONFIG_DIR, relative)
-  if not os.path.isabs(path) and os.path.isfile(packaged):
-    return packaged
-  raise FileNotFoundError(f"config file {path} does not exist (nor as a "
-                          f"packaged config under {albert_config.CONFIG_DIR})")
-
-
-def read_config_file(path: str) -> Dict[str, Any]:
-  """A YAML/JSON file as a dict of sections; a flat model file -> `model`."""
-  path = resolve_config_path(path)
-  try:
-    # Model Garden's loader: reads `1e-6` as a float (plain YAML 1.1 does not).
-    values = hyperparams.read_yaml_to_params_dict(path).as_dict() or {}
-  except yaml.YAMLError as e:
-    mark = getattr(e, "problem_mark", None)
-    where = f"{path}:{mark.line + 1}" if mark else path
-    problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-    raise ValueError(f"{where}: YAML syntax error: {problem}") from None
-  if not isinstance(values, dict):
-    raise ValueError(f"{path}: expected a YAML mapping at the top level")
-  # A flat model file (configs/models/*.yaml, or a released albert_config.json
-  # with its extra keys) configures `model`.
-  if values and set(values) <= _MODEL_FIELDS | set(
-      albert_config.RELEASE_ONLY_KEYS):
-    values = {"model": {k: v for k, v in values.items()
-                        if k not in albert_config.RELEASE_ONLY_KEYS}}
-  return values
-
-
-def parse_override(params_override: str) -> Dict[str, Any]:
-  """`a.b=c,d.e=f` (or a YAML/JSON mapping string) -> nested dict."""
-  if not params_override:
-    return {}
-  text = params_override
-  try:
-    text = params_dict.nested_csv_str_to_json_str(params_override)
-  except ValueError:
-    pass
-  try:
-    values = yaml.load(text, Loader=params_dict._LOADER)  # pylint: disable=protected-access
-  except yaml.YAMLError as e:
-    raise ValueError(f"--params_override {params_override!r}: not "
-                     f"'a.b=c,...' nor YAML ({e})") from None
-  if not isinstance(values, dict):
-    raise ValueError(f"--params_override {params_override!r}: expected "
-                     "'a.b=c,d.e=f'")
-  return values
-
-
-def _check_value(value, annotation, name, source):
-  """`value` converted to `annotation` or ValueError naming field + source."""
-  def bad(what):
-    return ValueError(f"{source}: {name} must be {what}, got {value!r}")
-  if typing.get_origin(annotation) is Union:  # Optional[X]
-    args = [a for a in typing.get_args(annotation) if a is not type(None)]
-    if value is None:
-      return None
-    annotation = args[0]
-  if annotation is bool:
-    if not isinstance(value, bool):
-      raise bad("true or false")
-    return value
-  if annotation is int:
-    if isinstance(value, float) and value.is_integer():
-      return int(value)
-    if isinstance(value, bool) or not isinstance(value, int):
-      raise bad("an integer")
-    return value
-  if annotation is float:
-    if isinstance(value, str):
-      try:
-        return float(value)  # `1e-6` in an override string
-      except ValueError:
-        raise bad("a number") from None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-      raise bad("a number")
-    return float(value)
-  if annotation is str:
-    if value is None:  # `a.b=` in an override
-      return ""
-    if not isinstance(value, str):
-      raise bad("a string")
-    return value
-  return value
-
-
-def check_types(config_cls, values: Mapping[str, Any], source: str,
-                prefix: str = "") -> Dict[str, Any]:
-  """`values` checked (and converted) against `config_cls`'s annotations.
-
-  Unknown keys, wrong types (an int field given 20.7 or "abc", a bool field
-  given "no") raise one-line ValueErrors naming the field and `source`.
-  """
-  hints = typing.get_type_hints(config_cls)
-  known = {f.name for f in dataclasses.fields(config_cls)} - {
-      "default_params", "restrictions"}
-  out = {}
-  for key, value in values.items():
-    name = prefix + key
-    if key not in known:
-      raise ValueError(f"{source}: unknown field {name} (expected one of "
-                       f"{sorted(known)})")
-    annotation = hints[key]
-    if dataclasses.is_dataclass(annotation):
-      if not isinstance(value, Mapping):
-        raise ValueError(f"{source}: {name} must be a mapping of fields, got "
-                         f"{value!r}")
-      out[key] = check_types(annotation, value, source, name + ".")
-    else:
-      out[key] = _check_value(value, annotation, name, source)
-  return out
-
-
-def apply_values(config: T, values: Mapping[str, Any], source: str) -> T:
-  """Type-checks `values` and overrides `config` with them (strict)."""
-  checked = check_types(type(config), values, source)
-  try:
-    config.override(checked, is_strict=True)
-  except (KeyError, ValueError, TypeError) as e:
-    raise ValueError(f"{source}: {e}") from None
-  return config
+RESOLVED_CONFIG_NAME = albert_config.RUN_CONFIG_NAME
 
 
 def load_experiment_config(config_cls: Type[T] = PretrainingExperimentConfig,
@@ -310,57 +170,14 @@ def load_experiment_config(config_cls: Type[T] = PretrainingExperimentConfig,
   """
   config = config_cls()
   for path in config_files or ():
-    apply_values(config, read_config_file(path), path)
-  apply_values(config, parse_override(params_override),
-               f"--params_override {params_override!r}")
+    albert_config.apply_values(config, albert_config.read_config_file(path),
+                               path)
+  albert_config.apply_values(config,
+                             albert_config.parse_override(params_override),
+                             f"--params_override {params_override!r}")
   if flag_values:
-    apply_values(config, flag_values, "command-line flags")
+    albert_config.apply_values(config, flag_values, "command-line flags")
   return validate(config)
-
-
-@dataclasses.dataclass
-class _ModelOnly(base_config.Config):
-  model: albert_config.AlbertConfig = dataclasses.field(
-      default_factory=albert_config.AlbertConfig)
-
-
-def _model_source_values(source: str) -> Dict[str, Any]:
-  """{"model": {...}} of one model source (see `load_model_config`)."""
-  if os.path.isdir(source):
-    for name in (RESOLVED_CONFIG_NAME, albert_config.CONFIG_JSON_NAME):
-      if os.path.isfile(os.path.join(source, name)):
-        source = os.path.join(source, name)
-        break
-    else:
-      raise FileNotFoundError(f"{source}: holds neither {RESOLVED_CONFIG_NAME}"
-                              f" nor {albert_config.CONFIG_JSON_NAME}")
-  elif not source.endswith((".json", ".yaml", ".yml")):
-    source = os.path.join(albert_config.PRESET_DIR, f"{source}.yaml")
-    if not os.path.isfile(source):
-      raise ValueError(f"unknown model preset {source!r}; available: "
-                       f"{albert_config.list_presets()}")
-  values = read_config_file(source)
-  return {"model": values.get("model", {})}
-
-
-def load_model_config(sources: Sequence[str] = (),
-                      params_override: str = "") -> albert_config.AlbertConfig:
-  """The model config of export and convert, from sources applied in order.
-
-  A source is an albert_config.json, a YAML file (flat model file or an
-  experiment config: its `model` section), a preset name
-  (`albert_base_v2`) or a run directory (its experiment_config.yaml).
-  `params_override` sets `model.*` fields.
-  """
-  holder = _ModelOnly()
-  for source in sources:
-    apply_values(holder, _model_source_values(source), source)
-  apply_values(holder, parse_override(params_override),
-               f"--params_override {params_override!r}")
-  try:
-    return holder.model.validate()
-  except ValueError as e:
-    raise ValueError(f"{', '.join(sources) or 'defaults'}: {e}") from None
 
 
 def validate(config: ExperimentConfig) -> ExperimentConfig:

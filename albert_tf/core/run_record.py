@@ -30,6 +30,7 @@ import yaml
 
 from albert_tf.checkpoints import conversion
 from albert_tf.core import experiment_config
+from albert_tf.modeling import albert_config
 
 RECORD_NAME = "run_record.json"
 CHANGES_NAME = "run_record_changes.jsonl"
@@ -258,10 +259,10 @@ def model_config_for(sources, params_override: str = "",
   if base is None:
     if not sources and not params_override:
       return None, None
-    return experiment_config.load_model_config(sources,
+    return albert_config.load_model_config(sources,
                                                params_override), None
-  recorded = experiment_config.load_model_config([base])
-  config = experiment_config.load_model_config([base] + sources,
+  recorded = albert_config.load_model_config([base])
+  config = albert_config.load_model_config([base] + sources,
                                                params_override)
   check_model(recorded.as_dict(), config, base)
   return config, record

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from albert_tf.core import experiment_config as ec
+from albert_tf.modeling import albert_config
 from albert_tf.tasks import question_answering
 
 TINY = "pretraining/albert_tiny_cpu.yaml"  # packaged: no repo path needed
@@ -68,8 +69,8 @@ def test_missing_config_file():
 
 
 def test_family_data_configs_keep_their_fields_apart():
-  c = load(files=["models/albert_base_v2.yaml", "finetuning/squad_v2.0.yaml"],
-           cls=question_answering.SquadExperimentConfig)
+  c = load(files=["models/albert_base_v2.yaml",
+                  "finetuning/squad_v2.0.yaml"], cls=question_answering.SquadExperimentConfig)
   assert c.data.version_2_with_negative and c.data.doc_stride == 128
   with pytest.raises(ValueError, match="unknown field data.task_name"):
     load("data.task_name=mnli", files=["finetuning/squad_v2.0.yaml"],
@@ -77,16 +78,16 @@ def test_family_data_configs_keep_their_fields_apart():
 
 
 def test_model_config_sources(tmp_path):
-  base = ec.load_model_config(["albert_base_v2"])
+  base = albert_config.load_model_config(["albert_base_v2"])
   assert (base.hidden_size, base.num_hidden_layers) == (768, 12)
-  relu = ec.load_model_config(["models/albert_base_v2.yaml"],
+  relu = albert_config.load_model_config(["models/albert_base_v2.yaml"],
                               "model.hidden_act=relu")
   assert relu.hidden_act == "relu"
   release = tmp_path / "albert_config.json"
   release.write_text(json.dumps(dict(base.as_dict(), num_hidden_layers=6,
                                      net_structure_type=0)))
-  assert ec.load_model_config([str(release)]).num_hidden_layers == 6
+  assert albert_config.load_model_config([str(release)]).num_hidden_layers == 6
   # A directory: its albert_config.json (or a run's experiment_config.yaml).
-  assert ec.load_model_config([str(tmp_path)]).num_hidden_layers == 6
+  assert albert_config.load_model_config([str(tmp_path)]).num_hidden_layers == 6
   with pytest.raises(ValueError, match="unknown model preset"):
-    ec.load_model_config(["albert_huge"])
+    albert_config.load_model_config(["albert_huge"])
