@@ -4,6 +4,8 @@ submission file, and the exported serving model maps text -> label."""
 
 import os
 import random
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -13,6 +15,7 @@ from albert_tf.core import train_lib
 from albert_tf.data import glue_data
 from albert_tf.tasks import sentence_prediction
 from tests.testing import finetune_testlib
+from tests.testing import pretrain_testutil
 
 
 def _rows(rng, sentences, n):
@@ -94,6 +97,20 @@ def test_finetune_predict_export_serve(tmp_path_factory):
   served = [s.decode() for s in out["label"].numpy()]
   assert served == predicted
   assert set(served) <= set(glue_data.get_task("rte").labels)
+
+  # export_savedmodel --model_dir: the run record gives the model, labels,
+  # text fields, seq length and SentencePiece model; nothing is retyped.
+  proc = subprocess.run(
+      [sys.executable, "-m", "albert_tf.export_savedmodel",
+       f"--model_dir={model_dir}", f"--export_dir={tmp / 'cli_export'}"],
+      env=pretrain_testutil.subprocess_env(), cwd=pretrain_testutil.ROOT,
+      capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr
+  serve = tf.saved_model.load(str(tmp / "cli_export" / "1")).signatures[
+      "serving_default"]
+  out = serve(text_a=tf.constant([r[1] for r in test_rows]),
+              text_b=tf.constant([r[2] for r in test_rows]))
+  assert [s.decode() for s in out["label"].numpy()] == predicted
 
 
 @pytest.mark.parametrize("source", ["pretraining_checkpoint", "tf1",
