@@ -108,13 +108,14 @@ def run_experiment(task, config, model_dir: str, mode: str = "train",
     raise ValueError(f"--mode={mode} is not available for this task")
   if mode == "export" and not export_dir:
     raise ValueError("--export_dir is required with --mode=export")
+  output_dir = output_dir or model_dir
+  # First: multi-worker collectives must be set up before any TF op.
+  strategy = strategy_from_config(config.runtime)
   # Fail on missing/empty/mismatched data before building anything.
   if mode in ("train", "train_and_eval"):
     task.validate_inputs(training=True)
   if mode in ("eval", "train_and_eval", "continuous_eval"):
     task.validate_inputs(training=False)
-  output_dir = output_dir or model_dir
-  strategy = strategy_from_config(config.runtime)
   is_chief = distribute_utils.is_chief(strategy)
   check = run_record.prepare(model_dir, config, task.run_record_facts(),
                              is_chief=is_chief)
