@@ -118,9 +118,13 @@ def define_export_flags():
                      ("num_text_fields", "1 (`text`) or 2 text inputs."),
                      ("max_answer_length", "SQuAD: longest answer."),
                      ("max_query_length", "SQuAD: question tokens kept."),
+                     ("doc_stride", "SQuAD: window stride over long "
+                      "contexts (default 128; 0 truncates)."),
                      ("num_choices", "Multiple choice: choices."),
                      ("max_first_segment_length", "first_fixed: cap on A.")):
     flags.DEFINE_integer(name, None, text)
+  flags.DEFINE_integer("max_windows", 32, "SQuAD with --doc_stride: longer "
+                       "contexts are refused with an error.")
   for name, text in (("random_init", "Random weights (smoke tests)."),
                      ("allow_random_head", "Keep a missing head random."),
                      ("do_lower_case", "Lowercase text (default true)."),

@@ -57,7 +57,7 @@ def export():
         allow_random_head=bool(FLAGS.allow_random_head),
         task=facts.pop("serving_task"), truncation=FLAGS.truncation,
         max_first_segment_length=FLAGS.max_first_segment_length,
-        version=FLAGS.version, **facts)
+        max_windows=FLAGS.max_windows, version=FLAGS.version, **facts)
 
 
 def main(argv):

@@ -221,7 +221,8 @@ def resolve_facts(record: Optional[RunRecord], given: Mapping[str, Any],
 SERVING_DEFAULTS = {
     "serving_task": "encoder", "num_labels": 2, "label_names": None,
     "num_text_fields": 1, "with_answerability": False,
-    "max_answer_length": 30, "max_query_length": 64, "num_choices": 4,
+    "max_answer_length": 30, "max_query_length": 64, "doc_stride": 128,
+    "num_choices": 4,
     "seq_length": 128, "spm_model_file": None, "do_lower_case": True}
 
 

@@ -75,8 +75,10 @@ def write_eval_results(output_dir: str, results: Dict[str, Any]) -> str:
   return path
 
 
-def restore_for_inference(trainer, checkpoint: Optional[str] = None) -> str:
-  """Loads `checkpoint` (default: the latest of the run) into the model."""
+def restore_for_inference(trainer, task,
+                          checkpoint: Optional[str] = None) -> str:
+  """Loads `checkpoint` (default: the latest of the run) into the model
+  (through the task's `restore_for_inference` when it has one)."""
   if checkpoint:
     path = object_layout.resolve_checkpoint_path(checkpoint)
   else:
@@ -84,7 +86,11 @@ def restore_for_inference(trainer, checkpoint: Optional[str] = None) -> str:
     if not path:
       raise ValueError(f"no checkpoint in {trainer.checkpoint_dir}; train "
                        "first or pass --checkpoint")
-  trainer.restore_model(path)
+  restore = getattr(task, "restore_for_inference", None)
+  if restore is not None:
+    restore(trainer, path)
+  else:
+    trainer.restore_model(path)
   logging.info("restored %s (step %d)", path, int(trainer.global_step.numpy()))
   return path
 
@@ -139,7 +145,7 @@ def run_experiment(task, config, model_dir: str, mode: str = "train",
   elif mode == "eval" and not has_full_eval:
     result["eval"] = trainer.evaluate_checkpoint(checkpoint)
   else:
-    result["checkpoint"] = restore_for_inference(trainer, checkpoint)
+    result["checkpoint"] = restore_for_inference(trainer, task, checkpoint)
     if mode == "eval":
       result["eval"] = _full_evaluation(trainer, task, output_dir)
     elif mode == "predict":

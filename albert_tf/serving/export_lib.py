@@ -43,9 +43,11 @@ import tensorflow as tf
 from albert_tf.checkpoints import conversion
 from albert_tf.checkpoints import object_layout
 from albert_tf.modeling import albert_config
+from albert_tf.modeling.models import albert_squad_v2
 from albert_tf.modeling.models import downstream_models
 from albert_tf.serving import preprocessing
 from albert_tf.serving import serving_modules
+from albert_tf.serving import squad_windows
 from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
 from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
 
@@ -209,7 +211,8 @@ def task_of(model, regression=False):
   if isinstance(model, downstream_models.AlbertClassifier):
     return "regression" if regression or model.num_labels == 1 else (
         "classification")
-  if isinstance(model, downstream_models.AlbertSpanLabeler):
+  if isinstance(model, (downstream_models.AlbertSpanLabeler,
+                        albert_squad_v2.AlbertSquadV2)):
     return "squad"
   if isinstance(model, downstream_models.AlbertMultipleChoice):
     return "multiple_choice"
@@ -221,13 +224,18 @@ def task_of(model, regression=False):
 def export_serving(model, export_dir, spm_model_file, seq_length=128,
                    do_lower_case=True, label_names=None, num_text_fields=1,
                    max_answer_length=30, max_query_length=64,
-                   regression=False, version=None):
+                   regression=False, version=None, doc_stride=None,
+                   max_windows=32, null_score_diff_threshold=None):
   """Exports `model` for TF Serving (text, ids and tf.Example signatures).
 
   `model`: AlbertEncoder, AlbertClassifier (classification, or regression
   when num_labels == 1), AlbertSpanLabeler (SQuAD: fields `question`,
   `context`; the question is capped at `max_query_length` tokens) or
-  AlbertMultipleChoice (fields `context`, `choices`).
+  AlbertMultipleChoice (fields `context`, `choices`). SQuAD with
+  `doc_stride`: the text signatures slide doc-stride windows over long
+  contexts (up to `max_windows`; `squad_windows`) instead of truncating;
+  AlbertSquadV2 (the original's v2 head) needs it, and answers "" at
+  `null_score_diff_threshold`.
   """
   task = task_of(model, regression)
   config = _encoder_of(model).config
@@ -239,7 +247,18 @@ def export_serving(model, export_dir, spm_model_file, seq_length=128,
       spm_model_file, do_lower_case=do_lower_case, seq_length=seq_length,
       truncation="first_fixed" if squad else "longest_first",
       max_first_segment_length=max_query_length if squad else None)
+  if isinstance(model, albert_squad_v2.AlbertSquadV2) and not doc_stride:
+    raise ValueError("the SQuAD 2.0 (xlnet head) export serves doc-stride "
+                     "windows; set doc_stride")
   with _ConfigAsset(config) as config_file:
+    if squad and doc_stride:
+      module = squad_windows.SquadWindowServingModule(
+          model, preprocessor, config, doc_stride=doc_stride,
+          max_query_length=max_query_length, max_windows=max_windows,
+          null_score_diff_threshold=null_score_diff_threshold,
+          max_answer_length=max_answer_length, config_file=config_file,
+          spm_model_file=spm_model_file, do_lower_case=do_lower_case)
+      return save_versioned(module, export_dir, module.signatures(), version)
     module = serving_modules.TaskServingModule(
         model, task, preprocessor, config, label_names=label_names,
         max_answer_length=max_answer_length, num_text_fields=num_text_fields,
@@ -355,7 +374,7 @@ def run(kind, export_dir, albert_config_file=None, checkpoint=None,
         label_names=None, num_text_fields=1, with_answerability=False,
         max_answer_length=30, max_query_length=64, num_choices=4,
         truncation="longest_first", max_first_segment_length=None,
-        version=None):
+        version=None, doc_stride=None, max_windows=32):
   """Builds, loads and exports; returns the version directory written."""
   if kind not in EXPORT_KINDS:
     raise ValueError(f"export kind must be one of {EXPORT_KINDS}, got {kind!r}")
@@ -393,4 +412,5 @@ def run(kind, export_dir, albert_config_file=None, checkpoint=None,
                         num_text_fields=num_text_fields,
                         max_answer_length=max_answer_length,
                         max_query_length=max_query_length,
-                        regression=task == "regression", version=version)
+                        regression=task == "regression", version=version,
+                        doc_stride=doc_stride, max_windows=max_windows)

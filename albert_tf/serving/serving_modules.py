@@ -362,6 +362,10 @@ class TaskServingModule(_ModelModule):
     return {k: tf.reshape(v, [-1, num_choices, seq_length])
             for k, v in flat.items()}
 
+  def text_outputs(self, texts):
+    """Dict field -> string tensor; returns the task outputs."""
+    return self.task_outputs(self._preprocess_text(texts))
+
   # --- model inputs -> task outputs ---
 
   def task_outputs(self, features):
@@ -455,7 +459,7 @@ class TaskServingModule(_ModelModule):
                                 "[batch, num_choices]" if t.shape.rank == 2
                                 else "[batch]")
                for name, t in texts.items()}
-      return self.task_outputs(self._preprocess_text(texts))
+      return self.text_outputs(texts)
 
     # Signature inputs are named after the TensorSpec names (the fields).
     names = list(text_specs)

@@ -68,8 +68,14 @@ class FinetuningTaskConfig(base_config.Config):
   """The downstream model and its warm start."""
   # Dropout on the pooled output before the head (the original's 0.1).
   classifier_dropout: float = 0.1
-  # SQuAD 2.0: add an answerability head on [CLS].
+  # SQuAD 2.0: add an answerability head on [CLS] (squad_head "simple").
   with_answerability: bool = False
+  # SQuAD span head: "simple" (start/end dense) or "xlnet" (the original
+  # run_squad_v2.py head: end conditioned on the start, beam of
+  # start_n_top x end_n_top, answer class; SQuAD 2.0 only).
+  squad_head: str = "simple"
+  start_n_top: int = 5
+  end_n_top: int = 5
   # Warm start from an encoder SavedModel (export_savedmodel encoder
   # export; a version dir or its parent) instead of trainer.init_checkpoint.
   init_saved_model: str = ""
@@ -266,6 +272,10 @@ class FinetuneTask(trainer_lib.Task, metaclass=abc.ABCMeta):
 
   def initialize(self, model):
     initialize_model(model, self.config)
+
+  def restore_for_inference(self, trainer, path):
+    """Loads checkpoint `path` into trainer.model (eval, predict, export)."""
+    trainer.restore_model(path)
 
   def model_inputs(self, features):
     return {k: features[k] for k in INPUT_NAMES}
