@@ -21,10 +21,11 @@ from albert_tf.modeling import losses
 from albert_tf.core import trainer as trainer_lib
 from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
 from albert_tf.modeling.networks.albert_encoder import INPUT_NAMES
+from data_prep import output_files
 
 _MODEL_INPUTS = INPUT_NAMES + ("masked_lm_positions",)
 # data_prep/create_pretraining_data.py writes <first output>.summary.json.
-SUMMARY_SUFFIX = ".summary.json"
+SUMMARY_SUFFIX = output_files.SUMMARY_SUFFIX
 # Record counts are checked against the summary up to this much data (a
 # full read of larger inputs would delay every start).
 _COUNT_CHECK_MAX_BYTES = 1 << 30
@@ -81,6 +82,21 @@ def _summary_value(summary: Dict[str, Any], key: str):
   return summary.get("config", {}).get(key)
 
 
+def _records_per_file(summary) -> Dict[str, Any]:
+  """file -> record count (`records_per_file`; older: `output_files`)."""
+  return summary.get("records_per_file") or summary.get("output_files") or {}
+
+
+def _same_file(listed: str, path: str, summary_path: str) -> bool:
+  """A summary's file name is the path as given to data_prep: absolute, or
+  relative to where it ran (then matched by name beside the summary)."""
+  if os.path.abspath(listed) == os.path.abspath(path):
+    return True
+  return (not os.path.isabs(listed) and os.path.dirname(
+      os.path.abspath(summary_path)) == os.path.dirname(os.path.abspath(path))
+          and os.path.basename(listed) == os.path.basename(path))
+
+
 def find_summary(path: str):
   """(summary path, summary dict) of the data_prep run that wrote `path`:
   `<path>.summary.json`, or a summary beside it listing `path` among its
@@ -96,15 +112,15 @@ def find_summary(path: str):
         summary = json.load(f)
       except json.JSONDecodeError as e:
         raise ValueError(f"{candidate}: corrupt summary ({e})") from None
-    outputs = {os.path.abspath(k) for k in summary.get("output_files", {})}
-    if os.path.abspath(path) in outputs or candidate == path + SUMMARY_SUFFIX:
+    if candidate == path + SUMMARY_SUFFIX or any(
+        _same_file(k, path, candidate) for k in _records_per_file(summary)):
       return candidate, summary
   return None, None
 
 
-def _summary_count(summary, path):
-  for name, count in summary.get("output_files", {}).items():
-    if os.path.abspath(name) == os.path.abspath(path):
+def _summary_count(summary, summary_path, path):
+  for name, count in _records_per_file(summary).items():
+    if _same_file(name, path, summary_path):
       return count if isinstance(count, int) else count.get("instances")
   return None
 
@@ -133,7 +149,7 @@ def check_summaries(files, config, what: str):
       if got is not None and got != want[1]:
         raise ValueError(f"{summary_path}: {key} is {got} but {want[0]} is "
                          f"{want[1]}; use matching data {override}")
-    count = _summary_count(summary, path)
+    count = _summary_count(summary, summary_path, path)
     if not count:
       raise ValueError(f"{summary_path}: lists no instances for {path} "
                        f"{override}")

@@ -114,7 +114,8 @@ def test_changed_input_path_reads_the_new_files(run_dir, train_file,
               moved + pretraining.SUMMARY_SUFFIX)
   with open(moved + pretraining.SUMMARY_SUFFIX) as f:
     summary = json.load(f)
-  summary["output_files"] = {moved: summary["output_files"][train_file]}
+  count = summary["output_files"][train_file]
+  summary["output_files"] = summary["records_per_file"] = {moved: count}
   with open(moved + pretraining.SUMMARY_SUFFIX, "w") as f:
     json.dump(summary, f)
   changed = {"trainer.train_steps": 4, "data.input_path": moved,

@@ -39,7 +39,8 @@ def copy_with_summary(train, directory, summary_edit=None, records=None):
         w.write(r.numpy())
   with open(train + pretraining.SUMMARY_SUFFIX) as f:
     summary = json.load(f)
-  summary["output_files"] = {path: summary["output_files"][train]}
+  count = summary["output_files"][train]
+  summary["output_files"] = summary["records_per_file"] = {path: count}
   (summary_edit or (lambda s: None))(summary)
   with open(path + pretraining.SUMMARY_SUFFIX, "w") as f:
     json.dump(summary, f)
@@ -83,7 +84,8 @@ def test_truncated_file_is_refused(train_file, tmp_path):
 
 
 def test_summary_lengths_must_match_config(train_file, tmp_path):
-  def edit(summary):
+  def edit(summary):  # top-level key (newer data_prep) and under config
+    summary["max_predictions_per_seq"] = 12
     summary["config"]["max_predictions_per_seq"] = 12
   path = copy_with_summary(train_file, tmp_path, edit)
   with pytest.raises(ValueError, match=r"max_predictions_per_seq is 12 but "
