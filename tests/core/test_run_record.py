@@ -103,27 +103,32 @@ def test_changed_batch_size_needs_data_position_reset(run_dir, train_file,
     assert json.loads(f.readline())["data_position_reset"]
 
 
-def test_changed_input_path_reads_the_new_files(run_dir, train_file,
-                                                tmp_path):
-  """Today the restored iterator silently keeps reading the old files: with
-  the old file gone the resumed run would fail to read it."""
-  model_dir = copy_run(run_dir, tmp_path)
-  moved = str(tmp_path / "moved.tfrecord")
-  shutil.copy(train_file, moved)
-  shutil.copy(train_file + pretraining.SUMMARY_SUFFIX,
-              moved + pretraining.SUMMARY_SUFFIX)
-  with open(moved + pretraining.SUMMARY_SUFFIX) as f:
+def copy_data(train, path):
+  """`train` and its summary under another name."""
+  shutil.copy(train, path)
+  with open(train + pretraining.SUMMARY_SUFFIX) as f:
     summary = json.load(f)
-  count = summary["output_files"][train_file]
-  summary["output_files"] = summary["records_per_file"] = {moved: count}
-  with open(moved + pretraining.SUMMARY_SUFFIX, "w") as f:
+  count = summary["output_files"][train]
+  summary["output_files"] = summary["records_per_file"] = {path: count}
+  with open(path + pretraining.SUMMARY_SUFFIX, "w") as f:
     json.dump(summary, f)
-  changed = {"trainer.train_steps": 4, "data.input_path": moved,
-             "data.eval_input_path": moved}
-  with pytest.raises(ValueError, match="data.input_path"):
-    run(config(train_file, **changed), model_dir)
+  return path
+
+
+def test_changed_input_path_reads_the_new_files(train_file, tmp_path):
+  """Today the restored iterator silently keeps reading the old files. Here
+  the old file is gone: the resumed run works only on the new one."""
+  old = copy_data(train_file, str(tmp_path / "old.tfrecord"))
+  model_dir = str(tmp_path / "run")
+  run(config(old, **{"data.eval_input_path": old}), model_dir)
+  os.remove(old)
+  new = copy_data(train_file, str(tmp_path / "new.tfrecord"))
+  changed = {"trainer.train_steps": 4, "data.eval_input_path": new}
+  with pytest.raises(ValueError, match=r"data.input_path .*old.tfrecord' -> "
+                     r".*new.tfrecord'"):
+    run(config(new, **changed), model_dir)
   changed["trainer.save_data_position"] = False
-  assert run(config(train_file, **changed), model_dir)["train"]["step"] == 4
+  assert run(config(new, **changed), model_dir)["train"]["step"] == 4
 
 
 def test_other_task_in_same_dir_is_refused(run_dir):
