@@ -22,13 +22,13 @@ Kinds:
 Examples:
 
   python -m albert_tf.export_savedmodel --export_kind=encoder \
-      --albert_config_file=albert_base/albert_config.json \
+      --config_file=albert_base/albert_config.json \
       --checkpoint=albert_base/model.ckpt-best \
       --spm_model_file=albert_base/30k-clean.model --export_dir=/tmp/enc
   python -m albert_tf.export_savedmodel --export_kind=serving \
       --task=classification --num_labels=3 --num_text_fields=2 \
       --label_names=entailment,neutral,contradiction \
-      --albert_config_file=... --checkpoint=mnli_run/ckpt \
+      --config_file=... --checkpoint=mnli_run/ckpt \
       --spm_model_file=... --seq_length=128 --export_dir=/models/mnli
 """
 
@@ -290,15 +290,6 @@ def describe_signatures(path):
 # --- Building models and loading weights ---------------------------------------
 
 
-def load_config(value):
-  """AlbertConfig from a .json (original) or .yaml file, or a preset name."""
-  if value.endswith(".json"):
-    return albert_config.AlbertConfig.from_json_file(value)
-  if value.endswith((".yaml", ".yml")):
-    return albert_config.AlbertConfig.from_yaml(value)
-  return albert_config.AlbertConfig.from_preset(value)
-
-
 def build_model(kind, config, task="encoder", num_labels=2,
                 with_answerability=False, num_choices=4):
   """The in-memory Keras model an export of `kind`/`task` wraps."""
@@ -391,14 +382,15 @@ def run(kind, export_dir, albert_config_file=None, checkpoint=None,
     raise ValueError("--export_dir is required")
   if kind in ("preprocessing", "serving") and not spm_model_file:
     raise ValueError(f"--spm_model_file is required for a {kind} export")
-  config = load_config(albert_config_file) if albert_config_file else None
+  config = (albert_config.load_model_config([albert_config_file])
+            if albert_config_file else None)
   if kind == "preprocessing":
     return export_preprocessing(
         spm_model_file, export_dir, seq_length=seq_length,
         do_lower_case=do_lower_case, config=config, truncation=truncation,
         max_first_segment_length=max_first_segment_length, version=version)
   if config is None:
-    raise ValueError(f"--albert_config_file is required for a {kind} export")
+    raise ValueError(f"--config_file is required for a {kind} export")
   if not checkpoint and not random_init:
     raise ValueError("--checkpoint is required (or --random_init for a smoke "
                      "test)")

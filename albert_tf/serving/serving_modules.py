@@ -18,7 +18,7 @@ Modules:
 
 import tensorflow as tf
 
-INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
+from albert_tf.modeling.networks.albert_encoder import INPUT_NAMES
 TASKS = ("encoder", "classification", "regression", "squad",
          "multiple_choice")
 # A finite "minus infinity" (JSON has no -inf) for impossible spans.

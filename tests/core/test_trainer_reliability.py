@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import run_pretraining
 from albert_tf.core import actions
+from albert_tf.core import experiment_config
 from albert_tf.core import run_lock
 from albert_tf.core import trainer as trainer_lib
 from albert_tf.tasks import pretraining as pretraining_task
@@ -34,8 +34,9 @@ def train_file(tmp_path_factory):
 
 def make_trainer(train_file, model_dir, task_class=None,
                  restore_data_position=True, **overrides):
-  config = run_pretraining.build_config(
-      [tu.TINY_RECIPE], tu.tiny_overrides(train_file, **overrides))
+  config = experiment_config.load_experiment_config(
+      experiment_config.PretrainingExperimentConfig, [tu.TINY_RECIPE],
+      tu.tiny_overrides(train_file, **overrides))
   task = (task_class or pretraining_task.PretrainingTask)(config)
   return trainer_lib.Trainer(task, config, str(model_dir),
                              restore_data_position=restore_data_position)
@@ -84,6 +85,7 @@ def test_corrupt_input_file_is_named_and_progress_saved(
   trainer = make_trainer(
       str(inputs / "*.tfrecord"), tmp_path / "m", **{
           "data.eval_input_path": train_file,
+          "data.allow_unverified_input": True,  # no data_prep summaries
           "trainer.train_steps": 1000, "trainer.steps_per_loop": 5,
           "trainer.checkpoint_interval": 1000, "data.shuffle_buffer_size": 8,
           "trainer.save_data_position": save_data_position})
