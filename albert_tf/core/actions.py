@@ -73,6 +73,18 @@ def weights_finite(variables: Sequence[tf.Variable]) -> bool:
   return bool(tf.math.is_finite(_global_norm(list(variables))))
 
 
+def check_loop_finite(step: int, num_steps: int, bad_steps: int,
+                      metrics: Dict[str, float], last_good: str) -> None:
+  """Raises NonFiniteLossError if a loop of `num_steps` from `step` had a
+  NaN/inf loss (`bad_steps`) or metric; the loop's weights are not saved."""
+  if bad_steps or not all(math.isfinite(v) for v in metrics.values()):
+    raise NonFiniteLossError(
+        f"training loss became NaN or infinite between steps {step} and "
+        f"{step + num_steps} ({bad_steps} bad step(s); metrics {metrics}). "
+        f"Stopped without saving; the last good checkpoint is {last_good}. "
+        "Try a lower learning rate, check the input data or the loss scale.")
+
+
 # --- Checkpoints -------------------------------------------------------------
 
 

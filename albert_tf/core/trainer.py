@@ -12,17 +12,13 @@ fine-tuning share it): the facade over
   corrupt input file after saving;
 - `run_lock`: one run per model_dir.
 
-`Trainer` drives them: checkpoints every `checkpoint_interval` steps (and at
-the end or on a stop signal), evaluation every `eval_interval`, resume from
-the newest readable checkpoint (model, optimizer, step and, where the
-strategy can save it, the input position). Faults are listed with their
-tests in docs/reliability.md ("Training loop").
+`Trainer` drives them (intervals, resume, modes); its fault handling is in
+docs/reliability.md ("Training loop").
 
   trainer = Trainer(MyTask(...), experiment_config, model_dir, strategy)
   trainer.train()            # or evaluate(), train_and_evaluate(), ...
 """
 
-import math
 import os
 import time
 from typing import Any, Callable, Dict, Optional
@@ -262,14 +258,8 @@ class Trainer:
       metrics = {k: _to_float(v) for k, v in
                  self.task.metrics_from_sums(sums).items()}
       elapsed = time.time() - t0
-      if int(bad_steps) or not all(math.isfinite(v) for v in
-                                   metrics.values()):
-        raise NonFiniteLossError(
-            f"training loss became NaN or infinite between steps {step} "
-            f"and {step + num_steps} ({int(bad_steps)} bad step(s); "
-            f"metrics {metrics}). Stopped without saving; the last good "
-            f"checkpoint is {self._last_good_checkpoint()}. Try a "
-            "lower learning rate, check the input data or the loss scale.")
+      actions.check_loop_finite(step, num_steps, int(bad_steps), metrics,
+                                self._last_good_checkpoint())
       step += num_steps
       metrics.update(self._loop_stats(num_steps, elapsed, grad_norm))
       self.metrics_logger.log("train", step, metrics)
