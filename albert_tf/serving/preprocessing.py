@@ -92,8 +92,27 @@ def normalize_text(text, lower=True):
   text = tf_text.normalize_utf8(text, "NFKD")
   text = tf.strings.regex_replace(text, combining_class(), "")
   if lower:
-    text = tf.strings.lower(text, encoding="utf-8")
+    text = lower_utf8(text)
   return text
+
+
+def lower_utf8(text):
+  """`str.lower` on a UTF-8 string tensor, NUL bytes included.
+
+  `tf.strings.lower(encoding="utf-8")` stops at the first NUL (ICU reads a C
+  string), which would silently drop the rest of the text; Python keeps it.
+  So the text is lowered between NULs and put back together. Cutting at NUL
+  cannot change a final sigma: NUL is neither cased nor case-ignorable.
+  """
+  parts = tf.strings.split(text, sep="\x00")  # [batch, (parts)]
+  lowered = tf.strings.lower(parts.flat_values, encoding="utf-8")
+  # A NUL after every part but the last of its row. (reduce_join's
+  # `separator` is a C-string attribute and cannot be NUL.)
+  last = parts.row_limits() - 1  # [batch]; every row has >= 1 part
+  is_last = tf.scatter_nd(last[:, None], tf.ones_like(last, tf.int32),
+                          tf.shape(lowered, out_type=tf.int64)) > 0  # [parts]
+  lowered = tf.strings.join([lowered, tf.where(is_last, "", "\x00")])
+  return tf.strings.reduce_join(parts.with_flat_values(lowered), axis=-1)
 
 
 def _gather_rows(ids, index):
