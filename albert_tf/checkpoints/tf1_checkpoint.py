@@ -68,6 +68,14 @@ _BLOCK = {
 }
 _BLOCK_REVERSE = {v: k for k, v in _BLOCK.items()}
 
+# Heads of the original fine-tuning scripts (run_classifier, run_squad v1,
+# run_race), by our head layer's name: (weights [labels, H], bias [labels]).
+FINETUNED_HEAD_NAMES = {
+    "classification_head": ("output_weights", "output_bias"),
+    "span_labeling_head": ("cls/squad/output_weights", "cls/squad/output_bias"),
+    "multiple_choice_head": ("output_weights", "output_bias"),
+}
+
 _OURS_BLOCK_RE = re.compile(r"^transformer/(attention|ffn)_(\d+)/(.+)$")
 _TF1_BLOCK_RE = re.compile(
     r"^bert/encoder/transformer/group_(\d+)/inner_group_(\d+)/(.+)$")

@@ -115,6 +115,26 @@ def lower_utf8(text):
   return tf.strings.reduce_join(parts.with_flat_values(lowered), axis=-1)
 
 
+def check_spm_model(spm_model_file, vocab_size=None):
+  """The Python tokenizer of `spm_model_file`, after checking it.
+
+  Fails (ValueError, one line naming the file) when the file is missing or
+  not a SentencePiece model with [CLS]/[SEP]/[MASK], or when its piece count
+  is not the model's `vocab_size`: a tokenizer of another size would feed
+  the model ids of other pieces, silently.
+  """
+  if not spm_model_file or not tf.io.gfile.exists(spm_model_file):
+    raise ValueError(f"{spm_model_file}: no such SentencePiece model file "
+                     "(--spm_model_file)")
+  tokenizer = tokenization.FullTokenizer(spm_model_file)
+  if vocab_size is not None and tokenizer.vocab_size != vocab_size:
+    raise ValueError(
+        f"{spm_model_file}: {tokenizer.vocab_size} pieces but the model's "
+        f"vocab_size is {vocab_size}; every served token id would be wrong "
+        "(wrong --spm_model_file or config?)")
+  return tokenizer
+
+
 def _gather_rows(ids, index):
   """ids[i, index[i, j]] for ragged ids [batch, (n)], index [batch, seq].
 
@@ -173,8 +193,7 @@ class TextPreprocessor(tf.Module):
                        f"{truncation!r}")
     if seq_length < 3:
       raise ValueError(f"seq_length must be >= 3, got {seq_length}")
-    python_tokenizer = tokenization.FullTokenizer(spm_model_file,
-                                                  do_lower_case=do_lower_case)
+    python_tokenizer = check_spm_model(spm_model_file)
     self.cls_id = python_tokenizer.cls_id
     self.sep_id = python_tokenizer.sep_id
     self.pad_id = python_tokenizer.pad_id
