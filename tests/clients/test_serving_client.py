@@ -72,7 +72,7 @@ def test_rest_text_to_label(served, request_format):
 
 def test_cli_prints_labels(served):
   env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-  script = os.path.join(lib.REPO_ROOT, "albert_tf", "serving_client.py")
+  script = os.path.join(lib.REPO_ROOT, "clients", "serving_client.py")
   proc = subprocess.run(
       [lib.PYTHON, script, f"--server={served['url']}",
        "--model_name=albert_clf", "--json"] +
