@@ -28,7 +28,6 @@ import sys
 
 from absl import app
 from absl import flags
-from absl import logging
 import numpy as np
 
 from albert_tf.checkpoints import conversion

@@ -32,15 +32,9 @@ Examples:
       --spm_model_file=... --seq_length=128 --export_dir=/models/mnli
 """
 
-import os
-import re
-import shutil
-import tempfile
 
 from absl import app
 from absl import flags
-from absl import logging
-import tensorflow as tf
 
 from albert_tf.serving import export_lib
 
@@ -93,6 +87,11 @@ def define_flags():
   flags.DEFINE_integer("max_answer_length", 30, "SQuAD: longest answer "
                        "(tokens).")
   flags.DEFINE_integer("max_query_length", 64, "SQuAD: question tokens kept.")
+  flags.DEFINE_integer("doc_stride", 128, "SQuAD: the text signatures slide "
+                       "windows this many tokens apart over long contexts "
+                       "(0: truncate the context to --seq_length).")
+  flags.DEFINE_integer("max_windows", 32, "SQuAD with --doc_stride: longer "
+                       "contexts are refused with an error.")
   flags.DEFINE_integer("num_choices", 4, "Multiple choice: choices per "
                        "question.")
   flags.DEFINE_enum("truncation", "longest_first",
@@ -118,6 +117,7 @@ def main(argv):
              with_answerability=FLAGS.with_answerability,
              max_answer_length=FLAGS.max_answer_length,
              max_query_length=FLAGS.max_query_length,
+             doc_stride=FLAGS.doc_stride, max_windows=FLAGS.max_windows,
              num_choices=FLAGS.num_choices, truncation=FLAGS.truncation,
              max_first_segment_length=FLAGS.max_first_segment_length,
              version=FLAGS.version)

@@ -33,12 +33,15 @@ def define_flags():
                       "predict (data.predict_file).")
   flags.DEFINE_bool("version_2_with_negative", None,
                     "SQuAD 2.0 (unanswerable questions; "
-                    "data.version_2_with_negative). The answerability head "
-                    "is task.with_answerability (on in squad_v2.0.yaml).")
+                    "data.version_2_with_negative). squad_v2.0.yaml uses the "
+                    "original's head (task.squad_head=xlnet); the simple head "
+                    "takes task.with_answerability.")
   flags.DEFINE_float("null_score_diff_threshold", None,
                      "v2.0: answer \"\" when null_odds exceeds this "
                      "(data.null_score_diff_threshold; use the best_f1_thresh "
-                     "of an eval run).")
+                     "of an eval run; with task.squad_head=xlnet: when the "
+                     "null score reaches it, the eval's "
+                     "null_score_diff_threshold).")
 
 
 def main(argv):

@@ -4,7 +4,9 @@ Settings match the original's published run: seq 128, dupe_factor 5,
 max_predictions 20, a 4,000-piece unigram model, 4 copies of botchan = "1x"
 (the original made 10,253 instances in ~41 s, ~250 instances/s, with memory
 growing with the corpus). Measures instances/s with 1 and 2 workers and peak
-memory at 1x and 10x, each run in a fresh subprocess:
+memory at 1x and 10x, and the Beam pipeline (beam_pretraining_data) on the
+DirectRunner with 1 and 2 worker processes on the 10x corpus, each run in a
+fresh subprocess; all runs write 4 shards:
   peak_rss_mb_max_process: largest single process (getrusage RUSAGE_CHILDREN)
   peak_rss_mb_total: peak summed RSS of the process tree (psutil, 50 ms samples)
 Writes benchmarks/results/data_prep.json.
@@ -12,6 +14,7 @@ Writes benchmarks/results/data_prep.json.
   PYTHONPATH=. python benchmarks/bench_data_prep.py [--quick]
 """
 
+import collections
 import json
 import os
 import subprocess
@@ -27,6 +30,8 @@ sys.path.insert(0, ROOT)
 from data_prep import prepare_corpus  # pylint: disable=g-import-not-at-top
 from data_prep import train_sentencepiece  # pylint: disable=g-import-not-at-top
 
+_TRIALS = 2  # each configuration runs this often; the fastest run is kept
+_TOOLS = {"local": "create_pretraining_data", "beam": "beam_pretraining_data"}
 BOTCHAN = os.path.join(ROOT, "tests", "testdata", "botchan.txt")
 # Measures one child: wall time, CPU time, max RSS of any process, total RSS.
 _RUNNER = r"""
@@ -58,27 +63,71 @@ def _corpus(tmp, copies, sentences):
   return path
 
 
-def _run(corpus, model, out, workers):
-  cmd = [sys.executable, "-m", "data_prep.create_pretraining_data",
-         f"--input_file={corpus}", f"--output_file={out}",
-         f"--spm_model_file={model}", "--max_seq_length=128",
+def _run(corpus, model, out, workers, tool="local", seq=128):
+  cmd = [sys.executable, "-m", f"data_prep.{_TOOLS[tool]}",
+         f"--input_file={corpus}", f"--output_file={out}@4",
+         f"--spm_model_file={model}", f"--max_seq_length={seq}",
          "--dupe_factor=5", "--max_predictions_per_seq=20",
-         f"--num_workers={workers}", "--progress_interval=0"]
+         "--progress_interval=0"]
+  if tool == "beam":  # one SDK worker process per worker, like the pool
+    cmd += ["--runner=DirectRunner", "--direct_running_mode=multi_processing",
+            f"--direct_num_workers={workers}"]
+  else:
+    cmd.append(f"--num_workers={workers}")
   env = dict(os.environ, PYTHONPATH=ROOT)
-  r = subprocess.run([sys.executable, "-c", _RUNNER] + cmd, env=env,
-                     capture_output=True, text=True, check=True)
-  m = json.loads(r.stdout.strip().splitlines()[-1])
-  if m["rc"]:
-    raise RuntimeError(r.stderr)
-  with open(out + ".summary.json") as f:
-    inst = json.load(f)["instances"]
-  return {"workers": workers, "instances": inst,
+  trials = []
+  for _ in range(_TRIALS):
+    r = subprocess.run([sys.executable, "-c", _RUNNER] + cmd, env=env,
+                       capture_output=True, text=True, check=True)
+    m = json.loads(r.stdout.strip().splitlines()[-1])
+    if m["rc"]:
+      raise RuntimeError(r.stderr)
+    trials.append(m)
+  # The 2-core machine is shared: the fastest trial is the least disturbed.
+  m = min(trials, key=lambda t: t["wall"])
+  with open(out + "-00000-of-00004.summary.json") as f:
+    summary = json.load(f)
+  inst = summary["instances"]
+  out_bytes = sum(os.path.getsize(p) for p in summary["records_per_file"])
+  return {"tool": tool, "workers": workers, "max_seq_length": seq,
+          "instances": inst, "output_bytes_per_instance": round(out_bytes / inst),
           "wall_seconds": round(m["wall"], 2),
+          "wall_seconds_all_trials": [round(t["wall"], 2) for t in trials],
           "cpu_seconds": round(m["cpu"], 2),
           "instances_per_second": round(inst / m["wall"], 1),
           "instances_per_cpu_second": round(inst / m["cpu"], 1),
           "peak_rss_mb_max_process": round(m["maxrss_kb"] / 1024, 1),
           "peak_rss_mb_total": round(m["peak_total"] / 2**20, 1)}
+
+
+def _read_rate(corpus):
+  """MB/s of the Beam pipeline's one sequential stage (read + blocks)."""
+  from data_prep import create_pretraining_data as cpd  # pylint: disable=g-import-not-at-top
+  start = time.process_time()
+  for _ in cpd.iter_blocks([corpus], collections.Counter(), 64, 100000,
+                           20000, None):
+    pass
+  return round(os.path.getsize(corpus) / 2**20 /
+               (time.process_time() - start), 1)
+
+
+def _beam_vs_local(runs):
+  """Beam's per-core throughput relative to the local tool (10x corpus)."""
+  by = {(r["tool"], r["workers"]): r for r in runs
+        if r["corpus"] == "10x" and r["max_seq_length"] == 128}
+  if ("beam", 1) not in by:
+    return None
+  out = {}
+  for w in (1, 2):
+    b, l = by[("beam", w)], by[("local", w)]
+    out[f"{w}_workers"] = {
+        "wall_ratio_beam_over_local": round(b["wall_seconds"] /
+                                            l["wall_seconds"], 2),
+        "cpu_ratio_beam_over_local": round(b["cpu_seconds"] /
+                                           l["cpu_seconds"], 2)}
+  out["beam_speedup_2_over_1_workers"] = round(
+      by[("beam", 1)]["wall_seconds"] / by[("beam", 2)]["wall_seconds"], 2)
+  return out
 
 
 def main():
@@ -93,14 +142,26 @@ def main():
       sentences = f.read()
     one_x = _corpus(tmp, 4, sentences)
     ten_x = _corpus(tmp, 40, sentences)
+    tiny = _corpus(tmp, 1, sentences[:2000])
+    read_rate = _read_rate(ten_x)
     runs = []
-    plan = [("1x", one_x, 1), ("1x", one_x, 2)]
+    plan = [("1x", one_x, 1, "local"), ("1x", one_x, 2, "local")]
     if not quick:
-      plan += [("10x", ten_x, 1), ("10x", ten_x, 2)]
-    for size, corpus, workers in plan:
-      res = _run(corpus, model, os.path.join(tmp, f"out_{size}_{workers}"),
-                 workers)
-      res.update(corpus=size, corpus_mb=round(os.path.getsize(corpus) / 2**20, 2))
+      plan += [("10x", ten_x, 1, "local"), ("10x", ten_x, 2, "local"),
+               ("10x", ten_x, 1, "beam"), ("10x", ten_x, 2, "beam"),
+               # Seq 512 (the released models'): cost per MB for estimates.
+               ("10x", ten_x, 1, "local", 512), ("10x", ten_x, 1, "beam", 512),
+               # Fixed cost (start-up) of each tool: one short document.
+               ("tiny", tiny, 1, "local"), ("tiny", tiny, 1, "beam")]
+    for size, corpus, workers, tool, *seq in plan:
+      res = _run(corpus, model,
+                 os.path.join(tmp, f"out_{size}_{workers}_{tool}_"
+                              f"{seq[0] if seq else 128}"),
+                 workers, tool, *seq)
+      mb = os.path.getsize(corpus) / 2**20
+      res.update(corpus=size, corpus_mb=round(mb, 2),
+                 mb_dupe_pass_per_cpu_second=round(
+                     mb * 5 / res["cpu_seconds"], 3))
       runs.append(res)
       print(json.dumps(res), flush=True)
   result = {
@@ -111,6 +172,8 @@ def main():
       "original_reference": {"instances": 10253, "seconds": 41,
                              "instances_per_second": 250},
       "runs": runs,
+      "sequential_read_mb_per_second": read_rate,
+      "beam_vs_local": _beam_vs_local(runs),
       "timestamp": time.strftime("%Y-%m-%d %H:%M:%S"),
   }
   os.makedirs(os.path.join(ROOT, "benchmarks", "results"), exist_ok=True)

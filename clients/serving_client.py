@@ -242,8 +242,9 @@ def run(server, model_name, texts, texts_b=None, protocol="rest",
   return rows_from_response(response)
 
 
-def main(argv=None):
-  from absl import flags  # pylint: disable=g-import-not-at-top
+def define_flags(flags):
+  """The CLI's flags (absl is imported by `cli()` only: the client functions
+  above need nothing but the standard library)."""
   flags.DEFINE_string("server", "http://localhost:8501",
                       "REST base URL (http://host:8501) or gRPC host:port "
                       "(localhost:8500).")
@@ -261,8 +262,10 @@ def main(argv=None):
                     "REST body: row (instances) or columnar (inputs).")
   flags.DEFINE_float("timeout", DEFAULT_TIMEOUT, "Seconds per request.")
   flags.DEFINE_bool("json", False, "Print raw JSON rows instead of text.")
-  fl = flags.FLAGS
-  fl(sys.argv if argv is None else argv)
+
+
+def main(fl):
+  """Runs the request described by the parsed flags `fl`; the exit code."""
   if not fl.model_name or not fl.text:
     sys.stderr.write("--model_name and at least one --text are required\n")
     return 2
@@ -281,7 +284,10 @@ def main(argv=None):
 
 def cli():
   """Console-script entry point (pyproject.toml)."""
-  sys.exit(main())
+  from absl import app  # pylint: disable=g-import-not-at-top
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  define_flags(flags)
+  app.run(lambda argv: sys.exit(main(flags.FLAGS)))
 
 
 if __name__ == "__main__":

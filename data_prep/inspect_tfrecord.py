@@ -9,6 +9,8 @@ Example:
     --spm_model_file=30k-clean.model --max_examples=3
 """
 
+import os
+import re
 import sys
 
 from absl import app
@@ -22,8 +24,9 @@ def define_flags():
   """Defines the command-line flags (only when run as a program)."""
   flags.DEFINE_string("input_file", None, "TFRecord file (plain or GZIP).")
   flags.DEFINE_string("spm_model_file", None, "SentencePiece model used to write it.")
-  flags.DEFINE_integer("max_examples", 5, "Number of examples to print.")
-  flags.DEFINE_integer("skip", 0, "Examples to skip first.")
+  flags.DEFINE_integer("max_examples", 5, "Number of examples to print.",
+                       lower_bound=0)
+  flags.DEFINE_integer("skip", 0, "Examples to skip first.", lower_bound=0)
   flags.DEFINE_bool("do_lower_case", True, "Unused for decoding; kept for symmetry.")
   flags.DEFINE_enum("compression", "auto", ["auto", "NONE", "GZIP"],
                     "Input compression (auto: detect gzip magic).")
@@ -77,19 +80,65 @@ def format_example(ex, tok):
   return "\n".join(lines)
 
 
+_NEEDED = ("input_mask", "masked_lm_positions", "masked_lm_ids",
+           "masked_lm_weights")
+
+
+def check_features(ex, path, index):
+  """Raises ValueError naming the file if `ex` is not a pretraining example."""
+  missing = [n for n in _NEEDED if n not in ex]
+  if "input_ids" not in ex and "input_word_ids" not in ex:
+    missing.insert(0, "input_ids")
+  if "segment_ids" not in ex and "input_type_ids" not in ex:
+    missing.append("segment_ids")
+  if missing:
+    raise ValueError(f"{path}: record {index} is not a pretraining example "
+                     f"(no feature {', '.join(missing)})")
+
+
+def _short(error):
+  """TF's error text without its op/function decorations, on one line."""
+  text = getattr(error, "message", None) or str(error) or type(error).__name__
+  text = re.sub(r"\{\{[^}]*\}\}|\[Op:[^\]]*\].*", "", text)
+  return " ".join(text.split())
+
+
+def show(path, tok, compression="auto", skip=0, max_examples=5,
+         stream=sys.stdout):
+  """Prints examples of `path`; errors are ValueError/OSError naming it."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from google.protobuf import message  # pylint: disable=g-import-not-at-top
+  shown, k = 0, -1
+  try:
+    for k, ex in enumerate(iter_examples(path, compression)):
+      if k < skip:
+        continue
+      check_features(ex, path, k)
+      stream.write(f"=== example {k}\n{format_example(ex, tok)}\n")
+      shown += 1
+      if shown >= max_examples:
+        break
+  except (tf.errors.DataLossError, message.DecodeError) as e:
+    raise ValueError(f"{path}: not a readable TFRecord of tf.train.Example "
+                     f"(corrupt or truncated after record {k}): {_short(e)}") from e
+  except (tf.errors.NotFoundError, tf.errors.PermissionDeniedError) as e:
+    raise OSError(f"Cannot read {path}: {e.message}") from e
+  return shown
+
+
 def main(argv):
   del argv
   if not FLAGS.input_file or not FLAGS.spm_model_file:
     raise app.UsageError("--input_file and --spm_model_file are required")
-  tok = tokenization.FullTokenizer(FLAGS.spm_model_file, FLAGS.do_lower_case)
-  shown = 0
-  for k, ex in enumerate(iter_examples(FLAGS.input_file, FLAGS.compression)):
-    if k < FLAGS.skip:
-      continue
-    sys.stdout.write(f"=== example {k}\n{format_example(ex, tok)}\n")
-    shown += 1
-    if shown >= FLAGS.max_examples:
-      break
+  try:
+    tok = tokenization.FullTokenizer(FLAGS.spm_model_file, FLAGS.do_lower_case)
+    if not os.path.isfile(FLAGS.input_file):
+      raise OSError(f"Cannot read input file {FLAGS.input_file}")
+    show(FLAGS.input_file, tok, FLAGS.compression, FLAGS.skip,
+         FLAGS.max_examples)
+  except (OSError, ValueError) as e:
+    sys.stderr.write(f"inspect_tfrecord: error: {e}\n")
+    sys.exit(1)
 
 
 def cli():

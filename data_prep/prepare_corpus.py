@@ -25,6 +25,7 @@ import sys
 from absl import app
 from absl import flags
 
+from data_prep import output_files
 from data_prep import text_reader
 from data_prep import tfrecord_io
 
@@ -50,13 +51,15 @@ def define_flags():
                     "e.g. Wikipedia dumps) instead of joining wrapped lines up to "
                     "a blank line.")
   flags.DEFINE_integer("min_sentences_per_doc", 1,
-                       "Documents with fewer sentences are dropped (counted).")
+                       "Documents with fewer sentences are dropped (counted).",
+                       lower_bound=0)
   flags.DEFINE_integer("max_paragraph_chars", 1000000,
                        "A paragraph longer than this is flushed early at a "
                        "sentence boundary (bounds memory on text without blank "
-                       "lines).")
+                       "lines).", lower_bound=1)
   flags.DEFINE_integer("max_line_chars", 100000,
-                       "Input lines longer than this are split at whitespace.")
+                       "Input lines longer than this are split at whitespace.",
+                       lower_bound=1)
 
 
 # Abbreviations after which a period does not end a sentence.
@@ -99,11 +102,12 @@ def split_sentences(text):
 class CorpusWriter:
   """Writes documents; counts documents and sentences."""
 
-  def __init__(self, path, min_sentences, stats):
+  def __init__(self, path, min_sentences, stats, compress=None):
     d = os.path.dirname(path)
     if d:
       os.makedirs(d, exist_ok=True)
-    self._f = (gzip.open(path, "wt", encoding="utf-8") if path.endswith(".gz")
+    compress = path.endswith(".gz") if compress is None else compress
+    self._f = (gzip.open(path, "wt", encoding="utf-8") if compress
                else open(path, "w", encoding="utf-8"))
     self._min = min_sentences
     self._stats = stats
@@ -149,9 +153,13 @@ def prepare(input_files, output_file, doc_boundary="blank_line",
             lines_are_paragraphs=False, min_sentences_per_doc=1,
             max_paragraph_chars=1000000, max_line_chars=100000):
   """Converts `input_files` into `output_file`; returns a stats Counter."""
+  output_files.check_disjoint(input_files, [output_file])
   stats = collections.Counter()
   pattern = re.compile(doc_regex) if doc_boundary == "regex" else None
-  writer = CorpusWriter(output_file, min_sentences_per_doc, stats)
+  # Written under a temporary name, renamed when complete (output_files.py).
+  staged = output_files.StagedOutputs([output_file])
+  writer = CorpusWriter(staged.temp_paths[0], min_sentences_per_doc, stats,
+                        compress=output_file.endswith(".gz"))
   para = []
   para_chars = 0
 
@@ -193,9 +201,13 @@ def prepare(input_files, output_file, doc_boundary="blank_line",
       flush_paragraph()
       if doc_boundary in ("file", "blank_line"):
         writer.end_document()
-  finally:
     flush_paragraph()
     writer.close()
+  except BaseException:
+    writer.close()
+    staged.abort()
+    raise
+  staged.commit()
   return stats
 
 

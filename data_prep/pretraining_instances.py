@@ -157,6 +157,7 @@ def create_instances_from_document(document, doc_index, block, cfg, info, rng,
       inst = None
       if not pair:
         tokens_a = [t for s in chunk for t in s]
+        stats["tokens_truncated"] += max(0, len(tokens_a) - max_num_tokens)
         truncate_seq_pair(tokens_a, [], max_num_tokens, rng)
         inst = _make_instance(tokens_a, None, 0, cfg, info, rng, stats)
       else:
@@ -208,6 +209,8 @@ def _pair_instance(chunk, was_split, i, doc_index, block, target_seq_length,
     if cfg.sentence_pair_task == "sop" and rng.random() < 0.5:
       label = 1
       tokens_a, tokens_b = tokens_b, tokens_a
+  stats["tokens_truncated"] += max(
+      0, len(tokens_a) + len(tokens_b) - max_num_tokens)
   truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)
   return _make_instance(tokens_a, tokens_b, label, cfg, info, rng, stats), i
 

@@ -17,13 +17,15 @@ _GZIP_MAGIC = b"\x1f\x8b"
 _KEEP_CONTROL = frozenset("\t")
 
 
-def open_binary(path):
+def open_binary(path, opener=None):
   """Opens `path` for binary reading, transparently gunzipping.
 
+  `opener(path)` -> binary file object (default: the builtin open; the Beam
+  pipeline passes one that reads any Beam filesystem, e.g. gs://).
   Returns (file object, raw file object whose tell() gives bytes consumed).
   """
   try:
-    raw = open(path, "rb")
+    raw = opener(path) if opener else open(path, "rb")
   except OSError as e:
     raise OSError(f"Cannot read input file {path}: {e.strerror or e}") from e
   head = raw.read(2)
@@ -44,7 +46,8 @@ def remove_control_chars(text):
   return out, out != text
 
 
-def iter_clean_lines(path, stats, max_line_chars=100_000, progress=None):
+def iter_clean_lines(path, stats, max_line_chars=100_000, progress=None,
+                     opener=None):
   """Yields the lines of `path` as clean `str` without line terminators.
 
   Args:
@@ -53,7 +56,9 @@ def iter_clean_lines(path, stats, max_line_chars=100_000, progress=None):
     max_line_chars: longer lines are split at whitespace into several lines.
     progress: optional callable(bytes_consumed_delta) for ETA reporting.
   """
-  f, raw = open_binary(path)
+  if max_line_chars < 1:  # 0 would loop forever on the first long line
+    raise ValueError(f"max_line_chars must be >= 1, got {max_line_chars}")
+  f, raw = open_binary(path, opener)
   limit = max(16, max_line_chars)  # bytes per read; a char is >= 1 byte
   decoder = codecs.getincrementaldecoder("utf-8")("strict")
   pending = ""     # text of a huge line not yet emitted
@@ -118,7 +123,8 @@ def iter_clean_lines(path, stats, max_line_chars=100_000, progress=None):
 
 
 def iter_documents(paths, stats, max_line_chars=100_000,
-                   max_lines_per_document=20_000, progress=None):
+                   max_lines_per_document=20_000, progress=None,
+                   opener=None):
   """Yields documents (lists of non-empty stripped lines) from `paths`.
 
   A blank line or the end of a file ends a document. Empty documents are
@@ -128,7 +134,8 @@ def iter_documents(paths, stats, max_line_chars=100_000,
   """
   for path in paths:
     doc = []
-    for line in iter_clean_lines(path, stats, max_line_chars, progress):
+    for line in iter_clean_lines(path, stats, max_line_chars, progress,
+                                 opener):
       line = line.strip()
       if not line:
         if doc:

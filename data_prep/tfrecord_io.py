@@ -15,6 +15,8 @@ import struct
 
 import numpy as np
 
+from data_prep import output_files
+
 # ---------------------------------------------------------------- CRC32C ----
 _POLY = 0x82F63B78  # Castagnoli, reflected.
 
@@ -188,6 +190,9 @@ def expand_output_files(spec):
     if not part:
       continue
     m = _SHARD_PATTERN.match(part)
+    if "@" in os.path.basename(part) and not m:
+      raise ValueError(f"output_file {part!r}: the shard count after '@' must "
+                       "be a positive integer (PATH@N)")
     if m:
       base, n = m.group(1), int(m.group(2))
       if n < 1:
@@ -211,7 +216,9 @@ def expand_input_files(spec):
     if not part:
       continue
     if any(c in part for c in "*?["):
-      matched = sorted(glob.glob(part))
+      # Our own summaries and temporary files are never corpus text.
+      matched = sorted(p for p in glob.glob(part)
+                       if not output_files.is_tool_output(p))
       if not matched:
         raise FileNotFoundError(f"input_file pattern matched no files: {part}")
       files.extend(matched)
@@ -227,15 +234,16 @@ def expand_input_files(spec):
 class RecordWriter:
   """Writes framed records to one file, optionally GZIP compressed."""
 
-  def __init__(self, path, compression="NONE"):
+  def __init__(self, path, compression="NONE", fileobj=None):
+    """fileobj: an open binary file to write to instead of opening `path`."""
     compression = (compression or "NONE").upper()
     if compression not in ("NONE", "GZIP"):
       raise ValueError(f"compression must be NONE or GZIP, got {compression}")
     d = os.path.dirname(path)
-    if d:
+    if d and fileobj is None:
       os.makedirs(d, exist_ok=True)
     self.path = path
-    raw = open(path, "wb")
+    raw = open(path, "wb") if fileobj is None else fileobj
     if compression == "GZIP":
       # mtime=0 and no file name keep the output byte-identical across runs.
       self._f = gzip.GzipFile(filename="", mode="wb", fileobj=raw,

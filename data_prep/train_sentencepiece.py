@@ -20,6 +20,7 @@ from absl import app
 from absl import flags
 import sentencepiece as spm
 
+from data_prep import output_files
 from data_prep import text_reader
 from data_prep import tfrecord_io
 from data_prep import tokenization
@@ -36,7 +37,8 @@ def define_flags():
                       ".gz), e.g. the output of prepare_corpus.py.")
   flags.DEFINE_string("model_prefix", None,
                       "Output prefix; writes <prefix>.model and <prefix>.vocab.")
-  flags.DEFINE_integer("vocab_size", 30000, "Vocabulary size (release: 30000).")
+  flags.DEFINE_integer("vocab_size", 30000, "Vocabulary size (release: 30000).",
+                       lower_bound=8)
   flags.DEFINE_enum("model_type", "unigram", ["unigram", "bpe", "char", "word"],
                     "SentencePiece model type (release: unigram).")
   flags.DEFINE_float("character_coverage", 0.99995,
@@ -59,7 +61,7 @@ def define_flags():
   flags.DEFINE_integer("max_sentence_length", 4192,
                        "Longer training sentences are skipped by the trainer "
                        "(bytes).")
-  flags.DEFINE_integer("num_threads", 2, "Trainer threads.")
+  flags.DEFINE_integer("num_threads", 2, "Trainer threads.", lower_bound=1)
   flags.DEFINE_integer("seed_sentencepiece_size", 1000000,
                        "Initial seed vocabulary size for the unigram trainer.")
   flags.DEFINE_string("normalization_rule_name", "nmt_nfkc",
@@ -81,6 +83,10 @@ def _sentences(input_files, normalize, lower, stats):
         yield line
 
 
+def _spm_train(model_prefix, **kwargs):
+  spm.SentencePieceTrainer.train(model_prefix=model_prefix, **kwargs)
+
+
 def train(input_files, model_prefix, vocab_size=30000, model_type="unigram",
           character_coverage=0.99995, user_defined_symbols=None,
           do_lower_case=True, normalize_input=True,
@@ -94,30 +100,38 @@ def train(input_files, model_prefix, vocab_size=30000, model_type="unigram",
   for path in input_files:
     if not os.path.isfile(path):
       raise FileNotFoundError(f"Training text not found: {path}")
-  d = os.path.dirname(model_prefix)
-  if d:
-    os.makedirs(d, exist_ok=True)
+  finals = [model_prefix + ".model", model_prefix + ".vocab"]
+  output_files.check_disjoint(input_files, finals, output_flag="--model_prefix")
+  # Trained under a temporary prefix, renamed when both files exist.
+  staged = output_files.StagedOutputs(finals)
+  tmp_prefix = output_files.temp_path(model_prefix)
+  staged.temp_paths = [tmp_prefix + ".model", tmp_prefix + ".vocab"]
   stats = collections.Counter()
   spm.set_random_generator_seed(random_seed)
-  spm.SentencePieceTrainer.train(
-      sentence_iterator=_sentences(input_files, normalize_input, do_lower_case,
-                                   stats),
-      model_prefix=model_prefix,
-      vocab_size=vocab_size,
-      model_type=model_type,
-      character_coverage=character_coverage,
-      pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
-      pad_piece="<pad>", unk_piece="<unk>",
-      control_symbols=CONTROL_SYMBOLS,
-      user_defined_symbols=[s for s in user_defined_symbols if s],
-      input_sentence_size=input_sentence_size,
-      shuffle_input_sentence=shuffle_input_sentence,
-      max_sentence_length=max_sentence_length,
-      num_threads=num_threads,
-      seed_sentencepiece_size=seed_sentencepiece_size,
-      normalization_rule_name=normalization_rule_name,
-      split_digits=split_digits,
-      minloglevel=2)
+  try:
+    _spm_train(
+        tmp_prefix,
+        sentence_iterator=_sentences(input_files, normalize_input, do_lower_case,
+                                     stats),
+        vocab_size=vocab_size,
+        model_type=model_type,
+        character_coverage=character_coverage,
+        pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
+        pad_piece="<pad>", unk_piece="<unk>",
+        control_symbols=CONTROL_SYMBOLS,
+        user_defined_symbols=[s for s in user_defined_symbols if s],
+        input_sentence_size=input_sentence_size,
+        shuffle_input_sentence=shuffle_input_sentence,
+        max_sentence_length=max_sentence_length,
+        num_threads=num_threads,
+        seed_sentencepiece_size=seed_sentencepiece_size,
+        normalization_rule_name=normalization_rule_name,
+        split_digits=split_digits,
+        minloglevel=2)
+  except BaseException:
+    staged.abort()
+    raise
+  staged.commit()
   sys.stderr.write(f"[train_sentencepiece] {stats['sentences']} sentences -> "
                    f"{model_prefix}.model, {model_prefix}.vocab\n")
   return model_prefix + ".model"

@@ -1,4 +1,5 @@
-"""Every Python source file is in the srcs of some Bazel target.
+"""Every Python source file is in the srcs of some Bazel target, and the
+targets' deps encode (and match) the package layering.
 
 The files: `git ls-files` (tracked plus untracked, non-ignored) when git
 works, else a walk of the tree; benchmarks/ is not built. Under `bazel test`
@@ -12,6 +13,7 @@ is executed with stub rules that record their `srcs` and `main`, so list
 comprehensions and shared lists work; glob() counts for nothing, because the
 project's convention is that each .py file is listed by name.
 """
+import ast
 import builtins
 import os
 import subprocess
@@ -95,7 +97,7 @@ class _Rule:
       if isinstance(value, str):
         value = [value]
       names += [item for item in value or () if isinstance(item, str)]
-    self.sink.append((self.name, names))
+    self.sink.append((self.name, names, kwargs))
 
 
 class _Stubs(dict):
@@ -143,8 +145,8 @@ def label_to_path(label, package):
   return f"{pkg}/{name}" if pkg else name
 
 
-def rule_sources(root, build_paths):
-  """[(rule name, [repo-relative paths in its srcs/main])] of all BUILD files."""
+def build_rules(root, build_paths):
+  """[(BUILD path, rule name, [repo paths in its srcs/main], kwargs)]."""
   rules = []
   for build_path in build_paths:
     package = os.path.dirname(build_path)
@@ -158,10 +160,15 @@ def rule_sources(root, build_paths):
                  "exports_files", "package", "pytest_test", "test_suite"):
       stubs[name] = _Rule(name, sink)
     exec(compile(code, build_path, "exec"), stubs)  # pylint: disable=exec-used
-    for rule, labels in sink:
+    for rule, labels, kwargs in sink:
       paths = [label_to_path(label, package) for label in labels]
-      rules.append((rule, [p for p in paths if p]))
+      rules.append((build_path, rule, [p for p in paths if p], kwargs))
   return rules
+
+
+def rule_sources(root, build_paths):
+  """[(rule name, [repo-relative paths in its srcs/main])] of all BUILD files."""
+  return [(rule, paths) for _, rule, paths, _ in build_rules(root, build_paths)]
 
 
 def covered_sources(root, build_paths):
@@ -187,7 +194,8 @@ def test_every_python_file_is_in_some_target_srcs():
 def test_every_test_file_has_its_own_py_test():
   root = repo_root()
   test_files = [p for p in python_files(root)
-                if p.startswith("tests/test_") and "/" not in p[6:]]
+                if p.startswith("tests/") and
+                os.path.basename(p).startswith("test_")]
   first_srcs = {paths[0] for rule, paths in rule_sources(root, build_files(root))
                 if rule in ("py_test", "pytest_test") and paths}
   missing = [p for p in test_files if p not in first_srcs]
@@ -200,8 +208,9 @@ def test_the_files_were_found():
   # Guards the test above against passing vacuously (e.g. an empty walk).
   root = repo_root()
   files = python_files(root)
-  for must in ("albert_tf/configs.py", "data_prep/tokenization.py",
-               "tests/test_build_coverage.py"):
+  for must in ("albert_tf/modeling/albert_config.py",
+               "data_prep/tokenization.py", "tests/test_build_coverage.py",
+               "tests/modeling/test_model.py"):
     assert must in files, f"{must} not seen under {root}"
   assert not [p for p in files if p.startswith("benchmarks/")]
 
@@ -235,3 +244,106 @@ def test_checker_reports_a_missing_file(tmp_path):
 ])
 def test_label_to_path(label, package, path):
   assert label_to_path(label, package) == path
+
+
+# --- Layering -----------------------------------------------------------------
+
+# What each albert_tf subpackage may depend on (docs/architecture.md). Data
+# flows one way: modeling and optimization at the bottom, tasks at the top,
+# entry points (the albert_tf package root) over everything.
+ALLOWED_DEPS = {
+    "modeling": set(),
+    "optimization": set(),
+    "checkpoints": {"modeling"},
+    "data": {"modeling", "data_prep"},
+    "core": {"modeling", "optimization", "checkpoints", "data"},
+    "serving": {"modeling", "checkpoints", "data", "core", "data_prep"},
+    "tasks": {"modeling", "optimization", "checkpoints", "data", "core",
+              "serving", "data_prep"},
+}
+
+
+def _dep_name(label):
+  """//albert_tf/core -> core, //data_prep -> data_prep, else None."""
+  label = label.split(":")[0]
+  if label.startswith("//albert_tf/"):
+    return label[len("//albert_tf/"):]
+  if label == "//data_prep":
+    return "data_prep"
+  return None
+
+
+def subpackage_libraries(root):
+  """{subpackage: (set of its py_library deps, [its source paths])}."""
+  libs = {}
+  for build_path, rule, paths, kwargs in build_rules(root, build_files(root)):
+    package = os.path.dirname(build_path)
+    if rule != "py_library" or not package.startswith("albert_tf/"):
+      continue
+    name = package[len("albert_tf/"):]
+    deps = {_dep_name(d) for d in kwargs.get("deps", [])} - {None}
+    libs[name] = (deps, paths)
+  return libs
+
+
+def imported_packages(path):
+  """Our top-level packages imported by a file: albert_tf.<sub> -> <sub>."""
+  with open(path, encoding="utf-8") as f:
+    tree = ast.parse(f.read(), path)
+  found = set()
+  for node in ast.walk(tree):
+    names = []
+    if isinstance(node, ast.Import):
+      names = [a.name for a in node.names]
+    elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+      names = [node.module]
+    for name in names:
+      parts = name.split(".")
+      if parts[0] == "albert_tf" and len(parts) > 1:
+        found.add(parts[1])
+      elif parts[0] == "albert_tf":
+        found.add("albert_tf")
+      elif parts[0] == "data_prep":
+        found.add("data_prep")
+  return found
+
+
+def test_every_subpackage_has_its_library():
+  libs = subpackage_libraries(repo_root())
+  assert set(ALLOWED_DEPS) <= set(libs), (
+      f"albert_tf subpackages without a py_library in their BUILD file: "
+      f"{sorted(set(ALLOWED_DEPS) - set(libs))}")
+
+
+@pytest.mark.parametrize("subpackage", sorted(ALLOWED_DEPS))
+def test_build_deps_follow_the_layering(subpackage):
+  deps, _ = subpackage_libraries(repo_root())[subpackage]
+  upward = deps - ALLOWED_DEPS[subpackage]
+  assert not upward, (
+      f"//albert_tf/{subpackage} depends on {sorted(upward)}, which sit above "
+      f"it (allowed: {sorted(ALLOWED_DEPS[subpackage])}; docs/architecture.md)")
+
+
+@pytest.mark.parametrize("subpackage", sorted(ALLOWED_DEPS))
+def test_imports_are_declared_deps(subpackage):
+  """The BUILD deps are the truth: a file imports only its own subpackage
+  and the subpackages its py_library depends on."""
+  root = repo_root()
+  deps, paths = subpackage_libraries(root)[subpackage]
+  bad = []
+  for path in paths:
+    extra = imported_packages(os.path.join(root, path)) - deps - {subpackage}
+    if extra:
+      bad.append(f"{path} imports {sorted(extra)}")
+  assert not bad, (f"imports outside //albert_tf/{subpackage}'s deps "
+                   f"{sorted(deps)}: {bad}")
+
+
+def test_layering_checker_catches_an_upward_import(tmp_path):
+  # Guards the two tests above against passing vacuously.
+  (tmp_path / "m.py").write_text(
+      "import os\nfrom albert_tf.tasks import pretraining\n"
+      "def f():\n  from data_prep import tokenization\n")
+  assert imported_packages(str(tmp_path / "m.py")) == {"tasks", "data_prep"}
+  deps, paths = subpackage_libraries(repo_root())["modeling"]
+  assert deps == set() and "albert_tf/modeling/albert_config.py" in paths

@@ -173,26 +173,52 @@ def _restore_saved_model(encoder, directory: str) -> None:
     t.assign(s)
 
 
-def _restore_tf1_heads(model, prefix: str, heads: List[str]) -> List[str]:
-  """Loads the original fine-tuning scripts' heads by their TF1 names;
-  returns the heads the checkpoint has."""
+def _read_tf1_heads(model, prefix: str, heads: List[str]):
+  """The original fine-tuning scripts' heads the checkpoint holds, read and
+  checked (nothing assigned): part -> {original name: (variable, array)}.
+
+  A head is all or nothing: some but not all of its variables, or one of
+  another shape, is an error naming the variable.
+  """
   reader = cw.open_reader(prefix)
-  held = reader.get_variable_to_shape_map()
-  loaded = []
+  stored = reader.get_variable_to_shape_map()
+  found = {}
   for part in heads:
-    layer = getattr(model, part, None)
-    names = tf1_checkpoint.FINETUNED_HEAD_NAMES.get(getattr(layer, "name", ""))
-    if not names or not all(n in held for n in names):
+    variables = tf1_checkpoint.finetuned_head_variables(
+        getattr(model, part, None))
+    if not any(name in stored for name in variables):
       continue
-    for var, name in zip((layer.output_weights, layer.output_bias), names):
-      value = cw.read_tensor(reader, name, prefix)
-      if tuple(value.shape) != tuple(var.shape):
+    missing = [name for name in variables if name not in stored]
+    if missing:
+      raise CheckpointConversionError(
+          f"{prefix}: no {part} variable(s) {', '.join(missing)} (it has the "
+          "rest of that head; not a checkpoint of this model?)")
+    for name, var in variables.items():
+      if tuple(stored[name]) != tuple(var.shape):
         raise CheckpointConversionError(
-            f"{prefix}: {name} has shape {list(value.shape)}, the model's "
-            f"{part} expects {var.shape.as_list()} (wrong num_labels?)")
+            f"{prefix}: {name} has shape {tuple(stored[name])}, the model's "
+            f"{part} expects {tuple(var.shape)} (wrong num_labels or "
+            "config?)")
+    found[part] = {name: (var, cw.read_tensor(reader, name, prefix))
+                   for name, var in variables.items()}
+  return found
+
+
+def _assign_tf1_heads(found, report):
+  for part, variables in found.items():
+    for name, (var, value) in variables.items():
       var.assign(value)
-    loaded.append(part)
-  return loaded
+      report.mapped[f"{part}/{name}"] = name
+      report.skipped.pop(name, None)
+      report.extras.pop(name, None)
+
+
+def tf1_global_step(prefix):
+  """A TF1 checkpoint's `global_step`, or None."""
+  reader = cw.open_reader(prefix)
+  if "global_step" not in reader.get_variable_to_shape_map():
+    return None
+  return int(reader.get_tensor("global_step"))
 
 
 def _check_heads(model, path, wanted_heads, held_heads, allow_missing_heads):
@@ -210,8 +236,9 @@ def _check_heads(model, path, wanted_heads, held_heads, allow_missing_heads):
 
 
 def _restore_converted(model, prefix, layout, heads, allow_missing_heads,
-                       init_from_group0):
-  """tf1 / model_garden / group-0 init: canonical arrays, then assignment."""
+                       init_from_group0, step):
+  """tf1 / model_garden / group-0 init: canonical arrays, then assignment
+  once every value has been checked."""
   config = cw.model_config(model)
   is_pretrainer = isinstance(model, AlbertPretrainer)
   with_heads = is_pretrainer and bool(heads)
@@ -219,26 +246,34 @@ def _restore_converted(model, prefix, layout, heads, allow_missing_heads,
                                 init_from_group0=init_from_group0,
                                 model=model if layout == "albert_tf" else None)
   variables = cw.model_variables(model, with_heads=with_heads)
+  tf1_heads = {}
   if is_pretrainer:
     held = [h for h in heads
             if all(n in values for n in variables if n.startswith(h + "/"))]
   elif layout == "tf1":  # The original fine-tuning scripts' head names.
-    held = _restore_tf1_heads(model, prefix, heads)
+    tf1_heads = _read_tf1_heads(model, prefix, heads)
+    held = list(tf1_heads)
   elif layout == "albert_tf":  # Only reached with init_from_group0.
     in_checkpoint = {n.split("/", 1)[0]
                      for n, _ in tf.train.list_variables(prefix)}
     held = [h for h in heads if h in in_checkpoint]
-    if held:
-      object_layout.restore_parts(
-          {h: object_layout.model_parts(model)[h] for h in held}, prefix)
   else:
     held = []
   fresh = _check_heads(model, prefix, heads, held, allow_missing_heads)
   variables = {n: v for n, v in variables.items()
                if n.split("/", 1)[0] not in fresh}
   cw.check_and_assign(variables, values, report.mapped, prefix)
-  return RestoreReport(prefix, report.layout, ["encoder"] + held, fresh,
-                       report)
+  _assign_tf1_heads(tf1_heads, report)
+  if layout == "albert_tf" and held:
+    object_layout.restore_parts(
+        {h: object_layout.model_parts(model)[h] for h in held}, prefix)
+  restored = ["encoder"] + held
+  if step is not None and layout == "tf1":
+    global_step = tf1_global_step(prefix)
+    if global_step is not None:
+      step.assign(global_step)
+      restored.append("step")
+  return RestoreReport(prefix, report.layout, restored, fresh, report)
 
 
 def _restore_ours(model, prefix, heads, allow_missing_heads, step):
@@ -268,7 +303,8 @@ def restore(model, path: str, parts: str = "all",
     or a smoke-test export of a pretraining checkpoint as a classifier).
   init_from_group0: every group starts from group_0's weights (the
     original's option for growing the number of groups).
-  step: a variable to restore the training step into (albert_tf layout).
+  step: a variable to restore the training step into (albert_tf layout;
+    a TF1 checkpoint's `global_step`).
   """
   if parts not in PARTS:
     raise ValueError(f"parts={parts!r}: expected one of {PARTS}")
@@ -287,7 +323,7 @@ def restore(model, path: str, parts: str = "all",
       report = _restore_ours(model, prefix, heads, allow_missing_heads, step)
     else:
       report = _restore_converted(model, prefix, layout, heads,
-                                  allow_missing_heads, init_from_group0)
+                                  allow_missing_heads, init_from_group0, step)
   if parts == "encoder":
     report.fresh = [p for p in object_layout.model_parts(model)
                     if p != "encoder"]

@@ -47,6 +47,24 @@ _FIXED = {
 }
 _FIXED_REVERSE = {v: k for k, v in _FIXED.items()}
 
+# The SQuAD 2.0 head of `run_squad_v2.py` (`squad_utils.create_v2_model`):
+# top-level scopes, no `cls/` prefix. Our XLNetSquadHead sublayer/weight ->
+# original name (dense kernels [in, out] on both sides).
+SQUAD_V2_HEAD = {
+    "start_dense/kernel": "start_logits/dense/kernel",
+    "start_dense/bias": "start_logits/dense/bias",
+    "end_dense_0/kernel": "end_logits/dense_0/kernel",
+    "end_dense_0/bias": "end_logits/dense_0/bias",
+    "end_layer_norm/gamma": "end_logits/LayerNorm/gamma",
+    "end_layer_norm/beta": "end_logits/LayerNorm/beta",
+    "end_dense_1/kernel": "end_logits/dense_1/kernel",
+    "end_dense_1/bias": "end_logits/dense_1/bias",
+    "answer_dense_0/kernel": "answer_class/dense_0/kernel",
+    "answer_dense_0/bias": "answer_class/dense_0/bias",
+    "answer_dense_1/kernel": "answer_class/dense_1/kernel",
+}
+SQUAD_V2_HEAD_SCOPES = ("start_logits/", "end_logits/", "answer_class/")
+
 # (our sublayer kind, suffix) -> suffix under the original's inner_group_I/.
 _BLOCK = {
     ("attention", "query/kernel"): "attention_1/self/query/kernel",
@@ -75,6 +93,23 @@ FINETUNED_HEAD_NAMES = {
     "span_labeling_head": ("cls/squad/output_weights", "cls/squad/output_bias"),
     "multiple_choice_head": ("output_weights", "output_bias"),
 }
+SQUAD_V2_HEAD_NAME = "squad_v2_head"
+
+
+def finetuned_head_variables(head) -> Dict[str, tf.Variable]:
+  """Original name -> variable of one of our downstream heads (the original
+  fine-tuning scripts' names; {} for a head they do not have)."""
+  if getattr(head, "name", None) == SQUAD_V2_HEAD_NAME:  # XLNetSquadHead
+    out = {}
+    for ours, original in SQUAD_V2_HEAD.items():
+      layer, weight = ours.split("/")
+      out[original] = getattr(getattr(head, layer), weight)
+    return out
+  names = FINETUNED_HEAD_NAMES.get(getattr(head, "name", None))
+  if not names:
+    return {}
+  return dict(zip(names, (head.output_weights, head.output_bias)))
+
 
 _OURS_BLOCK_RE = re.compile(r"^transformer/(attention|ffn)_(\d+)/(.+)$")
 _TF1_BLOCK_RE = re.compile(
@@ -139,6 +174,8 @@ def skip_reason(name: str) -> Tuple[Optional[str], bool]:
     return "fine-tuned classifier head (not part of the encoder)", True
   if name.startswith("cls/squad/"):
     return "fine-tuned SQuAD head (not part of the encoder)", True
+  if name.startswith(SQUAD_V2_HEAD_SCOPES):
+    return "fine-tuned SQuAD 2.0 head (not part of the encoder)", True
   if name.startswith("cls/") and name not in _FIXED_REVERSE:
     return "fine-tuned task head (not part of the encoder)", True
   return None, False

@@ -1,17 +1,6 @@
 """SQuAD v1.1 / v2.0: reading, doc-stride windows, answer alignment, answers.
 
-Alignment. The tokenizer normalises text (whitespace collapsed, `` and ''
-turned into ", NFKD with combining marks dropped, lowercase) before
-SentencePiece sees it, so piece boundaries are not positions in the original
-context. `tokenize_with_offsets` keeps, for every token, the character span
-of the *original* context it came from: the normalisation is replayed
-character by character to map each normalised character back to its source
-character (checked against `FullTokenizer.normalize`; any disagreement is
-resolved by a character alignment), and SentencePiece's own byte offsets
-place each piece in the normalised text. An answer's character span then
-maps to the tokens overlapping it, and a predicted token span maps back to
-the exact original substring (accents, case and punctuation intact), which
-is what the official evaluation compares.
+Alignment of answers to tokens: `squad_alignment`.
 
 Windows. A context longer than `max_seq_length - len(question) - 3` tokens is
 split into overlapping windows `[CLS] question [SEP] window [SEP]`, each
@@ -35,16 +24,14 @@ when absent (`ReadStats`).
 
 import collections
 import dataclasses
-import difflib
 import json
-import unicodedata
 from typing import List, Optional
 
 from absl import logging
 import numpy as np
 
 from albert_tf.data import finetune_features
-from data_prep import tokenization
+from albert_tf.data import squad_alignment
 
 
 class SquadFormatError(ValueError):
@@ -147,152 +134,6 @@ def _locate_answer(context, text, start):
   return min(hits, key=lambda h: abs(h - start)) if hits else None
 
 
-# --- Normalisation with a character map -----------------------------------------
-
-
-def _replay_normalization(text, lower):
-  """Normalised chars and, per char, its source span (start, end) in `text`.
-
-  Replays `tokenization.normalize_text` step by step.
-  """
-  chars, source = [], []
-  i, n = 0, len(text)
-  pending_space = None
-  while i < n:
-    c = text[i]
-    if c.isspace():
-      if chars and pending_space is None:
-        pending_space = i
-      i += 1
-      continue
-    if pending_space is not None:
-      chars.append(" ")
-      source.append((pending_space, pending_space + 1))
-      pending_space = None
-    if text[i:i + 2] in ("``", "''"):
-      out, width = '"', 2
-    else:
-      out, width = c, 1
-      if not c.isascii():
-        out = "".join(d for d in unicodedata.normalize("NFKD", c)
-                      if not unicodedata.combining(d))
-    if lower:
-      out = out.lower()
-    for d in out:
-      chars.append(d)
-      source.append((i, i + width))
-    i += width
-  return "".join(chars), source
-
-
-def normalize_with_map(tokenizer, text):
-  """(tokenizer.normalize(text), list: normalised index -> source span)."""
-  norm = tokenizer.normalize(text)
-  replay, source = _replay_normalization(text, tokenizer.do_lower_case)
-  if replay == norm:
-    return norm, source
-  # Rare (context-dependent case mappings, NFKD producing spaces): align the
-  # replayed string to the real one and borrow the nearest mapped source.
-  mapping = [None] * len(norm)
-  matcher = difflib.SequenceMatcher(None, norm, replay, autojunk=False)
-  for op, a0, a1, b0, b1 in matcher.get_opcodes():
-    if op == "equal" or (op == "replace" and a1 - a0 == b1 - b0):
-      for k in range(a1 - a0):
-        mapping[a0 + k] = source[b0 + k]
-  last = (0, 0)
-  for k, m in enumerate(mapping):
-    if m is None:
-      mapping[k] = last
-    else:
-      last = m
-  return norm, mapping
-
-
-@dataclasses.dataclass
-class TokenizedText:
-  ids: List[int]
-  starts: List[int]     # per token: first original character
-  ends: List[int]       # per token: one past its last original character
-
-
-def tokenize_with_offsets(tokenizer, text):
-  """Tokenizes `text` exactly as `tokenizer.encode_ids` and keeps char spans.
-
-  A token made only of the word-start marker (no visible character) gets an
-  empty span at the next character.
-  """
-  norm, to_orig = normalize_with_map(tokenizer, text)
-  ids = tokenizer.encode_ids(text)
-  proto = tokenizer.sp_model.encode(norm, out_type="immutable_proto")
-  # SentencePiece reports offsets in characters (recent Python wrappers) or
-  # UTF-8 bytes (older ones); the last piece's end tells which.
-  raw = norm.encode("utf-8")
-  in_bytes = (len(raw) != len(norm) and proto.pieces and
-              proto.pieces[-1].end == len(raw))
-  char_of = np.arange(len(norm) + 1)
-  if in_bytes:
-    char_of = np.zeros(len(raw) + 1, np.int64)
-    pos = 0
-    for k, ch in enumerate(norm):
-      width = len(ch.encode("utf-8"))
-      char_of[pos:pos + width] = k
-      pos += width
-    char_of[len(raw)] = len(norm)
-  norm_spans = []
-  k = 0
-  for piece in proto.pieces:
-    b, e = int(char_of[piece.begin]), int(char_of[piece.end])
-    if k < len(ids) and ids[k] == piece.id:
-      norm_spans.append((b, e))
-      k += 1
-      continue
-    # The tokenizer split this piece (e.g. "1990," -> "1990" ","): place the
-    # sub-pieces right-aligned in the piece's span by their visible length.
-    surface = piece.piece.replace(tokenization.SPIECE_UNDERLINE, "")
-    subs, length = [], 0
-    while k < len(ids) and length < len(surface):
-      sub = tokenizer.convert_ids_to_tokens([ids[k]])[0]
-      width = len(sub.replace(tokenization.SPIECE_UNDERLINE, ""))
-      subs.append(width)
-      length += width
-      k += 1
-    cursor = e - length
-    for width in subs:
-      norm_spans.append((max(cursor, b), cursor + width))
-      cursor += width
-  if k != len(ids):
-    raise AssertionError("offset tokenization disagrees with encode_ids")
-  starts, ends = [], []
-  n = len(text)
-  for b, e in norm_spans:
-    visible = [j for j in range(b, e) if j < len(norm) and norm[j] != " "]
-    if visible:
-      starts.append(to_orig[visible[0]][0])
-      ends.append(to_orig[visible[-1]][1])
-    else:
-      at = to_orig[e][0] if e < len(norm) else n
-      starts.append(at)
-      ends.append(at)
-  # A source character split over two tokens (e.g. a ligature) ends the
-  # first token after the whole character.
-  ends = [max(s, x) for s, x in zip(starts, ends)]
-  return TokenizedText(ids, starts, ends)
-
-
-def char_span_to_tokens(tokens, start_char, end_char):
-  """First and last token overlapping [start_char, end_char), or None."""
-  hit = [i for i, (s, e) in enumerate(zip(tokens.starts, tokens.ends))
-         if s < end_char and e > start_char]
-  if not hit:
-    return None
-  return hit[0], hit[-1]
-
-
-def tokens_to_text(context, tokens, first, last):
-  """The original substring covered by tokens first..last."""
-  return context[tokens.starts[first]:tokens.ends[last]]
-
-
 # --- Windows and features -----------------------------------------------------------
 
 
@@ -338,10 +179,10 @@ def convert_examples(examples, tokenizer, max_seq_length, doc_stride,
   unique_id = 0
   for ex_index, example in enumerate(examples):
     q_ids = tokenizer.encode_ids(example.question_text)[:max_query_length]
-    doc = tokenize_with_offsets(tokenizer, example.context_text)
+    doc = squad_alignment.tokenize_with_offsets(tokenizer, example.context_text)
     answer = None
     if is_training and not example.is_impossible:
-      answer = char_span_to_tokens(
+      answer = squad_alignment.char_span_to_tokens(
           doc, example.answer_start,
           example.answer_start + len(example.answer_text))
     windows = doc_windows(len(doc.ids), max_seq_length - len(q_ids) - 3,
@@ -374,7 +215,7 @@ def example_metadata(examples, tokenizer):
   """Per example, the tokens' original character spans (for answers)."""
   out = []
   for example in examples:
-    doc = tokenize_with_offsets(tokenizer, example.context_text)
+    doc = squad_alignment.tokenize_with_offsets(tokenizer, example.context_text)
     out.append({"starts": doc.starts, "ends": doc.ends})
   return out
 

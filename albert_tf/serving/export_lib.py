@@ -43,12 +43,14 @@ from albert_tf.checkpoints import restore as restore_lib
 from albert_tf.checkpoints.paths import existing_versions  # pylint: disable=unused-import
 from albert_tf.checkpoints.paths import next_version
 from albert_tf.modeling import albert_config
+from albert_tf.modeling.models import albert_squad_v2
 from albert_tf.modeling.models import downstream_models
 from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
 from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
 from albert_tf.serving import preprocessing
 from albert_tf.serving import serving_modules
 from albert_tf.serving import squad_module
+from albert_tf.serving import squad_windows
 from albert_tf.serving import task_modules
 
 EXPORT_KINDS = ("encoder", "pretraining", "preprocessing", "serving")
@@ -215,7 +217,8 @@ def task_of(model, regression=False):
   if isinstance(model, downstream_models.AlbertClassifier):
     return "regression" if regression or model.num_labels == 1 else (
         "classification")
-  if isinstance(model, downstream_models.AlbertSpanLabeler):
+  if isinstance(model, (downstream_models.AlbertSpanLabeler,
+                        albert_squad_v2.AlbertSquadV2)):
     return "squad"
   if isinstance(model, downstream_models.AlbertMultipleChoice):
     return "multiple_choice"
@@ -224,10 +227,25 @@ def task_of(model, regression=False):
   raise TypeError(f"no serving task for {type(model).__name__}")
 
 
+def serving_module_class(model, task, doc_stride=None):
+  """The TF Serving module class for `model` and `task`."""
+  if task not in SERVING_MODULES:
+    raise ValueError(f"task must be one of {serving_modules.TASKS}, got "
+                     f"{task!r}")
+  if isinstance(model, albert_squad_v2.AlbertSquadV2) and not doc_stride:
+    raise ValueError("the SQuAD 2.0 (xlnet head) export serves doc-stride "
+                     "windows; set doc_stride")
+  if doc_stride and SERVING_MODULES[task] is squad_module.SquadModule:
+    return squad_windows.SquadWindowServingModule
+  return SERVING_MODULES[task]
+
+
 def export_serving(model, export_dir, spm_model_file, seq_length=128,
                    do_lower_case=True, label_names=None, num_text_fields=1,
                    max_answer_length=30, max_query_length=64,
-                   regression=False, version=None, task=None):
+                   regression=False, version=None, task=None,
+                   doc_stride=None, max_windows=32,
+                   null_score_diff_threshold=None):
   """Exports `model` for TF Serving (text, ids and tf.Example signatures).
 
   `model`: AlbertEncoder, AlbertClassifier (classification, or regression
@@ -235,12 +253,13 @@ def export_serving(model, export_dir, spm_model_file, seq_length=128,
   `context`; the question is capped at `max_query_length` tokens) or
   AlbertMultipleChoice (fields `context`, `choices`). `task` (one of
   serving_modules.TASKS) overrides the task read from the model's type.
+  SQuAD with `doc_stride`: the text signatures slide doc-stride windows over
+  long contexts (up to `max_windows`; `squad_windows`) instead of
+  truncating; AlbertSquadV2 (the original's v2 head) needs it, and answers
+  "" at `null_score_diff_threshold`.
   """
-  task = task or task_of(model, regression)
-  if task not in SERVING_MODULES:
-    raise ValueError(f"task must be one of {serving_modules.TASKS}, got "
-                     f"{task!r}")
-  module_class = SERVING_MODULES[task]
+  module_class = serving_module_class(model, task or task_of(model, regression),
+                                      doc_stride)
   config = _encoder_of(model).config
   if seq_length > config.max_position_embeddings:
     raise ValueError(f"seq_length {seq_length} exceeds the model's "
@@ -250,7 +269,9 @@ def export_serving(model, export_dir, spm_model_file, seq_length=128,
       spm_model_file, do_lower_case, seq_length,
       max_query_length=max_query_length)
   given = dict(num_text_fields=num_text_fields, label_names=label_names,
-               max_answer_length=max_answer_length)
+               max_answer_length=max_answer_length, doc_stride=doc_stride,
+               max_query_length=max_query_length, max_windows=max_windows,
+               null_score_diff_threshold=null_score_diff_threshold)
   options = {k: v for k, v in given.items() if k in module_class.options}
   with _ConfigAsset(config) as config_file:
     module = module_class(model, preprocessor, config, config_file=config_file,
@@ -330,7 +351,7 @@ def run(kind, export_dir, albert_config_file=None, checkpoint=None,
         label_names=None, num_text_fields=1, with_answerability=False,
         max_answer_length=30, max_query_length=64, num_choices=4,
         truncation="longest_first", max_first_segment_length=None,
-        version=None):
+        version=None, doc_stride=None, max_windows=32):
   """Builds, loads and exports; returns the version directory written."""
   if kind not in EXPORT_KINDS:
     raise ValueError(f"export kind must be one of {EXPORT_KINDS}, got {kind!r}")
@@ -372,4 +393,5 @@ def run(kind, export_dir, albert_config_file=None, checkpoint=None,
                         num_text_fields=num_text_fields,
                         max_answer_length=max_answer_length,
                         max_query_length=max_query_length, version=version,
-                        task=task)
+                        task=task, doc_stride=doc_stride,
+                        max_windows=max_windows)

@@ -36,8 +36,8 @@ class TaskServingModule(serving_modules._ModelModule):  # pylint: disable=protec
   """Base: text / ids / tf.Example signatures over `task_outputs`.
 
   Subclasses set `task`, `text_fields` and `options`, implement `outputs`,
-  and may override `make_preprocessor`, `preprocess_text`, `checked_ids`,
-  `text_specs` and `example_spec`.
+  and may override `make_preprocessor`, `preprocess_text`, `text_outputs`,
+  `checked_ids`, `text_specs` and `example_spec`.
 
   Args:
     model: the Keras model (its encoder's and heads' variables are saved).
@@ -66,16 +66,20 @@ class TaskServingModule(serving_modules._ModelModule):  # pylint: disable=protec
 
   # --- inputs -> checked model inputs ---
 
+  def _same_batch(self, a, b):
+    """`a`, `b` after asserting they have the same batch size."""
+    check = tf.debugging.assert_equal(
+        tf.shape(a)[0], tf.shape(b)[0],
+        message=f"{self.text_fields[0]} and {self.text_fields[1]} must have "
+        "the same batch size")
+    with tf.control_dependencies([check]):
+      return tf.identity(a), tf.identity(b)
+
   def preprocess_text(self, texts):
     """Dict field -> string [batch]; returns packed int32 model inputs."""
     fields = [texts[name] for name in self.text_fields]
     if len(fields) == 2:
-      check = tf.debugging.assert_equal(
-          tf.shape(fields[0])[0], tf.shape(fields[1])[0],
-          message=f"{self.text_fields[0]} and {self.text_fields[1]} must "
-          "have the same batch size")
-      with tf.control_dependencies([check]):
-        fields = [tf.identity(fields[0]), fields[1]]
+      fields = list(self._same_batch(*fields))
     return self.preprocessor.preprocess(fields)
 
   def checked_ids(self, features):
@@ -88,8 +92,14 @@ class TaskServingModule(serving_modules._ModelModule):  # pylint: disable=protec
     raise NotImplementedError
 
   def task_outputs(self, features):
+    """Model inputs (serve_ids, or packed text) -> task outputs."""
     features = self.checked_ids(features)
     return self.outputs(features, self.model(features, training=False))
+
+  def text_outputs(self, texts):
+    """Dict field -> string tensor; returns the task outputs (a module that
+    runs several windows per text overrides this)."""
+    return self.task_outputs(self.preprocess_text(texts))
 
   # --- signatures ---
 
@@ -110,7 +120,7 @@ class TaskServingModule(serving_modules._ModelModule):  # pylint: disable=protec
                                 "[batch, num_choices]" if t.shape.rank == 2
                                 else "[batch]")
                for name, t in texts.items()}
-      return self.task_outputs(self.preprocess_text(texts))
+      return self.text_outputs(texts)
 
     # Signature inputs are named after the TensorSpec names (the fields).
     names = list(text_specs)

@@ -31,6 +31,7 @@ import numpy as np
 import tensorflow as tf
 from official.modeling.hyperparams import base_config
 
+from albert_tf.checkpoints import paths
 from albert_tf.checkpoints import restore as restore_lib
 from albert_tf.core import distribute_utils
 from albert_tf.core import experiment_config
@@ -84,8 +85,14 @@ class FinetuningTaskConfig(base_config.Config):
   """The downstream model and its warm start."""
   # Dropout on the pooled output before the head (the original's 0.1).
   classifier_dropout: float = 0.1
-  # SQuAD 2.0: add an answerability head on [CLS].
+  # SQuAD 2.0: add an answerability head on [CLS] (squad_head "simple").
   with_answerability: bool = False
+  # SQuAD span head: "simple" (start/end dense) or "xlnet" (the original
+  # run_squad_v2.py head: end conditioned on the start, beam of
+  # start_n_top x end_n_top, answer class; SQuAD 2.0 only).
+  squad_head: str = "simple"
+  start_n_top: int = 5
+  end_n_top: int = 5
   # Warm start from an encoder SavedModel (export_savedmodel encoder
   # export; a version dir or its parent) instead of trainer.init_checkpoint.
   init_saved_model: str = ""
@@ -180,6 +187,10 @@ class FinetuneTask(trainer_lib.Task):
 
   def initialize(self, model):
     initialize_model(model, self.config)
+
+  def restore_for_inference(self, trainer, path):
+    """Loads checkpoint `path` into trainer.model (eval, predict, export)."""
+    restore_lib.restore(trainer.model, path, step=trainer.global_step)
 
   def loss_normalizers(self, features):
     return {"count": tf.reduce_sum(self.valid(features))}
@@ -295,17 +306,15 @@ class Family:
     raise NotImplementedError
 
 
-def _restore_for_inference(trainer, checkpoint):
+def _restore_for_inference(trainer, task, checkpoint):
   """The model (and step) from --checkpoint, else the run's latest."""
   if not checkpoint and not tf.train.latest_checkpoint(trainer.checkpoint_dir):
     raise ValueError(f"no checkpoint in {trainer.checkpoint_dir}; train "
                      "first or pass --checkpoint")
-  report = restore_lib.restore(trainer.model,
-                               checkpoint or trainer.checkpoint_dir,
-                               step=trainer.global_step)
-  logging.info("restored %s (step %d)", report.summary(),
-               int(trainer.global_step.numpy()))
-  return report.path
+  path = paths.resolve_checkpoint(checkpoint or trainer.checkpoint_dir)
+  task.restore_for_inference(trainer, path)
+  logging.info("restored %s (step %d)", path, int(trainer.global_step.numpy()))
+  return path
 
 
 def write_eval_results(output_dir, results):
@@ -338,7 +347,7 @@ def run(family, config, model_dir, mode="train", output_dir=None,
     else:
       result["train"] = trainer.train()
   else:
-    result["checkpoint"] = _restore_for_inference(trainer, checkpoint)
+    result["checkpoint"] = _restore_for_inference(trainer, task, checkpoint)
   if mode in ("eval", "train_and_eval"):
     metrics = family.evaluate(trainer, task, output_dir)
     result["eval"] = metrics

@@ -13,6 +13,7 @@ from albert_tf.tasks import finetuning as finetune_lib
 from albert_tf.tasks import metrics as finetune_metrics
 from albert_tf.data import squad_data
 from albert_tf.serving import export_lib
+from albert_tf.tasks import squad_v2_task
 
 class SquadTask(finetune_lib.FinetuneTask):
   """Span extraction (+ answerability for SQuAD 2.0)."""
@@ -21,13 +22,27 @@ class SquadTask(finetune_lib.FinetuneTask):
 
   def __init__(self, config, model_dir):
     super().__init__(config, model_dir)
+    squad_v2_task.validate_config(config)
     self.v2 = self.data.version_2_with_negative
     self.answerability = config.task.with_answerability
+    self.xlnet_head = squad_v2_task.uses_xlnet_head(config)
 
   def build_model(self):
+    if self.xlnet_head:
+      return squad_v2_task.build_model(self)
     return downstream_models.AlbertSpanLabeler(
         self.encoder(), with_answerability=self.answerability,
         dropout_rate=self.config.task.classifier_dropout)
+
+  def initialize(self, model):
+    if self.xlnet_head:
+      return squad_v2_task.initialize(self, model)
+    return super().initialize(model)
+
+  def restore_for_inference(self, trainer, path):
+    if self.xlnet_head:
+      return squad_v2_task.restore_for_inference(trainer, path)
+    return super().restore_for_inference(trainer, path)
 
   def feature_spec(self):
     return squad_data.feature_spec(self.data.max_seq_length)
@@ -93,6 +108,8 @@ class SquadTask(finetune_lib.FinetuneTask):
     return {k: features[k] for k in finetune_features.INPUT_NAMES}
 
   def compute_sums(self, model, features, training):
+    if self.xlnet_head:
+      return squad_v2_task.compute_sums(self, model, features, training)
     outputs = model(self._inputs(features), training=training)
     w = self.valid(features)
     start, end = features["start_positions"], features["end_positions"]
@@ -124,19 +141,37 @@ class SquadTask(finetune_lib.FinetuneTask):
             "start_accuracy": sums["start_correct"] / count,
             "end_accuracy": sums["end_correct"] / count}
 
-  def predict_answers(self, trainer, output_dir):
-    """Predictions for data.predict_file; writes the three JSON files."""
+  def raw_predictions(self, trainer, output_fn):
+    """(examples, eval metadata, unique id -> output_fn's numpy outputs)."""
     path, meta = self.eval_records()
     examples = self.examples(self.data.predict_file, False)
+    raw = finetune_lib.predict_records(
+        trainer, path, self.feature_spec(), meta["num_records"],
+        self.eval_batch_size, self.index_key, output_fn)
+    return examples, meta, raw
+
+  def write_predictions(self, output_dir, predictions, nbest, null_odds):
+    os.makedirs(output_dir, exist_ok=True)
+    files = [os.path.join(output_dir, "predictions.json"),
+             os.path.join(output_dir, "nbest_predictions.json")]
+    squad_data.write_json(files[0], predictions)
+    squad_data.write_json(files[1], nbest)
+    if self.v2:
+      files.append(os.path.join(output_dir, "null_odds.json"))
+      squad_data.write_json(files[2], null_odds)
+    return files
+
+  def predict_answers(self, trainer, output_dir):
+    """Predictions for data.predict_file; writes the three JSON files."""
+    if self.xlnet_head:
+      return squad_v2_task.predict_answers(self, trainer, output_dir)
 
     def output_fn(model, features):
       out = model(self._inputs(features), training=False)
       return {k: out[k] for k in ("start_logits", "end_logits",
                                   "answerable_logits") if k in out}
 
-    raw = finetune_lib.predict_records(
-        trainer, path, self.feature_spec(), meta["num_records"],
-        self.eval_batch_size, self.index_key, output_fn)
+    examples, meta, raw = self.raw_predictions(trainer, output_fn)
     results = {
         uid: squad_data.WindowResult(
             r["start_logits"], r["end_logits"],
@@ -148,14 +183,7 @@ class SquadTask(finetune_lib.FinetuneTask):
         n_best_size=d.n_best_size, max_answer_length=d.max_answer_length,
         version_2_with_negative=self.v2,
         null_score_diff_threshold=d.null_score_diff_threshold)
-    os.makedirs(output_dir, exist_ok=True)
-    files = [os.path.join(output_dir, "predictions.json"),
-             os.path.join(output_dir, "nbest_predictions.json")]
-    squad_data.write_json(files[0], predictions)
-    squad_data.write_json(files[1], nbest)
-    if self.v2:
-      files.append(os.path.join(output_dir, "null_odds.json"))
-      squad_data.write_json(files[2], null_odds)
+    files = self.write_predictions(output_dir, predictions, nbest, null_odds)
     return predictions, null_odds, files
 
 
@@ -169,9 +197,13 @@ class SquadFamily(finetune_lib.Family):
     return False  # dev windows carry no span labels; eval runs after training
 
   def evaluate(self, trainer, task, output_dir):
-    predictions, null_odds, _ = task.predict_answers(trainer, output_dir)
     with open(task.data.predict_file, encoding="utf-8") as f:
       dataset = json.load(f)["data"]
+    if task.xlnet_head:  # the original's evaluate_v2 (tuned threshold)
+      metrics = squad_v2_task.evaluate(task, trainer, output_dir, dataset)
+      metrics["step"] = int(trainer.global_step.numpy())
+      return metrics
+    predictions, null_odds, _ = task.predict_answers(trainer, output_dir)
     metrics = finetune_metrics.squad_metrics(
         dataset, predictions, null_odds if task.v2 else None)
     metrics["step"] = int(trainer.global_step.numpy())
@@ -185,5 +217,7 @@ class SquadFamily(finetune_lib.Family):
     return export_lib.export_serving(
         model, export_dir, d.spm_model_file, seq_length=d.max_seq_length,
         do_lower_case=d.do_lower_case, max_answer_length=d.max_answer_length,
-        max_query_length=d.max_query_length)
+        max_query_length=d.max_query_length, doc_stride=d.doc_stride,
+        null_score_diff_threshold=(d.null_score_diff_threshold
+                                   if task.xlnet_head else None))
 

@@ -59,7 +59,7 @@ def test_tf1_finetuned_classifier_head_is_restored(tmp_path):
   # num_labels 2 for a 3-label head: one line naming the file and shapes.
   wrong = dm.AlbertClassifier(AlbertEncoder(CONFIG), num_labels=2)
   with pytest.raises(ValueError, match=r"model.ckpt-100: output_weights has "
-                     r"shape \[3, 16\], the model's head expects \[2, 16\]"):
+                     r"shape \(3, 16\), the model's head expects \(2, 16\)"):
     restore(wrong, prefix)
 
 

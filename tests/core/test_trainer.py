@@ -11,6 +11,7 @@ import tensorflow as tf
 import yaml
 
 from albert_tf.core import experiment_config
+from albert_tf.modeling import albert_config
 from albert_tf.tasks import pretraining as pretraining_task
 from albert_tf import run_pretraining
 from albert_tf.core import trainer as trainer_lib
@@ -175,7 +176,7 @@ def test_paper_recipes(size, hidden):
                                                                      3125)
     assert c.optimizer.epsilon == 1e-6 and c.optimizer.clip_norm == 1.0
     assert c.model.hidden_size == hidden
-    assert c.model.as_dict() == experiment_config.configs.AlbertConfig.\
+    assert c.model.as_dict() == albert_config.AlbertConfig.\
         from_preset(f"albert_{size}_{version}").as_dict()
 
 

@@ -262,7 +262,7 @@ def test_official_recipes_load():
   root = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                       "official_configs")
   names = sorted(os.listdir(os.path.join(root, "finetuning")))
-  assert len(names) == 12
+  assert len(names) == 13
   loaded = {}
   for name in names:
     loaded[name[:-5]] = finetune_lib.load_config(
@@ -277,8 +277,8 @@ def test_official_recipes_load():
   assert (squad.data.doc_stride, squad.data.max_query_length,
           squad.data.n_best_size, squad.data.max_answer_length,
           squad.data.max_seq_length) == (128, 64, 20, 30, 384)
-  assert loaded["squad_v2.0"].task.with_answerability
-  assert loaded["race"].model.hidden_dropout_prob == 0.1
+  assert loaded["squad_v2.0"].task.squad_head == "xlnet"
+  assert loaded["race"].model.hidden_dropout_prob == 0.0  # v2 (race_v1: 0.1)
   for name, config in loaded.items():
     if name.startswith("glue_"):
       assert glue_data.get_task(config.data.task_name)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from albert_tf.tasks import metrics as finetune_metrics
+from albert_tf.data import squad_alignment
 from albert_tf.data import squad_data
 from tests.testing import finetune_testlib
 
@@ -36,19 +37,19 @@ def tokenizer(tmp_path_factory):
 
 @pytest.mark.parametrize("context,answer", TRICKY)
 def test_alignment_round_trip(tokenizer, context, answer):
-  tokens = squad_data.tokenize_with_offsets(tokenizer, context)
+  tokens = squad_alignment.tokenize_with_offsets(tokenizer, context)
   assert tokens.ids == tokenizer.encode_ids(context)  # same tokenizer output
   start = context.index(answer)
-  span = squad_data.char_span_to_tokens(tokens, start, start + len(answer))
+  span = squad_alignment.char_span_to_tokens(tokens, start, start + len(answer))
   assert span is not None
-  text = squad_data.tokens_to_text(context, tokens, *span)
+  text = squad_alignment.tokens_to_text(context, tokens, *span)
   # The predicted text is the original substring, accents and case intact.
   assert text == answer
 
 
 def test_offsets_are_monotonic_and_cover_text(tokenizer):
   for context, _ in TRICKY:
-    t = squad_data.tokenize_with_offsets(tokenizer, context)
+    t = squad_alignment.tokenize_with_offsets(tokenizer, context)
     assert all(s <= e for s, e in zip(t.starts, t.ends))
     assert t.starts == sorted(t.starts)
     covered = set()
@@ -117,8 +118,8 @@ def test_answer_crossing_window_boundary(tokenizer):
   example = squad_data.SquadExample("q", "which letters?", context, answer,
                                     context.index(answer))
   q_len = len(tokenizer.encode_ids(example.question_text))
-  doc = squad_data.tokenize_with_offsets(tokenizer, context)
-  first, last = squad_data.char_span_to_tokens(
+  doc = squad_alignment.tokenize_with_offsets(tokenizer, context)
+  first, last = squad_alignment.char_span_to_tokens(
       doc, example.answer_start, example.answer_start + len(answer))
   # Windows of 3x the answer, stride 1x: the answer's max-context window
   # holds it whole, and (first % stride != 0) some window edge cuts it.
@@ -215,6 +216,6 @@ def test_max_answer_length_and_order(tokenizer):
   results = {0: squad_data.WindowResult(start, end)}
   preds, _, _ = squad_data.postprocess([example], [meta], tokens_meta,
                                        results, max_answer_length=3)
-  span_tokens = squad_data.tokenize_with_offsets(tokenizer, example.context_text)
+  span_tokens = squad_alignment.tokenize_with_offsets(tokenizer, example.context_text)
   assert preds["q"] in ("one two", example.context_text[
       span_tokens.starts[0]:span_tokens.ends[1]])

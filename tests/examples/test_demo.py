@@ -16,7 +16,8 @@ import pytest
 import tensorflow as tf
 import tensorflow_text  # pylint: disable=unused-import  (registers ops)
 
-from examples.demo import stages as ds
+from examples.demo import corpus
+from examples.demo import order_tasks
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BOTCHAN = os.path.join(REPO, "tests", "testdata", "botchan.txt")
@@ -29,23 +30,23 @@ SEQ = 64
 def test_strip_gutenberg_keeps_the_novel_only():
   with open(BOTCHAN, encoding="utf-8") as f:
     raw = f.read()
-  text, stripped = ds.strip_gutenberg(raw)
+  text, stripped = corpus.strip_gutenberg(raw)
   assert stripped
   assert text.startswith("CHAPTER I\n")
   assert "Project Gutenberg" not in text
   assert text.rstrip().endswith(raw[raw.index("End of Project") - 200:
                                     raw.index("End of Project")].strip())
   plain = "no markers here\n"
-  assert ds.strip_gutenberg(plain) == (plain, False)
+  assert corpus.strip_gutenberg(plain) == (plain, False)
 
 
 def test_split_heldout_takes_each_documents_tail():
   docs = [[f"d{d} s{i}." for i in range(10)] for d in range(3)] + [["x."]]
-  train, held = ds.split_heldout(docs, 0.2)
+  train, held = corpus.split_heldout(docs, 0.2)
   assert [len(d) for d in train] == [8, 8, 8, 1]
   assert held == [[f"d{d} s8.", f"d{d} s9."] for d in range(3)]
   with pytest.raises(ValueError, match="too small"):
-    ds.split_heldout([["a.", "b."]], 0.2)
+    corpus.split_heldout([["a.", "b."]], 0.2)
 
 
 def read_task_rows(data_dir):
@@ -54,14 +55,14 @@ def read_task_rows(data_dir):
   for split in ("train", "dev"):
     with open(data_dir / f"{split}.tsv", encoding="utf-8") as f:
       lines = f.read().splitlines()
-    assert lines[0] == ds.MRPC_HEADER
+    assert lines[0] == order_tasks.MRPC_HEADER
     rows[split] = [l.split("\t") for l in lines[1:]]
   return rows
 
 
 def test_sentence_order_task_labels_mean_swapped(tmp_path):
   doc = [f"sentence number {i} here." for i in range(20)]
-  counts = ds.write_sentence_order_task([doc], str(tmp_path), seed=3)
+  counts = order_tasks.write_sentence_order_task([doc], str(tmp_path), seed=3)
   rows = read_task_rows(tmp_path)
   for label, _, _, a, b in rows["train"] + rows["dev"]:
     ia, ib = int(a.split()[2]), int(b.split()[2])
@@ -79,7 +80,7 @@ def test_sentence_order_task_labels_mean_swapped(tmp_path):
 def test_split_sentence_task_rows_rejoin_to_held_out_sentences(tmp_path):
   doc = [" ".join(f"w{i}x{j}" for j in range(8)) + "." for i in range(20)]
   doc.insert(5, "too short to cut.")  # < 6 words: not used
-  counts = ds.write_split_sentence_task([doc], str(tmp_path), seed=5)
+  counts = order_tasks.write_split_sentence_task([doc], str(tmp_path), seed=5)
   source = {s: i for i, s in enumerate(doc)}
   rows = read_task_rows(tmp_path)
   used = {}
@@ -98,7 +99,7 @@ def test_split_sentence_task_rows_rejoin_to_held_out_sentences(tmp_path):
   assert counts == {"train": {"examples": 15 * 8, "swapped": 15 * 4},
                     "dev": {"examples": 5 * 2, "swapped": 5}}
   with pytest.raises(ValueError, match="too few examples"):
-    ds.write_split_sentence_task([doc[:3]], str(tmp_path / "small"))
+    order_tasks.write_split_sentence_task([doc[:3]], str(tmp_path / "small"))
 
 
 # --- The demo, end to end ---------------------------------------------------------------

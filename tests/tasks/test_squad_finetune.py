@@ -5,7 +5,6 @@ official v2 metrics."""
 
 import json
 import os
-import random
 
 import pytest
 
@@ -14,39 +13,10 @@ from albert_tf.tasks import question_answering
 from tests.testing import finetune_testlib
 
 
-def _squad(rng, sentences, n, prefix):
-  paragraphs = []
-  for i in range(n):
-    words = rng.choice(sentences).split()
-    qa = {"id": f"{prefix}{i}", "question": "Which colour is named?"}
-    if rng.random() < 0.5:
-      colour = rng.choice(finetune_testlib.COLOURS)
-      words.insert(rng.randrange(len(words) + 1), colour)
-      context = " ".join(words)
-      # Character offset of the inserted word (first whole-word match).
-      start = context.split(" ").index(colour)
-      offset = len(" ".join(context.split(" ")[:start])) + (1 if start else 0)
-      qa["answers"] = [{"text": colour, "answer_start": offset}]
-      qa["is_impossible"] = False
-    else:
-      context = " ".join(words)
-      qa["answers"] = []
-      qa["is_impossible"] = True
-    paragraphs.append({"context": context, "qas": [qa]})
-  return {"version": "v2.0", "data": [{"title": "syn",
-                                       "paragraphs": paragraphs}]}
-
-
 def test_squad_v2_finetune(tmp_path_factory):
   tmp = tmp_path_factory.mktemp("squad_e2e")
-  rng = random.Random(0)
-  sentences = finetune_testlib.botchan_sentences(300, min_words=3,
-                                                 max_words=6)
-  files = {}
-  for name, n in (("train", 800), ("dev", 100)):
-    files[name] = str(tmp / f"{name}-v2.0.json")
-    with open(files[name], "w", encoding="utf-8") as f:
-      json.dump(_squad(rng, sentences, n, name), f)
+  files = finetune_testlib.write_synthetic_squad(tmp, {"train": 800,
+                                                       "dev": 100})
   config = finetune_testlib.tiny_finetune_config(
       {"train_file": files["train"], "predict_file": files["dev"],
        "spm_model_file": finetune_testlib.spm_model(tmp_path_factory),

@@ -5,7 +5,9 @@ bos/eos, [CLS] [SEP] [MASK] at 2/3/4) and is trained once per test session
 from tests/testdata/botchan.txt.
 """
 
+import json
 import os
+import random
 
 from data_prep import tokenization
 from data_prep import train_sentencepiece
@@ -69,3 +71,42 @@ def tiny_finetune_config(data, steps=300, lr=2e-3, batch=32,
       "runtime": {"distribution_strategy": "default", "seed": 1},
   }, is_strict=True)
   return finetune_lib.validate(config)
+
+
+def synthetic_squad(rng, sentences, n, prefix):
+  """A learnable SQuAD 2.0 dataset: "Which colour is named?" over short
+  lines, half with one COLOURS word inserted (the answer), half with none."""
+  paragraphs = []
+  for i in range(n):
+    words = rng.choice(sentences).split()
+    qa = {"id": f"{prefix}{i}", "question": "Which colour is named?"}
+    if rng.random() < 0.5:
+      colour = rng.choice(COLOURS)
+      words.insert(rng.randrange(len(words) + 1), colour)
+      context = " ".join(words)
+      # Character offset of the inserted word (first whole-word match).
+      start = context.split(" ").index(colour)
+      offset = len(" ".join(context.split(" ")[:start])) + (1 if start else 0)
+      qa["answers"] = [{"text": colour, "answer_start": offset}]
+      qa["is_impossible"] = False
+    else:
+      context = " ".join(words)
+      qa["answers"] = []
+      qa["is_impossible"] = True
+    paragraphs.append({"context": context, "qas": [qa]})
+  return {"version": "v2.0", "data": [{"title": "syn",
+                                       "paragraphs": paragraphs}]}
+
+
+def write_synthetic_squad(directory, sizes, seed=0, words=(3, 6)):
+  """Writes `synthetic_squad` files `<split>-v2.0.json` into `directory`
+  (sizes: split -> number of questions; contexts of `words` (min, max)
+  words); returns split -> path."""
+  rng = random.Random(seed)
+  sentences = botchan_sentences(300, min_words=words[0], max_words=words[1])
+  files = {}
+  for name, n in sizes.items():
+    files[name] = os.path.join(str(directory), f"{name}-v2.0.json")
+    with open(files[name], "w", encoding="utf-8") as f:
+      json.dump(synthetic_squad(rng, sentences, n, name), f)
+  return files

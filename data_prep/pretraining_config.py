@@ -1,0 +1,196 @@
+"""Flags and run configuration of create_pretraining_data.
+
+Shared by the local tool and the Beam pipeline (beam_pretraining_data), which
+define the same flags by calling `define_flags()`. Every flag's range is
+checked when the command line is parsed, with a one-line error naming it.
+"""
+
+import dataclasses
+import typing
+
+from absl import app
+from absl import flags
+
+from data_prep import pretraining_instances as pi
+from data_prep import tfrecord_io
+
+FLAGS = flags.FLAGS
+
+def define_flags():
+  """Defines the command-line flags (only when run as a program)."""
+  # Original flags, same names and defaults.
+  flags.DEFINE_string("input_file", None,
+                      "Input text file(s): comma-separated list of files or glob "
+                      "patterns (plain or .gz). One sentence per line, blank line "
+                      "between documents.")
+  flags.DEFINE_string("output_file", None,
+                      "Output TFRecord file(s): comma-separated list, or a sharded "
+                      "pattern PATH@N that expands to PATH-0000i-of-0000N. Instances "
+                      "are written round-robin across the files.")
+  flags.DEFINE_integer("vocab_size", None,
+                       "If set, the SentencePiece model must have exactly this "
+                       "many pieces (e.g. the model config's vocab_size); the "
+                       "run stops with an error otherwise.", lower_bound=1)
+  flags.DEFINE_string("vocab_file", None,
+                      "Unused; accepted for compatibility with the original (ALBERT "
+                      "uses --spm_model_file).")
+  flags.DEFINE_string("spm_model_file", None,
+                      "SentencePiece model file (from train_sentencepiece.py).")
+  flags.DEFINE_bool("do_lower_case", True,
+                    "Lowercase the text before SentencePiece (must match the model).")
+  flags.DEFINE_bool("do_whole_word_mask", True,
+                    "Mask whole words (pieces continuing a word join its unit).")
+  flags.DEFINE_bool("do_permutation", False,
+                    "Also permute extra n-gram spans among themselves (original's "
+                    "experimental option); permuted spans share the prediction "
+                    "budget max_predictions_per_seq.")
+  flags.DEFINE_bool("favor_shorter_ngram", True,
+                    "Draw n-gram length n with p(n) ~ 1/n (else reversed, favouring "
+                    "longer n-grams).")
+  flags.DEFINE_bool("random_next_sentence", False,
+                    "Original's switch for NSP instead of SOP; same as "
+                    "--sentence_pair_task=nsp.")
+  flags.DEFINE_integer("max_seq_length", 512, "Maximum sequence length.",
+                       lower_bound=3)
+  flags.DEFINE_integer("ngram", 3, "Maximum n-gram length (in word units) to mask.",
+                       lower_bound=1)
+  flags.DEFINE_integer("max_predictions_per_seq", 20,
+                       "Maximum number of masked LM predictions per sequence.",
+                       lower_bound=1)
+  flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
+  flags.DEFINE_integer("dupe_factor", 40,
+                       "Number of times to duplicate the input data (with "
+                       "different masks and pairings).", lower_bound=1)
+  flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.",
+                     lower_bound=0.0, upper_bound=1.0)
+  flags.DEFINE_float("short_seq_prob", 0.1,
+                     "Probability of creating sequences shorter than the maximum "
+                     "length.", lower_bound=0.0, upper_bound=1.0)
+  # Additions.
+  flags.DEFINE_enum("sentence_pair_task", None, ["sop", "nsp", "none"],
+                    "Inter-sentence objective (paper Table 5): sop = sentence "
+                    "order prediction (default), nsp = next sentence prediction "
+                    "(B from another document; = --random_next_sentence), none = "
+                    "single-segment examples '[CLS] A [SEP]' with label 0 (not to be "
+                    "used as a pair label). Default: nsp if --random_next_sentence "
+                    "else sop.")
+  flags.DEFINE_integer("num_workers", 1,
+                       "Worker processes. Output is byte-identical for any value.",
+                       lower_bound=1)
+  flags.DEFINE_enum("compression", "NONE", ["NONE", "GZIP"],
+                    "TFRecord compression of the output files.")
+  flags.DEFINE_bool("v2_feature_names", False,
+                    "Write Model Garden v2 names input_word_ids/input_type_ids "
+                    "instead of input_ids/segment_ids.")
+  flags.DEFINE_integer("shuffle_buffer_size", 10000,
+                       "Instances held in the seeded shuffle buffer before writing "
+                       "(replaces the original's in-RAM global shuffle; 0 = write "
+                       "in creation order).", lower_bound=0)
+  flags.DEFINE_integer("docs_per_block", 64,
+                       "Maximum documents per unit of work (a block also ends "
+                       "after 100k characters). NSP negatives are drawn from the "
+                       "other documents of the same block. Changing it changes "
+                       "the output; --num_workers does not.", lower_bound=1)
+  flags.DEFINE_integer("max_line_chars", 100000,
+                       "Lines longer than this are split at whitespace (counted).",
+                       lower_bound=1)
+  flags.DEFINE_integer("max_lines_per_document", 20000,
+                       "Documents with more lines are cut into pieces (counted), "
+                       "bounding memory per document.", lower_bound=1)
+  flags.DEFINE_string("summary_file", None,
+                      "JSON summary path (default: <first output file>.summary.json).")
+  flags.DEFINE_float("progress_interval", 5.0,
+                     "Seconds between progress lines on stderr (0 = none).",
+                     lower_bound=0.0)
+  register_validators()
+
+
+def _check_output_file(spec):
+  if spec is not None:
+    try:
+      tfrecord_io.expand_output_files(spec)
+    except ValueError as e:
+      raise flags.ValidationError(str(e)) from e
+  return True
+
+
+def _check_lengths(values):
+  task = values["sentence_pair_task"] or (
+      "nsp" if values["random_next_sentence"] else "sop")
+  minimum = 3 if task == "none" else 5
+  if values["max_seq_length"] < minimum:
+    raise flags.ValidationError(
+        f"--max_seq_length={values['max_seq_length']} is too small: "
+        f"--sentence_pair_task={task} needs >= {minimum}")
+  if values["max_predictions_per_seq"] > values["max_seq_length"]:
+    raise flags.ValidationError(
+        f"--max_predictions_per_seq={values['max_predictions_per_seq']} "
+        f"exceeds --max_seq_length={values['max_seq_length']}")
+  return True
+
+
+def register_validators():
+  """Range checks beyond the flags' bounds (one-line errors naming flags)."""
+  flags.register_validator("output_file", _check_output_file)
+  flags.register_multi_flags_validator(
+      ["max_seq_length", "max_predictions_per_seq", "sentence_pair_task",
+       "random_next_sentence"], _check_lengths)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+  spm_model_file: str
+  do_lower_case: bool
+  instance: pi.InstanceConfig
+  random_seed: int = 12345
+  dupe_factor: int = 40
+  v2_feature_names: bool = False
+  expected_vocab_size: typing.Optional[int] = None  # --vocab_size
+
+  def check_vocab_size(self, pieces):
+    """Raises ValueError if --vocab_size disagrees with the model."""
+    if self.expected_vocab_size and self.expected_vocab_size != pieces:
+      raise ValueError(
+          f"--vocab_size={self.expected_vocab_size} but --spm_model_file "
+          f"{self.spm_model_file} has {pieces} pieces")
+
+
+def run_config_from_flags():
+  """RunConfig from the parsed flags (shared with beam_pretraining_data)."""
+  task = FLAGS.sentence_pair_task or ("nsp" if FLAGS.random_next_sentence
+                                      else "sop")
+  if FLAGS.random_next_sentence and task != "nsp":
+    raise app.UsageError("--random_next_sentence conflicts with "
+                         f"--sentence_pair_task={task}")
+  instance_cfg = pi.InstanceConfig(
+      max_seq_length=FLAGS.max_seq_length,
+      short_seq_prob=FLAGS.short_seq_prob,
+      sentence_pair_task=task,
+      masked_lm_prob=FLAGS.masked_lm_prob,
+      max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+      ngram=FLAGS.ngram,
+      favor_shorter_ngram=FLAGS.favor_shorter_ngram,
+      do_whole_word_mask=FLAGS.do_whole_word_mask,
+      do_permutation=FLAGS.do_permutation)
+  return RunConfig(spm_model_file=FLAGS.spm_model_file,
+                   do_lower_case=FLAGS.do_lower_case,
+                   instance=instance_cfg, random_seed=FLAGS.random_seed,
+                   dupe_factor=FLAGS.dupe_factor,
+                   v2_feature_names=FLAGS.v2_feature_names,
+                   expected_vocab_size=FLAGS.vocab_size)
+
+
+def common_run_kwargs():
+  """Keyword arguments both tools' run() take, from the parsed flags."""
+  return dict(compression=FLAGS.compression,
+              docs_per_block=FLAGS.docs_per_block,
+              max_line_chars=FLAGS.max_line_chars,
+              max_lines_per_document=FLAGS.max_lines_per_document,
+              summary_file=FLAGS.summary_file,
+              progress_interval=FLAGS.progress_interval)
+
+
+def check_required_flags():
+  for name in ("input_file", "output_file", "spm_model_file"):
+    if not getattr(FLAGS, name):
+      raise app.UsageError(f"--{name} is required")

@@ -1,0 +1,106 @@
+"""The JSON summary of a pretraining-data run (local tool and Beam pipeline).
+
+The summary is written last: its presence means every output file is complete.
+Its top-level `vocab_size`, `max_seq_length`, `max_predictions_per_seq`,
+`feature_names`, `compression` and `records_per_file` are what a trainer
+checks the files against its config (docs/data_prep.md lists every key).
+"""
+
+import dataclasses
+import sys
+
+# Every skipped or repaired item, by reason (all are counted, none silent).
+SKIP_KEYS = {
+    "invalid_utf8_lines": "lines with invalid UTF-8 (bad bytes dropped)",
+    "control_char_lines": "lines with control characters (removed)",
+    "huge_lines_split": "lines over max_line_chars (split at whitespace)",
+    "empty_documents": "empty documents (skipped)",
+    "long_documents_split": "documents over max_lines_per_document (cut)",
+    "lines_without_tokens": "lines with no SentencePiece tokens (skipped)",
+    "long_lines_split_into_sentences": "lines longer than one instance, split "
+                                       "at sentence ends",
+    "long_sentences_cut": "sentences longer than one instance, cut at word "
+                          "starts",
+    "documents_empty_after_tokenization": "documents with no tokens (skipped)",
+    "documents_too_short_for_pair": "documents of < 2 tokens (skipped)",
+    "skipped_chunk_single_unit": "one-word chunks that cannot form a pair "
+                                 "(skipped)",
+    "one_sentence_chunk_split": "one-sentence chunks split inside the sentence "
+                                "(repaired)",
+    "nsp_no_other_document": "NSP negatives impossible, block has one document "
+                             "(in-order pair used)",
+    "tokens_truncated": "tokens dropped to fit max_seq_length",
+    "instances_under_budget": "instances with fewer masks than the budget",
+}
+
+
+def feature_names(v2_feature_names):
+  ids, seg = (("input_word_ids", "input_type_ids") if v2_feature_names
+              else ("input_ids", "segment_ids"))
+  return [ids, "input_mask", seg, "token_boundary", "masked_lm_positions",
+          "masked_lm_ids", "masked_lm_weights", "next_sentence_labels"]
+
+
+def build(stats, input_files, records_per_file, run_cfg, vocab_size, elapsed,
+          extra_config):
+  """Summary dict. records_per_file: {final output path: record count}."""
+  cfg = run_cfg.instance
+  ngram = {}
+  for prefix in ("", "permute_"):
+    for n in range(1, cfg.ngram + 1):
+      for what in ("spans", "masked_tokens"):
+        key = f"{prefix}{what}_{n}gram"
+        if stats[key]:
+          ngram[key] = stats[key]
+  drawn = {str(n): stats[f"ngram_drawn_{n}"] for n in range(1, cfg.ngram + 1)}
+  inst = stats["instances"]
+  compression = extra_config.get("compression", "NONE")
+  return {
+      "config": {**dataclasses.asdict(cfg), "random_seed": run_cfg.random_seed,
+                 "dupe_factor": run_cfg.dupe_factor,
+                 "do_lower_case": run_cfg.do_lower_case,
+                 "spm_model_file": run_cfg.spm_model_file,
+                 "vocab_size": vocab_size,
+                 "v2_feature_names": run_cfg.v2_feature_names,
+                 **extra_config},
+      # What a reader checks against its config.
+      "vocab_size": vocab_size,
+      "max_seq_length": cfg.max_seq_length,
+      "max_predictions_per_seq": cfg.max_predictions_per_seq,
+      "sentence_pair_task": cfg.sentence_pair_task,
+      "feature_names": feature_names(run_cfg.v2_feature_names),
+      "compression": compression,
+      "records_per_file": dict(records_per_file),
+      "output_files": dict(records_per_file),  # same, older key
+      "input_files": list(input_files),
+      "documents_read": stats["documents_read"],
+      "documents_used": stats["documents_used"],
+      "instances": inst,
+      "tokens": stats["tokens"],
+      "document_tokens": stats["document_tokens"],
+      "masked_tokens": stats["masked_tokens"],
+      "mask_budget": stats["mask_budget"],
+      "masked_by_ngram": ngram,
+      "ngram_drawn_full_choice": drawn,
+      "pair_labels": {"0": stats["label_0"], "1": stats["label_1"],
+                      "fraction_1": stats["label_1"] / inst if inst else 0.0},
+      "skipped_or_repaired": {k: stats[k] for k in SKIP_KEYS},
+      "elapsed_seconds": round(elapsed, 3),
+      "instances_per_second": round(inst / elapsed, 1) if elapsed else None,
+  }
+
+
+def report(summary, tool, stream=sys.stderr):
+  """Human-readable summary on stderr."""
+  stream.write(
+      f"[{tool}] wrote {summary['instances']} instances from "
+      f"{summary['documents_used']}/{summary['documents_read']} documents in "
+      f"{summary['elapsed_seconds']:.1f}s "
+      f"({summary['instances_per_second']} instances/s); masked "
+      f"{summary['masked_tokens']} tokens; pair labels "
+      f"{summary['pair_labels']}\n")
+  for key, desc in SKIP_KEYS.items():
+    n = summary["skipped_or_repaired"][key]
+    if n:
+      stream.write(f"  {n:>8} {desc}\n")
+  stream.write(f"  summary: {summary['summary_file']}\n")

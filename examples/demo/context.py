@@ -1,0 +1,57 @@
+"""What the stages of `make demo` share: the run's settings, its output
+directory, the files each stage leaves for the next, and the summary."""
+
+import dataclasses
+import os
+import time
+from typing import Any, Dict
+
+from examples.demo import tools
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+PRETRAIN_RECIPE = os.path.join(REPO, "albert_tf", "configs", "pretraining",
+                               "albert_tiny_cpu.yaml")
+SEQ_LENGTH = 64          # the tiny recipe's data.seq_length
+MAX_PREDICTIONS = 10     # the tiny recipe's data.max_predictions_per_seq
+
+
+@dataclasses.dataclass
+class DemoRun:
+  """One demo run. Each stage reads the files of the stages before it and
+  fills in its own (empty until then)."""
+  out: str
+  settings: Dict[str, Any]
+  t0: float = dataclasses.field(default_factory=time.time)
+  timings: Dict[str, Dict[str, float]] = dataclasses.field(default_factory=dict)
+  summary: Dict[str, Any] = dataclasses.field(default_factory=dict)
+  # Stage 1: the raw corpus text.
+  raw: str = ""
+  # Stage 2: documents for training and held out, vocabulary, TFRecords.
+  train_txt: str = ""
+  held_txt: str = ""
+  spm: str = ""
+  train_rec: str = ""
+  held_rec: str = ""
+  # Stage 3: the pretraining run directory and its config overrides.
+  model_dir: str = ""
+  pretrain_overrides: str = ""
+  # Stages 4-5: export kind / task -> versioned SavedModel directory.
+  exports: Dict[str, str] = dataclasses.field(default_factory=dict)
+
+  def __post_init__(self):
+    self.out = os.path.abspath(self.out)
+    self.summary.update(settings=self.settings, metrics={}, parameters={})
+
+  def path(self, *parts):
+    return os.path.join(self.out, *parts)
+
+  def rel(self, p):
+    """`p` relative to the working directory when below it (shorter logs)."""
+    rel = os.path.relpath(p, os.getcwd())
+    return p if rel.startswith("..") else rel
+
+  def tool(self, name, args, **kw):
+    """Runs a project tool (`-m module ...`); its log is logs/<name>.log."""
+    return tools.run_tool(args, self.path("logs", f"{name}.log"), cwd=REPO,
+                          **kw)

@@ -1,0 +1,119 @@
+"""Stage 3 of `make demo`: pretraining with run_pretraining, held-out MLM/SOP
+accuracy before and after."""
+
+import os
+import shutil
+
+import numpy as np
+import tensorflow as tf
+
+from albert_tf import AlbertConfig
+from examples.demo import context
+from examples.demo import models
+from examples.demo import tools
+
+
+def pretrain(run):
+  """Stage 3: held-out eval of the initial model, training, eval again."""
+  steps = run.settings["pretrain_steps"]
+  per_loop = min(50, max(10, steps // 8))
+  overrides = ",".join([
+      f"data.input_path={run.train_rec}",
+      f"data.eval_input_path={run.held_rec}",
+      f"model.vocab_size={run.settings['vocab_size']}",
+      f"trainer.train_steps={steps}",
+      f"trainer.steps_per_loop={per_loop}",
+      f"trainer.checkpoint_interval={max(per_loop, steps // 2)}",
+      f"trainer.eval_interval={max(per_loop, steps // 6)}",
+      f"runtime.seed={run.settings['seed']}"])
+  run.pretrain_overrides = overrides
+  model_config = AlbertConfig.from_yaml(context.PRETRAIN_RECIPE).replace(
+      vocab_size=run.settings["vocab_size"])
+  init_dir = run.path("pretrain_init")
+  print("  writing the randomly initialised model as the initial "
+        "checkpoint ...", flush=True)
+  init_ckpt, enc_params, all_params = models.write_initial_checkpoint(
+      model_config, init_dir, run.settings["seed"], context.SEQ_LENGTH, context.MAX_PREDICTIONS)
+  print(f"  {run.rel(init_ckpt)}: {enc_params:,} encoder parameters, "
+        f"{all_params:,} with the MLM/SOP heads", flush=True)
+  run.summary["parameters"]["tiny_encoder"] = enc_params
+  run.summary["parameters"]["tiny_pretrainer"] = all_params
+  print("  held-out evaluation of the initial checkpoint:", flush=True)
+  before = _eval(run, "eval_initial", init_dir, overrides)
+  run.model_dir = run.path("pretrain")
+  print(f"  training {steps} steps (batch 64, seq {context.SEQ_LENGTH}) ...",
+        flush=True)
+  run.tool("run_pretraining", [
+      "-m", "albert_tf.run_pretraining", f"--config_file={context.PRETRAIN_RECIPE}",
+      f"--params_override={overrides}", f"--model_dir={run.model_dir}",
+      f"--init_checkpoint={init_ckpt}", "--mode=train_and_eval"],
+            show_filter=lambda l: not l.startswith(("saved checkpoint",
+                                                    "done:")))
+  if run.settings["quick"]:
+    # --quick saves a process: the training run's last evaluation is the
+    # final checkpoint's (same weights, same data).
+    after = tools.read_metrics(run.model_dir, "eval")[-1]
+    print("  held-out evaluation of the final checkpoint: the training "
+          "run's last eval (--quick)", flush=True)
+  else:
+    after = _final_eval(run, overrides)
+  _report_pretraining(run, before, after, steps)
+
+
+def _eval(run, name, model_dir, overrides):
+  run.tool(name, [
+      "-m", "albert_tf.run_pretraining", f"--config_file={context.PRETRAIN_RECIPE}",
+      f"--params_override={overrides}", f"--model_dir={model_dir}",
+      "--mode=eval"])
+  records = tools.read_metrics(model_dir, "eval")
+  if not records:
+    raise tools.ToolError(f"{name}: no eval record in {model_dir}/metrics.jsonl")
+  return records[-1]
+
+
+def _final_eval(run, overrides):
+  print("  held-out evaluation of the final checkpoint:", flush=True)
+  eval_dir = run.path("pretrain", "final_eval")
+  os.makedirs(os.path.join(eval_dir, "checkpoints"), exist_ok=True)
+  # A copy of the final checkpoint in its own run dir, so this eval's
+  # metrics.jsonl line is not mixed with the training run's.
+  _copy_latest(os.path.join(run.model_dir, "checkpoints"),
+                    os.path.join(eval_dir, "checkpoints"))
+  return _eval(run, "eval_final", eval_dir, overrides)
+
+
+def _report_pretraining(run, before, after, steps):
+  keys = ("masked_lm_accuracy", "sentence_order_accuracy",
+          "masked_lm_loss", "sentence_order_loss")
+  print(f"\n  {'held-out (' + str(int(after.get('eval_batches', 0))) + ' batches)':<28}"
+        f"{'initial':>10}{'final':>10}")
+  for k in keys:
+    print(f"  {k:<28}{before.get(k, float('nan')):>10.4f}"
+          f"{after.get(k, float('nan')):>10.4f}")
+  train = tools.read_metrics(run.model_dir, "train")
+  run.summary["metrics"]["pretraining"] = {
+      "steps": steps,
+      "before": {k: before.get(k) for k in keys},
+      "after": {k: after.get(k) for k in keys},
+      "final_train_loss": train[-1].get("loss") if train else None,
+      "steps_per_sec": (round(float(np.mean([r["steps_per_sec"]
+                                             for r in train[1:] or train])),
+                              2) if train else None)}
+  png = run.path("curves.png")
+  run.tool("plot_metrics", ["-m", "albert_tf.plot_metrics",
+                             f"--model_dir={run.model_dir}",
+                             f"--output={png}"])
+  run.summary["curves_png"] = png
+
+
+def _copy_latest(src_dir, dst_dir):
+  latest = tf.train.latest_checkpoint(src_dir)
+  base = os.path.basename(latest)
+  for name in os.listdir(src_dir):
+    if name.startswith(base + "."):
+      shutil.copyfile(os.path.join(src_dir, name),
+                      os.path.join(dst_dir, name))
+  with open(os.path.join(dst_dir, "checkpoint"), "w",
+            encoding="utf-8") as f:
+    f.write(f'model_checkpoint_path: "{base}"\n'
+            f'all_model_checkpoint_paths: "{base}"\n')

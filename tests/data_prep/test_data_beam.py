@@ -1,0 +1,185 @@
+"""data_prep.beam_pretraining_data on the DirectRunner vs the local tool.
+
+Small on purpose (a slice of botchan, seq 64, dupe 2): each pipeline run costs
+a few seconds of Beam start-up on the 2-core machine.
+"""
+
+import collections
+import gzip
+import json
+import os
+import struct
+import subprocess
+import sys
+
+import pytest
+
+from data_prep import beam_pretraining_data as bpd
+from data_prep import create_pretraining_data as cpd
+from data_prep import pretraining_instances as pi
+from data_prep import tfrecord_io
+from tests.testing.botchan_testlib import botchan_spm
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ENV = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "2"}
+SEQ, PRED, DUPE = 64, 10, 2
+IN_MEMORY = ["--runner=DirectRunner", "--direct_num_workers=1"]
+TWO_PROCESSES = ["--runner=DirectRunner",
+                 "--direct_running_mode=multi_processing",
+                 "--direct_num_workers=2"]
+
+
+def run_cfg(model):
+  return cpd.RunConfig(
+      spm_model_file=model, do_lower_case=True,
+      instance=pi.InstanceConfig(max_seq_length=SEQ,
+                                 max_predictions_per_seq=PRED),
+      dupe_factor=DUPE)
+
+
+def read_records(path):
+  """Payloads of a TFRecord file, read with the framing spec (not our writer)."""
+  with open(path, "rb") as f:
+    data = f.read()
+  if data[:2] == b"\x1f\x8b":
+    data = gzip.decompress(data)
+  out, pos = [], 0
+  while pos < len(data):
+    (n,) = struct.unpack_from("<Q", data, pos)
+    out.append(data[pos + 12:pos + 12 + n])
+    pos += 12 + n + 4
+  return out
+
+
+@pytest.fixture(scope="module")
+def spm_corpus(tmp_path_factory):
+  model, corpus = botchan_spm(tmp_path_factory)
+  with open(corpus, encoding="utf-8") as f:
+    docs = f.read().split("\n\n")[:6]
+  small = tmp_path_factory.mktemp("beam_in") / "small.txt"
+  small.write_text("\n\n".join("\n".join(d.split("\n")[:50]) for d in docs)
+                   + "\n", encoding="utf-8")
+  return model, str(small)
+
+
+@pytest.fixture(scope="module")
+def local_and_beam(spm_corpus, tmp_path_factory):
+  """The local tool (1 file) and the CLI on 2 processes (3 shards)."""
+  model, corpus = spm_corpus
+  out = tmp_path_factory.mktemp("beam_out")
+  local = str(out / "local.tfrecord")
+  cpd.run([corpus], [local], run_cfg(model), docs_per_block=2,
+          progress_interval=0)
+  proc = subprocess.run(
+      [sys.executable, "-m", "data_prep.beam_pretraining_data",
+       f"--input_file={corpus}", f"--output_file={out}/beam.tfrecord@3",
+       f"--spm_model_file={model}", f"--max_seq_length={SEQ}",
+       f"--max_predictions_per_seq={PRED}", f"--dupe_factor={DUPE}",
+       "--docs_per_block=2"] + TWO_PROCESSES,
+      capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  shards = tfrecord_io.expand_output_files(f"{out}/beam.tfrecord@3")
+  return local, shards
+
+
+def test_same_instances_as_the_local_tool(local_and_beam):
+  local, shards = local_and_beam
+  from_local = collections.Counter(read_records(local))
+  from_beam = collections.Counter(r for s in shards for r in read_records(s))
+  assert sum(from_local.values()) > 150
+  assert from_beam == from_local
+  assert all(read_records(s) for s in shards)  # hashing spreads records
+
+
+def test_summary_matches_files_and_local_counts(local_and_beam, spm_corpus):
+  local, shards = local_and_beam
+  with open(local + ".summary.json") as f:
+    ref = json.load(f)
+  with open(shards[0] + ".summary.json") as f:
+    got = json.load(f)
+  assert got["records_per_file"] == {s: len(read_records(s)) for s in shards}
+  for key in ("instances", "documents_read", "documents_used", "tokens",
+              "masked_tokens", "skipped_or_repaired", "pair_labels",
+              "vocab_size", "max_seq_length", "max_predictions_per_seq",
+              "feature_names"):
+    assert got[key] == ref[key], key
+  assert got["config"]["runner"] == "DirectRunner"
+
+
+def test_reruns_are_byte_identical_for_any_worker_count(local_and_beam,
+                                                        spm_corpus, tmp_path):
+  _, shards = local_and_beam
+  model, corpus = spm_corpus
+  again = tfrecord_io.expand_output_files(str(tmp_path / "again.tfrecord@3"))
+  bpd.run([corpus], again, run_cfg(model), IN_MEMORY, docs_per_block=2,
+          progress_interval=0)
+  for a, b in zip(shards, again):
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+      assert fa.read() == fb.read()
+  assert sorted(os.listdir(tmp_path)) == sorted(
+      [os.path.basename(p) for p in again] + ["again.tfrecord-00000-of-00003"
+                                              ".summary.json"])
+
+
+def test_bad_input_counted_as_in_the_local_tool(spm_corpus, tmp_path):
+  model, corpus = spm_corpus
+  with open(corpus, "rb") as f:
+    text = f.read()
+  bad = tmp_path / "bad.txt"
+  giant = b" ".join(text[:60000].split())  # one line, no newline
+  bad.write_bytes(b"ok line \xff\xfe broken utf-8.\nsecond line.\n\n\n\n" +
+                  text[:20000] + b"\n\n" + giant)
+  local = cpd.run([str(bad)], [str(tmp_path / "l.tfrecord")], run_cfg(model),
+                  max_line_chars=20000, progress_interval=0)
+  beam = bpd.run([str(bad)], [str(tmp_path / "b.tfrecord")], run_cfg(model),
+                 IN_MEMORY, max_line_chars=20000, progress_interval=0)
+  skipped = local["skipped_or_repaired"]
+  assert skipped["invalid_utf8_lines"] == 1
+  assert skipped["empty_documents"] >= 1
+  assert skipped["huge_lines_split"] == 1
+  assert skipped["long_lines_split_into_sentences"] >= 1
+  assert beam["skipped_or_repaired"] == skipped
+  assert beam["instances"] == local["instances"]
+  assert collections.Counter(read_records(str(tmp_path / "b.tfrecord"))) == \
+      collections.Counter(read_records(str(tmp_path / "l.tfrecord")))
+
+
+def test_failed_run_leaves_nothing_complete_looking(spm_corpus, tmp_path):
+  model, corpus = spm_corpus
+  out = tfrecord_io.expand_output_files(str(tmp_path / "f.tfrecord@2"))
+  bpd.run([corpus], out, run_cfg(model), IN_MEMORY, progress_interval=0)
+  summary = out[0] + ".summary.json"
+  assert os.path.exists(summary)
+  for p in out:
+    os.remove(p)
+  corrupt = tmp_path / "corrupt.txt.gz"
+  with open(corpus, "rb") as f:
+    corrupt.write_bytes(gzip.compress(f.read())[:3000])  # truncated stream
+  with pytest.raises(Exception, match="corrupt.txt.gz"):
+    bpd.run([corpus, str(corrupt)], out, run_cfg(model), IN_MEMORY,
+            progress_interval=0)
+  assert sorted(os.listdir(tmp_path)) == ["corrupt.txt.gz"]
+
+
+def test_output_equal_to_input_is_refused(spm_corpus, tmp_path):
+  model, corpus = spm_corpus
+  copy = tmp_path / "c.txt"
+  copy.write_bytes(open(corpus, "rb").read())
+  with pytest.raises(ValueError, match="c.txt"):
+    bpd.run([str(copy)], [str(copy)], run_cfg(model), IN_MEMORY)
+  assert copy.read_bytes() == open(corpus, "rb").read()
+
+
+def test_cli_bad_flag_is_one_line_error(spm_corpus, tmp_path):
+  model, corpus = spm_corpus
+  proc = subprocess.run(
+      [sys.executable, "-m", "data_prep.beam_pretraining_data",
+       f"--input_file={corpus}", f"--output_file={tmp_path}/o.tfrecord",
+       f"--spm_model_file={model}", "--dupe_factor=0"] + IN_MEMORY,
+      capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=120)
+  assert proc.returncode == 1
+  errors = [l for l in proc.stderr.splitlines()
+            if "Flags parsing error" in l or ": error:" in l]
+  assert len(errors) == 1 and "--dupe_factor=0" in errors[0], proc.stderr
+  assert "Traceback" not in proc.stderr
+  assert os.listdir(tmp_path) == []

@@ -1,0 +1,223 @@
+"""The package's shape, checked on the source with `ast` (no imports run).
+
+- No import cycles between our modules (albert_tf, data_prep, clients,
+  examples): data flows one way (docs/architecture.md).
+- No import hidden inside a function body, except of optional heavy
+  third-party packages (plots, gRPC, Model Garden peers): a hidden import of
+  our own code is how a cycle gets dodged.
+- Flags are defined only by entry points (absl mains and cli_flags.py).
+- `data_prep` imports neither TensorFlow (at module level) nor albert_tf
+  (Beam workers and corpus machines run it without them).
+- No source file over 400 lines: one concept per file.
+
+The layering between albert_tf's subpackages is checked against the Bazel
+deps in test_build_coverage.py.
+"""
+import ast
+import os
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGES = ("albert_tf", "data_prep", "clients", "examples")
+# Third-party packages that may be imported lazily: optional extras or heavy
+# peers used by one code path only.
+OPTIONAL_IMPORTS = ("matplotlib", "grpc", "tensorflow_serving", "official",
+                    "tensorflow_text", "keras_hub", "apache_beam", "tensorflow",
+                    "sentencepiece", "psutil", "absl", "google")
+MAX_LINES = 400
+# Flags shared by several entry points live in one module each, imported only
+# by those entry points.
+SHARED_FLAG_MODULES = (os.path.join("albert_tf", "cli_flags.py"),
+                       os.path.join("data_prep", "pretraining_config.py"))
+
+
+def source_files():
+  found = []
+  for package in PACKAGES:
+    for dirpath, dirnames, filenames in os.walk(os.path.join(ROOT, package)):
+      dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+      found += [os.path.relpath(os.path.join(dirpath, f), ROOT)
+                for f in sorted(filenames) if f.endswith(".py")]
+  return found
+
+
+def module_name(path):
+  name = path[:-len(".py")].replace(os.sep, ".")
+  return name[:-len(".__init__")] if name.endswith(".__init__") else name
+
+
+def parse(path):
+  with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+    return ast.parse(f.read(), path)
+
+
+def imports_of(tree, modules):
+  """(module-level imports of ours, imports inside functions) of a tree."""
+  top, hidden = set(), []
+
+  def ours(name, imported=()):
+    """Our modules named by `import name` / `from name import imported`."""
+    found = set()
+    for candidate in [f"{name}.{i}" for i in imported] + [name]:
+      if candidate in modules:
+        found.add(candidate)
+        if candidate == name:
+          break
+    return found
+
+  def visit(node, in_function):
+    for child in ast.iter_child_nodes(node):
+      if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef,
+                            ast.Lambda)):
+        visit(child, True)
+        continue
+      if isinstance(child, ast.Import):
+        names = [(a.name, ()) for a in child.names]
+      elif isinstance(child, ast.ImportFrom) and child.module and \
+          not child.level:
+        names = [(child.module, [a.name for a in child.names])]
+      else:
+        visit(child, in_function)
+        continue
+      for name, imported in names:
+        if in_function:
+          hidden.append((child.lineno, name))
+        else:
+          top.update(ours(name, imported))
+  visit(tree, False)
+  return top, hidden
+
+
+def import_graph():
+  files = source_files()
+  modules = {module_name(p): p for p in files}
+  graph, hidden = {}, {}
+  for name, path in modules.items():
+    top, lazy = imports_of(parse(path), modules)
+    graph[name] = top - {name}
+    hidden[path] = lazy
+  return graph, hidden
+
+
+def find_cycle(graph):
+  """One import cycle as a list of modules, or None."""
+  state = {}
+  for start in sorted(graph):
+    stack = [(start, iter(sorted(graph[start])))]
+    path = [start]
+    if state.get(start):
+      continue
+    state[start] = "open"
+    while stack:
+      node, children = stack[-1]
+      child = next(children, None)
+      if child is None:
+        state[node] = "done"
+        stack.pop()
+        path.pop()
+        continue
+      if state.get(child) == "open":
+        return path[path.index(child):] + [child]
+      if child in graph and not state.get(child):
+        state[child] = "open"
+        stack.append((child, iter(sorted(graph[child]))))
+        path.append(child)
+  return None
+
+
+def test_the_sources_were_found():
+  files = source_files()
+  for must in ("albert_tf/modeling/networks/albert_encoder.py",
+               "data_prep/tokenization.py", "clients/serving_client.py",
+               "examples/demo/demo.py"):
+    assert must in files
+
+
+def test_no_import_cycles():
+  graph, _ = import_graph()
+  cycle = find_cycle(graph)
+  assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_cycle_finder_finds_a_cycle():
+  assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c",
+                                                               "a"]
+  assert find_cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None
+
+
+def test_no_hidden_imports():
+  _, hidden = import_graph()
+  bad = [f"{path}:{line} imports {name}"
+         for path, found in sorted(hidden.items())
+         for line, name in found
+         if name.split(".")[0] not in OPTIONAL_IMPORTS]
+  assert not bad, ("imports inside function bodies (move them to the top; "
+                   "a cycle means a module sits in the wrong layer): "
+                   f"{bad}")
+
+
+def test_hidden_import_detector(tmp_path):
+  tree = ast.parse("import os\nfrom albert_tf.core import trainer\n"
+                   "def f():\n  from albert_tf.tasks import pretraining\n"
+                   "  import matplotlib\n")
+  top, hidden = imports_of(tree, {"albert_tf.core.trainer",
+                                  "albert_tf.tasks.pretraining"})
+  assert top == {"albert_tf.core.trainer"}
+  assert hidden == [(4, "albert_tf.tasks"), (5, "matplotlib")]
+
+
+def _defines_flags(tree):
+  for node in ast.walk(tree):
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+        and node.func.attr.startswith("DEFINE_")):
+      return True
+  return False
+
+
+def test_only_entry_points_define_flags():
+  """Library modules define no flags: an entry point is a file that can run
+  as a program (it has `if __name__ == "__main__"`); the flags several
+  entry points share are in SHARED_FLAG_MODULES."""
+  bad = []
+  for path in source_files():
+    source = open(os.path.join(ROOT, path), encoding="utf-8").read()
+    is_entry_point = ('if __name__ == "__main__"' in source or
+                      path in SHARED_FLAG_MODULES)
+    if not is_entry_point and _defines_flags(ast.parse(source, path)):
+      bad.append(path)
+  assert not bad, f"library modules defining flags: {bad}"
+
+
+def test_data_prep_needs_no_tensorflow():
+  """Not at module level, that is: a tool may use TensorFlow lazily for an
+  optional path (inspect_tfrecord reads compressed files with it)."""
+  bad = []
+  for path in source_files():
+    if not path.startswith("data_prep"):
+      continue
+    for node in parse(path).body:
+      names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+               else [node.module] if isinstance(node, ast.ImportFrom) and
+               node.module else [])
+      bad += [f"{path}: {n}" for n in names
+              if n.split(".")[0] in ("tensorflow", "albert_tf", "tf_keras")]
+  assert not bad, f"data_prep imports TensorFlow or albert_tf: {bad}"
+
+
+@pytest.mark.parametrize("path", source_files())
+def test_file_length(path):
+  with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+    lines = sum(1 for _ in f)
+  assert lines <= MAX_LINES, (
+      f"{path} has {lines} lines (> {MAX_LINES}): split it by concept")
+
+
+def test_official_configs_is_a_link_to_the_package_data():
+  """The top-level official_configs/ (the paths the docs use) is the
+  package's albert_tf/configs/, not a copy that could drift."""
+  top = os.path.join(ROOT, "official_configs")
+  assert os.path.islink(top)
+  assert os.path.realpath(top) == os.path.realpath(
+      os.path.join(ROOT, "albert_tf", "configs"))
+  assert os.path.exists(os.path.join(top, "models", "albert_base_v2.yaml"))

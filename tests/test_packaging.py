@@ -1,0 +1,106 @@
+"""`pip install .` works: the package, its YAML presets and its console
+scripts, used from a directory outside the repository.
+
+The fresh venv gets the project's dependencies from the test's own
+interpreter (a .pth file naming its site-packages), so the test installs
+only albert_tf itself (`--no-deps`) and needs no network.
+"""
+import os
+import shutil
+import subprocess
+import sysconfig
+import venv
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPTS = ("albert-run-pretraining", "albert-run-classifier",
+           "albert-run-squad", "albert-run-race", "albert-export-savedmodel",
+           "albert-convert-checkpoint", "albert-plot-metrics",
+           "albert-prepare-corpus", "albert-train-sentencepiece",
+           "albert-create-pretraining-data", "albert-inspect-tfrecord",
+           "albert-serving-client")
+
+
+def _fresh_venv(path):
+  venv.EnvBuilder(with_pip=True).create(path)
+  python = os.path.join(path, "bin", "python")
+  site = subprocess.run(
+      [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+      capture_output=True, text=True, check=True).stdout.strip()
+  # Dependencies (TensorFlow, ...) from this interpreter, not the network.
+  with open(os.path.join(site, "_albert_tf_test_deps.pth"), "w",
+            encoding="utf-8") as f:
+    f.write(sysconfig.get_paths()["purelib"] + "\n")
+  return python
+
+
+def _clean_env():
+  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+  env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+  return env
+
+
+def _install(python, *args, cwd):
+  result = subprocess.run(
+      [python, "-m", "pip", "install", "-q", "--no-deps",
+       "--no-build-isolation", *args], cwd=cwd, env=_clean_env(),
+      capture_output=True, text=True, timeout=600)
+  assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _source_copy(dest):
+  """The repository's tracked files (a clean checkout, as CI has), so that
+  building the wheel leaves nothing behind in the working tree."""
+  files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, check=True,
+                         capture_output=True).stdout.decode().split("\0")
+  for rel in filter(None, files):
+    src = os.path.join(ROOT, rel)
+    if os.path.islink(src) or not os.path.isfile(src):
+      continue
+    os.makedirs(os.path.dirname(os.path.join(dest, rel)), exist_ok=True)
+    shutil.copyfile(src, os.path.join(dest, rel))
+  return dest
+
+
+@pytest.mark.parametrize("editable", [False, True])
+def test_pip_install_then_tools_run_outside_the_repo(tmp_path, editable):
+  python = _fresh_venv(str(tmp_path / "venv"))
+  source = _source_copy(str(tmp_path / "src"))
+  _install(python, *(["-e", source] if editable else [source]), cwd=tmp_path)
+  outside = tmp_path / "elsewhere"
+  outside.mkdir()
+  env = _clean_env()
+  bin_dir = os.path.dirname(python)
+
+  where = subprocess.run(
+      [python, "-c", "import albert_tf, data_prep, clients; "
+       "from albert_tf import AlbertConfig; "
+       "c = AlbertConfig.from_preset('albert_base_v2'); "
+       "print(albert_tf.__file__, c.hidden_size)"],
+      cwd=outside, env=env, capture_output=True, text=True, timeout=300)
+  assert where.returncode == 0, where.stderr
+  path, hidden = where.stdout.split()
+  assert hidden == "768"  # the preset YAML is package data
+  if editable:
+    assert path.startswith(source)
+  else:
+    assert path.startswith(str(tmp_path / "venv")), path
+
+  # absl's --help prints the flags and exits 1.
+  help_run = subprocess.run(
+      [python, "-m", "albert_tf.run_pretraining", "--help"],
+      cwd=outside, env=env, capture_output=True, text=True, timeout=300)
+  assert "Traceback" not in help_run.stderr, help_run.stderr
+  assert "--config_file" in help_run.stdout, help_run.stdout
+
+  for script in SCRIPTS:
+    exe = os.path.join(bin_dir, script)
+    assert os.path.exists(exe), f"console script {script} not installed"
+  for script in ("albert-run-pretraining", "albert-create-pretraining-data",
+                 "albert-serving-client"):
+    result = subprocess.run([os.path.join(bin_dir, script), "--help"],
+                            cwd=outside, env=env, capture_output=True,
+                            text=True, timeout=300)
+    assert "Traceback" not in result.stderr, f"{script}: {result.stderr}"
+    assert "--" in result.stdout, f"{script}: {result.stdout}"
