@@ -82,9 +82,10 @@ def find_config_file(prefix: str) -> Optional[str]:
   return None
 
 
-def load_config(config, prefix: str) -> albert_config.AlbertConfig:
+def load_config(config, prefix: Optional[str] = None
+                ) -> albert_config.AlbertConfig:
   """`config`: an AlbertConfig, a dict, a .json/.yaml path, a preset name or
-  None (then `albert_config.json` next to the checkpoint)."""
+  None (then `albert_config.json` next to the checkpoint `prefix`)."""
   if config is None:
     path = find_config_file(prefix)
     if path is None:
@@ -93,6 +94,9 @@ def load_config(config, prefix: str) -> albert_config.AlbertConfig:
           "--albert_config_file")
     return albert_config.AlbertConfig.from_json_file(path)
   if isinstance(config, str):
+    if (config.endswith((".json", ".yaml", ".yml")) and
+        not tf.io.gfile.exists(config)):
+      raise CheckpointConversionError(f"{config}: no such config file")
     if config.endswith(".json"):
       return albert_config.AlbertConfig.from_json_file(config)
     if config.endswith((".yaml", ".yml")):

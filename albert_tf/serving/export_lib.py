@@ -39,6 +39,7 @@ import tempfile
 from absl import logging
 import tensorflow as tf
 
+from albert_tf.checkpoints import conversion
 from albert_tf.checkpoints import restore as restore_lib
 from albert_tf.checkpoints.paths import existing_versions  # pylint: disable=unused-import
 from albert_tf.checkpoints.paths import next_version
@@ -303,15 +304,6 @@ def describe_signatures(path):
 # --- Building models and loading weights ---------------------------------------
 
 
-def load_config(value):
-  """AlbertConfig from a .json (original) or .yaml file, or a preset name."""
-  if value.endswith(".json"):
-    return albert_config.AlbertConfig.from_json_file(value)
-  if value.endswith((".yaml", ".yml")):
-    return albert_config.AlbertConfig.from_yaml(value)
-  return albert_config.AlbertConfig.from_preset(value)
-
-
 def build_model(kind, config, task="encoder", num_labels=2,
                 with_answerability=False, num_choices=4):
   """The in-memory Keras model an export of `kind`/`task` wraps."""
@@ -361,7 +353,8 @@ def run(kind, export_dir, albert_config_file=None, checkpoint=None,
     raise ValueError(f"--spm_model_file is required for a {kind} export")
   # Bad paths fail here, in one line, before a model is built and loaded.
   version_dir(export_dir, version)
-  config = load_config(albert_config_file) if albert_config_file else None
+  config = (conversion.load_config(albert_config_file)
+            if albert_config_file else None)
   if spm_model_file:
     preprocessing.check_spm_model(spm_model_file,
                                   config.vocab_size if config else None)

@@ -95,4 +95,9 @@ def test_existing_version_and_bad_checkpoint(setup, tmp_path):
       export_lib.run, "encoder", export_dir,
       albert_config_file=setup["config_file"], checkpoint=bad)
   assert message.startswith(bad + ": no such checkpoint")
+  missing_config = str(tmp_path / "albert_config.json")
+  message = _one_line_error(
+      export_lib.run, "encoder", export_dir,
+      albert_config_file=missing_config, random_init=True)
+  assert message == f"{missing_config}: no such config file"
   assert os.listdir(export_dir) == ["1"]
