@@ -12,10 +12,12 @@ from albert_tf.checkpoints import conversion
 from albert_tf.checkpoints import object_layout
 from albert_tf.checkpoints import paths
 from albert_tf.checkpoints.restore import restore
+from albert_tf.core import experiment_config
 from albert_tf.modeling.models import downstream_models as dm
 from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
 from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
 from albert_tf.serving import export_lib
+from albert_tf.tasks import pretraining
 
 CONFIG = lib.tiny_config(vocab_size=50)
 
@@ -150,3 +152,21 @@ def test_versions(tmp_path):
       base, "1")
   with pytest.raises(ValueError, match="4: no SavedModel"):
     paths.resolve_saved_model(os.path.join(base, "4"))
+
+
+def test_pretraining_warm_start_from_an_encoder_checkpoint(tmp_path):
+  """PretrainingTask.initialize: the encoder from an encoder-only
+  checkpoint, MLM/SOP heads the source lacks stay fresh."""
+  tf_keras.utils.set_random_seed(4)
+  encoder = AlbertEncoder(CONFIG)
+  path = object_layout.checkpoint_for(encoder).write(str(tmp_path / "enc"))
+  config = experiment_config.PretrainingExperimentConfig()
+  config.trainer.init_checkpoint = path
+  model = AlbertPretrainer(CONFIG)
+  sop_before = model.sop_head.output_weights.numpy()
+  pretraining.PretrainingTask(config).initialize(model)
+  _assert_same(model.encoder, encoder)
+  np.testing.assert_array_equal(model.sop_head.output_weights, sop_before)
+  report = restore(AlbertPretrainer(CONFIG), path, allow_missing_heads=True)
+  assert report.restored == ["encoder"]
+  assert report.fresh == ["mlm_head", "sop_head"]
