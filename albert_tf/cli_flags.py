@@ -1,33 +1,88 @@
-"""Flags and main bodies shared by the command-line entry points.
+"""Flags and the main body shared by the command-line entry points.
 
 Only entry points (albert_tf/run_*.py, export_savedmodel, convert_checkpoint)
-import this module; the library below them defines no flags.
+import this module, and only from their `define_flags()` / `main()`: the
+library below them defines no flags. Every tool takes its configuration as
+`--config_file` (repeatable; a path or a packaged config such as
+`models/albert_base_v2.yaml`) + `--params_override`; a few common fields
+also have their own flag (FLAG_FIELDS), applied last.
 """
 
 import sys
+from typing import Any, Dict, Sequence
 
 from absl import flags
 from absl import logging
 
+from albert_tf.checkpoints import conversion
 from albert_tf.core import distribute_utils
+from albert_tf.core import experiment_config
+from albert_tf.core import train_lib
 from albert_tf.core import trainer as trainer_lib
-from albert_tf.tasks import finetuning
-
-# --- CLI ----------------------------------------------------------------------------------
+from albert_tf.serving import export_lib
 
 FLAGS = flags.FLAGS
+PREEMPTED_EXIT_CODE = 143  # 128 + SIGTERM
+# Errors a tool reports as one line (exit 1) instead of a traceback.
+USER_ERRORS = (ValueError, FileNotFoundError, trainer_lib.NonFiniteLossError,
+               conversion.CheckpointConversionError)
+
+# Flags that set one config field (applied after the files and overrides).
+FLAG_FIELDS = {
+    "tpu": "runtime.tpu",
+    "strategy": "runtime.distribution_strategy",
+    "num_cpu_devices": "runtime.num_cpu_devices",
+    "init_checkpoint": "trainer.init_checkpoint",
+    "init_from_group0": "trainer.init_from_group0",
+    "train_steps": "trainer.train_steps",
+    "init_saved_model": "task.init_saved_model",
+    "spm_model_file": "data.spm_model_file",
+    "do_lower_case": "data.do_lower_case",
+    "max_seq_length": "data.max_seq_length",
+    "skip_malformed_rows": "data.skip_malformed_rows",
+    "task_name": "data.task_name",
+    "data_dir": "data.data_dir",
+    "train_file": "data.train_file",
+    "predict_file": "data.predict_file",
+    "version_2_with_negative": "data.version_2_with_negative",
+    "null_score_diff_threshold": "data.null_score_diff_threshold",
+}
+
+
+def define_config_flags():
+  flags.DEFINE_multi_string(
+      "config_file", [], "YAML experiment/model config(s) applied in order: "
+      "a path, or a packaged config under albert_tf/configs/ (e.g. "
+      "models/albert_base_v2.yaml, pretraining/albert_tiny_cpu.yaml); a flat "
+      "model YAML or a released albert_config.json sets `model`.")
+  flags.DEFINE_string("params_override", "",
+                      "Overrides 'a.b=c,d.e=f' applied after the files.")
+
+
+def define_run_flags(default_mode: str, modes: Sequence[str]):
+  """Flags of every training tool."""
+  define_config_flags()
+  flags.DEFINE_string("model_dir", None, "The run directory: checkpoints, "
+                      "summaries, metrics.jsonl and the run record.")
+  flags.DEFINE_enum("mode", default_mode, list(modes), "What to run.")
+  flags.DEFINE_string("checkpoint", None,
+                      "eval/predict/export: checkpoint to load (default: the "
+                      "latest in <model_dir>/checkpoints; "
+                      "<model_dir>/best/ckpt is the best one).")
+  flags.DEFINE_string("tpu", None, "TPU name, grpc:// address or 'local' "
+                      "(runtime.tpu; selects the TPU strategy).")
+  flags.DEFINE_enum("strategy", None, list(distribute_utils.STRATEGIES),
+                    "runtime.distribution_strategy. auto: TPU if --tpu, "
+                    "mirrored if GPUs, else default.")
+  flags.DEFINE_string("init_checkpoint", None,
+                      "Warm start of a fresh run: our checkpoint, an original "
+                      "TF1 or Model Garden one (trainer.init_checkpoint).")
+  flags.DEFINE_integer("train_steps", None, "trainer.train_steps.")
 
 
 def define_finetuning_flags():
-  flags.DEFINE_multi_string(
-      "config_file", [], "YAML experiment config(s) applied in order, e.g. "
-      "official_configs/models/albert_base_v2.yaml then "
-      "official_configs/finetuning/<task>.yaml.")
-  flags.DEFINE_string("params_override", "",
-                      "Overrides 'a.b=c,d.e=f' applied after the files.")
-  flags.DEFINE_string("model_dir", None,
-                      "Checkpoints, summaries, metrics.jsonl, features cache.")
-  flags.DEFINE_enum("mode", "train_and_eval", list(finetuning.MODES), "What to run.")
+  define_run_flags("train_and_eval", [m for m in train_lib.MODES
+                                      if m != "continuous_eval"])
   flags.DEFINE_string("output_dir", None,
                       "Where eval results and predictions go (default: "
                       "--model_dir).")
@@ -35,76 +90,103 @@ def define_finetuning_flags():
                       "SentencePiece model (data.spm_model_file).")
   flags.DEFINE_bool("do_lower_case", None, "Lowercase text "
                     "(data.do_lower_case; the released models: true).")
-  flags.DEFINE_string("init_checkpoint", None,
-                      "Warm start: our pretraining checkpoint, an original "
-                      "TF1 or Model Garden checkpoint "
-                      "(trainer.init_checkpoint).")
   flags.DEFINE_string("init_saved_model", None,
                       "Warm start from an exported encoder SavedModel "
                       "(task.init_saved_model).")
-  flags.DEFINE_string("checkpoint", None,
-                      "eval/predict/export: checkpoint to load (default: the "
-                      "latest in <model_dir>/checkpoints; "
-                      "<model_dir>/best/ckpt is the best one).")
   flags.DEFINE_string("export_dir", None,
                       "--mode=export: base directory of the SavedModel "
                       "(written to <export_dir>/<version>/).")
   flags.DEFINE_integer("max_seq_length", None, "data.max_seq_length.")
-  flags.DEFINE_integer("train_steps", None, "trainer.train_steps.")
-  flags.DEFINE_string("tpu", None, "TPU name, grpc:// address or 'local'.")
-  flags.DEFINE_enum("strategy", None, list(distribute_utils.STRATEGIES),
-                    "Distribution strategy (runtime.distribution_strategy).")
   flags.DEFINE_bool("skip_malformed_rows", None,
                     "Skip and count malformed input rows instead of failing "
                     "(data.skip_malformed_rows).")
 
 
-def config_from_flags(extra=None):
-  """Config files <- --params_override <- explicit flags (+ `extra`)."""
-  config = finetuning.load_config(FLAGS.config_file, FLAGS.params_override)
-  data = dict(extra or {})
-  for flag, key in (("spm_model_file", "spm_model_file"),
-                    ("do_lower_case", "do_lower_case"),
-                    ("max_seq_length", "max_seq_length"),
-                    ("skip_malformed_rows", "skip_malformed_rows")):
-    value = getattr(FLAGS, flag)
-    if value is not None:
-      data[key] = value
-  overrides = {"data": data} if data else {}
-  if FLAGS.init_checkpoint is not None:
-    overrides.setdefault("trainer", {})["init_checkpoint"] = (
-        FLAGS.init_checkpoint)
-  if FLAGS.train_steps is not None:
-    overrides.setdefault("trainer", {})["train_steps"] = FLAGS.train_steps
-  if FLAGS.init_saved_model is not None:
-    overrides.setdefault("task", {})["init_saved_model"] = (
-        FLAGS.init_saved_model)
-  if FLAGS.tpu:
-    overrides.setdefault("runtime", {})["tpu"] = FLAGS.tpu
-  if FLAGS.strategy:
-    overrides.setdefault("runtime", {})["distribution_strategy"] = (
-        FLAGS.strategy)
-  if overrides:
-    config.override(overrides, is_strict=True)
-  return finetuning.validate(config)
+def define_export_flags():
+  """Flags of export_savedmodel (a run record answers most of them)."""
+  define_config_flags()
+  for name, text in (
+      ("albert_config_file", "Deprecated alias of --config_file."),
+      ("model_dir", "A run directory (its record and latest checkpoint)."),
+      ("export_dir", "Writes <export_dir>/<version>/."),
+      ("checkpoint", "Checkpoint prefix or directory (any layout)."),
+      ("spm_model_file", "SentencePiece .model (shipped as an asset).")):
+    flags.DEFINE_string(name, None, text)
+  for name, text in (("version", "Version dir (default: next free)."),
+                     ("seq_length", "Packed length of text-in signatures."),
+                     ("num_labels", "Classification: classes."),
+                     ("num_text_fields", "1 (`text`) or 2 text inputs."),
+                     ("max_answer_length", "SQuAD: longest answer."),
+                     ("max_query_length", "SQuAD: question tokens kept."),
+                     ("doc_stride", "SQuAD: window stride over long "
+                      "contexts (default 128; 0 truncates)."),
+                     ("num_choices", "Multiple choice: choices."),
+                     ("max_first_segment_length", "first_fixed: cap on A.")):
+    flags.DEFINE_integer(name, None, text)
+  flags.DEFINE_integer("max_windows", 32, "SQuAD with --doc_stride: longer "
+                       "contexts are refused with an error.")
+  for name, text in (("random_init", "Random weights (smoke tests)."),
+                     ("allow_random_head", "Keep a missing head random."),
+                     ("do_lower_case", "Lowercase text (default true)."),
+                     ("with_answerability", "SQuAD 2.0 head.")):
+    flags.DEFINE_bool(name, None, text)
+  flags.DEFINE_enum("export_kind", None, list(export_lib.EXPORT_KINDS),
+                    "Default: serving for a fine-tuning run, else encoder.")
+  flags.DEFINE_enum("task", None, list(export_lib.serving_modules.TASKS),
+                    "Serving export: which model and outputs.")
+  flags.DEFINE_list("label_names", None, "Classification: class names.")
+  flags.DEFINE_enum("truncation", "longest_first",
+                    list(export_lib.preprocessing.TRUNCATION_MODES),
+                    "Preprocessing export: how a too-long pair is cut.")
 
 
-def finetuning_main(family, extra_data_flags=None):
-  """absl main body shared by the run scripts."""
+def config_sources():
+  """--config_file values, plus the deprecated --albert_config_file."""
+  alias = flag_value("albert_config_file")
+  return list(FLAGS.config_file) + ([alias] if alias else [])
+
+
+def flag_value(name: str):
+  """The value of flag `name`, None when the tool does not define it."""
+  return FLAGS[name].value if name in FLAGS else None
+
+
+def flag_overrides() -> Dict[str, Any]:
+  """Nested {section: {field: value}} of the FLAG_FIELDS flags that are set."""
+  out = {}
+  for name, field in FLAG_FIELDS.items():
+    value = flag_value(name)
+    if value is None or value == "":
+      continue
+    section, key = field.split(".")
+    out.setdefault(section, {})[key] = value
+  return out
+
+
+def fail(error: Exception):
+  """The one-line error of every tool (exit 1)."""
+  logging.error("%s", error)
+  print(f"ERROR: {error}", file=sys.stderr)
+  sys.exit(1)
+
+
+def run_training(config_cls, make_task):
+  """The main body of the training tools: config from the flags, the task
+  from `make_task(config, model_dir)`, then train_lib.run_experiment."""
   if not FLAGS.model_dir:
-    print("ERROR: --model_dir is required", file=sys.stderr)
-    sys.exit(2)
+    fail(ValueError("--model_dir is required"))
   try:
-    config = config_from_flags(extra_data_flags)
-    result = finetuning.run(family, config, FLAGS.model_dir, FLAGS.mode,
-                 output_dir=FLAGS.output_dir, checkpoint=FLAGS.checkpoint,
-                 export_dir=FLAGS.export_dir)
-  except (ValueError, FileNotFoundError,
-          trainer_lib.NonFiniteLossError) as e:
-    logging.error("%s", e)
-    print(f"ERROR: {e}", file=sys.stderr)
-    sys.exit(1)
+    config = experiment_config.load_experiment_config(
+        config_cls, FLAGS.config_file, FLAGS.params_override,
+        flag_overrides())
+    task = make_task(config, FLAGS.model_dir)
+    result = train_lib.run_experiment(
+        task, config, FLAGS.model_dir, FLAGS.mode,
+        output_dir=flag_value("output_dir"), checkpoint=FLAGS.checkpoint,
+        export_dir=flag_value("export_dir"))
+  except USER_ERRORS as e:
+    fail(e)
   logging.info("done: %s", {k: v for k, v in result.items() if k != "train"})
+  if result.get("train", {}).get("stopped") == "preempted":
+    sys.exit(PREEMPTED_EXIT_CODE)
   return result
-
-

@@ -2,15 +2,15 @@ r"""Fine-tunes ALBERT on a GLUE task (sentence / sentence-pair classification,
 STS-B regression) with the generic albert_tf trainer.
 
   python -m albert_tf.run_classifier \
-    --config_file=official_configs/models/albert_base_v2.yaml \
-    --config_file=official_configs/finetuning/glue_mnli.yaml \
+    --config_file=models/albert_base_v2.yaml \
+    --config_file=finetuning/glue_mnli.yaml \
     --data_dir=glue/MNLI --spm_model_file=albert_base/30k-clean.model \
     --init_checkpoint=albert_base/model.ckpt-best \
     --model_dir=/tmp/mnli --mode=train_and_eval
 
 --data_dir holds the GLUE download's TSV files (train.tsv, dev.tsv or
 dev_matched.tsv/dev_mismatched.tsv, test*.tsv; diagnostic.tsv for AX with
---task_name=mnli). Modes (see finetune_lib): train, eval (dev metrics ->
+--task_name=mnli). Modes (core/train_lib.py): train, eval (dev metrics ->
 eval_results.json), predict (test -> the GLUE server's <TASK>.tsv files),
 train_and_eval, export (serving SavedModel: text -> label).
 """
@@ -20,8 +20,6 @@ from absl import flags
 
 from albert_tf import cli_flags
 from albert_tf.tasks import sentence_prediction
-
-FLAGS = flags.FLAGS
 
 
 def define_flags():
@@ -34,12 +32,8 @@ def define_flags():
 
 def main(argv):
   del argv
-  extra = {}
-  if FLAGS.task_name:
-    extra["task_name"] = FLAGS.task_name
-  if FLAGS.data_dir:
-    extra["data_dir"] = FLAGS.data_dir
-  cli_flags.finetuning_main(sentence_prediction.GlueFamily(), extra)
+  cli_flags.run_training(sentence_prediction.GlueExperimentConfig,
+                         sentence_prediction.ClassifierTask)
 
 
 def cli():

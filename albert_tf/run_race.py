@@ -1,8 +1,8 @@
 r"""Fine-tunes ALBERT on RACE (4-way multiple choice) with the generic trainer.
 
   python -m albert_tf.run_race \
-    --config_file=official_configs/models/albert_base_v2.yaml \
-    --config_file=official_configs/finetuning/race.yaml \
+    --config_file=models/albert_base_v2.yaml \
+    --config_file=finetuning/race.yaml \
     --data_dir=RACE --spm_model_file=albert_base/30k-clean.model \
     --init_checkpoint=albert_base/model.ckpt-best \
     --model_dir=/tmp/race --mode=train_and_eval
@@ -20,8 +20,6 @@ from absl import flags
 from albert_tf import cli_flags
 from albert_tf.tasks import multiple_choice
 
-FLAGS = flags.FLAGS
-
 
 def define_flags():
   cli_flags.define_finetuning_flags()
@@ -31,8 +29,8 @@ def define_flags():
 
 def main(argv):
   del argv
-  extra = {"data_dir": FLAGS.data_dir} if FLAGS.data_dir else {}
-  cli_flags.finetuning_main(multiple_choice.RaceFamily(), extra)
+  cli_flags.run_training(multiple_choice.RaceExperimentConfig,
+                         multiple_choice.RaceTask)
 
 
 def cli():

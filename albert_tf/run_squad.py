@@ -1,8 +1,8 @@
 r"""Fine-tunes ALBERT on SQuAD v1.1 or v2.0 with the generic albert_tf trainer.
 
   python -m albert_tf.run_squad \
-    --config_file=official_configs/models/albert_base_v2.yaml \
-    --config_file=official_configs/finetuning/squad_v2.0.yaml \
+    --config_file=models/albert_base_v2.yaml \
+    --config_file=finetuning/squad_v2.0.yaml \
     --train_file=squad/train-v2.0.json --predict_file=squad/dev-v2.0.json \
     --spm_model_file=albert_base/30k-clean.model \
     --init_checkpoint=albert_base/model.ckpt-best \
@@ -12,7 +12,7 @@ Writes `predictions.json` (question id -> answer text, "" for no answer),
 `null_odds.json` (v2.0: question id -> log-odds of no answer, the input of
 the official evaluation's threshold search) and `nbest_predictions.json` to
 --output_dir; `eval` also computes the official EM/F1 (v2.0: HasAns/NoAns
-and best threshold) into eval_results.json. See albert_tf/squad_data.py for
+and best threshold) into eval_results.json. See albert_tf/data/squad_data.py for
 windowing, answer alignment and the no-answer rule.
 """
 
@@ -21,8 +21,6 @@ from absl import flags
 
 from albert_tf import cli_flags
 from albert_tf.tasks import question_answering
-
-FLAGS = flags.FLAGS
 
 
 def define_flags():
@@ -46,13 +44,8 @@ def define_flags():
 
 def main(argv):
   del argv
-  extra = {}
-  for name in ("train_file", "predict_file", "version_2_with_negative",
-               "null_score_diff_threshold"):
-    value = getattr(FLAGS, name)
-    if value is not None:
-      extra[name] = value
-  cli_flags.finetuning_main(question_answering.SquadFamily(), extra)
+  cli_flags.run_training(question_answering.SquadExperimentConfig,
+                         question_answering.SquadTask)
 
 
 def cli():

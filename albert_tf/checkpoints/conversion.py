@@ -15,7 +15,7 @@ Usage:
   python -m albert_tf.convert_checkpoint --from=albert_tf --to=tf1 \
       --input_checkpoint=albert_base_tf2 --output_dir=albert_base_tf1
 
-Without --albert_config_file the config is `albert_config.json` next to the
+Without --config_file the config is `albert_config.json` next to the
 checkpoint; the SentencePiece model (`*.model`, `*.vocab`) next to it is copied
 to the output directory with the config.
 
@@ -57,7 +57,7 @@ ORIGINAL_CONFIG_FIELDS = (
     "type_vocab_size", "initializer_range")
 
 __all__ = ["CheckpointConversionError", "convert", "detect_layout",
-           "find_config_file", "load_any_checkpoint", "load_config",
+           "find_config_file", "load_any_checkpoint", "resolve_config",
            "read_weights", "write_weights"]
 
 
@@ -82,25 +82,20 @@ def find_config_file(prefix: str) -> Optional[str]:
   return None
 
 
-def load_config(config, prefix: Optional[str] = None
-                ) -> albert_config.AlbertConfig:
-  """`config`: an AlbertConfig, a dict, a .json/.yaml path, a preset name or
-  None (then `albert_config.json` next to the checkpoint `prefix`)."""
+def resolve_config(config, prefix: Optional[str] = None
+                   ) -> albert_config.AlbertConfig:
+  """`config`: an AlbertConfig, a dict, a source of
+  `albert_config.load_model_config` (.json/.yaml path, preset name, run dir)
+  or None (then `albert_config.json` next to the checkpoint `prefix`)."""
   if config is None:
     path = find_config_file(prefix)
     if path is None:
       raise CheckpointConversionError(
           f"no config given and no {CONFIG_FILE_NAME} next to {prefix}; pass "
-          "--albert_config_file")
-    return albert_config.AlbertConfig.from_json_file(path)
+          "--config_file")
+    return albert_config.load_model_config([path])
   if isinstance(config, str):
-    if (config.endswith((".json", ".yaml", ".yml")) and
-        not tf.io.gfile.exists(config)):
-      raise CheckpointConversionError(f"{config}: no such config file")
-    if config.endswith(".json"):
-      return albert_config.AlbertConfig.from_json_file(config)
-    if config.endswith((".yaml", ".yml")):
-      return albert_config.AlbertConfig.from_yaml(config)
+    return albert_config.load_model_config([config])
   return albert_config.as_albert_config(config)
 
 
@@ -192,7 +187,7 @@ def convert(input_checkpoint: str, output_dir: str, from_layout: str,
     raise CheckpointConversionError(
         f"{prefix}: --from={from_layout} but the variable names are of the "
         f"{detected} layout")
-  config = load_config(config, prefix)
+  config = resolve_config(config, prefix)
   def build_target():
     return (AlbertEncoder(config) if model == "encoder" else
             AlbertPretrainer(config))

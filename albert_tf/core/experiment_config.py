@@ -8,20 +8,22 @@ adds the pretraining data section. A fine-tuning experiment subclasses
 Configs load from YAML files (applied in order) and a Model Garden style
 override string `a.b=c,d.e=f`:
 
->>> cfg = load_config(PretrainingExperimentConfig,
-...                   ["official_configs/pretraining/albert_tiny_cpu.yaml"],
-...                   "trainer.train_steps=10")
+>>> cfg = load_experiment_config(PretrainingExperimentConfig,
+...                              ["pretraining/albert_tiny_cpu.yaml"],
+...                              "trainer.train_steps=10")
 
-A YAML file may also be a flat model file (official_configs/models/*.yaml):
-its keys are then applied to `model`.
+A file that does not exist as a path names a packaged config (under
+albert_tf/configs/). A YAML file may also be a flat model file
+(configs/models/*.yaml) or a released albert_config.json: its keys are then
+applied to `model`. Every value is type-checked against the dataclass
+annotations; errors name the field and the file, override or flag. The
+readers live in modeling/albert_config.py, whose `load_model_config` reads
+the model alone (export, convert).
 """
 
 import dataclasses
-import os
-from typing import Optional, Sequence, Type, TypeVar
+from typing import Any, Mapping, Optional, Sequence, Type, TypeVar
 
-import yaml
-from official.modeling import hyperparams
 from official.modeling.hyperparams import base_config
 
 from albert_tf.modeling import albert_config
@@ -30,7 +32,6 @@ from albert_tf.optimization import optimizer_factory
 STRATEGIES = ("auto", "tpu", "mirrored", "multi_worker_mirrored",
               "one_device", "default")
 PRECISIONS = ("auto", "float32", "bfloat16", "float16")
-RESOLVED_CONFIG_NAME = "experiment_config.yaml"
 
 
 @dataclasses.dataclass
@@ -53,6 +54,9 @@ class PretrainingDataConfig(base_config.Config):
   cycle_length: int = 8
   # Seed of file/record shuffling; None: from runtime.seed.
   seed: Optional[int] = None
+  # Train on files without a matching <file>.summary.json (data_prep's
+  # record of counts, vocab_size and lengths); see tasks/pretraining.py.
+  allow_unverified_input: bool = False
 
 
 @dataclasses.dataclass
@@ -132,47 +136,48 @@ class PretrainingExperimentConfig(ExperimentConfig):
   data: PretrainingDataConfig = dataclasses.field(
       default_factory=PretrainingDataConfig)
 
+  def validate_data(self):
+    """Raises ValueError naming the first bad data field."""
+    data, t = self.data, self.trainer
+    if data.seq_length > self.model.max_position_embeddings:
+      raise ValueError(
+          f"data.seq_length ({data.seq_length}) exceeds "
+          f"model.max_position_embeddings "
+          f"({self.model.max_position_embeddings})")
+    for name in ("seq_length", "max_predictions_per_seq", "global_batch_size"):
+      if getattr(data, name) <= 0:
+        raise ValueError(f"data.{name} must be > 0, got {getattr(data, name)}")
+    if data.global_batch_size % t.gradient_accumulation_steps:
+      raise ValueError(
+          f"data.global_batch_size ({data.global_batch_size}) must be "
+          "divisible by trainer.gradient_accumulation_steps "
+          f"({t.gradient_accumulation_steps})")
+
 
 T = TypeVar("T", bound=ExperimentConfig)
-_MODEL_FIELDS = {f.name for f in dataclasses.fields(albert_config.AlbertConfig)}
+RESOLVED_CONFIG_NAME = albert_config.RUN_CONFIG_NAME
 
 
-def _read_yaml(path):
-  if not os.path.exists(path):
-    raise FileNotFoundError(f"config file {path} does not exist")
-  # Model Garden's loader: reads `1e-6` as a float (plain YAML 1.1 does not).
-  values = hyperparams.read_yaml_to_params_dict(path).as_dict() or {}
-  if not isinstance(values, dict):
-    raise ValueError(f"{path}: expected a YAML mapping at the top level")
-  # A flat model file (official_configs/models/*.yaml, or a released
-  # albert_config.json with its extra keys) configures `model`.
-  if values and set(values) <= _MODEL_FIELDS | set(albert_config.RELEASE_ONLY_KEYS):
-    values = {"model": {k: v for k, v in values.items()
-                        if k not in albert_config.RELEASE_ONLY_KEYS}}
-  return values
+def load_experiment_config(config_cls: Type[T] = PretrainingExperimentConfig,
+                           config_files: Sequence[str] = (),
+                           params_override: str = "",
+                           flag_values: Optional[Mapping[str, Any]] = None
+                           ) -> T:
+  """Defaults <- each YAML file in order <- `a.b=c,...` <- explicit flags.
 
-
-def load_config(config_cls: Type[T] = PretrainingExperimentConfig,
-                config_files: Sequence[str] = (),
-                params_override: str = "") -> T:
-  """Defaults <- each YAML file in order <- `a.b=c,...` overrides; validated.
-
-  Unknown keys are errors (strict override), naming the file.
+  The one loader of every tool. Each step is type-checked against the
+  dataclasses and errors name the field and the file / override / flag.
   """
   config = config_cls()
   for path in config_files or ():
-    try:
-      config.override(_read_yaml(path), is_strict=True)
-    except (KeyError, ValueError, TypeError) as e:
-      raise ValueError(f"{path}: {e}") from e
-  if params_override:
-    try:
-      config = hyperparams.override_params_dict(config, params_override,
-                                                is_strict=True)
-    except (KeyError, ValueError, TypeError) as e:
-      raise ValueError(f"--params_override {params_override!r}: {e}") from e
-  validate(config)
-  return config
+    albert_config.apply_values(config, albert_config.read_config_file(path),
+                               path)
+  albert_config.apply_values(config,
+                             albert_config.parse_override(params_override),
+                             f"--params_override {params_override!r}")
+  if flag_values:
+    albert_config.apply_values(config, flag_values, "command-line flags")
+  return validate(config)
 
 
 def validate(config: ExperimentConfig) -> ExperimentConfig:
@@ -201,30 +206,8 @@ def validate(config: ExperimentConfig) -> ExperimentConfig:
   if r.mixed_precision_dtype not in PRECISIONS:
     raise ValueError(f"runtime.mixed_precision_dtype must be one of "
                      f"{PRECISIONS}, got {r.mixed_precision_dtype!r}")
-  data = getattr(config, "data", None)
-  if isinstance(data, PretrainingDataConfig):
-    if data.seq_length > config.model.max_position_embeddings:
-      raise ValueError(
-          f"data.seq_length ({data.seq_length}) exceeds "
-          f"model.max_position_embeddings "
-          f"({config.model.max_position_embeddings})")
-    for name in ("seq_length", "max_predictions_per_seq", "global_batch_size"):
-      if getattr(data, name) <= 0:
-        raise ValueError(f"data.{name} must be > 0, got {getattr(data, name)}")
-    if data.global_batch_size % t.gradient_accumulation_steps:
-      raise ValueError(
-          f"data.global_batch_size ({data.global_batch_size}) must be "
-          "divisible by trainer.gradient_accumulation_steps "
-          f"({t.gradient_accumulation_steps})")
+  # The task's data section checks itself (and may fix task defaults).
+  check_data = getattr(config, "validate_data", None)
+  if check_data is not None:
+    check_data()
   return config
-
-
-def save_config(config: ExperimentConfig, model_dir: str,
-                name: str = RESOLVED_CONFIG_NAME) -> str:
-  """Writes the resolved config as YAML next to the checkpoints."""
-  os.makedirs(model_dir, exist_ok=True)
-  path = os.path.join(model_dir, name)
-  with open(path, "w", encoding="utf-8") as f:
-    yaml.safe_dump(config.as_dict(), f, default_flow_style=False,
-                   sort_keys=False)
-  return path

@@ -21,8 +21,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-# Model input names (Model Garden v2), shared by every task.
-INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
+from albert_tf.modeling.networks.albert_encoder import INPUT_NAMES
 
 
 def truncate_pair(tokens_a, tokens_b, max_length):

@@ -15,10 +15,13 @@ Example:
 import dataclasses
 import json
 import os
-from typing import Any, Dict, Mapping, Optional
+import typing
+from typing import Any, Dict, Mapping, Optional, Sequence, Union
 
 import yaml
+from official.modeling import hyperparams
 from official.modeling.hyperparams import base_config
+from official.modeling.hyperparams import params_dict
 
 # Activations the original's `hidden_act` may name, mapped to what we compute.
 # "gelu" is the tanh approximation, as in the original `modeling.gelu`.
@@ -30,9 +33,13 @@ SHARING_MODES = ("all", "attention", "ffn", "none")
 
 # Package data: albert_tf/configs/models/*.yaml (the repo's top-level
 # official_configs/ is a link to albert_tf/configs/).
-PRESET_DIR = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-    "configs", "models")
+CONFIG_DIR = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
+PRESET_DIR = os.path.join(CONFIG_DIR, "models")
+# The model config beside a released or converted checkpoint.
+CONFIG_JSON_NAME = "albert_config.json"
+# The resolved experiment config of a run directory (core/run_record.py).
+RUN_CONFIG_NAME = "experiment_config.yaml"
 
 # Keys of released `albert_config.json` files that do not change the model we
 # build (they configure variants the release never used).
@@ -165,3 +172,188 @@ def as_albert_config(config: Optional[Any]) -> AlbertConfig:
     return AlbertConfig.from_dict(dict(config))
   raise TypeError(f"expected an AlbertConfig, dict or preset name, got "
                   f"{type(config).__name__}")
+
+
+# --- Loading configs: files, overrides, typed values ---------------------------
+# The one reader of config files and `a.b=c` overrides (experiment configs in
+# core/experiment_config.py build on it) and the one model config loader of
+# export and convert (`load_model_config`).
+
+_MODEL_FIELDS = {f.name for f in dataclasses.fields(AlbertConfig)}
+
+
+def resolve_config_path(path: str) -> str:
+  """`path` itself, else a packaged config (albert_tf/configs/<path>).
+
+  So `pretraining/albert_tiny_cpu.yaml` or `models/albert_base_v2.yaml` work
+  for installed users without a checkout of the repository.
+  """
+  if os.path.exists(path):
+    return path
+  relative = path.split("official_configs/", 1)[-1]
+  packaged = os.path.join(CONFIG_DIR, relative)
+  if not os.path.isabs(path) and os.path.isfile(packaged):
+    return packaged
+  raise FileNotFoundError(f"config file {path} does not exist (nor as a "
+                          f"packaged config under {CONFIG_DIR})")
+
+
+def read_config_file(path: str) -> Dict[str, Any]:
+  """A YAML/JSON file as a dict of sections; a flat model file -> `model`."""
+  path = resolve_config_path(path)
+  try:
+    # Model Garden's loader: reads `1e-6` as a float (plain YAML 1.1 does not).
+    values = hyperparams.read_yaml_to_params_dict(path).as_dict() or {}
+  except yaml.YAMLError as e:
+    mark = getattr(e, "problem_mark", None)
+    where = f"{path}:{mark.line + 1}" if mark else path
+    problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+    raise ValueError(f"{where}: YAML syntax error: {problem}") from None
+  if not isinstance(values, dict):
+    raise ValueError(f"{path}: expected a YAML mapping at the top level")
+  # A flat model file (configs/models/*.yaml, or a released albert_config.json
+  # with its extra keys) configures `model`.
+  if values and set(values) <= _MODEL_FIELDS | set(
+      RELEASE_ONLY_KEYS):
+    values = {"model": {k: v for k, v in values.items()
+                        if k not in RELEASE_ONLY_KEYS}}
+  return values
+
+
+def parse_override(params_override: str) -> Dict[str, Any]:
+  """`a.b=c,d.e=f` (or a YAML/JSON mapping string) -> nested dict."""
+  if not params_override:
+    return {}
+  text = params_override
+  try:
+    text = params_dict.nested_csv_str_to_json_str(params_override)
+  except ValueError:
+    pass
+  try:
+    values = yaml.load(text, Loader=params_dict._LOADER)  # pylint: disable=protected-access
+  except yaml.YAMLError as e:
+    raise ValueError(f"--params_override {params_override!r}: not "
+                     f"'a.b=c,...' nor YAML ({e})") from None
+  if not isinstance(values, dict):
+    raise ValueError(f"--params_override {params_override!r}: expected "
+                     "'a.b=c,d.e=f'")
+  return values
+
+
+def _check_value(value, annotation, name, source):
+  """`value` converted to `annotation` or ValueError naming field + source."""
+  def bad(what):
+    return ValueError(f"{source}: {name} must be {what}, got {value!r}")
+  if typing.get_origin(annotation) is Union:  # Optional[X]
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if value is None:
+      return None
+    annotation = args[0]
+  if annotation is bool:
+    if not isinstance(value, bool):
+      raise bad("true or false")
+    return value
+  if annotation is int:
+    if isinstance(value, float) and value.is_integer():
+      return int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+      raise bad("an integer")
+    return value
+  if annotation is float:
+    if isinstance(value, str):
+      try:
+        return float(value)  # `1e-6` in an override string
+      except ValueError:
+        raise bad("a number") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+      raise bad("a number")
+    return float(value)
+  if annotation is str:
+    if value is None:  # `a.b=` in an override
+      return ""
+    if not isinstance(value, str):
+      raise bad("a string")
+    return value
+  return value
+
+
+def check_types(config_cls, values: Mapping[str, Any], source: str,
+                prefix: str = "") -> Dict[str, Any]:
+  """`values` checked (and converted) against `config_cls`'s annotations.
+
+  Unknown keys, wrong types (an int field given 20.7 or "abc", a bool field
+  given "no") raise one-line ValueErrors naming the field and `source`.
+  """
+  hints = typing.get_type_hints(config_cls)
+  known = {f.name for f in dataclasses.fields(config_cls)} - {
+      "default_params", "restrictions"}
+  out = {}
+  for key, value in values.items():
+    name = prefix + key
+    if key not in known:
+      raise ValueError(f"{source}: unknown field {name} (expected one of "
+                       f"{sorted(known)})")
+    annotation = hints[key]
+    if dataclasses.is_dataclass(annotation):
+      if not isinstance(value, Mapping):
+        raise ValueError(f"{source}: {name} must be a mapping of fields, got "
+                         f"{value!r}")
+      out[key] = check_types(annotation, value, source, name + ".")
+    else:
+      out[key] = _check_value(value, annotation, name, source)
+  return out
+
+
+def apply_values(config, values: Mapping[str, Any], source: str):
+  """Type-checks `values` and overrides `config` with them (strict)."""
+  checked = check_types(type(config), values, source)
+  try:
+    config.override(checked, is_strict=True)
+  except (KeyError, ValueError, TypeError) as e:
+    raise ValueError(f"{source}: {e}") from None
+  return config
+
+
+@dataclasses.dataclass
+class _ModelOnly(base_config.Config):
+  model: AlbertConfig = dataclasses.field(
+      default_factory=AlbertConfig)
+
+
+def _model_source_values(source: str) -> Dict[str, Any]:
+  """{"model": {...}} of one model source (see `load_model_config`)."""
+  if os.path.isdir(source):
+    for name in (RUN_CONFIG_NAME, CONFIG_JSON_NAME):
+      if os.path.isfile(os.path.join(source, name)):
+        source = os.path.join(source, name)
+        break
+    else:
+      raise FileNotFoundError(f"{source}: holds neither {RUN_CONFIG_NAME}"
+                              f" nor {CONFIG_JSON_NAME}")
+  elif not source.endswith((".json", ".yaml", ".yml")):
+    source = os.path.join(PRESET_DIR, f"{source}.yaml")
+    if not os.path.isfile(source):
+      raise ValueError(f"unknown model preset {source!r}; available: "
+                       f"{list_presets()}")
+  values = read_config_file(source)
+  return {"model": values.get("model", {})}
+
+
+def load_model_config(sources: Sequence[str] = (),
+                      params_override: str = "") -> AlbertConfig:
+  """The model config of export and convert, from sources applied in order.
+
+  A source is an albert_config.json, a YAML file (flat model file or an
+  experiment config: its `model` section), a preset name
+  (`albert_base_v2`) or a run directory (its experiment_config.yaml).
+  `params_override` sets `model.*` fields.
+  """
+  holder = _ModelOnly()
+  for source in sources:
+    apply_values(holder, _model_source_values(source), source)
+  apply_values(holder, parse_override(params_override),
+               f"--params_override {params_override!r}")
+  try:
+    return holder.model.validate()
+  except ValueError as e:
+    raise ValueError(f"{', '.join(sources) or 'defaults'}: {e}") from None

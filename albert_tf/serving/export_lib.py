@@ -22,13 +22,13 @@ Kinds:
 Examples:
 
   python -m albert_tf.export_savedmodel --export_kind=encoder \
-      --albert_config_file=albert_base/albert_config.json \
+      --config_file=albert_base/albert_config.json \
       --checkpoint=albert_base/model.ckpt-best \
       --spm_model_file=albert_base/30k-clean.model --export_dir=/tmp/enc
   python -m albert_tf.export_savedmodel --export_kind=serving \
       --task=classification --num_labels=3 --num_text_fields=2 \
       --label_names=entailment,neutral,contradiction \
-      --albert_config_file=... --checkpoint=mnli_run/ckpt \
+      --config_file=... --checkpoint=mnli_run/ckpt \
       --spm_model_file=... --seq_length=128 --export_dir=/models/mnli
 """
 
@@ -39,7 +39,6 @@ import tempfile
 from absl import logging
 import tensorflow as tf
 
-from albert_tf.checkpoints import conversion
 from albert_tf.checkpoints import restore as restore_lib
 from albert_tf.checkpoints.paths import existing_versions  # pylint: disable=unused-import
 from albert_tf.checkpoints.paths import next_version
@@ -353,7 +352,7 @@ def run(kind, export_dir, albert_config_file=None, checkpoint=None,
     raise ValueError(f"--spm_model_file is required for a {kind} export")
   # Bad paths fail here, in one line, before a model is built and loaded.
   version_dir(export_dir, version)
-  config = (conversion.load_config(albert_config_file)
+  config = (albert_config.load_model_config([albert_config_file])
             if albert_config_file else None)
   if spm_model_file:
     preprocessing.check_spm_model(spm_model_file,
@@ -364,7 +363,7 @@ def run(kind, export_dir, albert_config_file=None, checkpoint=None,
         do_lower_case=do_lower_case, config=config, truncation=truncation,
         max_first_segment_length=max_first_segment_length, version=version)
   if config is None:
-    raise ValueError(f"--albert_config_file is required for a {kind} export")
+    raise ValueError(f"--config_file is required for a {kind} export")
   if not checkpoint and not random_init:
     raise ValueError("--checkpoint is required (or --random_init for a smoke "
                      "test)")

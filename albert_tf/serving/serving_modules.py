@@ -19,7 +19,8 @@ are in `task_modules.py` and `squad_module.py`.
 
 import tensorflow as tf
 
-INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
+from albert_tf.modeling.networks.albert_encoder import INPUT_NAMES
+
 # Serving tasks (`export_lib.SERVING_MODULES` has a module class for each).
 TASKS = ("encoder", "classification", "regression", "squad",
          "multiple_choice")

@@ -1,19 +1,21 @@
-"""What run_classifier, run_squad and run_race share: config, warm start,
-the task base class on the generic trainer, prediction, export, the CLI.
+"""The fine-tuning task base: config, warm start, cached inputs, prediction.
 
-Training runs on `albert_tf.core.trainer.Trainer` (the pretraining loop: strategy,
-mixed precision, XLA, checkpoints, summaries, best checkpoint). Each family
-defines a `FinetuneTask` (model, cached TFRecord inputs, loss as additive
-sums) and a `Family` (how to read/convert data, evaluate and write
-predictions); `run()` dispatches `--mode`:
+Training runs on `albert_tf.core.trainer.Trainer` through
+`albert_tf.core.train_lib.run_experiment` (modes, run record). Each family
+(sentence_prediction, question_answering, multiple_choice) subclasses
+`FinetuneTask` and its data config; the task declares everything the
+trainer and train_lib call:
 
-  train           train to trainer.train_steps (resumes from model_dir)
-  eval            the latest (or --checkpoint) model on the dev data, with
-                  the benchmark's metrics -> <output_dir>/eval_results.json
-  predict         test data -> submission files in <output_dir>
-  train_and_eval  train (with periodic in-loop evaluation where the family
-                  supports it), then eval
-  export          a serving SavedModel (albert_tf.export_savedmodel)
+  read_examples(split)                 examples of a split ("train", "dev",
+                                       "test", ...)
+  cached_records(split, examples=None) -> (TFRecord path, metadata)
+  feature_spec()                       the records' features
+  build_model(), compute_sums(), loss_from_sums(), metrics_from_sums()
+  check_data_files(training)           raise if the split's files are missing
+  task_facts()                         run record facts (labels, heads, ...)
+  evaluate(trainer, output_dir)        benchmark metrics on the dev data
+  predict(trainer, output_dir)         test predictions -> files written
+  export(model, export_dir)            serving SavedModel
 
 A run warm-starts, when it has no checkpoint of its own yet, from
 `trainer.init_checkpoint` (ours, the original TF1 release or Model Garden) or
@@ -21,27 +23,23 @@ A run warm-starts, when it has no checkpoint of its own yet, from
 through `checkpoints.restore.restore`.
 """
 
+import abc
 import dataclasses
-import json
 import os
-from typing import Optional
+from typing import Any, Dict, Optional
 
 from absl import logging
 import numpy as np
 import tensorflow as tf
 from official.modeling.hyperparams import base_config
 
-from albert_tf.checkpoints import paths
 from albert_tf.checkpoints import restore as restore_lib
-from albert_tf.core import distribute_utils
 from albert_tf.core import experiment_config
-from albert_tf.data import finetune_features
 from albert_tf.core import trainer as trainer_lib
+from albert_tf.data import finetune_features
 from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
+from albert_tf.modeling.networks.albert_encoder import INPUT_NAMES
 from data_prep import tokenization
-
-MODES = ("train", "eval", "predict", "train_and_eval", "export")
-EVAL_RESULTS_FILE = "eval_results.json"
 
 
 # --- Config ------------------------------------------------------------------------
@@ -49,14 +47,7 @@ EVAL_RESULTS_FILE = "eval_results.json"
 
 @dataclasses.dataclass
 class FinetuningDataConfig(base_config.Config):
-  """Inputs of a fine-tuning run (fields a family does not use are ignored)."""
-  # GLUE task name (cola, sst-2, mrpc, sts-b, qqp, mnli, qnli, rte, wnli).
-  task_name: str = ""
-  # GLUE task directory / RACE directory (holding train/ dev/ test/).
-  data_dir: str = ""
-  # SQuAD JSON files.
-  train_file: str = ""
-  predict_file: str = ""
+  """Inputs every fine-tuning family has (families add their own fields)."""
   spm_model_file: str = ""
   do_lower_case: bool = True
   max_seq_length: int = 512
@@ -69,15 +60,6 @@ class FinetuningDataConfig(base_config.Config):
   skip_malformed_rows: bool = False
   shuffle_buffer_size: int = 10000
   seed: Optional[int] = None
-  # SQuAD.
-  version_2_with_negative: bool = False
-  doc_stride: int = 128
-  max_query_length: int = 64
-  n_best_size: int = 20
-  max_answer_length: int = 30
-  null_score_diff_threshold: float = 0.0
-  # RACE: tokens kept of question+option.
-  max_qa_length: int = 128
 
 
 @dataclasses.dataclass
@@ -105,29 +87,21 @@ class FinetuningExperimentConfig(experiment_config.ExperimentConfig):
   task: FinetuningTaskConfig = dataclasses.field(
       default_factory=FinetuningTaskConfig)
 
-
-def validate(config):
-  experiment_config.validate(config)
-  d = config.data
-  if d.max_seq_length > config.model.max_position_embeddings:
-    raise ValueError(f"data.max_seq_length ({d.max_seq_length}) exceeds "
-                     "model.max_position_embeddings "
-                     f"({config.model.max_position_embeddings})")
-  for name in ("max_seq_length", "global_batch_size"):
-    if getattr(d, name) <= 0:
-      raise ValueError(f"data.{name} must be > 0, got {getattr(d, name)}")
-  if d.eval_batch_size < 0:
-    raise ValueError(f"data.eval_batch_size must be >= 0, got "
-                     f"{d.eval_batch_size}")
-  if config.trainer.best_metric == "masked_lm_accuracy":
-    config.trainer.best_metric = "accuracy"
-  return config
-
-
-def load_config(config_files=(), params_override=""):
-  config = experiment_config.load_config(FinetuningExperimentConfig,
-                                         config_files, params_override)
-  return validate(config)
+  def validate_data(self):
+    """Raises ValueError naming the first bad data field."""
+    d = self.data
+    if d.max_seq_length > self.model.max_position_embeddings:
+      raise ValueError(f"data.max_seq_length ({d.max_seq_length}) exceeds "
+                       "model.max_position_embeddings "
+                       f"({self.model.max_position_embeddings})")
+    for name in ("max_seq_length", "global_batch_size"):
+      if getattr(d, name) <= 0:
+        raise ValueError(f"data.{name} must be > 0, got {getattr(d, name)}")
+    if d.eval_batch_size < 0:
+      raise ValueError(f"data.eval_batch_size must be >= 0, got "
+                       f"{d.eval_batch_size}")
+    if self.trainer.best_metric == "masked_lm_accuracy":
+      self.trainer.best_metric = "accuracy"  # the pretraining default
 
 
 # --- Warm start ------------------------------------------------------------------------
@@ -152,16 +126,15 @@ def initialize_model(model, config):
 # --- The task base -------------------------------------------------------------------------
 
 
-class FinetuneTask(trainer_lib.Task):
-  """Base: cached features in, additive sums out.
+class FinetuneTask(trainer_lib.Task, metaclass=abc.ABCMeta):
+  """Base: cached features in, additive sums out (see the module docstring)."""
 
-  Subclasses set `label_names`, implement `build_model`, `train_records()` /
-  `eval_records()` (-> (path, metadata)), `feature_spec()`, `compute_sums`,
-  `loss_from_sums`, `metrics_from_sums`; `predict_logits` needs `examples`,
-  `records` and `_inputs`.
-  """
-
+  kind = ""  # run record task kind
   index_key = "example_index"
+  # Whether the trainer's periodic evaluation applies (dev has labels).
+  in_loop_eval = True
+  train_split = "train"
+  eval_split = "dev"
 
   def __init__(self, config, model_dir):
     self.config = config
@@ -173,14 +146,72 @@ class FinetuneTask(trainer_lib.Task):
                                                          "features")
     self._tokenizer = None
 
+  # --- What each family declares ---
+
+  @abc.abstractmethod
+  def read_examples(self, split: str):
+    """The examples of `split`."""
+
+  @abc.abstractmethod
+  def cached_records(self, split: str, examples=None):
+    """Cached TFRecords of `split` -> (path, metadata with num_records)."""
+
+  @abc.abstractmethod
+  def feature_spec(self):
+    """name -> (shape, dtype) of the cached records."""
+
+  @abc.abstractmethod
+  def check_data_files(self, training: bool) -> None:
+    """Raises FileNotFoundError naming the missing input of the split."""
+
+  @abc.abstractmethod
+  def task_facts(self) -> Dict[str, Any]:
+    """Facts of the run record (serving_task, labels, heads...)."""
+
+  @abc.abstractmethod
+  def evaluate(self, trainer, output_dir: str) -> Dict[str, Any]:
+    """Full dev evaluation with the benchmark's metrics."""
+
+  @abc.abstractmethod
+  def predict(self, trainer, output_dir: str):
+    """Test predictions -> list of files written."""
+
+  @abc.abstractmethod
+  def export(self, model, export_dir: str) -> str:
+    """A serving SavedModel of `model`; returns its directory."""
+
+  # --- Shared ---
+
   @property
   def tokenizer(self):
     if self._tokenizer is None:
-      if not self.data.spm_model_file:
+      spm = self.data.spm_model_file
+      if not spm:
         raise ValueError("data.spm_model_file (--spm_model_file) is required")
-      self._tokenizer = tokenization.FullTokenizer(
-          self.data.spm_model_file, do_lower_case=self.data.do_lower_case)
+      if not os.path.isfile(spm):
+        raise FileNotFoundError(f"data.spm_model_file: {spm} does not exist")
+      tokenizer = tokenization.FullTokenizer(
+          spm, do_lower_case=self.data.do_lower_case)
+      if tokenizer.vocab_size != self.config.model.vocab_size:
+        raise ValueError(
+            f"{spm}: {tokenizer.vocab_size} pieces but model.vocab_size is "
+            f"{self.config.model.vocab_size}; use the model's own "
+            "SentencePiece model")
+      self._tokenizer = tokenizer
     return self._tokenizer
+
+  def validate_inputs(self, training=True):
+    self.check_data_files(training)
+    self.tokenizer  # pylint: disable=pointless-statement
+
+  def run_record_facts(self) -> Dict[str, Any]:
+    d = self.data
+    facts = {"task": self.kind, "seq_length": d.max_seq_length,
+             "spm_model_file": os.path.abspath(d.spm_model_file)
+                               if d.spm_model_file else "",
+             "do_lower_case": d.do_lower_case}
+    facts.update(self.task_facts())
+    return facts
 
   def encoder(self):
     return AlbertEncoder(self.config.model, name="albert_encoder")
@@ -192,17 +223,27 @@ class FinetuneTask(trainer_lib.Task):
     """Loads checkpoint `path` into trainer.model (eval, predict, export)."""
     restore_lib.restore(trainer.model, path, step=trainer.global_step)
 
+  def model_inputs(self, features):
+    return {k: features[k] for k in INPUT_NAMES}
+
   def loss_normalizers(self, features):
     return {"count": tf.reduce_sum(self.valid(features))}
 
+  def valid(self, features):
+    """1.0 for real examples, 0.0 for eval padding."""
+    return tf.cast(features[self.index_key] >= 0, tf.float32)
+
+  def loss_from_sums(self, sums, normalizers):
+    return sums["loss_sum"] / tf.maximum(normalizers["count"], 1.0)
+
   def predict_logits(self, trainer, split):
     """(examples, logits [num_examples, ...]) of the model on `split`, for
-    tasks whose model outputs `logits` from `self._inputs(features)`."""
-    examples = self.examples(split)
-    path, meta = self.records(split, examples)
+    tasks whose model outputs `logits`."""
+    examples = self.read_examples(split)
+    path, meta = self.cached_records(split, examples)
 
     def output_fn(model, features):
-      return {"logits": model(self._inputs(features),
+      return {"logits": model(self.model_inputs(features),
                               training=False)["logits"]}
 
     results = predict_records(
@@ -211,19 +252,15 @@ class FinetuneTask(trainer_lib.Task):
     return examples, np.stack([results[i]["logits"]
                                for i in range(len(examples))])
 
-  def valid(self, features):
-    """1.0 for real examples, 0.0 for eval padding."""
-    return tf.cast(features[self.index_key] >= 0, tf.float32)
-
   def build_inputs(self, input_context, training):
     if training:
-      path, _ = self.train_records()
+      path, _ = self.cached_records(self.train_split)
       return finetune_features.record_dataset(
           path, self.feature_spec(), self.global_batch_size, True,
           input_context, self.data.shuffle_buffer_size,
           seed=self.data.seed if self.data.seed is not None
           else self.config.runtime.seed)
-    path, meta = self.eval_records()
+    path, meta = self.cached_records(self.eval_split)
     return padded_eval_dataset(path, self.feature_spec(),
                                self.eval_batch_size, meta["num_records"],
                                self.index_key, input_context)
@@ -279,89 +316,6 @@ def predict_records(trainer, path, spec, num_records, batch_size, index_key,
   return results
 
 
-# --- Runs -------------------------------------------------------------------------------
-
-
-class Family:
-  """What a run script plugs into `run()`."""
-
-  name = ""
-
-  def make_task(self, config, model_dir):
-    raise NotImplementedError
-
-  def in_loop_eval(self):
-    """Whether the trainer's periodic evaluation applies (dev has labels)."""
-    return True
-
-  def evaluate(self, trainer, task, output_dir):
-    """Full dev evaluation with the benchmark's metrics -> dict."""
-    raise NotImplementedError
-
-  def predict(self, trainer, task, output_dir):
-    """Test predictions -> list of files written."""
-    raise NotImplementedError
-
-  def export(self, model, task, export_dir):
-    raise NotImplementedError
-
-
-def _restore_for_inference(trainer, task, checkpoint):
-  """The model (and step) from --checkpoint, else the run's latest."""
-  if not checkpoint and not tf.train.latest_checkpoint(trainer.checkpoint_dir):
-    raise ValueError(f"no checkpoint in {trainer.checkpoint_dir}; train "
-                     "first or pass --checkpoint")
-  path = paths.resolve_checkpoint(checkpoint or trainer.checkpoint_dir)
-  task.restore_for_inference(trainer, path)
-  logging.info("restored %s (step %d)", path, int(trainer.global_step.numpy()))
-  return path
-
-
-def write_eval_results(output_dir, results):
-  os.makedirs(output_dir, exist_ok=True)
-  path = os.path.join(output_dir, EVAL_RESULTS_FILE)
-  with open(path, "w", encoding="utf-8") as f:
-    json.dump(results, f, indent=2, sort_keys=True, default=float)
-  logging.info("eval results: %s -> %s", results, path)
-  return path
-
-
-def run(family, config, model_dir, mode="train", output_dir=None,
-        checkpoint=None, export_dir=None):
-  """Runs `mode` for `family`; returns a dict of what it produced."""
-  if mode not in MODES:
-    raise ValueError(f"unknown mode {mode!r}; expected one of {MODES}")
-  output_dir = output_dir or model_dir
-  rt = config.runtime
-  strategy = distribute_utils.get_strategy(
-      rt.distribution_strategy, tpu=rt.tpu or None,
-      num_cpu_devices=rt.num_cpu_devices)
-  task = family.make_task(config, model_dir)
-  trainer = trainer_lib.Trainer(task, config, model_dir, strategy)
-  if trainer.is_chief:
-    experiment_config.save_config(config, model_dir)
-  result = {}
-  if mode in ("train", "train_and_eval"):
-    if mode == "train_and_eval" and family.in_loop_eval():
-      result["train"] = trainer.train_and_evaluate()
-    else:
-      result["train"] = trainer.train()
-  else:
-    result["checkpoint"] = _restore_for_inference(trainer, task, checkpoint)
-  if mode in ("eval", "train_and_eval"):
-    metrics = family.evaluate(trainer, task, output_dir)
-    result["eval"] = metrics
-    if trainer.is_chief:
-      write_eval_results(output_dir, metrics)
-  if mode == "predict":
-    result["predict"] = family.predict(trainer, task, output_dir)
-  if mode == "export":
-    if not export_dir:
-      raise ValueError("--export_dir is required with --mode=export")
-    result["export"] = family.export(trainer.model, task, export_dir)
-  return result
-
-
-__all__ = ["FinetuningExperimentConfig", "FinetuneTask", "Family", "run",
-           "load_config", "initialize_model", "predict_records",
-           "padded_eval_dataset"]
+__all__ = ["FinetuningDataConfig", "FinetuningExperimentConfig",
+           "FinetuneTask", "initialize_model",
+           "padded_eval_dataset", "predict_records"]

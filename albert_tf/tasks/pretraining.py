@@ -7,7 +7,10 @@ the global example count (`loss_normalizers`, summed across replicas by the
 trainer), so the replicas' gradients add up to the single-device gradient.
 """
 
-from typing import Dict
+import glob
+import json
+import os
+from typing import Any, Dict, Optional
 
 from absl import logging
 import tensorflow as tf
@@ -17,14 +20,22 @@ from albert_tf.data import pretraining_dataloader
 from albert_tf.modeling import losses
 from albert_tf.core import trainer as trainer_lib
 from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
+from albert_tf.modeling.networks.albert_encoder import INPUT_NAMES
+from data_prep import output_files
 
-_MODEL_INPUTS = ("input_word_ids", "input_mask", "input_type_ids",
-                 "masked_lm_positions")
+_MODEL_INPUTS = INPUT_NAMES + ("masked_lm_positions",)
+# data_prep/create_pretraining_data.py writes <first output>.summary.json.
+SUMMARY_SUFFIX = output_files.SUMMARY_SUFFIX
+# Record counts are checked against the summary up to this much data (a
+# full read of larger inputs would delay every start).
+_COUNT_CHECK_MAX_BYTES = 1 << 30
 
 
 def validate_pretraining_files(pattern: str, seq_length: int,
-                               max_predictions_per_seq: int, what: str):
-  """Checks that the files exist, are non-empty and match the config.
+                               max_predictions_per_seq: int, what: str,
+                               vocab_size: Optional[int] = None):
+  """Checks that the files exist, are non-empty and match the config (and,
+  cheaply, that the first record's token ids are < vocab_size).
 
   Raises ValueError/FileNotFoundError naming the file and the field.
   """
@@ -55,7 +66,103 @@ def validate_pretraining_files(pattern: str, seq_length: int,
         raise ValueError(
             f"{path}: feature {key!r} has length {got} but {field} is "
             f"{want}; regenerate the data or set {field}={got}")
+    ids = feats[ids_key].int64_list.value
+    if vocab_size is not None and ids and max(ids) >= vocab_size:
+      raise ValueError(
+          f"{path}: token id {max(ids)} in the first record but "
+          f"model.vocab_size is {vocab_size}; the data was made with a "
+          "larger SentencePiece model")
   return files
+
+
+def _summary_value(summary: Dict[str, Any], key: str):
+  """`key` at the top level (newer data_prep) or under `config`."""
+  if key in summary:
+    return summary[key]
+  return summary.get("config", {}).get(key)
+
+
+def _records_per_file(summary) -> Dict[str, Any]:
+  """file -> record count (`records_per_file`; older: `output_files`)."""
+  return summary.get("records_per_file") or summary.get("output_files") or {}
+
+
+def _same_file(listed: str, path: str, summary_path: str) -> bool:
+  """A summary's file name is the path as given to data_prep: absolute, or
+  relative to where it ran (then matched by name beside the summary)."""
+  if os.path.abspath(listed) == os.path.abspath(path):
+    return True
+  return (not os.path.isabs(listed) and os.path.dirname(
+      os.path.abspath(summary_path)) == os.path.dirname(os.path.abspath(path))
+          and os.path.basename(listed) == os.path.basename(path))
+
+
+def find_summary(path: str):
+  """(summary path, summary dict) of the data_prep run that wrote `path`:
+  `<path>.summary.json`, or a summary beside it listing `path` among its
+  output files. (None, None) when there is none."""
+  candidates = [path + SUMMARY_SUFFIX] + sorted(
+      glob.glob(os.path.join(os.path.dirname(path) or ".",
+                             "*" + SUMMARY_SUFFIX)))
+  for candidate in candidates:
+    if not os.path.isfile(candidate):
+      continue
+    with open(candidate, encoding="utf-8") as f:
+      try:
+        summary = json.load(f)
+      except json.JSONDecodeError as e:
+        raise ValueError(f"{candidate}: corrupt summary ({e})") from None
+    if candidate == path + SUMMARY_SUFFIX or any(
+        _same_file(k, path, candidate) for k in _records_per_file(summary)):
+      return candidate, summary
+  return None, None
+
+
+def _summary_count(summary, summary_path, path):
+  for name, count in _records_per_file(summary).items():
+    if _same_file(name, path, summary_path):
+      return count if isinstance(count, int) else count.get("instances")
+  return None
+
+
+def check_summaries(files, config, what: str):
+  """Each file against its data_prep summary: present, the file's instance
+  count, vocab_size vs model.vocab_size, the lengths vs the data config.
+
+  Returns the summaries. Raises ValueError naming the file and the field;
+  data.allow_unverified_input=true skips this check.
+  """
+  summaries = []
+  override = "or set data.allow_unverified_input=true"
+  for path in files:
+    summary_path, summary = find_summary(path)
+    if summary is None:
+      raise ValueError(f"{path}: no {os.path.basename(path)}{SUMMARY_SUFFIX}"
+                       " (data_prep's record of the file) in " + what +
+                       f"; regenerate with create_pretraining_data {override}")
+    for key, want in (
+        ("vocab_size", ("model.vocab_size", config.model.vocab_size)),
+        ("max_seq_length", ("data.seq_length", config.data.seq_length)),
+        ("max_predictions_per_seq", ("data.max_predictions_per_seq",
+                                     config.data.max_predictions_per_seq))):
+      got = _summary_value(summary, key)
+      if got is not None and got != want[1]:
+        raise ValueError(f"{summary_path}: {key} is {got} but {want[0]} is "
+                         f"{want[1]}; use matching data {override}")
+    count = _summary_count(summary, summary_path, path)
+    if not count:
+      raise ValueError(f"{summary_path}: lists no instances for {path} "
+                       f"{override}")
+    if os.path.getsize(path) <= _COUNT_CHECK_MAX_BYTES:
+      compression = pretraining_dataloader.detect_compression(path)
+      actual = sum(1 for _ in tf.data.TFRecordDataset(
+          path, compression_type=compression))
+      if actual != count:
+        raise ValueError(f"{path}: {actual} records but {summary_path} "
+                         f"says {count} (truncated or replaced file?) "
+                         f"{override}")
+    summaries.append(summary)
+  return summaries
 
 
 class PretrainingTask(trainer_lib.Task):
@@ -71,6 +178,7 @@ class PretrainingTask(trainer_lib.Task):
     self.global_batch_size = self.data.global_batch_size
     self.eval_batch_size = self.data.eval_batch_size or self.global_batch_size
     self._validated = set()
+    self._summaries = []
     seed = self.data.seed
     self.seed = config.runtime.seed if seed is None else seed
 
@@ -81,11 +189,26 @@ class PretrainingTask(trainer_lib.Task):
     key = "input_path" if training else "eval_input_path"
     if key in self._validated:
       return
-    validate_pretraining_files(getattr(self.data, key),
-                               self.data.seq_length,
-                               self.data.max_predictions_per_seq,
-                               f"data.{key}")
+    files = validate_pretraining_files(
+        getattr(self.data, key), self.data.seq_length,
+        self.data.max_predictions_per_seq, f"data.{key}",
+        vocab_size=self.config.model.vocab_size)
+    if self.data.allow_unverified_input:
+      logging.warning("data.allow_unverified_input: %s not checked against "
+                      "data_prep summaries", key)
+    else:
+      self._summaries += check_summaries(files, self.config, f"data.{key}")
     self._validated.add(key)
+
+  def run_record_facts(self) -> Dict[str, Any]:
+    """Run record facts; the tokenizer from the data's summary if known."""
+    facts = {"task": "pretraining", "serving_task": "encoder",
+             "seq_length": self.data.seq_length}
+    for summary in self._summaries[:1]:
+      spm = _summary_value(summary, "spm_model_file")
+      facts["spm_model_file"] = os.path.abspath(spm) if spm else ""
+      facts["do_lower_case"] = _summary_value(summary, "do_lower_case")
+    return facts
 
   def build_inputs(self, input_context, training):
     data = self.data

@@ -2,6 +2,7 @@
 is run_squad). See albert_tf/data/squad_data.py for windowing, answer
 alignment and the no-answer rule."""
 
+import dataclasses
 import json
 import os
 
@@ -15,10 +16,31 @@ from albert_tf.data import squad_data
 from albert_tf.serving import export_lib
 from albert_tf.tasks import squad_v2_task
 
+
+@dataclasses.dataclass
+class SquadDataConfig(finetune_lib.FinetuningDataConfig):
+  # SQuAD JSON files.
+  train_file: str = ""
+  predict_file: str = ""
+  version_2_with_negative: bool = False
+  doc_stride: int = 128
+  max_query_length: int = 64
+  n_best_size: int = 20
+  max_answer_length: int = 30
+  null_score_diff_threshold: float = 0.0
+
+
+@dataclasses.dataclass
+class SquadExperimentConfig(finetune_lib.FinetuningExperimentConfig):
+  data: SquadDataConfig = dataclasses.field(default_factory=SquadDataConfig)
+
+
 class SquadTask(finetune_lib.FinetuneTask):
   """Span extraction (+ answerability for SQuAD 2.0)."""
 
+  kind = "question_answering"
   index_key = "unique_ids"
+  in_loop_eval = False  # dev windows carry no span labels
 
   def __init__(self, config, model_dir):
     super().__init__(config, model_dir)
@@ -54,29 +76,45 @@ class SquadTask(finetune_lib.FinetuneTask):
         doc_stride=d.doc_stride, max_query_length=d.max_query_length,
         v2=self.v2)
 
-  def examples(self, path, is_training):
-    if not path or not os.path.isfile(path):
-      what = "train_file" if is_training else "predict_file"
-      raise FileNotFoundError(f"SQuAD {what} not found: {path!r} "
-                              f"(data.{what} / --{what})")
+  def _split_file(self, split):
+    """(path, is_training): "train" is data.train_file, any other split
+    data.predict_file."""
+    if split == self.train_split:
+      return self.data.train_file, True
+    return self.data.predict_file, False
+
+  def task_facts(self):
+    d = self.data
+    return {"serving_task": "squad",
+            "with_answerability": self.answerability,
+            "version_2_with_negative": self.v2,
+            "max_answer_length": d.max_answer_length,
+            "max_query_length": d.max_query_length,
+            "doc_stride": d.doc_stride,
+            "squad_head": self.config.task.squad_head}
+
+  def read_examples(self, split):
+    path, is_training = self._split_file(split)
+    self.check_data_files(is_training)
     stats = squad_data.ReadStats()
     examples = squad_data.read_squad_examples(path, is_training, self.v2,
                                               stats)
     return examples
 
-  def records(self, path, is_training):
+  def cached_records(self, split, examples=None):
     """Cached windows -> (tfrecord path, metadata with windows/tokens)."""
+    path, is_training = self._split_file(split)
     name = "train" if is_training else "eval"
     out = os.path.join(self.cache_dir,
                        f"squad_{name}_{self._fingerprint(path)}.tf_record")
 
     def build(dest):
-      examples = self.examples(path, is_training)
+      exs = examples if examples is not None else self.read_examples(split)
       windows = []
 
       def features():
         for feats, meta in squad_data.convert_examples(
-            examples, self.tokenizer, self.data.max_seq_length,
+            exs, self.tokenizer, self.data.max_seq_length,
             self.data.doc_stride, self.data.max_query_length, is_training):
           if not is_training:
             windows.append(meta)
@@ -84,33 +122,25 @@ class SquadTask(finetune_lib.FinetuneTask):
 
       def metadata():  # windows are collected while records are written
         if is_training:
-          return {"num_examples": len(examples)}
-        return {"num_examples": len(examples), "windows": windows,
-                "tokens": squad_data.example_metadata(examples,
+          return {"num_examples": len(exs)}
+        return {"num_examples": len(exs), "windows": windows,
+                "tokens": squad_data.example_metadata(exs,
                                                       self.tokenizer)}
 
       finetune_features.write_records(dest, features(), metadata)
     return finetune_features.cached_records(out, build)
 
-  def train_records(self):
-    return self.records(self.data.train_file, True)
-
-  def eval_records(self):
-    return self.records(self.data.predict_file, False)
-
-  def validate_inputs(self, training=True):
+  def check_data_files(self, training):
     path = self.data.train_file if training else self.data.predict_file
     what = "train_file" if training else "predict_file"
     if not path or not os.path.isfile(path):
-      raise FileNotFoundError(f"SQuAD data.{what} not found: {path!r}")
-
-  def _inputs(self, features):
-    return {k: features[k] for k in finetune_features.INPUT_NAMES}
+      raise FileNotFoundError(f"SQuAD data.{what} not found: {path!r} "
+                              f"(--{what})")
 
   def compute_sums(self, model, features, training):
     if self.xlnet_head:
       return squad_v2_task.compute_sums(self, model, features, training)
-    outputs = model(self._inputs(features), training=training)
+    outputs = model(self.model_inputs(features), training=training)
     w = self.valid(features)
     start, end = features["start_positions"], features["end_positions"]
     loss = 0.5 * (
@@ -132,9 +162,6 @@ class SquadTask(finetune_lib.FinetuneTask):
             "start_correct": tf.reduce_sum(w * hit_s),
             "end_correct": tf.reduce_sum(w * hit_e)}
 
-  def loss_from_sums(self, sums, normalizers):
-    return sums["loss_sum"] / tf.maximum(normalizers["count"], 1.0)
-
   def metrics_from_sums(self, sums):
     count = tf.maximum(sums["count"], 1.0)
     return {"loss": sums["loss_sum"] / count,
@@ -143,8 +170,8 @@ class SquadTask(finetune_lib.FinetuneTask):
 
   def raw_predictions(self, trainer, output_fn):
     """(examples, eval metadata, unique id -> output_fn's numpy outputs)."""
-    path, meta = self.eval_records()
-    examples = self.examples(self.data.predict_file, False)
+    examples = self.read_examples(self.eval_split)
+    path, meta = self.cached_records(self.eval_split, examples)
     raw = finetune_lib.predict_records(
         trainer, path, self.feature_spec(), meta["num_records"],
         self.eval_batch_size, self.index_key, output_fn)
@@ -167,7 +194,7 @@ class SquadTask(finetune_lib.FinetuneTask):
       return squad_v2_task.predict_answers(self, trainer, output_dir)
 
     def output_fn(model, features):
-      out = model(self._inputs(features), training=False)
+      out = model(self.model_inputs(features), training=False)
       return {k: out[k] for k in ("start_logits", "end_logits",
                                   "answerable_logits") if k in out}
 
@@ -186,38 +213,28 @@ class SquadTask(finetune_lib.FinetuneTask):
     files = self.write_predictions(output_dir, predictions, nbest, null_odds)
     return predictions, null_odds, files
 
-
-class SquadFamily(finetune_lib.Family):
-  name = "squad"
-
-  def make_task(self, config, model_dir):
-    return SquadTask(config, model_dir)
-
-  def in_loop_eval(self):
-    return False  # dev windows carry no span labels; eval runs after training
-
-  def evaluate(self, trainer, task, output_dir):
-    with open(task.data.predict_file, encoding="utf-8") as f:
+  def evaluate(self, trainer, output_dir):
+    with open(self.data.predict_file, encoding="utf-8") as f:
       dataset = json.load(f)["data"]
-    if task.xlnet_head:  # the original's evaluate_v2 (tuned threshold)
-      metrics = squad_v2_task.evaluate(task, trainer, output_dir, dataset)
+    if self.xlnet_head:  # the original's evaluate_v2 (tuned threshold)
+      metrics = squad_v2_task.evaluate(self, trainer, output_dir, dataset)
       metrics["step"] = int(trainer.global_step.numpy())
       return metrics
-    predictions, null_odds, _ = task.predict_answers(trainer, output_dir)
+    predictions, null_odds, _ = self.predict_answers(trainer, output_dir)
     metrics = finetune_metrics.squad_metrics(
-        dataset, predictions, null_odds if task.v2 else None)
+        dataset, predictions, null_odds if self.v2 else None)
     metrics["step"] = int(trainer.global_step.numpy())
     return metrics
 
-  def predict(self, trainer, task, output_dir):
-    return task.predict_answers(trainer, output_dir)[2]
+  def predict(self, trainer, output_dir):
+    return self.predict_answers(trainer, output_dir)[2]
 
-  def export(self, model, task, export_dir):
-    d = task.data
+  def export(self, model, export_dir):
+    d = self.data
     return export_lib.export_serving(
         model, export_dir, d.spm_model_file, seq_length=d.max_seq_length,
         do_lower_case=d.do_lower_case, max_answer_length=d.max_answer_length,
         max_query_length=d.max_query_length, doc_stride=d.doc_stride,
         null_score_diff_threshold=(d.null_score_diff_threshold
-                                   if task.xlnet_head else None))
+                                   if self.xlnet_head else None))
 

@@ -1,6 +1,7 @@
 """Sentence (pair) prediction: GLUE classification and STS-B regression on
 the pooled output (the task and its run family; the CLI is run_classifier)."""
 
+import dataclasses
 import os
 
 import numpy as np
@@ -13,14 +14,36 @@ from albert_tf.tasks import metrics as finetune_metrics
 from albert_tf.data import glue_data
 from albert_tf.serving import export_lib
 
+
+@dataclasses.dataclass
+class GlueDataConfig(finetune_lib.FinetuningDataConfig):
+  # GLUE task name (cola, sst-2, mrpc, sts-b, qqp, mnli, qnli, rte, wnli).
+  task_name: str = ""
+  # The task's GLUE directory (train.tsv, dev*.tsv, test*.tsv).
+  data_dir: str = ""
+
+
+@dataclasses.dataclass
+class GlueExperimentConfig(finetune_lib.FinetuningExperimentConfig):
+  data: GlueDataConfig = dataclasses.field(default_factory=GlueDataConfig)
+
+
 class ClassifierTask(finetune_lib.FinetuneTask):
   """GLUE classification / regression on the pooled output."""
 
+  kind = "sentence_prediction"
+
   def __init__(self, config, model_dir):
     super().__init__(config, model_dir)
+    if not self.data.task_name:
+      raise ValueError("data.task_name (--task_name) is required: one of "
+                       f"{glue_data.TASK_NAMES}")
+    if not self.data.data_dir:
+      raise ValueError("data.data_dir (--data_dir) is required")
     self.spec = glue_data.get_task(self.data.task_name)
     self.regression = self.spec.labels is None
     self.num_labels = glue_data.num_labels(self.spec.name)
+    self.eval_split = glue_data.task_splits(self.spec.name)[0][0]
 
   def build_model(self):
     return downstream_models.AlbertClassifier(
@@ -30,15 +53,22 @@ class ClassifierTask(finetune_lib.FinetuneTask):
   def feature_spec(self):
     return glue_data.feature_spec(self.spec.name, self.data.max_seq_length)
 
-  def examples(self, split):
-    stats = glue_data.ReadStats()
-    examples = glue_data.read_examples(
-        self.spec.name, self.data.data_dir, split,
-        skip_malformed=self.data.skip_malformed_rows, stats=stats)
-    return examples
+  def task_facts(self):
+    return {"glue_task": self.spec.name,
+            "serving_task": "regression" if self.regression
+                            else "classification",
+            "num_labels": self.num_labels,
+            "label_names": list(self.spec.labels) if self.spec.labels
+                           else None,
+            "num_text_fields": 2 if self.spec.text_b else 1}
 
-  def records(self, split, examples=None):
-    """Cached TFRecords of `split` -> (path, metadata)."""
+  def read_examples(self, split):
+    return glue_data.read_examples(
+        self.spec.name, self.data.data_dir, split,
+        skip_malformed=self.data.skip_malformed_rows,
+        stats=glue_data.ReadStats())
+
+  def cached_records(self, split, examples=None):
     path_in = os.path.join(self.data.data_dir, self.spec.files[split])
     fp = finetune_features.fingerprint(
         [path_in], self.tokenizer, max_seq_length=self.data.max_seq_length,
@@ -47,32 +77,22 @@ class ClassifierTask(finetune_lib.FinetuneTask):
                         f"{self.spec.name}_{split}_{fp}.tf_record")
 
     def build(out):
-      exs = examples if examples is not None else self.examples(split)
+      exs = examples if examples is not None else self.read_examples(split)
       finetune_features.write_records(
           out, glue_data.convert_examples(exs, self.spec.name,
                                           self.tokenizer,
                                           self.data.max_seq_length))
     return finetune_features.cached_records(path, build)
 
-  def train_records(self):
-    return self.records("train")
-
-  def eval_records(self):
-    return self.records(glue_data.task_splits(self.spec.name)[0][0])
-
-  def validate_inputs(self, training=True):
-    split = "train" if training else glue_data.task_splits(
-        self.spec.name)[0][0]
+  def check_data_files(self, training):
+    split = self.train_split if training else self.eval_split
     path = os.path.join(self.data.data_dir, self.spec.files[split])
     if not os.path.isfile(path):
       raise FileNotFoundError(f"{self.spec.name} {split} file not found: "
                               f"{path} (data.data_dir / --data_dir)")
 
-  def _inputs(self, features):
-    return {k: features[k] for k in finetune_features.INPUT_NAMES}
-
   def compute_sums(self, model, features, training):
-    logits = model(self._inputs(features), training=training)["logits"]
+    logits = model(self.model_inputs(features), training=training)["logits"]
     w = self.valid(features)  # [batch]
     if self.regression:
       pred = logits[:, 0]  # [batch]
@@ -94,9 +114,6 @@ class ClassifierTask(finetune_lib.FinetuneTask):
                   fn=tf.reduce_sum(w * (1 - p) * y),
                   tn=tf.reduce_sum(w * (1 - p) * (1 - y)))
     return sums
-
-  def loss_from_sums(self, sums, normalizers):
-    return sums["loss_sum"] / tf.maximum(normalizers["count"], 1.0)
 
   def metrics_from_sums(self, sums):
     # Called on tensors inside the train loop and on NumPy sums in eval.
@@ -127,57 +144,45 @@ class ClassifierTask(finetune_lib.FinetuneTask):
       return examples, logits[:, 0]
     return examples, np.argmax(logits, axis=-1)
 
-
-class GlueFamily(finetune_lib.Family):
-  name = "glue"
-
-  def make_task(self, config, model_dir):
-    if not config.data.task_name:
-      raise ValueError("data.task_name (--task_name) is required: one of "
-                       f"{glue_data.TASK_NAMES}")
-    if not config.data.data_dir:
-      raise ValueError("data.data_dir (--data_dir) is required")
-    return ClassifierTask(config, model_dir)
-
-  def evaluate(self, trainer, task, output_dir):
+  def evaluate(self, trainer, output_dir):
     results = {"step": int(trainer.global_step.numpy())}
-    for split in glue_data.task_splits(task.spec.name)[0]:
-      if not os.path.isfile(os.path.join(task.data.data_dir,
-                                         task.spec.files[split])):
+    for split in glue_data.task_splits(self.spec.name)[0]:
+      if not os.path.isfile(os.path.join(self.data.data_dir,
+                                         self.spec.files[split])):
         continue
-      examples, preds = task.predict_split(trainer, split)
-      if task.regression:
+      examples, preds = self.predict_split(trainer, split)
+      if self.regression:
         labels = [e.label for e in examples]
       else:
-        index = {l: i for i, l in enumerate(task.spec.labels)}
+        index = {l: i for i, l in enumerate(self.spec.labels)}
         labels = [index[e.label] for e in examples]
       metrics = finetune_metrics.classification_metrics(
-          task.spec.metric, labels, preds)
+          self.spec.metric, labels, preds)
       prefix = "" if split == "dev" else f"{split}_"
       results.update({prefix + k: v for k, v in metrics.items()})
       results[prefix + "num_examples"] = len(examples)
     return results
 
-  def predict(self, trainer, task, output_dir):
+  def predict(self, trainer, output_dir):
     written = []
-    for split in glue_data.task_splits(task.spec.name)[1]:
-      path = os.path.join(task.data.data_dir, task.spec.files[split])
+    for split in glue_data.task_splits(self.spec.name)[1]:
+      path = os.path.join(self.data.data_dir, self.spec.files[split])
       if not os.path.isfile(path):
         continue
-      examples, preds = task.predict_split(trainer, split)
-      written.append(glue_data.write_submission(task.spec.name, split,
+      examples, preds = self.predict_split(trainer, split)
+      written.append(glue_data.write_submission(self.spec.name, split,
                                                 examples, preds, output_dir))
     if not written:
-      raise FileNotFoundError(f"no test file of {task.spec.name} in "
-                              f"{task.data.data_dir}")
+      raise FileNotFoundError(f"no test file of {self.spec.name} in "
+                              f"{self.data.data_dir}")
     return written
 
-  def export(self, model, task, export_dir):
+  def export(self, model, export_dir):
+    facts = self.task_facts()
     return export_lib.export_serving(
-        model, export_dir, task.data.spm_model_file,
-        seq_length=task.data.max_seq_length,
-        do_lower_case=task.data.do_lower_case,
-        label_names=list(task.spec.labels) if task.spec.labels else None,
-        num_text_fields=2 if task.spec.text_b else 1,
-        regression=task.regression)
+        model, export_dir, self.data.spm_model_file,
+        seq_length=self.data.max_seq_length,
+        do_lower_case=self.data.do_lower_case,
+        label_names=facts["label_names"],
+        num_text_fields=facts["num_text_fields"], regression=self.regression)
 

@@ -78,7 +78,7 @@ def restore_for_inference(trainer, path):
 def compute_sums(task, model, features, training):
   """The original's loss as sums; accuracies of the start and of the end
   given the gold start."""
-  inputs = task._inputs(features)  # pylint: disable=protected-access
+  inputs = task.model_inputs(features)  # pylint: disable=protected-access
   start, end = features["start_positions"], features["end_positions"]
   outputs = model.training_outputs(inputs, start, training=training)
   loss = albert_squad_v2.squad_v2_loss(outputs, start, end,
@@ -99,7 +99,7 @@ def compute_sums(task, model, features, training):
 def beam_results(task, trainer):
   """(examples, eval metadata, unique id -> BeamResult) on predict_file."""
   def output_fn(model, features):
-    out = model(task._inputs(features), training=False)  # pylint: disable=protected-access
+    out = model(task.model_inputs(features), training=False)  # pylint: disable=protected-access
     return {k: out[k] for k in BEAM_OUTPUTS}
 
   examples, meta, raw = task.raw_predictions(trainer, output_fn)

@@ -19,7 +19,7 @@ def export(run):
     export_dir = run.path("exports", kind)
     run.tool(f"export_{kind}", [
         "-m", "albert_tf.export_savedmodel", f"--export_kind={kind}",
-        f"--albert_config_file={config_file}", f"--checkpoint={ckpt}",
+        f"--config_file={config_file}", f"--checkpoint={ckpt}",
         f"--spm_model_file={run.spm}", f"--export_dir={export_dir}",
         "--version=1"] + extra)
     run.exports[kind] = os.path.join(export_dir, "1")

@@ -79,7 +79,7 @@ def finetune(run):
       "-m", "albert_tf.export_savedmodel", "--export_kind=serving",
       "--task=classification", "--num_labels=2", "--num_text_fields=2",
       f"--label_names={','.join(order_tasks.LABEL_NAMES)}",
-      f"--albert_config_file={os.path.join(run_dir, 'experiment_config.yaml')}",
+      f"--config_file={os.path.join(run_dir, 'experiment_config.yaml')}",
       f"--checkpoint={os.path.join(run_dir, 'checkpoints')}",
       f"--spm_model_file={run.spm}", f"--seq_length={context.SEQ_LENGTH}",
       f"--export_dir={export_dir}", "--version=1"])

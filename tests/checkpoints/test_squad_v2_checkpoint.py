@@ -15,7 +15,7 @@ from albert_tf.checkpoints import squad_v2_checkpoint
 from albert_tf.data import squad_data
 from albert_tf.modeling.albert_config import AlbertConfig
 from albert_tf.modeling.models.albert_squad_v2 import AlbertSquadV2
-from albert_tf.tasks import finetuning as finetune_lib
+from albert_tf.core import train_lib
 from albert_tf.tasks import question_answering
 from albert_tf.tasks import squad_v2_postprocess
 from tests.checkpoints import test_convert_checkpoint as tcc
@@ -102,6 +102,7 @@ def test_run_squad_evaluates_an_original_v2_checkpoint(tmp_path_factory):
                                                words=(3, 30))["dev"]
   spm = finetune_testlib.spm_model(tmp_path_factory)
   config = finetune_testlib.tiny_finetune_config(
+      question_answering.SquadExperimentConfig,
       {"predict_file": dev, "spm_model_file": spm, "max_seq_length": 32,
        "doc_stride": 8, "max_query_length": 8,
        "version_2_with_negative": True},
@@ -109,9 +110,10 @@ def test_run_squad_evaluates_an_original_v2_checkpoint(tmp_path_factory):
   config.override({"model": {k: cfg[k] for k in ("num_hidden_groups",
                                                   "inner_group_num")}})
   out = str(tmp / "eval")
-  result = finetune_lib.run(question_answering.SquadFamily(), config,
-                            str(tmp / "model"), "eval", output_dir=out,
-                            checkpoint=prefix)
+  model_dir = str(tmp / "model")
+  result = train_lib.run_experiment(
+      question_answering.SquadTask(config, model_dir), config, model_dir,
+      "eval", output_dir=out, checkpoint=prefix)
   assert result["eval"]["step"] == 0  # the original's global_step
 
   # The same through NumPy: windows -> original equations -> evaluate_v2.

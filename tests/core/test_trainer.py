@@ -11,9 +11,10 @@ import tensorflow as tf
 import yaml
 
 from albert_tf.core import experiment_config
+from albert_tf.core import run_record
 from albert_tf.modeling import albert_config
 from albert_tf.tasks import pretraining as pretraining_task
-from albert_tf import run_pretraining
+from albert_tf.core import train_lib
 from albert_tf.core import trainer as trainer_lib
 from tests.testing import pretrain_testutil as tu
 
@@ -25,9 +26,15 @@ def data(tmp_path_factory):
   return train, train, spm
 
 
+def build_config(config_files, params_override="", **flag_values):
+  return experiment_config.load_experiment_config(
+      experiment_config.PretrainingExperimentConfig, config_files,
+      params_override, flag_values)
+
+
 def tiny_config(train, held_out="", **overrides):
-  return run_pretraining.build_config(
-      [tu.TINY_RECIPE], tu.tiny_overrides(train, held_out, **overrides))
+  return build_config([tu.TINY_RECIPE],
+                      tu.tiny_overrides(train, held_out, **overrides))
 
 
 def read_metrics(model_dir, mode="train"):
@@ -148,7 +155,9 @@ def test_bad_inputs_fail_before_training(data, tmp_path):
   empty.write_bytes(b"")
 
   def run(**kw):
-    return run_pretraining.run(tiny_config(train, **kw), str(tmp_path / "m"))
+    config = tiny_config(train, **kw)
+    return train_lib.run_experiment(pretraining_task.PretrainingTask(config),
+                                    config, str(tmp_path / "m"))
 
   with pytest.raises(FileNotFoundError, match="nothing-here"):
     run(**{"data.input_path": str(tmp_path / "nothing-here*.tfrecord")})
@@ -168,7 +177,7 @@ def test_paper_recipes(size, hidden):
   for version in ("v1", "v2"):
     path = os.path.join(tu.ROOT, "official_configs", "pretraining",
                         f"albert_{size}_{version}.yaml")
-    c = experiment_config.load_config(
+    c = experiment_config.load_experiment_config(
         experiment_config.PretrainingExperimentConfig, [path])
     assert (c.data.global_batch_size, c.data.seq_length) == (4096, 512)
     assert (c.optimizer.name, c.optimizer.learning_rate) == ("lamb", 0.00176)
@@ -183,26 +192,24 @@ def test_paper_recipes(size, hidden):
 def test_config_files_overrides_and_errors(tmp_path):
   model_file = os.path.join(tu.ROOT, "official_configs", "models",
                             "albert_tiny.yaml")
-  c = run_pretraining.build_config(
+  c = build_config(
       [tu.TINY_RECIPE, model_file],
       "trainer.train_steps=7,optimizer.name=adamw,data.seq_length=32",
-      strategy="mirrored", init_checkpoint="/x/ckpt", init_from_group0=True)
+      runtime={"distribution_strategy": "mirrored"},
+      trainer={"init_checkpoint": "/x/ckpt", "init_from_group0": True})
   assert c.model.num_hidden_layers == 4  # flat model file sets `model`
   assert c.trainer.train_steps == 7 and c.optimizer.name == "adamw"
   assert c.runtime.distribution_strategy == "mirrored"
   assert c.trainer.init_checkpoint == "/x/ckpt" and c.trainer.init_from_group0
-  path = experiment_config.save_config(c, str(tmp_path))
-  again = experiment_config.load_config(
-      experiment_config.PretrainingExperimentConfig, [path])
+  run_record.write(str(tmp_path), c, {"task": "pretraining"})
+  again = build_config([str(tmp_path / run_record.CONFIG_NAME)])
   assert again.as_dict() == c.as_dict()
   with pytest.raises(ValueError, match="trainer.no_such_field|no_such_field"):
-    run_pretraining.build_config([tu.TINY_RECIPE],
-                                 "trainer.no_such_field=1")
+    build_config([tu.TINY_RECIPE], "trainer.no_such_field=1")
   with pytest.raises(ValueError, match="optimizer.name"):
-    run_pretraining.build_config([tu.TINY_RECIPE], "optimizer.name=sgd")
+    build_config([tu.TINY_RECIPE], "optimizer.name=sgd")
   with pytest.raises(ValueError, match="gradient_accumulation_steps"):
-    run_pretraining.build_config(
-        [tu.TINY_RECIPE], "trainer.gradient_accumulation_steps=3")
+    build_config([tu.TINY_RECIPE], "trainer.gradient_accumulation_steps=3")
   # A released albert_config.json, extra keys and all, sets `model`.
   release = tmp_path / "albert_config.json"
   release.write_text(json.dumps(dict(
@@ -213,12 +220,12 @@ def test_config_files_overrides_and_errors(tmp_path):
       max_position_embeddings=512, type_vocab_size=2, initializer_range=0.02,
       net_structure_type=0, gap_size=0, num_memory_blocks=0,
       down_scale_factor=1, layers_to_keep=[])))
-  c = run_pretraining.build_config([tu.TINY_RECIPE, str(release)], "")
+  c = build_config([tu.TINY_RECIPE, str(release)])
   assert (c.model.hidden_size, c.model.num_hidden_layers) == (1024, 24)
   bad = tmp_path / "bad.yaml"
   bad.write_text(yaml.safe_dump({"trainer": {"train_step": 3}}))
   with pytest.raises(ValueError, match="bad.yaml"):
-    run_pretraining.build_config([str(bad)], "")
+    build_config([str(bad)])
 
 
 def test_plot_metrics_writes_png(tmp_path):

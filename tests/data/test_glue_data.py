@@ -258,15 +258,22 @@ def test_submission_files(tmp_path):
 def test_official_recipes_load():
   """official_configs/finetuning/*.yaml load over a model file and carry the
   original's per-task hyperparameters."""
-  from albert_tf.tasks import finetuning as finetune_lib  # pylint: disable=g-import-not-at-top
+  from albert_tf.core import experiment_config  # pylint: disable=g-import-not-at-top
+  from albert_tf.tasks import multiple_choice  # pylint: disable=g-import-not-at-top
+  from albert_tf.tasks import question_answering  # pylint: disable=g-import-not-at-top
+  from albert_tf.tasks import sentence_prediction  # pylint: disable=g-import-not-at-top
+  config_classes = {"glue": sentence_prediction.GlueExperimentConfig,
+                    "squad": question_answering.SquadExperimentConfig,
+                    "race": multiple_choice.RaceExperimentConfig}
   root = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                       "official_configs")
   names = sorted(os.listdir(os.path.join(root, "finetuning")))
   assert len(names) == 13
   loaded = {}
   for name in names:
-    loaded[name[:-5]] = finetune_lib.load_config(
-        [os.path.join(root, "models", "albert_base_v2.yaml"),
+    config_cls = config_classes[name.split("_")[0].split(".")[0]]
+    loaded[name[:-5]] = experiment_config.load_experiment_config(
+        config_cls, [os.path.join(root, "models", "albert_base_v2.yaml"),
          os.path.join(root, "finetuning", name)])
   mnli = loaded["glue_mnli"]
   assert (mnli.optimizer.learning_rate, mnli.data.global_batch_size,

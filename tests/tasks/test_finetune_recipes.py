@@ -6,7 +6,10 @@ import os
 
 import pytest
 
-from albert_tf.tasks import finetuning as finetune_lib
+from albert_tf.core import experiment_config
+from albert_tf.tasks import multiple_choice
+from albert_tf.tasks import question_answering
+from albert_tf.tasks import sentence_prediction
 
 CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), "albert_tf", "configs")
@@ -33,9 +36,14 @@ RECIPES = {
 }
 
 
+CONFIG_CLASSES = {"glue": sentence_prediction.GlueExperimentConfig,
+                  "squad": question_answering.SquadExperimentConfig,
+                  "race": multiple_choice.RaceExperimentConfig}
+
+
 def _load(name, preset="albert_base_v2"):
-  return finetune_lib.load_config(
-      [os.path.join(CONFIGS, "models", f"{preset}.yaml"),
+  return experiment_config.load_experiment_config(
+      CONFIG_CLASSES[name.split("_")[0]], [os.path.join(CONFIGS, "models", f"{preset}.yaml"),
        os.path.join(CONFIGS, "finetuning", f"{name}.yaml")])
 
 

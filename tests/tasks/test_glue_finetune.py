@@ -4,15 +4,18 @@ submission file, and the exported serving model maps text -> label."""
 
 import os
 import random
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf.tasks import finetuning as finetune_lib
+from albert_tf.core import train_lib
 from albert_tf.data import glue_data
 from albert_tf.tasks import sentence_prediction
 from tests.testing import finetune_testlib
+from tests.testing import pretrain_testutil
 
 
 def _rows(rng, sentences, n):
@@ -50,14 +53,15 @@ def test_finetune_predict_export_serve(tmp_path_factory):
   data_dir = str(tmp / "RTE")
   test_rows = _write_rte(data_dir)
   config = finetune_testlib.tiny_finetune_config(
+      sentence_prediction.GlueExperimentConfig,
       {"task_name": "rte", "data_dir": data_dir, "spm_model_file": spm,
        "max_seq_length": 32}, steps=400, lr=1e-2,
       # LAMB escapes the initial plateau of this task more reliably than
       # AdamW at this size (>= 0.95 dev accuracy over several seeds).
       optimizer="lamb")
   model_dir = str(tmp / "model")
-  family = sentence_prediction.GlueFamily()
-  result = finetune_lib.run(family, config, model_dir, "train_and_eval")
+  task = sentence_prediction.ClassifierTask(config, model_dir)
+  result = train_lib.run_experiment(task, config, model_dir, "train_and_eval")
   assert result["eval"]["accuracy"] >= 0.9, result["eval"]
   # In-loop evaluation (trainer) agrees with the full evaluation.
   in_loop = result["train"]["eval"][400]["accuracy"]
@@ -70,8 +74,8 @@ def test_finetune_predict_export_serve(tmp_path_factory):
 
   # predict: the GLUE server's RTE.tsv.
   out_dir = str(tmp / "predictions")
-  result = finetune_lib.run(family, config, model_dir, "predict",
-                            output_dir=out_dir)
+  result = train_lib.run_experiment(task, config, model_dir, "predict",
+                                    output_dir=out_dir)
   with open(os.path.join(out_dir, "RTE.tsv"), encoding="utf-8") as f:
     lines = f.read().splitlines()
   assert lines[0] == "index\tprediction" and len(lines) == 25
@@ -81,8 +85,8 @@ def test_finetune_predict_export_serve(tmp_path_factory):
 
   # export: the serving SavedModel maps raw text to the same labels.
   export_base = str(tmp / "export")
-  result = finetune_lib.run(family, config, model_dir, "export",
-                            export_dir=export_base)
+  result = train_lib.run_experiment(task, config, model_dir, "export",
+                                    export_dir=export_base)
   path = result["export"]
   assert os.path.basename(path) == "1"
   import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import
@@ -94,6 +98,20 @@ def test_finetune_predict_export_serve(tmp_path_factory):
   assert served == predicted
   assert set(served) <= set(glue_data.get_task("rte").labels)
 
+  # export_savedmodel --model_dir: the run record gives the model, labels,
+  # text fields, seq length and SentencePiece model; nothing is retyped.
+  proc = subprocess.run(
+      [sys.executable, "-m", "albert_tf.export_savedmodel",
+       f"--model_dir={model_dir}", f"--export_dir={tmp / 'cli_export'}"],
+      env=pretrain_testutil.subprocess_env(), cwd=pretrain_testutil.ROOT,
+      capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr
+  serve = tf.saved_model.load(str(tmp / "cli_export" / "1")).signatures[
+      "serving_default"]
+  out = serve(text_a=tf.constant([r[1] for r in test_rows]),
+              text_b=tf.constant([r[2] for r in test_rows]))
+  assert [s.decode() for s in out["label"].numpy()] == predicted
+
 
 @pytest.mark.parametrize("source", ["pretraining_checkpoint", "tf1",
                                     "encoder_saved_model"])
@@ -104,6 +122,7 @@ def test_warm_start_sources(tmp_path, source):
   from albert_tf.serving import export_lib  # pylint: disable=g-import-not-at-top
   from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer  # pylint: disable=g-import-not-at-top
   config = finetune_testlib.tiny_finetune_config(
+      sentence_prediction.GlueExperimentConfig,
       {"task_name": "rte", "data_dir": str(tmp_path), "max_seq_length": 16})
   pretrainer = AlbertPretrainer(config.model)
   ids = np.array([[2, 10, 11, 3, 12, 3, 0, 0]], np.int32)

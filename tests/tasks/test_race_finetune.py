@@ -6,7 +6,7 @@ import json
 import os
 import random
 
-from albert_tf.tasks import finetuning as finetune_lib
+from albert_tf.core import train_lib
 from albert_tf.tasks import multiple_choice
 from tests.testing import finetune_testlib
 
@@ -43,19 +43,21 @@ def test_race_finetune(tmp_path_factory):
   _write_split(root, "dev", rng, sentences, 20)
   _write_split(root, "test", rng, sentences, 10)
   config = finetune_testlib.tiny_finetune_config(
+      multiple_choice.RaceExperimentConfig,
       {"data_dir": root,
        "spm_model_file": finetune_testlib.spm_model(tmp_path_factory),
        "max_seq_length": 32, "max_qa_length": 16},
       steps=300, lr=3e-3, batch=16)
   model_dir = str(tmp / "model")
-  family = multiple_choice.RaceFamily()
-  result = finetune_lib.run(family, config, model_dir, "train_and_eval")
+  task = multiple_choice.RaceTask(config, model_dir)
+  result = train_lib.run_experiment(task, config, model_dir, "train_and_eval")
   metrics = result["eval"]
   assert metrics["num_all"] == 60
   assert metrics["num_middle"] == 30 and metrics["num_high"] == 30
   assert metrics["accuracy"] >= 0.9, metrics
   out_dir = str(tmp / "predictions")
-  finetune_lib.run(family, config, model_dir, "predict", output_dir=out_dir)
+  train_lib.run_experiment(task, config, model_dir, "predict",
+                           output_dir=out_dir)
   with open(os.path.join(out_dir, "race_predictions.json")) as f:
     answers = json.load(f)
   assert len(answers) == 30 and set(answers.values()) <= set("ABCD")

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from albert_tf.tasks import finetuning as finetune_lib
+from albert_tf.core import train_lib
 from albert_tf.tasks import question_answering
 from tests.testing import finetune_testlib
 
@@ -18,14 +18,16 @@ def test_squad_v2_finetune(tmp_path_factory):
   files = finetune_testlib.write_synthetic_squad(tmp, {"train": 800,
                                                        "dev": 100})
   config = finetune_testlib.tiny_finetune_config(
+      question_answering.SquadExperimentConfig,
       {"train_file": files["train"], "predict_file": files["dev"],
        "spm_model_file": finetune_testlib.spm_model(tmp_path_factory),
        "max_seq_length": 48, "doc_stride": 16, "max_query_length": 12,
        "version_2_with_negative": True},
       steps=400, lr=3e-3, with_answerability=True)
   model_dir = str(tmp / "model")
-  result = finetune_lib.run(question_answering.SquadFamily(), config, model_dir,
-                            "train_and_eval")
+  result = train_lib.run_experiment(
+      question_answering.SquadTask(config, model_dir), config, model_dir,
+      "train_and_eval")
   metrics = result["eval"]
   assert metrics["total"] == 100
   assert metrics["HasAns_exact"] >= 85.0, metrics

@@ -8,7 +8,8 @@ import os
 import pytest
 import tensorflow as tf
 
-from albert_tf.tasks import finetuning as finetune_lib
+from albert_tf.core import experiment_config
+from albert_tf.core import train_lib
 from albert_tf.tasks import question_answering
 from tests.testing import finetune_testlib
 
@@ -18,14 +19,15 @@ def test_squad_v2_xlnet_head_finetune(tmp_path_factory):
   files = finetune_testlib.write_synthetic_squad(tmp, {"train": 800,
                                                        "dev": 60})
   config = finetune_testlib.tiny_finetune_config(
+      question_answering.SquadExperimentConfig,
       {"train_file": files["train"], "predict_file": files["dev"],
        "spm_model_file": finetune_testlib.spm_model(tmp_path_factory),
        "max_seq_length": 48, "doc_stride": 16, "max_query_length": 12,
        "version_2_with_negative": True},
       steps=300, lr=3e-3, squad_head="xlnet", start_n_top=3, end_n_top=3)
   model_dir = str(tmp / "model")
-  result = finetune_lib.run(question_answering.SquadFamily(), config,
-                            model_dir, "train_and_eval")
+  task = question_answering.SquadTask(config, model_dir)
+  result = train_lib.run_experiment(task, config, model_dir, "train_and_eval")
   metrics = result["eval"]
   assert metrics["total"] == 60
   assert metrics["HasAns_exact"] >= 80.0, metrics
@@ -48,9 +50,8 @@ def test_squad_v2_xlnet_head_finetune(tmp_path_factory):
     assert json.load(f)["f1"] == pytest.approx(metrics["f1"])
 
   # The export serves the same beam: null scores and best spans.
-  export = finetune_lib.run(question_answering.SquadFamily(), config,
-                            model_dir, "export",
-                            export_dir=str(tmp / "export"))["export"]
+  export = train_lib.run_experiment(task, config, model_dir, "export",
+                                    export_dir=str(tmp / "export"))["export"]
   with open(files["dev"], encoding="utf-8") as f:
     qas = [(p["qas"][0]["id"], p["qas"][0]["question"], p["context"])
            for p in json.load(f)["data"][0]["paragraphs"][:8]]
@@ -66,7 +67,8 @@ def test_squad_v2_xlnet_head_finetune(tmp_path_factory):
 
 
 def test_xlnet_head_needs_v2_and_no_simple_answerability(tmp_path):
-  config = finetune_lib.load_config()
+  config = experiment_config.load_experiment_config(
+      question_answering.SquadExperimentConfig)
   config.override({"task": {"squad_head": "xlnet"}})
   with pytest.raises(ValueError, match="version_2_with_negative"):
     question_answering.SquadTask(config, str(tmp_path))

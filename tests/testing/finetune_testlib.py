@@ -9,6 +9,7 @@ import json
 import os
 import random
 
+from albert_tf.core import experiment_config
 from data_prep import tokenization
 from data_prep import train_sentencepiece
 
@@ -53,12 +54,11 @@ def botchan_sentences(limit=400, min_words=4, max_words=12):
   return out
 
 
-def tiny_finetune_config(data, steps=300, lr=2e-3, batch=32,
+def tiny_finetune_config(config_cls, data, steps=300, lr=2e-3, batch=32,
                          optimizer="adamw", **task):
-  """A FinetuningExperimentConfig of the tiny model for CPU tests."""
-  from albert_tf.tasks import finetuning as finetune_lib  # pylint: disable=g-import-not-at-top
-  config = finetune_lib.load_config()
-  config.override({
+  """A `config_cls` (a family's experiment config) of the tiny model for CPU
+  tests."""
+  return experiment_config.load_experiment_config(config_cls, flag_values={
       "model": dict(TINY_CONFIG, hidden_dropout_prob=0.0,
                     attention_probs_dropout_prob=0.0),
       "data": dict(dict(global_batch_size=batch, eval_batch_size=32,
@@ -69,8 +69,7 @@ def tiny_finetune_config(data, steps=300, lr=2e-3, batch=32,
       "trainer": {"train_steps": steps, "steps_per_loop": 50,
                   "checkpoint_interval": steps, "eval_interval": steps},
       "runtime": {"distribution_strategy": "default", "seed": 1},
-  }, is_strict=True)
-  return finetune_lib.validate(config)
+  })
 
 
 def synthetic_squad(rng, sentences, n, prefix):

@@ -26,8 +26,7 @@ from albert_tf.modeling.layers.downstream_heads import ClassificationHead
 from albert_tf.modeling.layers.downstream_heads import MultipleChoiceHead
 from albert_tf.modeling.layers.downstream_heads import SpanLabelingHead
 from albert_tf.modeling.networks.albert_encoder import AlbertEncoder, encoder_inputs
-
-INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
+from albert_tf.modeling.networks.albert_encoder import INPUT_NAMES
 
 
 def _as_encoder(encoder):

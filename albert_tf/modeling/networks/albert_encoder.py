@@ -25,11 +25,15 @@ from albert_tf.modeling.layers.embedding import FactorizedEmbedding
 from albert_tf.modeling.layers.transformer import SharedTransformerStack
 
 
+# The model inputs (Model Garden v2 names), shared by every model and task.
+INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
+
+
 def encoder_inputs(seq_length=None):
   """The encoder's three int32 [batch, seq] Keras inputs, by name."""
   return {
       name: tf_keras.Input(shape=(seq_length,), dtype=tf.int32, name=name)
-      for name in ("input_word_ids", "input_mask", "input_type_ids")
+      for name in INPUT_NAMES
   }
 
 

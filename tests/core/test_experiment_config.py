@@ -1,0 +1,93 @@
+"""The one config loader: typed values, one-line errors naming the field and
+the file/override, packaged configs, the model config of export/convert."""
+
+import json
+
+import pytest
+
+from albert_tf.core import experiment_config as ec
+from albert_tf.modeling import albert_config
+from albert_tf.tasks import question_answering
+
+TINY = "pretraining/albert_tiny_cpu.yaml"  # packaged: no repo path needed
+
+
+def load(override="", files=(TINY,), cls=ec.PretrainingExperimentConfig):
+  return ec.load_experiment_config(cls, list(files), override)
+
+
+def test_packaged_config_and_integral_float():
+  c = load("trainer.train_steps=20.0,optimizer.learning_rate=1e-6")
+  assert c.model.hidden_size == 64  # albert_tiny_cpu.yaml was found
+  assert c.trainer.train_steps == 20 and isinstance(c.trainer.train_steps,
+                                                    int)
+  assert c.optimizer.learning_rate == 1e-6
+  assert load("trainer.init_checkpoint=").trainer.init_checkpoint == ""
+
+
+@pytest.mark.parametrize("override,message", [
+    ("trainer.train_steps=abc",
+     "trainer.train_steps must be an integer, got 'abc'"),
+    ("trainer.train_steps=20.7",
+     "trainer.train_steps must be an integer, got 20.7"),
+    ("optimizer.learning_rate=fast",
+     "optimizer.learning_rate must be a number, got 'fast'"),
+    ("data.seed=x", "data.seed must be an integer"),
+    ("trainer.no_such=1", "unknown field trainer.no_such"),
+])
+def test_wrong_type_overrides_name_field_and_override(override, message):
+  with pytest.raises(ValueError) as e:
+    load(override)
+  assert message in str(e.value)
+  assert str(e.value).startswith(f"--params_override {override!r}")
+  assert "\n" not in str(e.value)
+
+
+def test_yaml_bool_must_be_true_or_false(tmp_path):
+  path = tmp_path / "bad.yaml"
+  path.write_text('trainer:\n  save_data_position: "no"\n')
+  with pytest.raises(ValueError, match=r"bad.yaml: trainer.save_data_position"
+                     r" must be true or false, got 'no'"):
+    load(files=[TINY, str(path)])
+  path.write_text("trainer:\n  save_data_position: false\n")
+  assert not load(files=[TINY, str(path)]).trainer.save_data_position
+
+
+def test_yaml_syntax_error_names_file_and_line(tmp_path):
+  path = tmp_path / "broken.yaml"
+  path.write_text("trainer:\n  train_steps: 3\n  steps_per_loop: [1\n"
+                  "runtime:\n  seed: 1\n")
+  with pytest.raises(ValueError) as e:
+    load(files=[str(path)])
+  assert str(e.value).startswith(f"{path}:4: YAML syntax error")
+  assert "\n" not in str(e.value)
+
+
+def test_missing_config_file():
+  with pytest.raises(FileNotFoundError, match="nope.yaml does not exist"):
+    load(files=["nope.yaml"])
+
+
+def test_family_data_configs_keep_their_fields_apart():
+  c = load(files=["models/albert_base_v2.yaml",
+                  "finetuning/squad_v2.0.yaml"], cls=question_answering.SquadExperimentConfig)
+  assert c.data.version_2_with_negative and c.data.doc_stride == 128
+  with pytest.raises(ValueError, match="unknown field data.task_name"):
+    load("data.task_name=mnli", files=["finetuning/squad_v2.0.yaml"],
+         cls=question_answering.SquadExperimentConfig)
+
+
+def test_model_config_sources(tmp_path):
+  base = albert_config.load_model_config(["albert_base_v2"])
+  assert (base.hidden_size, base.num_hidden_layers) == (768, 12)
+  relu = albert_config.load_model_config(["models/albert_base_v2.yaml"],
+                              "model.hidden_act=relu")
+  assert relu.hidden_act == "relu"
+  release = tmp_path / "albert_config.json"
+  release.write_text(json.dumps(dict(base.as_dict(), num_hidden_layers=6,
+                                     net_structure_type=0)))
+  assert albert_config.load_model_config([str(release)]).num_hidden_layers == 6
+  # A directory: its albert_config.json (or a run's experiment_config.yaml).
+  assert albert_config.load_model_config([str(tmp_path)]).num_hidden_layers == 6
+  with pytest.raises(ValueError, match="unknown model preset"):
+    albert_config.load_model_config(["albert_huge"])

@@ -1,0 +1,106 @@
+"""Data checks before training: pretraining TFRecords against their
+data_prep summary (<file>.summary.json) and the model config; a fine-tuning
+SentencePiece model against model.vocab_size."""
+
+import json
+import shutil
+
+import pytest
+import tensorflow as tf
+
+from albert_tf.core import experiment_config as ec
+from albert_tf.tasks import pretraining
+from albert_tf.tasks import sentence_prediction
+from tests.testing import finetune_testlib
+from tests.testing import pretrain_testutil as tu
+
+
+@pytest.fixture(scope="module")
+def train_file(tmp_path_factory):
+  return tu.make_pretraining_data(
+      str(tmp_path_factory.getbasetemp() / "pretrain_data"))[0]
+
+
+def validate(train, **overrides):
+  config = ec.load_experiment_config(
+      ec.PretrainingExperimentConfig, [tu.TINY_RECIPE],
+      tu.tiny_overrides(train, **overrides))
+  pretraining.PretrainingTask(config).validate_inputs(training=True)
+
+
+def copy_with_summary(train, directory, summary_edit=None, records=None):
+  """The file (or its first `records` records) and an edited summary."""
+  path = str(directory / "copy.tfrecord")
+  if records is None:
+    shutil.copy(train, path)
+  else:
+    with tf.io.TFRecordWriter(path) as w:
+      for r in tf.data.TFRecordDataset(train).take(records):
+        w.write(r.numpy())
+  with open(train + pretraining.SUMMARY_SUFFIX) as f:
+    summary = json.load(f)
+  count = summary["output_files"][train]
+  summary["output_files"] = summary["records_per_file"] = {path: count}
+  (summary_edit or (lambda s: None))(summary)
+  with open(path + pretraining.SUMMARY_SUFFIX, "w") as f:
+    json.dump(summary, f)
+  return path
+
+
+def test_generated_data_passes(train_file):
+  validate(train_file)
+
+
+def test_missing_summary_is_refused_unless_allowed(train_file, tmp_path):
+  path = str(tmp_path / "bare.tfrecord")
+  shutil.copy(train_file, path)
+  with pytest.raises(ValueError, match=r"bare.tfrecord: no bare.tfrecord"
+                     r".summary.json.*data.allow_unverified_input=true"):
+    validate(path)
+  validate(path, **{"data.allow_unverified_input": "true"})
+
+
+def test_summary_vocab_size_must_match_model(train_file, tmp_path):
+  """model.vocab_size 1200 > the 1000 pieces: ids fit, embeddings do not."""
+  with pytest.raises(ValueError, match=r"vocab_size is 1000 but "
+                     r"model.vocab_size is 1200"):
+    validate(train_file, **{"model.vocab_size": 1200})
+
+
+def test_token_ids_beyond_vocab_fail_before_training(train_file, tmp_path):
+  """Today: `indices[..] = 909 is not in [0, 500)` mid-step on CPU, silent
+  zeros on GPU. The first record's ids are checked even without summary."""
+  with pytest.raises(ValueError, match=r"token id \d+ in the first record "
+                     r"but model.vocab_size is 500"):
+    validate(train_file, **{"model.vocab_size": 500,
+                            "data.allow_unverified_input": "true"})
+
+
+def test_truncated_file_is_refused(train_file, tmp_path):
+  path = copy_with_summary(train_file, tmp_path, records=5)
+  with pytest.raises(ValueError, match=r"copy.tfrecord: 5 records but .* "
+                     r"says \d+ \(truncated"):
+    validate(path)
+
+
+def test_summary_lengths_must_match_config(train_file, tmp_path):
+  def edit(summary):  # top-level key (newer data_prep) and under config
+    summary["max_predictions_per_seq"] = 12
+    summary["config"]["max_predictions_per_seq"] = 12
+  path = copy_with_summary(train_file, tmp_path, edit)
+  with pytest.raises(ValueError, match=r"max_predictions_per_seq is 12 but "
+                     r"data.max_predictions_per_seq is 10"):
+    validate(path)
+
+
+def test_finetuning_spm_must_match_model_vocab(tmp_path_factory, tmp_path):
+  config = finetune_testlib.tiny_finetune_config(
+      sentence_prediction.GlueExperimentConfig,
+      {"task_name": "rte", "data_dir": str(tmp_path), "max_seq_length": 16,
+       "spm_model_file": finetune_testlib.spm_model(tmp_path_factory)})
+  config.model.vocab_size = 1200
+  (tmp_path / "train.tsv").write_text("index\tsentence1\tsentence2\tlabel\n")
+  task = sentence_prediction.ClassifierTask(config, str(tmp_path / "m"))
+  with pytest.raises(ValueError, match=r"spm.model: 1000 pieces but "
+                     r"model.vocab_size is 1200"):
+    task.validate_inputs(training=True)
