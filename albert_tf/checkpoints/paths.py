@@ -88,8 +88,8 @@ def existing_versions(export_dir: str) -> List[int]:
   """Sorted integer version subdirectories of `export_dir` (complete or not)."""
   if not tf.io.gfile.isdir(export_dir):
     return []
-  return sorted(int(name.rstrip("/")) for name in tf.io.gfile.listdir(export_dir)
-                if re.fullmatch(r"\d+/?", name))
+  names = tf.io.gfile.listdir(export_dir)
+  return sorted(int(n.rstrip("/")) for n in names if re.fullmatch(r"\d+/?", n))
 
 
 def next_version(export_dir: str) -> int:

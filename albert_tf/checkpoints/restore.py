@@ -73,7 +73,7 @@ class RestoreReport:
     return text
 
 
-# --- Layouts -------------------------------------------------------------------
+# --- Layouts -----------------------------------------------------------------
 
 
 def detect_layout(prefix: str) -> str:
@@ -137,7 +137,7 @@ def read_weights(prefix: str, config, layout: Optional[str] = None,
   return values, report
 
 
-# --- Sources -------------------------------------------------------------------
+# --- Sources -----------------------------------------------------------------
 
 
 def _saved_model_source(path: str) -> Optional[str]:

@@ -103,7 +103,7 @@ def stack_layers(encoder_outputs):
   return tf.stack(encoder_outputs, axis=1)
 
 
-class _ModelModule(tf.Module):
+class ModelModule(tf.Module):
   """Base: the Keras model (untracked), its variables (tracked), assets."""
 
   # Real attributes instead of tf.Module's computed properties: the TF-Hub
@@ -148,7 +148,7 @@ class _ModelModule(tf.Module):
                               c.vocab_size, c.type_vocab_size)
 
 
-class EncoderModule(_ModelModule):
+class EncoderModule(ModelModule):
   """TF-Hub style reusable encoder.
 
   `module(inputs, training=False)` takes a dict of int32 [batch, seq]

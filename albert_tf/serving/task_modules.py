@@ -32,7 +32,7 @@ def sentence_fields(num_text_fields):
   raise ValueError(f"num_text_fields must be 1 or 2, got {num_text_fields}")
 
 
-class TaskServingModule(serving_modules._ModelModule):  # pylint: disable=protected-access
+class TaskServingModule(serving_modules.ModelModule):
   """Base: text / ids / tf.Example signatures over `task_outputs`.
 
   Subclasses set `task`, `text_fields` and `options`, implement `outputs`,

@@ -139,7 +139,8 @@ def test_bad_paths_fail_in_one_line(tmp_path, bad):
 
 def test_versions(tmp_path):
   base = str(tmp_path / "models")
-  assert paths.next_version(base) == 1 and paths.latest_version_dir(base) is None
+  assert paths.next_version(base) == 1
+  assert paths.latest_version_dir(base) is None
   for version, complete in ((1, True), (3, True), (4, False)):
     os.makedirs(os.path.join(base, str(version)))
     if complete:

@@ -19,7 +19,8 @@ NASTY = [
     "zero\u200bwidth\u200cnon\u200djoiner".encode(),
     "\ufeffbom at start".encode(),
     b"bad \xff\xfe utf8 \xc3",  # invalid bytes, truncated sequence at end
-    b"\xc0\x80 overlong nul", b"\xed\xa0\x80 surrogate", b"\xf4\x90\x80\x80 big",
+    b"\xc0\x80 overlong nul", b"\xed\xa0\x80 surrogate",
+    b"\xf4\x90\x80\x80 big",
     b"\xe2\x82 cut euro \xe2\x82\xac",
     "cafe\u0301 na\u0308ive A\u0300\u0301\u0302".encode(),  # combining marks
     "\u4e2d\u6587 text \u1100\u1161\u11a8".encode(),  # CJK, Hangul jamo
