@@ -54,6 +54,7 @@ import tensorflow as tf
 import tf_keras
 
 from albert_tf.checkpoints import object_layout
+from albert_tf.checkpoints import restore as restore_lib
 from albert_tf.core import distribute_utils
 from albert_tf.optimization import optimizer_factory
 
@@ -238,8 +239,7 @@ class Trainer:
 
   def restore_model(self, path: str) -> int:
     """Loads model weights (and step) only, e.g. for evaluation."""
-    ckpt = object_layout.checkpoint_for(self.model, step=self.global_step)
-    ckpt.read(path).expect_partial().assert_existing_objects_matched()
+    restore_lib.restore(self.model, path, step=self.global_step)
     return int(self.global_step.numpy())
 
   # --- Logging ---------------------------------------------------------------
