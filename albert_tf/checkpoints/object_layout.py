@@ -11,6 +11,7 @@ encoder the same way. Training adds `optimizer`, `step` and so on beside them.
 
 import tensorflow as tf
 
+from albert_tf.checkpoints import canonical_weights as cw
 from albert_tf.checkpoints import paths
 from albert_tf.checkpoints.canonical_weights import CheckpointConversionError
 
@@ -70,6 +71,16 @@ def restore_parts(parts, path):
     raise CheckpointConversionError(
         f"{path}: checkpoint has no {missing} (it holds "
         f"{sorted(_parts_in_checkpoint(path))})")
+  # Shapes first: a failing read would leave the model half-assigned.
+  stored = dict(tf.train.list_variables(path))
+  mismatched = [f"{key} {stored[key]} in the checkpoint vs "
+                f"{var.shape.as_list()} in the model"
+                for key, var in cw.object_checkpoint_keys(parts).items()
+                if key in stored and list(stored[key]) != var.shape.as_list()]
+  if mismatched:
+    raise CheckpointConversionError(
+        f"{path}: {len(mismatched)} shape mismatch(es) (wrong config for "
+        f"this checkpoint?): {cw.summarize_names(mismatched, 4)}")
   try:
     status = tf.train.Checkpoint(**parts).read(path)
     status.expect_partial().assert_existing_objects_matched()

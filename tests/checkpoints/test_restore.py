@@ -171,3 +171,21 @@ def test_pretraining_warm_start_from_an_encoder_checkpoint(tmp_path):
   report = restore(AlbertPretrainer(CONFIG), path, allow_missing_heads=True)
   assert report.restored == ["encoder"]
   assert report.fresh == ["mlm_head", "sop_head"]
+
+
+def test_mis_shaped_head_fails_before_anything_is_assigned(tmp_path):
+  """A 3-label classifier checkpoint into a 2-label model: one line naming
+  the path and the variable; the encoder is left as it was (main's
+  object read assigned the encoder, then failed on the head)."""
+  tf_keras.utils.set_random_seed(5)
+  source = dm.AlbertClassifier(AlbertEncoder(CONFIG), num_labels=3)
+  path = object_layout.checkpoint_for(source).write(str(tmp_path / "clf"))
+  target = dm.AlbertClassifier(AlbertEncoder(CONFIG), num_labels=2)
+  before = _weights(target)
+  with pytest.raises(ValueError) as e:
+    export_lib.load_weights(target, path)
+  message = str(e.value)
+  assert "\n" not in message and message.startswith(path + ":")
+  assert "head/output_weights" in message and "[3, 16]" in message
+  for old, new in zip(before, _weights(target)):
+    np.testing.assert_array_equal(old, new)
