@@ -162,8 +162,9 @@ def check_and_assign(variables: Mapping[str, tf.Variable],
                      values: Mapping[str, np.ndarray],
                      sources: Mapping[str, str],
                      source_path: str) -> None:
-  """Assigns `values` to `variables`; fails listing every missing or
-  mis-shaped variable (naming both the target and the source variable)."""
+  """Assigns `values` to `variables`; fails in one line naming the path and
+  the missing or mis-shaped variables (target and source names) before
+  anything is assigned."""
   missing = [n for n in variables if n not in values]
   mismatched = []
   for name, var in variables.items():
@@ -171,18 +172,18 @@ def check_and_assign(variables: Mapping[str, tf.Variable],
       shape = tuple(np.shape(values[name]))
       if shape != tuple(var.shape):
         mismatched.append(
-            f"  {sources.get(name, name)} {list(shape)} in the checkpoint vs "
+            f"{sources.get(name, name)} {list(shape)} in the checkpoint vs "
             f"{name} {var.shape.as_list()} in the model")
   problems = []
   if mismatched:
     problems.append(f"{len(mismatched)} shape mismatch(es) (wrong config for "
-                    "this checkpoint?):\n" + "\n".join(mismatched))
+                    "this checkpoint?): " + summarize_names(mismatched, 4))
   if missing:
-    problems.append(f"{len(missing)} model variable(s) not in the checkpoint:"
-                    "\n" + "\n".join(f"  {n}" for n in missing))
+    problems.append(f"{len(missing)} model variable(s) not in the "
+                    "checkpoint: " + summarize_names(missing))
   if problems:
     raise CheckpointConversionError(
-        f"cannot load {source_path}:\n" + "\n".join(problems))
+        f"cannot load {source_path}: " + "; ".join(problems))
   for name, var in variables.items():
     var.assign(np.asarray(values[name], dtype=var.dtype.as_numpy_dtype))
 

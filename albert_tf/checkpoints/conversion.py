@@ -19,30 +19,32 @@ Without --config_file the config is `albert_config.json` next to the
 checkpoint; the SentencePiece model (`*.model`, `*.vocab`) next to it is copied
 to the output directory with the config.
 
-From Python, training and fine-tuning scripts call
-`load_any_checkpoint(model, path)`, which detects the layout.
+Loading any of them into a model in memory is `restore.restore(model, path)`
+(`load_any_checkpoint` here is its older name).
 """
 
 import glob
 import json
 import os
 import shutil
-from typing import Dict, Optional, Tuple
+from typing import Optional, Tuple
 
-from absl import logging
-import numpy as np
 import tensorflow as tf
 
 from albert_tf.checkpoints import canonical_weights as cw
-from albert_tf.checkpoints import object_layout
-from albert_tf.modeling import albert_config
 from albert_tf.checkpoints import model_garden_checkpoint as mg
+from albert_tf.checkpoints import object_layout
+from albert_tf.checkpoints import paths
+from albert_tf.checkpoints import restore as restore_lib
 from albert_tf.checkpoints import tf1_checkpoint
 from albert_tf.checkpoints.canonical_weights import CheckpointConversionError
+from albert_tf.checkpoints.restore import detect_layout
+from albert_tf.checkpoints.restore import LAYOUTS
+from albert_tf.checkpoints.restore import read_weights
+from albert_tf.modeling import albert_config
 from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
 from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
 
-LAYOUTS = ("tf1", "albert_tf", "model_garden")
 CONFIG_FILE_NAME = "albert_config.json"
 DEFAULT_OUTPUT_NAMES = {"tf1": "model.ckpt", "albert_tf": "ckpt",
                         "model_garden": "ckpt"}
@@ -56,45 +58,10 @@ ORIGINAL_CONFIG_FIELDS = (
 
 __all__ = ["CheckpointConversionError", "convert", "detect_layout",
            "find_config_file", "load_any_checkpoint", "resolve_config",
-           "read_weights", "resolve_source_path", "write_weights"]
+           "read_weights", "write_weights"]
 
 
 # --- Paths and config --------------------------------------------------------
-
-
-def resolve_source_path(path: str) -> str:
-  """A checkpoint prefix from a prefix, a directory or a TF-Hub module dir.
-
-  A directory resolves to its `checkpoint` state file's latest checkpoint, a
-  TF-Hub module's `variables/variables`, its only `*.index` prefix, or
-  `model.ckpt-best` (the released tarballs have no state file).
-  """
-  if tf.io.gfile.isdir(path):
-    hub = os.path.join(path, "variables", "variables")
-    if tf.io.gfile.exists(hub + ".index"):
-      return hub
-    latest = tf.train.latest_checkpoint(path)
-    if latest:
-      return latest
-    prefixes = sorted(p[:-len(".index")]
-                      for p in glob.glob(os.path.join(path, "*.index")))
-    if len(prefixes) == 1:
-      return prefixes[0]
-    best = os.path.join(path, "model.ckpt-best")
-    if best in prefixes:
-      return best
-    if not prefixes:
-      raise CheckpointConversionError(f"{path}: directory holds no checkpoint "
-                                      "(no *.index file)")
-    raise CheckpointConversionError(
-        f"{path}: directory holds several checkpoints {prefixes}; pass one "
-        "prefix")
-  if tf.io.gfile.exists(path + ".index"):
-    return path
-  if path.endswith(".index") and tf.io.gfile.exists(path):
-    return path[:-len(".index")]
-  raise CheckpointConversionError(f"{path}: no such checkpoint (missing "
-                                  f"{path}.index)")
 
 
 def _source_dirs(prefix: str):
@@ -115,10 +82,11 @@ def find_config_file(prefix: str) -> Optional[str]:
   return None
 
 
-def resolve_config(config, prefix: str) -> albert_config.AlbertConfig:
+def resolve_config(config, prefix: Optional[str] = None
+                   ) -> albert_config.AlbertConfig:
   """`config`: an AlbertConfig, a dict, a source of
   `albert_config.load_model_config` (.json/.yaml path, preset name, run dir)
-  or None (then `albert_config.json` next to the checkpoint)."""
+  or None (then `albert_config.json` next to the checkpoint `prefix`)."""
   if config is None:
     path = find_config_file(prefix)
     if path is None:
@@ -141,104 +109,18 @@ def find_vocab_files(prefix: str):
   return []
 
 
-# --- Layout detection and reading --------------------------------------------
-
-
-def detect_layout(prefix: str) -> str:
-  """'tf1', 'albert_tf' or 'model_garden' from the variable names."""
-  names = list(cw.open_reader(prefix).get_variable_to_shape_map())
-  if tf1_checkpoint.looks_like_tf1_albert(names):
-    return "tf1"
-  if any("/attention_layers/" in n for n in names):
-    return "albert_tf"
-  if mg.has_model_garden_keys(names):
-    return "model_garden"
-  if tf1_checkpoint.looks_like_tf1_bert(names):
-    raise CheckpointConversionError(
-        f"{prefix}: a BERT checkpoint (bert/encoder/layer_N), not ALBERT "
-        "(bert/encoder/transformer/group_N)")
-  sample = cw.summarize_names(sorted(names), limit=6)
-  raise CheckpointConversionError(
-      f"{prefix}: unknown checkpoint layout; expected the original TF1 "
-      "ALBERT names (bert/embeddings/..., bert/encoder/transformer/group_0/"
-      "...), albert_tf's or Model Garden's object-based layout. Variables: "
-      f"{sample}")
-
-
-def _read_albert_tf(prefix, config, with_heads, model=None):
-  """Reads our layout; `model` (built from `config` when None) gives the
-  object-graph keys."""
-  if model is None:
-    model = AlbertPretrainer(config) if with_heads else AlbertEncoder(config)
-  variables = cw.model_variables(model, with_heads=with_heads)
-  names_by_id = {id(v): n for n, v in variables.items()}
-  keys = cw.object_checkpoint_keys(object_layout.model_parts(model))
-  key_to_name = {k: names_by_id[id(v)] for k, v in keys.items()
-                 if id(v) in names_by_id}
-  return cw.read_object_checkpoint(prefix, key_to_name, "albert_tf")
-
-
-def read_weights(prefix: str, config, layout: Optional[str] = None,
-                 with_heads: bool = True, init_from_group0: bool = False,
-                 model=None
-                 ) -> Tuple[Dict[str, np.ndarray], cw.ConversionReport]:
-  """Reads any supported checkpoint into canonical arrays (our names/shapes).
-
-  Does not check completeness; `check_and_assign` does that against a model.
-  `model`: optional albert_tf model of `config` (saves building one when
-  reading our own layout).
-  """
-  layout = layout or detect_layout(prefix)
-  if layout == "tf1":
-    values, report = tf1_checkpoint.read_tf1_checkpoint(prefix, config,
-                                                        with_heads)
-  elif layout == "albert_tf":
-    values, report = _read_albert_tf(prefix, config, with_heads, model)
-  elif layout == "model_garden":
-    values, report = mg.read_model_garden_checkpoint(prefix, config,
-                                                     with_heads)
-  else:
-    raise CheckpointConversionError(f"unknown layout {layout!r}; expected one "
-                                    f"of {LAYOUTS}")
-  if init_from_group0:
-    cw.fill_from_group0(values, report.mapped, config)
-  return values, report
+# --- Loading into a model ----------------------------------------------------
 
 
 def load_any_checkpoint(model, path: str, init_from_group0: bool = False,
                         allow_missing_heads: bool = False
-                        ) -> cw.ConversionReport:
-  """Loads a checkpoint of any supported layout into `model` in memory.
-
-  `model`: an AlbertPretrainer (encoder + heads are loaded), an AlbertEncoder
-  or any model whose `encoder` is one (only the encoder is loaded).
-  `path`: prefix or directory of a TF1 original, albert_tf or Model Garden
-  checkpoint; the layout is detected from the variable names.
-  `init_from_group0`: every group starts from group_0's weights (the
-  original's option for growing the number of groups).
-  `allow_missing_heads`: pretraining-head variables the checkpoint lacks
-  keep their initial values instead of failing (e.g. Model Garden
-  checkpoints without the SOP head).
-
-  Raises CheckpointConversionError listing missing or mis-shaped variables,
-  or naming the unknown layout. Returns the ConversionReport.
-  """
-  prefix = resolve_source_path(path)
-  config = cw.model_config(model)
-  variables = cw.model_variables(model)
-  with_heads = any(cw.is_head(n) for n in variables)
-  values, report = read_weights(prefix, config, with_heads=with_heads,
-                                init_from_group0=init_from_group0,
-                                model=model)
-  if allow_missing_heads:
-    fresh = [n for n in variables if cw.is_head(n) and n not in values]
-    if fresh:
-      logging.warning("%s has no %s; keeping their initial values", prefix,
-                      cw.summarize_names(fresh))
-    variables = {n: v for n, v in variables.items() if n not in fresh}
-  cw.check_and_assign(variables, values, report.mapped, prefix)
-  logging.info("%s", report.summary())
-  return report
+                        ) -> restore_lib.RestoreReport:
+  """`restore_lib.restore` of an AlbertPretrainer (encoder + heads), an
+  AlbertEncoder, or only the encoder of any model that has one."""
+  parts = "all" if isinstance(model, AlbertPretrainer) else "encoder"
+  return restore_lib.restore(model, path, parts=parts,
+                             init_from_group0=init_from_group0,
+                             allow_missing_heads=allow_missing_heads)
 
 
 # --- Writing ------------------------------------------------------------------
@@ -299,7 +181,7 @@ def convert(input_checkpoint: str, output_dir: str, from_layout: str,
   if model not in ("auto", "pretrainer", "encoder"):
     raise CheckpointConversionError(f"model={model!r}: expected auto, "
                                     "pretrainer or encoder")
-  prefix = resolve_source_path(input_checkpoint)
+  prefix = paths.resolve_checkpoint(input_checkpoint)
   detected = detect_layout(prefix)
   if detected != from_layout:
     raise CheckpointConversionError(

@@ -11,6 +11,10 @@ encoder the same way. Training adds `optimizer`, `step` and so on beside them.
 
 import tensorflow as tf
 
+from albert_tf.checkpoints import canonical_weights as cw
+from albert_tf.checkpoints import paths
+from albert_tf.checkpoints.canonical_weights import CheckpointConversionError
+
 
 def model_parts(model):
   """Named trackables of `model` (an AlbertEncoder, or any model with an
@@ -34,20 +38,12 @@ def checkpoint_for(model, **extra):
   return tf.train.Checkpoint(**model_parts(model), **extra)
 
 
-def resolve_checkpoint_path(path):
-  """A checkpoint prefix from a prefix or a directory (its latest one)."""
-  if tf.io.gfile.isdir(path):
-    latest = tf.train.latest_checkpoint(path)
-    if latest is None:
-      raise ValueError(f"{path}: directory holds no checkpoint")
-    return latest
-  if not tf.io.gfile.exists(path + ".index"):
-    raise ValueError(f"{path}: no such checkpoint (missing {path}.index)")
-  return path
-
-
 def _parts_in_checkpoint(path):
   return {name.split("/", 1)[0] for name, _ in tf.train.list_variables(path)}
+
+
+# The primitives of our layout; `restore.restore` is what callers use (it
+# detects the layout, resolves the path and reports what it loaded).
 
 
 def restore_encoder(encoder, path):
@@ -68,11 +64,30 @@ def restore_model(model, path):
 
 
 def restore_parts(parts, path):
-  path = resolve_checkpoint_path(path)
+  """Loads the named `parts` (name -> trackable); returns the prefix."""
+  path = paths.resolve_checkpoint(path)
   missing = sorted(set(parts) - _parts_in_checkpoint(path))
   if missing:
-    raise ValueError(f"{path}: checkpoint has no {missing} (it holds "
-                     f"{sorted(_parts_in_checkpoint(path))})")
-  status = tf.train.Checkpoint(**parts).read(path)
-  status.expect_partial().assert_existing_objects_matched()
+    raise CheckpointConversionError(
+        f"{path}: checkpoint has no {missing} (it holds "
+        f"{sorted(_parts_in_checkpoint(path))})")
+  # Shapes first: a failing read would leave the model half-assigned.
+  stored = dict(tf.train.list_variables(path))
+  mismatched = [f"{key} {stored[key]} in the checkpoint vs "
+                f"{var.shape.as_list()} in the model"
+                for key, var in cw.object_checkpoint_keys(parts).items()
+                if key in stored and list(stored[key]) != var.shape.as_list()]
+  if mismatched:
+    raise CheckpointConversionError(
+        f"{path}: {len(mismatched)} shape mismatch(es) (wrong config for "
+        f"this checkpoint?): {cw.summarize_names(mismatched, 4)}")
+  try:
+    status = tf.train.Checkpoint(**parts).read(path)
+    status.expect_partial().assert_existing_objects_matched()
+  # A mis-shaped variable (wrong config) or an unmatched object: one line.
+  except (AssertionError, ValueError, tf.errors.OpError) as e:
+    first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+    raise CheckpointConversionError(
+        f"{path}: cannot restore {sorted(parts)} (wrong config for this "
+        f"checkpoint?): {first}") from e
   return path

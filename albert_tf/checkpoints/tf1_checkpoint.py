@@ -86,6 +86,31 @@ _BLOCK = {
 }
 _BLOCK_REVERSE = {v: k for k, v in _BLOCK.items()}
 
+# Heads of the original fine-tuning scripts (run_classifier, run_squad v1,
+# run_race), by our head layer's name: (weights [labels, H], bias [labels]).
+FINETUNED_HEAD_NAMES = {
+    "classification_head": ("output_weights", "output_bias"),
+    "span_labeling_head": ("cls/squad/output_weights", "cls/squad/output_bias"),
+    "multiple_choice_head": ("output_weights", "output_bias"),
+}
+SQUAD_V2_HEAD_NAME = "squad_v2_head"
+
+
+def finetuned_head_variables(head) -> Dict[str, tf.Variable]:
+  """Original name -> variable of one of our downstream heads (the original
+  fine-tuning scripts' names; {} for a head they do not have)."""
+  if getattr(head, "name", None) == SQUAD_V2_HEAD_NAME:  # XLNetSquadHead
+    out = {}
+    for ours, original in SQUAD_V2_HEAD.items():
+      layer, weight = ours.split("/")
+      out[original] = getattr(getattr(head, layer), weight)
+    return out
+  names = FINETUNED_HEAD_NAMES.get(getattr(head, "name", None))
+  if not names:
+    return {}
+  return dict(zip(names, (head.output_weights, head.output_bias)))
+
+
 _OURS_BLOCK_RE = re.compile(r"^transformer/(attention|ffn)_(\d+)/(.+)$")
 _TF1_BLOCK_RE = re.compile(
     r"^bert/encoder/transformer/group_(\d+)/inner_group_(\d+)/(.+)$")

@@ -29,6 +29,7 @@ from typing import Any, Dict, Mapping, Optional
 import yaml
 
 from albert_tf.checkpoints import conversion
+from albert_tf.checkpoints import paths
 from albert_tf.core import experiment_config
 from albert_tf.modeling import albert_config
 
@@ -229,7 +230,7 @@ SERVING_DEFAULTS = {
 def _beside_checkpoint(checkpoint: str) -> Optional[str]:
   """albert_config.json beside a checkpoint (release / conversion output)."""
   try:
-    prefix = conversion.resolve_source_path(checkpoint)
+    prefix = paths.resolve_checkpoint(checkpoint)
   except conversion.CheckpointConversionError:
     return None
   return conversion.find_config_file(prefix)

@@ -25,7 +25,7 @@ from typing import Any, Dict, Optional
 from absl import logging
 import tensorflow as tf
 
-from albert_tf.checkpoints import object_layout
+from albert_tf.checkpoints import paths
 from albert_tf.core import distribute_utils
 from albert_tf.core import run_record
 from albert_tf.core import trainer as trainer_lib
@@ -80,7 +80,7 @@ def restore_for_inference(trainer, task,
   """Loads `checkpoint` (default: the latest of the run) into the model
   (through the task's `restore_for_inference` when it has one)."""
   if checkpoint:
-    path = object_layout.resolve_checkpoint_path(checkpoint)
+    path = paths.resolve_checkpoint(checkpoint)
   else:
     path = tf.train.latest_checkpoint(trainer.checkpoint_dir)
     if not path:

@@ -28,6 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.checkpoints import object_layout
+from albert_tf.checkpoints import restore as restore_lib
 from albert_tf.core import actions
 from albert_tf.core import base_task
 from albert_tf.core import base_trainer
@@ -178,8 +179,7 @@ class Trainer:
 
   def restore_model(self, path: str) -> int:
     """Loads model weights (and step) only, e.g. for evaluation."""
-    ckpt = object_layout.checkpoint_for(self.model, step=self.global_step)
-    ckpt.read(path).expect_partial().assert_existing_objects_matched()
+    restore_lib.restore(self.model, path, step=self.global_step)
     return int(self.global_step.numpy())
 
   # --- Training --------------------------------------------------------------

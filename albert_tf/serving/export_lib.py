@@ -33,42 +33,49 @@ Examples:
 """
 
 import os
-import re
 import shutil
 import tempfile
 
 from absl import logging
 import tensorflow as tf
 
-from albert_tf.checkpoints import conversion
-from albert_tf.checkpoints import object_layout
+from albert_tf.checkpoints import restore as restore_lib
+from albert_tf.checkpoints.paths import existing_versions  # pylint: disable=unused-import
+from albert_tf.checkpoints.paths import next_version
 from albert_tf.modeling import albert_config
 from albert_tf.modeling.models import albert_squad_v2
 from albert_tf.modeling.models import downstream_models
+from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
+from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
 from albert_tf.serving import preprocessing
 from albert_tf.serving import serving_modules
+from albert_tf.serving import squad_module
 from albert_tf.serving import squad_windows
-from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
-from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
+from albert_tf.serving import task_modules
 
 EXPORT_KINDS = ("encoder", "pretraining", "preprocessing", "serving")
 CONFIG_ASSET_NAME = "albert_config.json"
+# The TF Serving module class of each task (serving_modules.TASKS).
+SERVING_MODULES = {cls.task: cls for cls in (
+    task_modules.EncoderServingModule, task_modules.ClassificationModule,
+    task_modules.RegressionModule, squad_module.SquadModule,
+    task_modules.MultipleChoiceModule)}
 
 # --- Versioned directories ---------------------------------------------------
 
 
-def existing_versions(export_dir):
-  """Sorted integer version subdirectories of `export_dir`."""
-  if not tf.io.gfile.isdir(export_dir):
-    return []
-  return sorted(int(name.rstrip("/")) for name in tf.io.gfile.listdir(export_dir)
-                if re.fullmatch(r"\d+/?", name))
-
-
-def next_version(export_dir):
-  """1 + the largest existing version (1 for a new directory)."""
-  versions = existing_versions(export_dir)
-  return versions[-1] + 1 if versions else 1
+def version_dir(export_dir, version=None):
+  """`<export_dir>/<version>` (default: the next free one); fails in one line
+  when that version already exists."""
+  if version is None:
+    version = next_version(export_dir)
+  if int(version) < 0:
+    raise ValueError(f"version must be a non-negative integer, got {version}")
+  final = os.path.join(export_dir, str(int(version)))
+  if tf.io.gfile.exists(final):
+    raise ValueError(f"{final} already exists; pass another --version or "
+                     "leave it unset to use the next free one")
+  return final
 
 
 def save_versioned(module, export_dir, signatures, version=None):
@@ -78,16 +85,10 @@ def save_versioned(module, export_dir, signatures, version=None):
   non-integer names) and renamed, so a server polling `export_dir` never
   loads a half-written model.
   """
-  if version is None:
-    version = next_version(export_dir)
-  if int(version) < 0:
-    raise ValueError(f"version must be a non-negative integer, got {version}")
-  final = os.path.join(export_dir, str(int(version)))
-  if tf.io.gfile.exists(final):
-    raise ValueError(f"{final} already exists; pass another --version or "
-                     "leave it unset to use the next free one")
+  final = version_dir(export_dir, version)
   tf.io.gfile.makedirs(export_dir)
-  tmp = os.path.join(export_dir, f".tmp-{int(version)}-{os.getpid()}")
+  tmp = os.path.join(export_dir,
+                     f".tmp-{os.path.basename(final)}-{os.getpid()}")
   if tf.io.gfile.exists(tmp):
     tf.io.gfile.rmtree(tmp)
   tf.saved_model.save(module, tmp, signatures=signatures)
@@ -124,6 +125,8 @@ def export_encoder(encoder, export_dir, spm_model_file=None,
   Returns the versioned directory written.
   """
   encoder = _encoder_of(encoder)
+  if spm_model_file:
+    preprocessing.check_spm_model(spm_model_file, encoder.config.vocab_size)
   with _ConfigAsset(encoder.config) as config_file:
     module = serving_modules.EncoderModule(
         encoder, encoder.config, config_file=config_file,
@@ -140,6 +143,8 @@ def export_pretraining(pretrainer, export_dir, spm_model_file=None,
     raise TypeError("export_pretraining needs an AlbertPretrainer, got "
                     f"{type(pretrainer).__name__}")
   config = pretrainer.encoder.config
+  if spm_model_file:
+    preprocessing.check_spm_model(spm_model_file, config.vocab_size)
   with _ConfigAsset(config) as config_file:
     module = serving_modules.PretrainingModule(
         pretrainer, config, config_file=config_file,
@@ -165,6 +170,7 @@ def export_preprocessing(spm_model_file, export_dir, seq_length=128,
       raise ValueError(f"seq_length {seq_length} exceeds the model's "
                        f"max_position_embeddings "
                        f"{config.max_position_embeddings}")
+    preprocessing.check_spm_model(spm_model_file, config.vocab_size)
   module = preprocessing.TextPreprocessor(
       spm_model_file, do_lower_case=do_lower_case, seq_length=seq_length,
       truncation=truncation, max_first_segment_length=max_first_segment_length)
@@ -221,49 +227,56 @@ def task_of(model, regression=False):
   raise TypeError(f"no serving task for {type(model).__name__}")
 
 
+def serving_module_class(model, task, doc_stride=None):
+  """The TF Serving module class for `model` and `task`."""
+  if task not in SERVING_MODULES:
+    raise ValueError(f"task must be one of {serving_modules.TASKS}, got "
+                     f"{task!r}")
+  if isinstance(model, albert_squad_v2.AlbertSquadV2) and not doc_stride:
+    raise ValueError("the SQuAD 2.0 (xlnet head) export serves doc-stride "
+                     "windows; set doc_stride")
+  if doc_stride and SERVING_MODULES[task] is squad_module.SquadModule:
+    return squad_windows.SquadWindowServingModule
+  return SERVING_MODULES[task]
+
+
 def export_serving(model, export_dir, spm_model_file, seq_length=128,
                    do_lower_case=True, label_names=None, num_text_fields=1,
                    max_answer_length=30, max_query_length=64,
-                   regression=False, version=None, doc_stride=None,
-                   max_windows=32, null_score_diff_threshold=None):
+                   regression=False, version=None, task=None,
+                   doc_stride=None, max_windows=32,
+                   null_score_diff_threshold=None):
   """Exports `model` for TF Serving (text, ids and tf.Example signatures).
 
   `model`: AlbertEncoder, AlbertClassifier (classification, or regression
   when num_labels == 1), AlbertSpanLabeler (SQuAD: fields `question`,
   `context`; the question is capped at `max_query_length` tokens) or
-  AlbertMultipleChoice (fields `context`, `choices`). SQuAD with
-  `doc_stride`: the text signatures slide doc-stride windows over long
-  contexts (up to `max_windows`; `squad_windows`) instead of truncating;
-  AlbertSquadV2 (the original's v2 head) needs it, and answers "" at
-  `null_score_diff_threshold`.
+  AlbertMultipleChoice (fields `context`, `choices`). `task` (one of
+  serving_modules.TASKS) overrides the task read from the model's type.
+  SQuAD with `doc_stride`: the text signatures slide doc-stride windows over
+  long contexts (up to `max_windows`; `squad_windows`) instead of
+  truncating; AlbertSquadV2 (the original's v2 head) needs it, and answers
+  "" at `null_score_diff_threshold`.
   """
-  task = task_of(model, regression)
+  module_class = serving_module_class(model, task or task_of(model, regression),
+                                      doc_stride)
   config = _encoder_of(model).config
   if seq_length > config.max_position_embeddings:
     raise ValueError(f"seq_length {seq_length} exceeds the model's "
                      f"max_position_embeddings {config.max_position_embeddings}")
-  squad = task == "squad"
-  preprocessor = preprocessing.TextPreprocessor(
-      spm_model_file, do_lower_case=do_lower_case, seq_length=seq_length,
-      truncation="first_fixed" if squad else "longest_first",
-      max_first_segment_length=max_query_length if squad else None)
-  if isinstance(model, albert_squad_v2.AlbertSquadV2) and not doc_stride:
-    raise ValueError("the SQuAD 2.0 (xlnet head) export serves doc-stride "
-                     "windows; set doc_stride")
+  preprocessing.check_spm_model(spm_model_file, config.vocab_size)
+  preprocessor = module_class.make_preprocessor(
+      spm_model_file, do_lower_case, seq_length,
+      max_query_length=max_query_length)
+  given = dict(num_text_fields=num_text_fields, label_names=label_names,
+               max_answer_length=max_answer_length, doc_stride=doc_stride,
+               max_query_length=max_query_length, max_windows=max_windows,
+               null_score_diff_threshold=null_score_diff_threshold)
+  options = {k: v for k, v in given.items() if k in module_class.options}
   with _ConfigAsset(config) as config_file:
-    if squad and doc_stride:
-      module = squad_windows.SquadWindowServingModule(
-          model, preprocessor, config, doc_stride=doc_stride,
-          max_query_length=max_query_length, max_windows=max_windows,
-          null_score_diff_threshold=null_score_diff_threshold,
-          max_answer_length=max_answer_length, config_file=config_file,
-          spm_model_file=spm_model_file, do_lower_case=do_lower_case)
-      return save_versioned(module, export_dir, module.signatures(), version)
-    module = serving_modules.TaskServingModule(
-        model, task, preprocessor, config, label_names=label_names,
-        max_answer_length=max_answer_length, num_text_fields=num_text_fields,
-        config_file=config_file, spm_model_file=spm_model_file,
-        do_lower_case=do_lower_case)
+    module = module_class(model, preprocessor, config, config_file=config_file,
+                          spm_model_file=spm_model_file,
+                          do_lower_case=do_lower_case, **options)
     return save_versioned(module, export_dir, module.signatures(), version)
 
 
@@ -311,62 +324,17 @@ def build_model(kind, config, task="encoder", num_labels=2,
                    f"{serving_modules.TASKS}")
 
 
-# Heads of the original fine-tuning scripts, by TF1 variable name.
-_TF1_HEADS = {
-    "classification_head": ("output_weights", "output_bias"),
-    "span_labeling_head": ("cls/squad/output_weights", "cls/squad/output_bias"),
-    "multiple_choice_head": ("output_weights", "output_bias"),
-}
-
-
 def load_weights(model, checkpoint, allow_random_head=False):
-  """Loads `checkpoint` into `model`; returns a one-line description.
+  """Loads `checkpoint` (any layout `restore` reads) into the whole `model`;
+  returns a one-line description.
 
-  Our layout (`object_layout.checkpoint_for`) loads the whole model. Other
-  layouts go through `conversion.load_any_checkpoint` (encoder; TF1
-  fine-tuned classifier/SQuAD/RACE heads are read by their original names).
   A downstream model whose checkpoint holds no head fails unless
   `allow_random_head` (e.g. exporting a pretraining checkpoint as a
   classifier for a smoke test).
   """
-  path = object_layout.resolve_checkpoint_path(checkpoint)
-  encoder = _encoder_of(model)
-  is_downstream = model is not encoder
-  names = {name for name, _ in tf.train.list_variables(path)}
-  ours = any(name.startswith("encoder/") for name in names)
-  if ours:
-    heads = set(object_layout.model_parts(model)) - {"encoder"}
-    held = {name.split("/", 1)[0] for name in names}
-    if heads - held:
-      if not allow_random_head:
-        raise ValueError(
-            f"{path}: holds an encoder but not the {type(model).__name__} "
-            f"head ({sorted(heads - held)}): it is not a fine-tuned "
-            "checkpoint of this model. Pass --allow_random_head to export "
-            "with a freshly initialised head.")
-      object_layout.restore_encoder(encoder, path)
-      return f"encoder from {path} (albert_tf layout), head random"
-    object_layout.restore_model(model, path)
-    return f"{path} (albert_tf layout)"
-  conversion.load_any_checkpoint(model, path)
-  if not is_downstream or isinstance(model, AlbertPretrainer):
-    return f"{path} (converted)"
-  head = getattr(model, "head", None)
-  tf1_names = _TF1_HEADS.get(getattr(head, "name", ""))
-  if tf1_names and all(n in names for n in tf1_names):
-    reader = tf.train.load_checkpoint(path)
-    for var, name in zip((head.output_weights, head.output_bias), tf1_names):
-      value = reader.get_tensor(name)
-      if tuple(value.shape) != tuple(var.shape):
-        raise ValueError(f"{path}: {name} has shape {value.shape}, the model "
-                         f"expects {tuple(var.shape)}")
-      var.assign(value)
-    return f"{path} (converted, head from {tf1_names[0]})"
-  if not allow_random_head:
-    raise ValueError(f"{path}: no task head found for "
-                     f"{type(model).__name__}; pass --allow_random_head to "
-                     "export with a freshly initialised head.")
-  return f"encoder from {path} (converted), head random"
+  return restore_lib.restore(model, checkpoint,
+                             allow_missing_heads=allow_random_head).summary()
+
 
 def run(kind, export_dir, albert_config_file=None, checkpoint=None,
         random_init=False, allow_random_head=False, spm_model_file=None,
@@ -382,8 +350,13 @@ def run(kind, export_dir, albert_config_file=None, checkpoint=None,
     raise ValueError("--export_dir is required")
   if kind in ("preprocessing", "serving") and not spm_model_file:
     raise ValueError(f"--spm_model_file is required for a {kind} export")
+  # Bad paths fail here, in one line, before a model is built and loaded.
+  version_dir(export_dir, version)
   config = (albert_config.load_model_config([albert_config_file])
             if albert_config_file else None)
+  if spm_model_file:
+    preprocessing.check_spm_model(spm_model_file,
+                                  config.vocab_size if config else None)
   if kind == "preprocessing":
     return export_preprocessing(
         spm_model_file, export_dir, seq_length=seq_length,
@@ -411,6 +384,6 @@ def run(kind, export_dir, albert_config_file=None, checkpoint=None,
                         label_names=label_names,
                         num_text_fields=num_text_fields,
                         max_answer_length=max_answer_length,
-                        max_query_length=max_query_length,
-                        regression=task == "regression", version=version,
-                        doc_stride=doc_stride, max_windows=max_windows)
+                        max_query_length=max_query_length, version=version,
+                        task=task, doc_stride=doc_stride,
+                        max_windows=max_windows)

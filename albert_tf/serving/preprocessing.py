@@ -92,8 +92,47 @@ def normalize_text(text, lower=True):
   text = tf_text.normalize_utf8(text, "NFKD")
   text = tf.strings.regex_replace(text, combining_class(), "")
   if lower:
-    text = tf.strings.lower(text, encoding="utf-8")
+    text = lower_utf8(text)
   return text
+
+
+def lower_utf8(text):
+  """`str.lower` on a UTF-8 string tensor, NUL bytes included.
+
+  `tf.strings.lower(encoding="utf-8")` stops at the first NUL (ICU reads a C
+  string), which would silently drop the rest of the text; Python keeps it.
+  So the text is lowered between NULs and put back together. Cutting at NUL
+  cannot change a final sigma: NUL is neither cased nor case-ignorable.
+  """
+  parts = tf.strings.split(text, sep="\x00")  # [batch, (parts)]
+  lowered = tf.strings.lower(parts.flat_values, encoding="utf-8")
+  # A NUL after every part but the last of its row. (reduce_join's
+  # `separator` is a C-string attribute and cannot be NUL.)
+  last = parts.row_limits() - 1  # [batch]; every row has >= 1 part
+  is_last = tf.scatter_nd(last[:, None], tf.ones_like(last, tf.int32),
+                          tf.shape(lowered, out_type=tf.int64)) > 0  # [parts]
+  lowered = tf.strings.join([lowered, tf.where(is_last, "", "\x00")])
+  return tf.strings.reduce_join(parts.with_flat_values(lowered), axis=-1)
+
+
+def check_spm_model(spm_model_file, vocab_size=None):
+  """The Python tokenizer of `spm_model_file`, after checking it.
+
+  Fails (ValueError, one line naming the file) when the file is missing or
+  not a SentencePiece model with [CLS]/[SEP]/[MASK], or when its piece count
+  is not the model's `vocab_size`: a tokenizer of another size would feed
+  the model ids of other pieces, silently.
+  """
+  if not spm_model_file or not tf.io.gfile.exists(spm_model_file):
+    raise ValueError(f"{spm_model_file}: no such SentencePiece model file "
+                     "(--spm_model_file)")
+  tokenizer = tokenization.FullTokenizer(spm_model_file)
+  if vocab_size is not None and tokenizer.vocab_size != vocab_size:
+    raise ValueError(
+        f"{spm_model_file}: {tokenizer.vocab_size} pieces but the model's "
+        f"vocab_size is {vocab_size}; every served token id would be wrong "
+        "(wrong --spm_model_file or config?)")
+  return tokenizer
 
 
 def _gather_rows(ids, index):
@@ -154,8 +193,7 @@ class TextPreprocessor(tf.Module):
                        f"{truncation!r}")
     if seq_length < 3:
       raise ValueError(f"seq_length must be >= 3, got {seq_length}")
-    python_tokenizer = tokenization.FullTokenizer(spm_model_file,
-                                                  do_lower_case=do_lower_case)
+    python_tokenizer = check_spm_model(spm_model_file)
     self.cls_id = python_tokenizer.cls_id
     self.sep_id = python_tokenizer.sep_id
     self.pad_id = python_tokenizer.pad_id

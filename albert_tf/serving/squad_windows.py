@@ -26,7 +26,7 @@ of each window, and skips spans with no visible text.
 import tensorflow as tf
 
 from albert_tf.modeling.models import albert_squad_v2
-from albert_tf.serving import serving_modules
+from albert_tf.serving import squad_module
 
 _NEG = -1e9
 
@@ -60,8 +60,8 @@ def max_context(starts, lengths, window, max_tokens):
   return tf.equal(_first_argmax(score), window[:, None])  # [N, T]
 
 
-class SquadWindowServingModule(serving_modules.TaskServingModule):
-  """`TaskServingModule` for SQuAD whose text signatures slide windows.
+class SquadWindowServingModule(squad_module.SquadModule):
+  """`SquadModule` whose text signatures slide windows.
 
   Text outputs (per question, [batch]): answer_text (normalised text),
   answer_start / answer_end (int32 context token indices; 0, 0 when no
@@ -73,10 +73,13 @@ class SquadWindowServingModule(serving_modules.TaskServingModule):
   unchanged (one window per row; the raw beam for `AlbertSquadV2`).
   """
 
+  options = ("max_answer_length", "doc_stride", "max_query_length",
+             "max_windows", "null_score_diff_threshold")
+
   def __init__(self, model, preprocessor, config, doc_stride=128,
                max_query_length=64, max_windows=32,
                null_score_diff_threshold=None, **kwargs):
-    super().__init__(model, "squad", preprocessor, config, **kwargs)
+    super().__init__(model, preprocessor, config, **kwargs)
     self.doc_stride = doc_stride
     self.max_query_length = max_query_length
     self.max_windows = max_windows
@@ -126,7 +129,7 @@ class SquadWindowServingModule(serving_modules.TaskServingModule):
 
   def task_outputs(self, features):
     """serve_ids: the beam outputs of an `AlbertSquadV2` as they are (one
-    window per row); other models as `TaskServingModule`."""
+    window per row); other models as `SquadModule`."""
     if not self.beam:
       return super().task_outputs(features)
     return dict(self.model(self._check(features), training=False))

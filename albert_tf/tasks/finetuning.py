@@ -18,9 +18,9 @@ trainer and train_lib call:
   export(model, export_dir)            serving SavedModel
 
 A run warm-starts, when it has no checkpoint of its own yet, from
-`trainer.init_checkpoint` (ours, the original TF1 release or Model Garden,
-through conversion.load_any_checkpoint) or `task.init_saved_model` (an
-encoder SavedModel from export_savedmodel).
+`trainer.init_checkpoint` (ours, the original TF1 release or Model Garden) or
+`task.init_saved_model` (an encoder SavedModel from export_savedmodel), both
+through `checkpoints.restore.restore`.
 """
 
 import abc
@@ -33,8 +33,7 @@ import numpy as np
 import tensorflow as tf
 from official.modeling.hyperparams import base_config
 
-from albert_tf.checkpoints import conversion
-from albert_tf.checkpoints import object_layout
+from albert_tf.checkpoints import restore as restore_lib
 from albert_tf.core import experiment_config
 from albert_tf.core import trainer as trainer_lib
 from albert_tf.data import finetune_features
@@ -108,73 +107,20 @@ class FinetuningExperimentConfig(experiment_config.ExperimentConfig):
 # --- Warm start ------------------------------------------------------------------------
 
 
-def _saved_model_dir(path):
-  """A version directory from itself or its parent (largest version)."""
-  if tf.io.gfile.exists(os.path.join(path, "saved_model.pb")):
-    return path
-  versions = sorted((int(n.rstrip("/")) for n in tf.io.gfile.listdir(path)
-                     if n.rstrip("/").isdigit()), reverse=True)
-  for v in versions:
-    candidate = os.path.join(path, str(v))
-    if tf.io.gfile.exists(os.path.join(candidate, "saved_model.pb")):
-      return candidate
-  raise ValueError(f"{path}: no SavedModel (saved_model.pb) found")
-
-
-def load_encoder_saved_model(encoder, path):
-  """Copies an exported encoder SavedModel's weights into `encoder`.
-
-  The export keeps the encoder's variables (in order) as `.variables`; each
-  is checked by name suffix and shape.
-  """
-  path = _saved_model_dir(path)
-  loaded = tf.saved_model.load(path)
-  source = list(getattr(loaded, "variables", None) or [])
-  target = list(encoder.variables)
-  if len(source) != len(target):
-    raise ValueError(f"{path}: {len(source)} encoder variables, the model has "
-                     f"{len(target)}; is it an encoder export of the same "
-                     "config?")
-  for s, t in zip(source, target):
-    if tuple(s.shape) != tuple(t.shape):
-      raise ValueError(f"{path}: variable {s.name} has shape {s.shape}, the "
-                       f"model's {t.name} has {t.shape}")
-    t.assign(s)
-  return path
-
-
-def _our_checkpoint(path):
-  """The prefix if `path` is an albert_tf checkpoint (encoder/...), else None."""
-  try:
-    prefix = object_layout.resolve_checkpoint_path(path)
-  except ValueError:
-    return None
-  names = [name for name, _ in tf.train.list_variables(prefix)]
-  return prefix if any(n.startswith("encoder/") for n in names) else None
-
-
 def initialize_model(model, config):
-  """Warm start of a fresh run (no checkpoint in model_dir yet)."""
+  """Warm start of a fresh run (no checkpoint in model_dir yet): the encoder
+  from trainer.init_checkpoint or task.init_saved_model; heads stay fresh."""
   tc, task = config.trainer, config.task
   if tc.init_checkpoint and task.init_saved_model:
     raise ValueError("set only one of trainer.init_checkpoint and "
                      "task.init_saved_model")
-  if task.init_saved_model:
-    used = load_encoder_saved_model(model.encoder, task.init_saved_model)
-    logging.info("warm-started the encoder from SavedModel %s", used)
-  elif tc.init_checkpoint:
-    ours = _our_checkpoint(tc.init_checkpoint)
-    if ours and not tc.init_from_group0:
-      object_layout.restore_encoder(model.encoder, ours)
-      logging.info("warm-started the encoder from %s", ours)
-      return
-    # Original TF1 / Model Garden layouts (or group-0 init): the converter.
-    report = conversion.load_any_checkpoint(
-        model, tc.init_checkpoint, init_from_group0=tc.init_from_group0)
-    logging.info("warm-started the encoder from %s (%d variables)",
-                 tc.init_checkpoint, len(report.mapped))
-  else:
+  source = tc.init_checkpoint or task.init_saved_model
+  if not source:
     logging.warning("no init checkpoint: fine-tuning from random weights")
+    return
+  report = restore_lib.restore(model, source, parts="encoder",
+                               init_from_group0=tc.init_from_group0)
+  logging.info("warm-started the encoder: %s", report.summary())
 
 
 # --- The task base -------------------------------------------------------------------------
@@ -275,7 +221,7 @@ class FinetuneTask(trainer_lib.Task, metaclass=abc.ABCMeta):
 
   def restore_for_inference(self, trainer, path):
     """Loads checkpoint `path` into trainer.model (eval, predict, export)."""
-    trainer.restore_model(path)
+    restore_lib.restore(trainer.model, path, step=trainer.global_step)
 
   def model_inputs(self, features):
     return {k: features[k] for k in INPUT_NAMES}

@@ -15,7 +15,7 @@ from typing import Any, Dict, Optional
 from absl import logging
 import tensorflow as tf
 
-from albert_tf.checkpoints import conversion
+from albert_tf.checkpoints import restore as restore_lib
 from albert_tf.data import pretraining_dataloader
 from albert_tf.modeling import losses
 from albert_tf.core import trainer as trainer_lib
@@ -256,7 +256,7 @@ class PretrainingTask(trainer_lib.Task):
     tc = self.config.trainer
     if not tc.init_checkpoint:
       return
-    conversion.load_any_checkpoint(
+    report = restore_lib.restore(
         model, tc.init_checkpoint, init_from_group0=tc.init_from_group0,
         allow_missing_heads=True)
-    logging.info("warm-started the model from %s", tc.init_checkpoint)
+    logging.info("warm-started the model: %s", report.summary())

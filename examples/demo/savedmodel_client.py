@@ -29,16 +29,15 @@ import tensorflow_text  # pylint: disable=unused-import  (registers ops)
 
 
 def version_dir(path):
-  """A SavedModel directory from itself or its parent (largest version)."""
-  if os.path.exists(os.path.join(path, "saved_model.pb")):
-    return path
-  versions = sorted((int(d) for d in os.listdir(path) if d.isdigit()),
-                    reverse=True)
-  for v in versions:
-    candidate = os.path.join(path, str(v))
-    if os.path.exists(os.path.join(candidate, "saved_model.pb")):
-      return candidate
-  raise SystemExit(f"ERROR: no SavedModel under {path}")
+  """`path` after checking it is one SavedModel version directory.
+
+  Picking a version is albert_tf.checkpoints.paths' job (this script does
+  not import albert_tf); the demo passes the directory the export wrote.
+  """
+  if not os.path.exists(os.path.join(path, "saved_model.pb")):
+    raise SystemExit(f"ERROR: {path}: no saved_model.pb; pass the version "
+                     "directory the export printed (<export_dir>/<version>)")
+  return path
 
 
 def normalize(text):
@@ -210,7 +209,7 @@ def main(argv=None):
   sub = parser.add_subparsers(dest="command", required=True)
   p = sub.add_parser("fill_mask", help="masked-word predictions")
   p.add_argument("--export_dir", required=True,
-                 help="pretraining export (version dir or its parent)")
+                 help="pretraining export version dir (<export_dir>/<version>)")
   p.add_argument("--sentences_file", required=True,
                  help="text, one sentence per line")
   p.add_argument("--seq_length", type=int, default=64,
@@ -225,7 +224,7 @@ def main(argv=None):
   p.set_defaults(fn=fill_mask)
   c = sub.add_parser("classify", help="text pair -> label")
   c.add_argument("--export_dir", required=True,
-                 help="serving export (version dir or its parent)")
+                 help="serving export version dir (<export_dir>/<version>)")
   c.add_argument("--tsv", required=True, help="MRPC-layout TSV with labels")
   c.add_argument("--label_names", default="0,1",
                  help="names of label ids 0,1,... (as exported)")

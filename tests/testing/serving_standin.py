@@ -29,6 +29,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text  # pylint: disable=unused-import  (registers ops)
 
+from albert_tf.checkpoints import paths
+
 _ROUTE = re.compile(r"^/v1/models/(?P<name>[^/:]+)(/versions/(?P<version>\d+))?"
                     r"(?P<rest>/metadata|:predict)?$")
 _DTYPES = {tf.string: "DT_STRING", tf.int32: "DT_INT32", tf.int64: "DT_INT64",
@@ -72,14 +74,13 @@ class StandinServer:
 
   def __init__(self, model_base_path, model_name, max_requests=50,
                lifetime=120.0):
-    versions = sorted(int(v) for v in os.listdir(model_base_path)
-                      if v.isdigit())
-    if not versions:
-      raise ValueError(f"{model_base_path}: no integer version directory")
-    self.version = versions[-1]
+    path = paths.latest_version_dir(model_base_path)
+    if path is None:
+      raise ValueError(f"{model_base_path}: no integer version directory "
+                       "with a saved_model.pb")
+    self.version = int(os.path.basename(path))
     self.model_name = model_name
-    self.model = tf.saved_model.load(
-        os.path.join(model_base_path, str(self.version)))
+    self.model = tf.saved_model.load(path)
     self.max_requests = max_requests
     self.lifetime = lifetime
     self.requests = 0

@@ -1,0 +1,122 @@
+"""Where checkpoints and SavedModel exports live on disk: the one resolver of
+each.
+
+  resolve_checkpoint(path)  a checkpoint prefix from a prefix, a `.index`
+                            file, a directory, a run directory or a TF-Hub
+                            module directory.
+  existing_versions / next_version / latest_version_dir / resolve_saved_model:
+                            TF Serving's `<base>/<integer version>/` layout.
+
+Both live here (below `serving/`) because `restore()` accepts SavedModel
+exports as well as checkpoints. Errors are ValueErrors with one line naming
+the path.
+"""
+
+import glob
+import os
+import re
+from typing import List, Optional
+
+import tensorflow as tf
+
+from albert_tf.checkpoints.canonical_weights import CheckpointConversionError
+
+# A training run keeps its checkpoints in `<model_dir>/checkpoints/`
+# (core.trainer.CHECKPOINT_SUBDIR).
+RUN_CHECKPOINT_SUBDIR = "checkpoints"
+# The released tarballs have no `checkpoint` state file, only this prefix.
+RELEASED_PREFIX = "model.ckpt-best"
+SAVED_MODEL_FILE = "saved_model.pb"
+
+# --- Checkpoints -------------------------------------------------------------
+
+
+def _prefix_in_directory(path: str) -> Optional[str]:
+  """The checkpoint a directory designates, or None if it holds none."""
+  hub = os.path.join(path, "variables", "variables")
+  if tf.io.gfile.exists(hub + ".index"):
+    return hub
+  latest = tf.train.latest_checkpoint(path)
+  if latest:
+    return latest
+  prefixes = sorted(p[:-len(".index")]
+                    for p in glob.glob(os.path.join(path, "*.index")))
+  if len(prefixes) == 1:
+    return prefixes[0]
+  best = os.path.join(path, RELEASED_PREFIX)
+  if best in prefixes:
+    return best
+  if prefixes:
+    raise CheckpointConversionError(
+        f"{path}: directory holds several checkpoints "
+        f"{[os.path.basename(p) for p in prefixes]}; pass one prefix")
+  return None
+
+
+def resolve_checkpoint(path: str) -> str:
+  """A checkpoint prefix from `path`.
+
+  `path`: a prefix (`dir/ckpt-100`), its `.index` file, or a directory: its
+  `checkpoint` state file's latest, a TF-Hub module's `variables/variables`,
+  its only `*.index` prefix, `model.ckpt-best`, or (a run's model_dir) the
+  same inside its `checkpoints/` subdirectory.
+  """
+  if not path:
+    raise CheckpointConversionError("no checkpoint path given")
+  if tf.io.gfile.isdir(path):
+    found = _prefix_in_directory(path)
+    run_dir = os.path.join(path, RUN_CHECKPOINT_SUBDIR)
+    if found is None and tf.io.gfile.isdir(run_dir):
+      found = _prefix_in_directory(run_dir)
+    if found is None:
+      raise CheckpointConversionError(
+          f"{path}: directory holds no checkpoint (no *.index file, no "
+          f"{RUN_CHECKPOINT_SUBDIR}/ with one)")
+    return found
+  if tf.io.gfile.exists(path + ".index"):
+    return path
+  if path.endswith(".index") and tf.io.gfile.exists(path):
+    return path[:-len(".index")]
+  raise CheckpointConversionError(
+      f"{path}: no such checkpoint (missing {path}.index)")
+
+
+# --- SavedModel versions -----------------------------------------------------
+
+
+def existing_versions(export_dir: str) -> List[int]:
+  """Sorted integer version subdirectories of `export_dir` (complete or not)."""
+  if not tf.io.gfile.isdir(export_dir):
+    return []
+  names = tf.io.gfile.listdir(export_dir)
+  return sorted(int(n.rstrip("/")) for n in names if re.fullmatch(r"\d+/?", n))
+
+
+def next_version(export_dir: str) -> int:
+  """1 + the largest existing version (1 for a new directory)."""
+  versions = existing_versions(export_dir)
+  return versions[-1] + 1 if versions else 1
+
+
+def is_saved_model_dir(path: str) -> bool:
+  return tf.io.gfile.exists(os.path.join(path, SAVED_MODEL_FILE))
+
+
+def latest_version_dir(export_dir: str) -> Optional[str]:
+  """The largest version directory holding a saved_model.pb, or None."""
+  for version in reversed(existing_versions(export_dir)):
+    candidate = os.path.join(export_dir, str(version))
+    if is_saved_model_dir(candidate):
+      return candidate
+  return None
+
+
+def resolve_saved_model(path: str) -> str:
+  """A SavedModel directory from itself or its base dir (latest version)."""
+  if is_saved_model_dir(path):
+    return path
+  found = latest_version_dir(path)
+  if found is None:
+    raise ValueError(f"{path}: no SavedModel ({SAVED_MODEL_FILE} neither in "
+                     "it nor in an integer version subdirectory)")
+  return found

@@ -1,0 +1,331 @@
+"""`restore()`: the one way to load weights into an albert_tf model.
+
+Every caller (pretraining and fine-tuning warm start, evaluation, export,
+conversion) goes through it. Given a model (AlbertEncoder, AlbertPretrainer
+or a downstream model with `.encoder` and heads) and a path, it detects the
+source and loads what was asked:
+
+  albert_tf     our object checkpoint (named parts, `object_layout`);
+  tf1           the original google-research names (`bert/...`, `cls/...`,
+                optional TF-Hub `module/` prefix), including the fine-tuned
+                heads of run_classifier / run_squad / run_race
+                (`output_weights`, `cls/squad/output_*`);
+  model_garden  official.nlp.modeling AlbertEncoder / BertPretrainerV2;
+  saved_model   an encoder export of `export_savedmodel` (its `.variables`).
+
+`path` may be a checkpoint prefix, a directory (its latest checkpoint), a run
+directory (`<model_dir>/checkpoints/`), a TF-Hub module or a SavedModel base
+or version directory. Failures are CheckpointConversionError (a ValueError)
+naming the path and what is missing or mis-shaped.
+"""
+
+import dataclasses
+import os
+from typing import Dict, List, Optional, Tuple
+
+from absl import logging
+import numpy as np
+import tensorflow as tf
+
+from albert_tf.checkpoints import canonical_weights as cw
+from albert_tf.checkpoints import model_garden_checkpoint as mg
+from albert_tf.checkpoints import object_layout
+from albert_tf.checkpoints import paths
+from albert_tf.checkpoints import tf1_checkpoint
+from albert_tf.checkpoints.canonical_weights import CheckpointConversionError
+from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
+from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
+
+LAYOUTS = ("tf1", "albert_tf", "model_garden")
+PARTS = ("all", "encoder")
+
+
+@dataclasses.dataclass
+class RestoreReport:
+  """What `restore()` loaded.
+
+  path: the resolved checkpoint prefix or SavedModel directory.
+  layout: "albert_tf", "tf1", "model_garden" or "saved_model".
+  restored: model parts loaded ("encoder", "mlm_head", "head", ...).
+  fresh: model parts left at their initial values (allow_missing_heads or
+    parts="encoder").
+  conversion: the per-variable ConversionReport (tf1 / model_garden /
+    init_from_group0), else None.
+  """
+  path: str
+  layout: str
+  restored: List[str]
+  fresh: List[str] = dataclasses.field(default_factory=list)
+  conversion: Optional[cw.ConversionReport] = None
+
+  @property
+  def mapped(self) -> Dict[str, str]:
+    return self.conversion.mapped if self.conversion else {}
+
+  @property
+  def skipped(self) -> Dict[str, str]:
+    return self.conversion.skipped if self.conversion else {}
+
+  def summary(self) -> str:
+    text = f"{', '.join(self.restored)} from {self.path} ({self.layout} layout)"
+    if self.fresh:
+      text += f"; head random: {', '.join(self.fresh)}"
+    return text
+
+
+# --- Layouts -----------------------------------------------------------------
+
+
+def detect_layout(prefix: str) -> str:
+  """'tf1', 'albert_tf' or 'model_garden' from the variable names."""
+  names = list(cw.open_reader(prefix).get_variable_to_shape_map())
+  if tf1_checkpoint.looks_like_tf1_albert(names):
+    return "tf1"
+  if any("/attention_layers/" in n for n in names):
+    return "albert_tf"
+  if mg.has_model_garden_keys(names):
+    return "model_garden"
+  if tf1_checkpoint.looks_like_tf1_bert(names):
+    raise CheckpointConversionError(
+        f"{prefix}: a BERT checkpoint (bert/encoder/layer_N), not ALBERT "
+        "(bert/encoder/transformer/group_N)")
+  sample = cw.summarize_names(sorted(names), limit=6)
+  raise CheckpointConversionError(
+      f"{prefix}: unknown checkpoint layout; expected the original TF1 "
+      "ALBERT names (bert/embeddings/..., bert/encoder/transformer/group_0/"
+      "...), albert_tf's or Model Garden's object-based layout. Variables: "
+      f"{sample}")
+
+
+def _read_albert_tf(prefix, config, with_heads, model=None):
+  """Reads our layout; `model` (built from `config` when None) gives the
+  object-graph keys."""
+  if model is None:
+    model = AlbertPretrainer(config) if with_heads else AlbertEncoder(config)
+  variables = cw.model_variables(model, with_heads=with_heads)
+  names_by_id = {id(v): n for n, v in variables.items()}
+  keys = cw.object_checkpoint_keys(object_layout.model_parts(model))
+  key_to_name = {k: names_by_id[id(v)] for k, v in keys.items()
+                 if id(v) in names_by_id}
+  return cw.read_object_checkpoint(prefix, key_to_name, "albert_tf")
+
+
+def read_weights(prefix: str, config, layout: Optional[str] = None,
+                 with_heads: bool = True, init_from_group0: bool = False,
+                 model=None
+                 ) -> Tuple[Dict[str, np.ndarray], cw.ConversionReport]:
+  """Reads any supported checkpoint into canonical arrays (our names/shapes).
+
+  Does not check completeness; `check_and_assign` does that against a model.
+  `model`: optional albert_tf model of `config` (saves building one when
+  reading our own layout).
+  """
+  layout = layout or detect_layout(prefix)
+  if layout == "tf1":
+    values, report = tf1_checkpoint.read_tf1_checkpoint(prefix, config,
+                                                        with_heads)
+  elif layout == "albert_tf":
+    values, report = _read_albert_tf(prefix, config, with_heads, model)
+  elif layout == "model_garden":
+    values, report = mg.read_model_garden_checkpoint(prefix, config,
+                                                     with_heads)
+  else:
+    raise CheckpointConversionError(f"unknown layout {layout!r}; expected one "
+                                    f"of {LAYOUTS}")
+  if init_from_group0:
+    cw.fill_from_group0(values, report.mapped, config)
+  return values, report
+
+
+# --- Sources -----------------------------------------------------------------
+
+
+def _saved_model_source(path: str) -> Optional[str]:
+  """The SavedModel directory `path` designates, or None for checkpoints.
+
+  A TF1 TF-Hub module is also a SavedModel but is read as a checkpoint.
+  """
+  if not tf.io.gfile.isdir(path):
+    return None
+  found = (path if paths.is_saved_model_dir(path)
+           else paths.latest_version_dir(path))
+  if found is None or tf.io.gfile.exists(
+      os.path.join(found, "tfhub_module.pb")):
+    return None
+  return found
+
+
+def _restore_saved_model(encoder, directory: str) -> None:
+  """Copies an encoder export's `.variables` (the encoder's, in order)."""
+  loaded = tf.saved_model.load(directory)
+  source = list(getattr(loaded, "variables", None) or [])
+  target = list(encoder.variables)
+  if len(source) != len(target):
+    raise CheckpointConversionError(
+        f"{directory}: SavedModel has {len(source)} encoder variables, the "
+        f"model has {len(target)}; not an encoder export of this config")
+  for s, t in zip(source, target):
+    if tuple(s.shape) != tuple(t.shape):
+      raise CheckpointConversionError(
+          f"{directory}: variable {s.name} has shape {s.shape.as_list()}, "
+          f"the model's {t.name} has {t.shape.as_list()} (wrong config?)")
+  for s, t in zip(source, target):
+    t.assign(s)
+
+
+def _read_tf1_heads(model, prefix: str, heads: List[str]):
+  """The original fine-tuning scripts' heads the checkpoint holds, read and
+  checked (nothing assigned): part -> {original name: (variable, array)}.
+
+  A head is all or nothing: some but not all of its variables, or one of
+  another shape, is an error naming the variable.
+  """
+  reader = cw.open_reader(prefix)
+  stored = reader.get_variable_to_shape_map()
+  found = {}
+  for part in heads:
+    variables = tf1_checkpoint.finetuned_head_variables(
+        getattr(model, part, None))
+    if not any(name in stored for name in variables):
+      continue
+    missing = [name for name in variables if name not in stored]
+    if missing:
+      raise CheckpointConversionError(
+          f"{prefix}: no {part} variable(s) {', '.join(missing)} (it has the "
+          "rest of that head; not a checkpoint of this model?)")
+    for name, var in variables.items():
+      if tuple(stored[name]) != tuple(var.shape):
+        raise CheckpointConversionError(
+            f"{prefix}: {name} has shape {tuple(stored[name])}, the model's "
+            f"{part} expects {tuple(var.shape)} (wrong num_labels or "
+            "config?)")
+    found[part] = {name: (var, cw.read_tensor(reader, name, prefix))
+                   for name, var in variables.items()}
+  return found
+
+
+def _assign_tf1_heads(found, report):
+  for part, variables in found.items():
+    for name, (var, value) in variables.items():
+      var.assign(value)
+      report.mapped[f"{part}/{name}"] = name
+      report.skipped.pop(name, None)
+      report.extras.pop(name, None)
+
+
+def tf1_global_step(prefix):
+  """A TF1 checkpoint's `global_step`, or None."""
+  reader = cw.open_reader(prefix)
+  if "global_step" not in reader.get_variable_to_shape_map():
+    return None
+  return int(reader.get_tensor("global_step"))
+
+
+def _check_heads(model, path, wanted_heads, held_heads, allow_missing_heads):
+  missing = [h for h in wanted_heads if h not in held_heads]
+  if missing and not allow_missing_heads:
+    raise CheckpointConversionError(
+        f"{path}: holds an encoder but not the {type(model).__name__} head "
+        f"({', '.join(missing)}): not a checkpoint of this model; restore "
+        "parts='encoder', or allow_missing_heads (--allow_random_head) to "
+        "keep fresh heads")
+  if missing:
+    logging.warning("%s has no %s; keeping their initial values", path,
+                    ", ".join(missing))
+  return missing
+
+
+def _restore_converted(model, prefix, layout, heads, allow_missing_heads,
+                       init_from_group0, step):
+  """tf1 / model_garden / group-0 init: canonical arrays, then assignment
+  once every value has been checked."""
+  config = cw.model_config(model)
+  is_pretrainer = isinstance(model, AlbertPretrainer)
+  with_heads = is_pretrainer and bool(heads)
+  values, report = read_weights(prefix, config, layout, with_heads=with_heads,
+                                init_from_group0=init_from_group0,
+                                model=model if layout == "albert_tf" else None)
+  variables = cw.model_variables(model, with_heads=with_heads)
+  tf1_heads = {}
+  if is_pretrainer:
+    held = [h for h in heads
+            if all(n in values for n in variables if n.startswith(h + "/"))]
+  elif layout == "tf1":  # The original fine-tuning scripts' head names.
+    tf1_heads = _read_tf1_heads(model, prefix, heads)
+    held = list(tf1_heads)
+  elif layout == "albert_tf":  # Only reached with init_from_group0.
+    in_checkpoint = {n.split("/", 1)[0]
+                     for n, _ in tf.train.list_variables(prefix)}
+    held = [h for h in heads if h in in_checkpoint]
+  else:
+    held = []
+  fresh = _check_heads(model, prefix, heads, held, allow_missing_heads)
+  variables = {n: v for n, v in variables.items()
+               if n.split("/", 1)[0] not in fresh}
+  cw.check_and_assign(variables, values, report.mapped, prefix)
+  _assign_tf1_heads(tf1_heads, report)
+  if layout == "albert_tf" and held:
+    object_layout.restore_parts(
+        {h: object_layout.model_parts(model)[h] for h in held}, prefix)
+  restored = ["encoder"] + held
+  if step is not None and layout == "tf1":
+    global_step = tf1_global_step(prefix)
+    if global_step is not None:
+      step.assign(global_step)
+      restored.append("step")
+  return RestoreReport(prefix, report.layout, restored, fresh, report)
+
+
+def _restore_ours(model, prefix, heads, allow_missing_heads, step):
+  held = {name.split("/", 1)[0] for name, _ in tf.train.list_variables(prefix)}
+  if "encoder" not in held:
+    raise CheckpointConversionError(
+        f"{prefix}: no encoder in this checkpoint (it holds {sorted(held)})")
+  fresh = _check_heads(model, prefix, heads, held, allow_missing_heads)
+  all_parts = object_layout.model_parts(model)
+  parts = {name: all_parts[name] for name in ["encoder"] + heads
+           if name not in fresh}
+  if step is not None and "step" in held:
+    parts["step"] = step
+  object_layout.restore_parts(parts, prefix)
+  return RestoreReport(prefix, "albert_tf", list(parts), fresh)
+
+
+def restore(model, path: str, parts: str = "all",
+            allow_missing_heads: bool = False, init_from_group0: bool = False,
+            step: Optional[tf.Variable] = None) -> RestoreReport:
+  """Loads `path` into `model` in memory; returns a RestoreReport.
+
+  parts: "all" (the encoder and every head of `model`) or "encoder" (warm
+    start of a new task: heads keep their initial values).
+  allow_missing_heads: heads the source lacks keep their initial values
+    instead of failing (e.g. Model Garden checkpoints without the SOP head,
+    or a smoke-test export of a pretraining checkpoint as a classifier).
+  init_from_group0: every group starts from group_0's weights (the
+    original's option for growing the number of groups).
+  step: a variable to restore the training step into (albert_tf layout;
+    a TF1 checkpoint's `global_step`).
+  """
+  if parts not in PARTS:
+    raise ValueError(f"parts={parts!r}: expected one of {PARTS}")
+  heads = ([] if parts == "encoder" else
+           [p for p in object_layout.model_parts(model) if p != "encoder"])
+  encoder = getattr(model, "encoder", model)
+  saved_model = _saved_model_source(path)
+  if saved_model:
+    fresh = _check_heads(model, saved_model, heads, [], allow_missing_heads)
+    _restore_saved_model(encoder, saved_model)
+    report = RestoreReport(saved_model, "saved_model", ["encoder"], fresh)
+  else:
+    prefix = paths.resolve_checkpoint(path)
+    layout = detect_layout(prefix)
+    if layout == "albert_tf" and not init_from_group0:
+      report = _restore_ours(model, prefix, heads, allow_missing_heads, step)
+    else:
+      report = _restore_converted(model, prefix, layout, heads,
+                                  allow_missing_heads, init_from_group0, step)
+  if parts == "encoder":
+    report.fresh = [p for p in object_layout.model_parts(model)
+                    if p != "encoder"]
+  logging.info("restored %s", report.summary())
+  return report

@@ -1,0 +1,93 @@
+"""SQuAD (span) serving: `question` + `context` -> the best answer span.
+
+One window per example: the question is capped at `max_query_length` tokens
+and the passage gets the rest of `seq_length` (truncation "first_fixed").
+The best span maximises start + end logit over spans inside the passage of
+at most `max_answer_length` tokens.
+"""
+
+import tensorflow as tf
+
+from albert_tf.serving import preprocessing
+from albert_tf.serving import task_modules
+
+# A finite "minus infinity" (JSON has no -inf) for impossible spans.
+_NEG = -1e30
+
+
+def best_spans(start_logits, end_logits, in_context, max_answer_length):
+  """Best allowed span per row.
+
+  Args:
+    start_logits, end_logits: float [b, seq].
+    in_context: bool [b, seq], positions an answer may cover.
+    max_answer_length: longest span in tokens.
+
+  Returns:
+    start, end int32 [b] (0, 0 when no span is allowed), score float [b]
+    (start + end logit, `_NEG` when none), found bool [b].
+  """
+  seq_length = tf.shape(start_logits)[1]
+  positions = tf.range(seq_length)
+  offset = positions[None, :] - positions[:, None]  # [seq, seq]: end-start
+  in_band = (offset >= 0) & (offset < max_answer_length)
+  allowed = (in_band[None] & in_context[:, :, None] &
+             in_context[:, None, :])  # [b, start, end]
+  scores = start_logits[:, :, None] + end_logits[:, None, :]  # [b, s, s]
+  scores = tf.where(allowed, scores, _NEG)
+  best = tf.argmax(tf.reshape(scores, [-1, seq_length * seq_length]),
+                   axis=-1, output_type=tf.int32)  # [b]
+  found = tf.reduce_any(allowed, axis=[1, 2])  # [b]
+  start = tf.where(found, best // seq_length, 0)
+  end = tf.where(found, best % seq_length, 0)
+  score = tf.where(found, tf.reduce_max(scores, axis=[1, 2]), _NEG)
+  return start, end, score, found
+
+
+class SquadModule(task_modules.TaskServingModule):
+  """start_logits, end_logits [b, seq]; answer_start, answer_end int32 [b]
+  (token positions; 0, 0 = no span found); answer_score [b]; answer_text [b]
+  (normalised text of the span); answerable_probability [b] when the model
+  has an answerability head."""
+
+  task = "squad"
+  text_fields = ("question", "context")
+  options = ("max_answer_length",)
+
+  def __init__(self, model, preprocessor, config, max_answer_length=30,
+               **kwargs):
+    super().__init__(model, preprocessor, config, **kwargs)
+    self.max_answer_length = max_answer_length
+
+  @classmethod
+  def make_preprocessor(cls, spm_model_file, do_lower_case, seq_length,
+                        max_query_length=64, **unused_options):
+    return preprocessing.TextPreprocessor(
+        spm_model_file, do_lower_case=do_lower_case, seq_length=seq_length,
+        truncation="first_fixed", max_first_segment_length=max_query_length)
+
+  def outputs(self, features, model_outputs):
+    ids = features["input_word_ids"]  # [b, seq]
+    # Answers lie in the passage: segment 1, not padding, not the final [SEP].
+    in_context = ((features["input_type_ids"] == 1) &
+                  (features["input_mask"] == 1) &
+                  (ids != self.preprocessor.sep_id))  # [b, seq]
+    start, end, score, found = best_spans(
+        model_outputs["start_logits"], model_outputs["end_logits"],
+        in_context, self.max_answer_length)
+    positions = tf.range(tf.shape(ids)[1])
+    keep = ((positions[None, :] >= start[:, None]) &
+            (positions[None, :] <= end[:, None]) & found[:, None])
+    span_ids = tf.ragged.boolean_mask(ids, keep)  # [b, (span)]
+    result = {
+        "start_logits": model_outputs["start_logits"],
+        "end_logits": model_outputs["end_logits"],
+        "answer_start": start,
+        "answer_end": end,
+        "answer_score": score,
+        "answer_text": self.preprocessor.detokenize(span_ids),
+    }
+    if "answerable_logits" in model_outputs:
+      result["answerable_probability"] = tf.sigmoid(
+          model_outputs["answerable_logits"])
+    return result

@@ -1,0 +1,274 @@
+"""TF Serving modules, one class per task (Model Garden's serving pattern).
+
+Every module offers the same three signatures, built once in the base class:
+  serving_default: raw text, string [batch] per field in `text_fields`
+    (multiple choice: `context` [batch], `choices` [batch, num_choices]).
+  serve_ids: int32 `input_word_ids`, `input_mask`, `input_type_ids`
+    [batch, seq] ([batch, num_choices, seq] for multiple choice).
+  serve_examples: string [batch] `examples`, serialized tf.Example with
+    bytes features named as the text fields.
+All three return the task's outputs (`outputs`). A task subclass says what
+its text fields are, how text and ids become model inputs when that differs
+from one packed sequence, and what it returns.
+
+Modules: EncoderServingModule, ClassificationModule, RegressionModule,
+MultipleChoiceModule here; SquadModule in `squad_module.py`.
+"""
+
+import tensorflow as tf
+
+from albert_tf.serving import preprocessing
+from albert_tf.serving import serving_modules
+from albert_tf.serving.serving_modules import check_rank
+from albert_tf.serving.serving_modules import INPUT_NAMES
+
+
+def sentence_fields(num_text_fields):
+  """Text inputs of a one- or two-segment task."""
+  if num_text_fields == 1:
+    return ("text",)
+  if num_text_fields == 2:
+    return ("text_a", "text_b")
+  raise ValueError(f"num_text_fields must be 1 or 2, got {num_text_fields}")
+
+
+class TaskServingModule(serving_modules.ModelModule):
+  """Base: text / ids / tf.Example signatures over `task_outputs`.
+
+  Subclasses set `task`, `text_fields` and `options`, implement `outputs`,
+  and may override `make_preprocessor`, `preprocess_text`, `text_outputs`,
+  `checked_ids`, `text_specs` and `example_spec`.
+
+  Args:
+    model: the Keras model (its encoder's and heads' variables are saved).
+    preprocessor: a `preprocessing.TextPreprocessor` (tracked, saved with it).
+    config: the AlbertConfig (input checks).
+    **kwargs: assets (`config_file`, `spm_model_file`, `do_lower_case`).
+  """
+
+  task = None
+  text_fields = ()
+  ids_rank = 2  # [batch, seq]
+  # Keyword arguments of __init__ that export_serving passes through.
+  options = ()
+
+  def __init__(self, model, preprocessor, config, **kwargs):
+    super().__init__(model, config, **kwargs)
+    self.preprocessor = preprocessor
+
+  @classmethod
+  def make_preprocessor(cls, spm_model_file, do_lower_case, seq_length,
+                        **unused_options):
+    """The text packer for this task (pairs: longest segment cut first)."""
+    return preprocessing.TextPreprocessor(
+        spm_model_file, do_lower_case=do_lower_case, seq_length=seq_length,
+        truncation="longest_first")
+
+  # --- inputs -> checked model inputs ---
+
+  def _same_batch(self, a, b):
+    """`a`, `b` after asserting they have the same batch size."""
+    check = tf.debugging.assert_equal(
+        tf.shape(a)[0], tf.shape(b)[0],
+        message=f"{self.text_fields[0]} and {self.text_fields[1]} must have "
+        "the same batch size")
+    with tf.control_dependencies([check]):
+      return tf.identity(a), tf.identity(b)
+
+  def preprocess_text(self, texts):
+    """Dict field -> string [batch]; returns packed int32 model inputs."""
+    fields = [texts[name] for name in self.text_fields]
+    if len(fields) == 2:
+      fields = list(self._same_batch(*fields))
+    return self.preprocessor.preprocess(fields)
+
+  def checked_ids(self, features):
+    return self._check(features)
+
+  # --- model inputs -> task outputs ---
+
+  def outputs(self, features, model_outputs):
+    """Checked inputs and the model's outputs -> dict of task outputs."""
+    raise NotImplementedError
+
+  def task_outputs(self, features):
+    """Model inputs (serve_ids, or packed text) -> task outputs."""
+    features = self.checked_ids(features)
+    return self.outputs(features, self.model(features, training=False))
+
+  def text_outputs(self, texts):
+    """Dict field -> string tensor; returns the task outputs (a module that
+    runs several windows per text overrides this)."""
+    return self.task_outputs(self.preprocess_text(texts))
+
+  # --- signatures ---
+
+  def text_specs(self):
+    return {name: tf.TensorSpec([None], tf.string, name=name)
+            for name in self.text_fields}
+
+  def example_spec(self):
+    return {name: tf.io.FixedLenFeature([], tf.string)
+            for name in self.text_fields}
+
+  def signatures(self):
+    text_specs = self.text_specs()
+
+    @tf.function(autograph=False, input_signature=[text_specs])
+    def serve_text_dict(texts):
+      texts = {name: check_rank(t, t.shape.rank, name,
+                                "[batch, num_choices]" if t.shape.rank == 2
+                                else "[batch]")
+               for name, t in texts.items()}
+      return self.text_outputs(texts)
+
+    # Signature inputs are named after the TensorSpec names (the fields).
+    names = list(text_specs)
+    if len(names) == 1:
+      @tf.function(autograph=False, input_signature=[text_specs[names[0]]])
+      def serve_text(a):
+        return serve_text_dict({names[0]: a})
+    else:
+      @tf.function(autograph=False,
+                   input_signature=[text_specs[n] for n in names])
+      def serve_text(a, b):
+        return serve_text_dict({names[0]: a, names[1]: b})
+
+    id_specs = [tf.TensorSpec([None] * self.ids_rank, tf.int32, name=n)
+                for n in INPUT_NAMES]
+
+    @tf.function(autograph=False, input_signature=id_specs)
+    def serve_ids(input_word_ids, input_mask, input_type_ids):
+      return self.task_outputs(dict(input_word_ids=input_word_ids,
+                                    input_mask=input_mask,
+                                    input_type_ids=input_type_ids))
+
+    feature_spec = self.example_spec()
+
+    @tf.function(autograph=False, input_signature=[
+        tf.TensorSpec([None], tf.string, name="examples")])
+    def serve_examples(examples):
+      examples = check_rank(examples, 1, "examples",
+                            "[batch] of serialized tf.Example")
+      return serve_text_dict(tf.io.parse_example(examples, feature_spec))
+
+    # The text-in function is also callable as `module.serve_text(...)`.
+    self.serve_text = serve_text_dict
+    return {"serving_default": serve_text,
+            "serve_ids": serve_ids,
+            "serve_examples": serve_examples}
+
+
+class _SentenceModule(TaskServingModule):
+  """One or two text segments (`text` or `text_a`, `text_b`)."""
+
+  options = ("num_text_fields",)
+
+  def __init__(self, model, preprocessor, config, num_text_fields=1,
+               **kwargs):
+    super().__init__(model, preprocessor, config, **kwargs)
+    self.text_fields = sentence_fields(num_text_fields)
+
+
+class EncoderServingModule(_SentenceModule):
+  """The bare encoder: pooled_output [b, H], sequence_output [b, seq, H]."""
+
+  task = "encoder"
+
+  def outputs(self, features, model_outputs):
+    return {"pooled_output": model_outputs["pooled_output"],
+            "sequence_output": model_outputs["sequence_output"]}
+
+
+class ClassificationModule(_SentenceModule):
+  """logits, probabilities [b, labels], label_id int32 [b], label string
+  [b] (from `label_names`, default "0", "1", ...)."""
+
+  task = "classification"
+  options = ("num_text_fields", "label_names")
+
+  def __init__(self, model, preprocessor, config, num_text_fields=1,
+               label_names=None, **kwargs):
+    super().__init__(model, preprocessor, config, num_text_fields, **kwargs)
+    num_labels = model.num_labels
+    names = list(label_names or [str(i) for i in range(num_labels)])
+    if len(names) != num_labels:
+      raise ValueError(f"label_names has {len(names)} names for "
+                       f"{num_labels} labels")
+    self.label_names = tf.constant(names)
+
+  def outputs(self, features, model_outputs):
+    logits = model_outputs["logits"]  # [b, labels]
+    label_id = tf.argmax(logits, axis=-1, output_type=tf.int32)  # [b]
+    return {"logits": logits,
+            "probabilities": tf.nn.softmax(logits, axis=-1),
+            "label_id": label_id,
+            "label": tf.gather(self.label_names, label_id)}
+
+
+class RegressionModule(_SentenceModule):
+  """score [b] (a one-output classifier, e.g. STS-B)."""
+
+  task = "regression"
+
+  def outputs(self, features, model_outputs):
+    return {"score": model_outputs["logits"][:, 0]}
+
+
+class MultipleChoiceModule(TaskServingModule):
+  """`context` [b] + `choices` [b, num_choices]: logits, probabilities
+  [b, choices], choice int32 [b]."""
+
+  task = "multiple_choice"
+  text_fields = ("context", "choices")
+  ids_rank = 3  # [batch, num_choices, seq]
+
+  def __init__(self, model, preprocessor, config, **kwargs):
+    super().__init__(model, preprocessor, config, **kwargs)
+    self.num_choices = model.num_choices
+
+  def preprocess_text(self, texts):
+    context, choices = texts["context"], texts["choices"]
+    num_choices = self.num_choices
+    checks = [
+        tf.debugging.assert_equal(
+            tf.shape(choices)[1], num_choices,
+            message=f"choices must have shape [batch, {num_choices}]"),
+        tf.debugging.assert_equal(
+            tf.shape(choices)[0], tf.shape(context)[0],
+            message="choices and context must have the same batch size")]
+    with tf.control_dependencies(checks):
+      flat_choices = tf.reshape(choices, [-1])  # [batch * choices]
+    flat_context = tf.repeat(context, num_choices)  # [batch * choices]
+    packed = self.preprocessor.preprocess([flat_context, flat_choices])
+    seq_length = self.preprocessor.seq_length
+    return {k: tf.reshape(v, [-1, num_choices, seq_length])
+            for k, v in packed.items()}  # [batch, choices, seq]
+
+  def checked_ids(self, features):
+    num_choices = self.num_choices
+    features = {k: check_rank(features[k], 3, k, "[batch, num_choices, seq]")
+                for k in INPUT_NAMES}
+    check = tf.debugging.assert_equal(
+        tf.shape(features["input_word_ids"])[1], num_choices,
+        message=f"input_word_ids must have shape [batch, {num_choices}, seq]")
+    with tf.control_dependencies([check]):
+      seq_length = tf.shape(features["input_word_ids"])[-1]
+      flat = self._check({k: tf.reshape(features[k], [-1, seq_length])
+                          for k in INPUT_NAMES})  # [batch * choices, seq]
+    return {k: tf.reshape(v, [-1, num_choices, seq_length])
+            for k, v in flat.items()}
+
+  def outputs(self, features, model_outputs):
+    logits = model_outputs["logits"]  # [b, choices]
+    return {"logits": logits,
+            "probabilities": tf.nn.softmax(logits, axis=-1),
+            "choice": tf.argmax(logits, axis=-1, output_type=tf.int32)}
+
+  def text_specs(self):
+    return {"context": tf.TensorSpec([None], tf.string, name="context"),
+            "choices": tf.TensorSpec([None, None], tf.string, name="choices")}
+
+  def example_spec(self):
+    return {"context": tf.io.FixedLenFeature([], tf.string),
+            "choices": tf.io.FixedLenFeature([self.num_choices], tf.string)}

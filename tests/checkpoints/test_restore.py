@@ -1,0 +1,191 @@
+"""checkpoints.restore.restore: every source layout, heads, errors; paths."""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras
+
+from tests.testing import export_testlib as lib
+from albert_tf.checkpoints import conversion
+from albert_tf.checkpoints import object_layout
+from albert_tf.checkpoints import paths
+from albert_tf.checkpoints.restore import restore
+from albert_tf.core import experiment_config
+from albert_tf.modeling.models import downstream_models as dm
+from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
+from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
+from albert_tf.serving import export_lib
+from albert_tf.tasks import pretraining
+
+CONFIG = lib.tiny_config(vocab_size=50)
+
+
+def _weights(model):
+  return [v.numpy() for v in model.variables]
+
+
+def _assert_same(a, b):
+  for x, y in zip(_weights(a), _weights(b)):
+    np.testing.assert_array_equal(x, y)
+
+
+def _tf1_finetuned(tmp_path, model, head_names):
+  """The original fine-tuning script's checkpoint of `model`: TF1 encoder
+  names plus its head at `head_names` (weights, bias); returns the prefix."""
+  encoder_prefix = conversion.write_weights(
+      model.encoder, str(tmp_path / "enc" / "model.ckpt"), "tf1")
+  reader = tf.train.load_checkpoint(encoder_prefix)
+  names = list(reader.get_variable_to_shape_map())
+  tensors = [tf.constant(reader.get_tensor(n)) for n in names]
+  names += list(head_names)
+  tensors += [tf.constant(model.head.output_weights.numpy()),
+              tf.constant(model.head.output_bias.numpy())]
+  prefix = str(tmp_path / "ft" / "model.ckpt-100")
+  os.makedirs(os.path.dirname(prefix))
+  tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names,
+                    shape_and_slices=[""] * len(names), tensors=tensors)
+  return prefix
+
+
+def test_tf1_finetuned_classifier_head_is_restored(tmp_path):
+  tf_keras.utils.set_random_seed(1)
+  source = dm.AlbertClassifier(AlbertEncoder(CONFIG), num_labels=3)
+  prefix = _tf1_finetuned(tmp_path, source, ("output_weights", "output_bias"))
+  target = dm.AlbertClassifier(AlbertEncoder(CONFIG), num_labels=3)
+  report = restore(target, str(tmp_path / "ft"))  # a directory: its only one
+  assert report.path == prefix and report.layout == "tf1"
+  assert report.restored == ["encoder", "head"] and not report.fresh
+  _assert_same(target, source)
+  # num_labels 2 for a 3-label head: one line naming the file and shapes.
+  wrong = dm.AlbertClassifier(AlbertEncoder(CONFIG), num_labels=2)
+  with pytest.raises(ValueError, match=r"model.ckpt-100: output_weights has "
+                     r"shape \(3, 16\), the model's head expects \(2, 16\)"):
+    restore(wrong, prefix)
+
+
+def test_tf1_squad_checkpoint_without_answerability_head_fails(tmp_path):
+  """main's export loaded cls/squad/* and silently left a SQuAD 2.0 model's
+  answerability head random."""
+  source = dm.AlbertSpanLabeler(AlbertEncoder(CONFIG))
+  prefix = _tf1_finetuned(tmp_path, source, ("cls/squad/output_weights",
+                                             "cls/squad/output_bias"))
+  with_answerability = dm.AlbertSpanLabeler(AlbertEncoder(CONFIG),
+                                            with_answerability=True)
+  with pytest.raises(ValueError) as e:
+    export_lib.load_weights(with_answerability, prefix)
+  message = str(e.value)
+  assert "\n" not in message and prefix in message
+  assert "answer_head" in message
+  report = restore(with_answerability, prefix, allow_missing_heads=True)
+  assert report.restored == ["encoder", "head"]
+  assert report.fresh == ["answer_head"]
+  np.testing.assert_array_equal(with_answerability.head.output_weights,
+                                source.head.output_weights)
+
+
+def test_pretraining_checkpoint_parts_and_run_directory(tmp_path):
+  tf_keras.utils.set_random_seed(2)
+  pretrainer = AlbertPretrainer(CONFIG)
+  step = tf.Variable(7, dtype=tf.int64)
+  # A run's model_dir keeps its checkpoints in checkpoints/.
+  run_dir = tmp_path / "run"
+  manager = tf.train.CheckpointManager(
+      object_layout.checkpoint_for(pretrainer, step=step),
+      str(run_dir / paths.RUN_CHECKPOINT_SUBDIR), max_to_keep=2)
+  prefix = manager.save()
+  assert paths.resolve_checkpoint(str(run_dir)) == prefix
+
+  classifier = dm.AlbertClassifier(AlbertEncoder(CONFIG), num_labels=2)
+  with pytest.raises(ValueError, match="not the AlbertClassifier head"):
+    restore(classifier, str(run_dir))
+  report = restore(classifier, str(run_dir), parts="encoder")
+  assert report.restored == ["encoder"] and report.fresh == ["head"]
+  _assert_same(classifier.encoder, pretrainer.encoder)
+
+  other = AlbertPretrainer(CONFIG)
+  restored_step = tf.Variable(0, dtype=tf.int64)
+  report = restore(other, str(run_dir), step=restored_step)
+  assert report.restored == ["encoder", "mlm_head", "sop_head", "step"]
+  assert int(restored_step.numpy()) == 7
+  _assert_same(other, pretrainer)
+
+
+def test_encoder_saved_model_export(tmp_path):
+  tf_keras.utils.set_random_seed(3)
+  encoder = AlbertEncoder(CONFIG)
+  export_lib.export_encoder(encoder, str(tmp_path / "hub"))
+  os.makedirs(tmp_path / "hub" / "5")  # An unfinished later version.
+  target = dm.AlbertClassifier(AlbertEncoder(CONFIG), num_labels=2)
+  report = restore(target, str(tmp_path / "hub"), parts="encoder")
+  assert report.layout == "saved_model"
+  assert report.path == str(tmp_path / "hub" / "1")
+  _assert_same(target.encoder, encoder)
+  with pytest.raises(ValueError, match=r"hub/1: variable \S+ has shape "
+                     r"\[50, 8\], the model's \S+ has \[50, 4\]"):
+    restore(AlbertEncoder(lib.tiny_config(vocab_size=50, embedding_size=4)),
+            str(tmp_path / "hub" / "1"))
+
+
+@pytest.mark.parametrize("bad", ["missing/ckpt", "empty_dir"])
+def test_bad_paths_fail_in_one_line(tmp_path, bad):
+  os.makedirs(tmp_path / "empty_dir")
+  path = str(tmp_path / bad)
+  with pytest.raises(ValueError) as e:
+    restore(AlbertEncoder(CONFIG), path)
+  assert str(e.value).startswith(path + ":") and "\n" not in str(e.value)
+
+
+def test_versions(tmp_path):
+  base = str(tmp_path / "models")
+  assert paths.next_version(base) == 1
+  assert paths.latest_version_dir(base) is None
+  for version, complete in ((1, True), (3, True), (4, False)):
+    os.makedirs(os.path.join(base, str(version)))
+    if complete:
+      open(os.path.join(base, str(version), "saved_model.pb"), "wb").close()
+  os.makedirs(os.path.join(base, ".tmp-9-1"))
+  assert paths.existing_versions(base) == [1, 3, 4]
+  assert paths.next_version(base) == 5
+  assert paths.resolve_saved_model(base) == os.path.join(base, "3")
+  assert paths.resolve_saved_model(os.path.join(base, "1")) == os.path.join(
+      base, "1")
+  with pytest.raises(ValueError, match="4: no SavedModel"):
+    paths.resolve_saved_model(os.path.join(base, "4"))
+
+
+def test_pretraining_warm_start_from_an_encoder_checkpoint(tmp_path):
+  """PretrainingTask.initialize: the encoder from an encoder-only
+  checkpoint, MLM/SOP heads the source lacks stay fresh."""
+  tf_keras.utils.set_random_seed(4)
+  encoder = AlbertEncoder(CONFIG)
+  path = object_layout.checkpoint_for(encoder).write(str(tmp_path / "enc"))
+  config = experiment_config.PretrainingExperimentConfig()
+  config.trainer.init_checkpoint = path
+  model = AlbertPretrainer(CONFIG)
+  sop_before = model.sop_head.output_weights.numpy()
+  pretraining.PretrainingTask(config).initialize(model)
+  _assert_same(model.encoder, encoder)
+  np.testing.assert_array_equal(model.sop_head.output_weights, sop_before)
+  report = restore(AlbertPretrainer(CONFIG), path, allow_missing_heads=True)
+  assert report.restored == ["encoder"]
+  assert report.fresh == ["mlm_head", "sop_head"]
+
+
+def test_mis_shaped_head_fails_before_anything_is_assigned(tmp_path):
+  """A 3-label classifier checkpoint into a 2-label model: one line naming
+  the path and the variable; the encoder is left as it was (main's
+  object read assigned the encoder, then failed on the head)."""
+  tf_keras.utils.set_random_seed(5)
+  source = dm.AlbertClassifier(AlbertEncoder(CONFIG), num_labels=3)
+  path = object_layout.checkpoint_for(source).write(str(tmp_path / "clf"))
+  target = dm.AlbertClassifier(AlbertEncoder(CONFIG), num_labels=2)
+  before = _weights(target)
+  with pytest.raises(ValueError) as e:
+    export_lib.load_weights(target, path)
+  message = str(e.value)
+  assert "\n" not in message and message.startswith(path + ":")
+  assert "head/output_weights" in message and "[3, 16]" in message
+  for old, new in zip(before, _weights(target)):
+    np.testing.assert_array_equal(old, new)

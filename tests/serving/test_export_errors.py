@@ -1,0 +1,104 @@
+"""Export refuses bad inputs in one line naming the path, writing nothing."""
+
+import os
+
+import pytest
+
+from tests.testing import export_testlib as lib
+from albert_tf.modeling.models import downstream_models as dm
+from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
+from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
+from albert_tf.serving import export_lib
+
+VOCAB = 300
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+  tmp = tmp_path_factory.mktemp("export_errors")
+  right = lib.train_spm(str(tmp), vocab_size=VOCAB)
+  os.makedirs(tmp / "big")
+  wrong = lib.train_spm(str(tmp / "big"), vocab_size=VOCAB + 100)
+  config = lib.tiny_config(vocab_size=VOCAB)
+  config_file = str(tmp / "albert_config.json")
+  config.to_json_file(config_file)
+  return dict(tmp=tmp, right=right, wrong=wrong, config=config,
+              config_file=config_file)
+
+
+def _one_line_error(fn, *args, errors=ValueError, **kwargs):
+  with pytest.raises(errors) as e:
+    fn(*args, **kwargs)
+  message = str(e.value)
+  assert "\n" not in message, message
+  return message
+
+
+def _exports(setup, spm_file, export_dir):
+  """Every export that embeds a tokenizer, as (name, thunk)."""
+  config = setup["config"]
+  return [
+      ("encoder", lambda: export_lib.export_encoder(
+          AlbertEncoder(config), export_dir, spm_model_file=spm_file)),
+      ("pretraining", lambda: export_lib.export_pretraining(
+          AlbertPretrainer(config), export_dir, spm_model_file=spm_file)),
+      ("preprocessing", lambda: export_lib.export_preprocessing(
+          spm_file, export_dir, seq_length=16, config=config)),
+      ("serving", lambda: export_lib.export_serving(
+          dm.AlbertClassifier(AlbertEncoder(config), num_labels=2),
+          export_dir, spm_file, seq_length=16)),
+  ]
+
+
+def test_spm_model_of_another_size_is_refused(setup, tmp_path):
+  """main exported a 400-piece tokenizer for a 300-id model: every served
+  id was another piece's."""
+  export_dir = str(tmp_path / "out")
+  for name, export in _exports(setup, setup["wrong"], export_dir):
+    message = _one_line_error(export)
+    assert setup["wrong"] in message, name
+    assert f"{VOCAB + 100} pieces" in message, name
+    assert f"vocab_size is {VOCAB}" in message, name
+  assert not os.path.exists(export_dir)
+
+
+def test_missing_spm_file_is_refused(setup, tmp_path):
+  missing = str(tmp_path / "nowhere.model")
+  export_dir = str(tmp_path / "out")
+  for name, export in _exports(setup, missing, export_dir):
+    message = _one_line_error(export)
+    assert message.startswith(missing + ":"), name
+  message = _one_line_error(
+      export_lib.run, "encoder", export_dir,
+      albert_config_file=setup["config_file"], random_init=True,
+      spm_model_file=missing)
+  assert message.startswith(missing + ":")
+  assert not os.path.exists(export_dir)
+
+
+def test_existing_version_and_bad_checkpoint(setup, tmp_path):
+  export_dir = str(tmp_path / "out")
+  first = export_lib.run("encoder", export_dir,
+                         albert_config_file=setup["config_file"],
+                         random_init=True, spm_model_file=setup["right"])
+  before = sorted(os.listdir(first))
+  # An existing version fails before any model is built or loaded: even
+  # with a checkpoint that does not exist, the version is what is reported.
+  message = _one_line_error(
+      export_lib.run, "encoder", export_dir,
+      albert_config_file=setup["config_file"], checkpoint="/no/such/ckpt",
+      spm_model_file=setup["right"], version=1)
+  assert message.startswith(first + " already exists")
+  assert sorted(os.listdir(first)) == before
+  bad = str(tmp_path / "no_ckpt")
+  message = _one_line_error(
+      export_lib.run, "encoder", export_dir,
+      albert_config_file=setup["config_file"], checkpoint=bad)
+  assert message.startswith(bad + ": no such checkpoint")
+  missing_config = str(tmp_path / "albert_config.json")
+  message = _one_line_error(
+      export_lib.run, "encoder", export_dir,
+      albert_config_file=missing_config, random_init=True,
+      errors=(ValueError, FileNotFoundError))
+  assert missing_config in message
+  assert os.listdir(export_dir) == ["1"]
