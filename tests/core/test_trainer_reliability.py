@@ -251,3 +251,12 @@ def test_resume_without_data_position_allows_a_new_batch_size(train_file,
       os.path.join(trainer.checkpoint_dir, "ckpt-10"))
   assert any(n.startswith("data_iterator")
              for n in reader.get_variable_to_shape_map())
+
+
+def test_progress_line_shows_rates_and_eta():
+  metrics = {"loss": 2.5, "learning_rate": 1e-3, "grad_norm": 0.5,
+             "steps_per_sec": 2.0, "examples_per_sec": 128.0}
+  line = actions.progress_line(40, 100, 20, time.time() - 10.0, metrics)
+  assert line.startswith("step 40/100 | loss 2.5000 | lr 0.001 | ")
+  assert "2.00 steps/s 128.0 examples/s" in line
+  assert line.endswith("ETA 00:00:30")  # 60 steps left at 2 steps/s
