@@ -24,7 +24,7 @@ from albert_tf.serving import export_lib
 FLAGS = flags.FLAGS
 PREEMPTED_EXIT_CODE = 143  # 128 + SIGTERM
 # Errors a tool reports as one line (exit 1) instead of a traceback.
-USER_ERRORS = (ValueError, FileNotFoundError, trainer_lib.NonFiniteLossError,
+USER_ERRORS = (ValueError, FileNotFoundError, trainer_lib.TrainingError,
                conversion.CheckpointConversionError)
 
 # Flags that set one config field (applied after the files and overrides).

@@ -213,3 +213,21 @@ def test_multi_worker_mirrored_two_workers_agree(train_file, tmp_path):
   assert chief.keys() == worker.keys() and len(chief) > 10
   for k in chief:
     np.testing.assert_array_equal(chief[k], worker[k], err_msg=k)
+
+
+def test_locked_model_dir_is_a_one_line_error(train_file, tmp_path):
+  """A model_dir another live run holds: exit 1 with one line naming the
+  lock file, no traceback, nothing written."""
+  model_dir = str(tmp_path / "locked")
+  os.makedirs(model_dir)
+  lock = os.path.join(model_dir, "train.lock")
+  with open(lock, "w", encoding="utf-8") as f:
+    json.dump({"pid": 1, "host": "another-host", "time": 0}, f)
+  proc = cli(model_dir, tu.tiny_overrides(train_file,
+                                          **{"trainer.train_steps": 2}))
+  assert wait(proc, model_dir) == 1
+  text = log_text(model_dir)
+  assert "Traceback" not in text, text[-3000:]
+  errors = [l for l in text.splitlines() if l.startswith("ERROR:")]
+  assert len(errors) == 1 and lock in errors[0], text[-3000:]
+  assert not os.path.exists(os.path.join(model_dir, "checkpoints"))
