@@ -170,7 +170,9 @@ def test_unreadable_checkpoints_fall_back_and_metrics_have_no_duplicates(
   with open(data, "r+b") as f:  # truncated .data
     f.truncate(os.path.getsize(data) // 2)
   trainer = make_trainer(train_file, tmp_path, **settings)
-  with caplog.at_level(logging.INFO):
+  # The absl logger's own level (set_verbosity elsewhere in the suite)
+  # must not hide the INFO lines.
+  with caplog.at_level(logging.INFO, logger="absl"):
     assert trainer.train()["step"] == 15
   assert f"{ckpts}/ckpt-15 is unreadable" in caplog.text
   assert f"{ckpts}/ckpt-10 is unreadable" in caplog.text
@@ -243,7 +245,9 @@ def test_resume_without_data_position_allows_a_new_batch_size(train_file,
   trainer = make_trainer(train_file, tmp_path, restore_data_position=False,
                          **settings, **{"trainer.train_steps": 10,
                                         "data.global_batch_size": 8})
-  with caplog.at_level(logging.INFO):
+  # The absl logger's own level (set_verbosity elsewhere in the suite)
+  # must not hide the INFO lines.
+  with caplog.at_level(logging.INFO, logger="absl"):
     assert trainer.train()["step"] == 10
   assert "resumed from" in caplog.text and "at step 5" in caplog.text
   assert "saved data position not restored" in caplog.text
