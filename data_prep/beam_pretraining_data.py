@@ -15,7 +15,8 @@ Pipeline:
   shards    each record gets a key hashed from (random_seed, block, index in
             block): key mod N picks its shard, and a shard is written sorted
             by key. Two runs, with any number of workers, write byte-identical
-            files (TFDS's BeamWriter does the same).
+            files (TFDS's BeamWriter does the same). A block's records for
+            one shard cross the shuffle as one zlib-compressed element.
 Shards go to a hidden temporary directory next to the output; the launcher
 renames them after the pipeline succeeded and writes the summary last (counts
 and skip counters computed in the pipeline; also exported as Beam metrics).
@@ -33,12 +34,15 @@ Example (local, 2 processes):
 import collections
 import dataclasses
 import hashlib
+import itertools
 import json
 import os
+import struct
 import sys
 import tempfile
 import time
 import typing
+import zlib
 
 from absl import app
 from absl import flags
@@ -60,10 +64,37 @@ TOOL = "beam_pretraining_data"
 _RESULT = "result.json"
 
 
+# The shuffle moves and copies every byte of every record (on the DirectRunner
+# several times, in the one launcher process; on Dataflow it is billed per
+# byte). Padded tf.Examples shrink 2-3x even one record at a time, ~3.8x in
+# batches, and level 1 compresses at ~140 MB/s per core (docs/data_prep.md).
+_SHUFFLE_ZLIB_LEVEL = 1
+
+
 def record_key(seed, first_doc_index, index):
   """Shard/order key of a record: depends only on its place in the data."""
   digest = hashlib.sha256(f"{seed}/{first_doc_index}/{index}".encode()).digest()
-  return int.from_bytes(digest[:8], "big") >> 1  # VarIntCoder: signed 64-bit
+  return int.from_bytes(digest[:8], "big") >> 1  # 63 bits
+
+
+def pack_records(keyed):
+  """[(key, framed record)] -> one compressed shuffle element."""
+  keys = [key for key, _ in keyed]
+  head = struct.pack(f"<I{len(keys)}Q", len(keys), *keys)
+  return zlib.compress(head + b"".join(record for _, record in keyed),
+                       _SHUFFLE_ZLIB_LEVEL)
+
+
+def unpack_records(blob):
+  """pack_records' element -> [(key, framed record)]."""
+  data = zlib.decompress(blob)
+  (n,) = struct.unpack_from("<I", data)
+  keys = struct.unpack_from(f"<{n}Q", data, 4)
+  records = tfrecord_io.split_framed(data, 4 + 8 * n)
+  if len(records) != n:
+    raise ValueError(f"shuffle element holds {len(records)} records for "
+                     f"{n} keys")
+  return list(zip(keys, records))
 
 
 def open_any(path):
@@ -101,7 +132,11 @@ class ReadBlocks(beam.DoFn):
 
 
 class MakeInstances(beam.DoFn):
-  """Block -> (shard, (key, framed TFRecord)); block stats on a tag."""
+  """Block -> (shard, pack_records of its records); block stats on a tag.
+
+  One element per (block, shard), compressed: fewer, smaller elements for
+  the runner's data plane and shuffle.
+  """
 
   def __init__(self, run_cfg, model_bytes, num_shards):
     self._run_cfg = run_cfg
@@ -119,19 +154,23 @@ class MakeInstances(beam.DoFn):
   def process(self, block):
     records, stats = cpd.process_block(block)
     seed = self._run_cfg.random_seed
+    by_shard = collections.defaultdict(list)
     for i, record in enumerate(records):
       key = record_key(seed, block[0], i)
-      yield key % self._num_shards, (key, record)
+      by_shard[key % self._num_shards].append((key, record))
+    for shard, keyed in by_shard.items():
+      yield shard, pack_records(keyed)
     _count(stats)
     yield beam.pvalue.TaggedOutput("stats", dict(stats))
 
 
 def write_shard(item, temp_dir, compression):
-  """(shard, [(key, record)]) -> (shard, count); records sorted by key."""
-  shard, keyed = item
+  """(shard, pack_records elements) -> (shard, count); sorted by key."""
+  shard, packed = item
   path = f"{temp_dir}/shard-{shard:05d}"
   writer = tfrecord_io.RecordWriter(path, compression,
                                     fileobj=FileSystems.create(path))
+  keyed = itertools.chain.from_iterable(map(unpack_records, packed))
   for _, record in sorted(keyed):
     writer.write(record)
   writer.close()
@@ -162,7 +201,7 @@ def build_pipeline(p, input_files, run_cfg, model_bytes, num_shards, temp_dir,
   made = (read.blocks | "SpreadBlocks" >> beam.Reshuffle()
           | "MakeInstances" >> beam.ParDo(MakeInstances(
               run_cfg, model_bytes, num_shards)).with_output_types(
-                  typing.Tuple[int, typing.Tuple[int, bytes]]).with_outputs(
+                  typing.Tuple[int, bytes]).with_outputs(
                       "stats", main="records"))
   counts = (made.records | "GroupByShard" >> beam.GroupByKey()
             | "WriteShards" >> beam.Map(write_shard, temp_dir, compression)

@@ -95,6 +95,25 @@ def frame_record(payload):
                    struct.pack("<I", masked_crc32c(payload))))
 
 
+def split_framed(data, offset=0):
+  """Concatenated framed records (from frame_record) -> list of each one.
+
+  Only the lengths are read (CRCs are not checked): for our own buffers.
+  Raises ValueError if the last record is cut short.
+  """
+  records, end = [], len(data)
+  while offset < end:
+    if offset + 12 > end:
+      raise ValueError(f"truncated TFRecord header at byte {offset}")
+    (length,) = struct.unpack_from("<Q", data, offset)
+    stop = offset + 12 + length + 4
+    if stop > end:
+      raise ValueError(f"truncated TFRecord at byte {offset}")
+    records.append(data[offset:stop])
+    offset = stop
+  return records
+
+
 # ----------------------------------------------------- tf.train.Example ----
 def _varint(value):
   if value < _SMALL:

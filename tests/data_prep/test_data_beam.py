@@ -11,6 +11,7 @@ import os
 import struct
 import subprocess
 import sys
+import zlib
 
 import pytest
 
@@ -89,6 +90,25 @@ def test_same_instances_as_the_local_tool(local_and_beam):
   assert sum(from_local.values()) > 150
   assert from_beam == from_local
   assert all(read_records(s) for s in shards)  # hashing spreads records
+
+
+def test_shuffle_elements_round_trip_and_shrink_the_shuffle(local_and_beam):
+  local, _ = local_and_beam
+  framed = [tfrecord_io.frame_record(p) for p in read_records(local)]
+  keyed = [(bpd.record_key(7, 0, i), r) for i, r in enumerate(framed)]
+  sizes = {}
+  for batch in (keyed[:1], keyed[:4], keyed):
+    packed = bpd.pack_records(batch)
+    assert bpd.unpack_records(packed) == batch
+    sizes[len(batch)] = (len(packed), sum(len(r) for _, r in batch))
+  # Padded tf.Examples: one record (key included) crosses the shuffle
+  # smaller, a block's worth in under a third (seq 64 here).
+  assert sizes[1][0] < sizes[1][1]
+  assert 3 * sizes[len(keyed)][0] < sizes[len(keyed)][1]
+  assert bpd.unpack_records(bpd.pack_records([])) == []
+  with pytest.raises(ValueError, match="2 records for 3 keys"):
+    bpd.unpack_records(zlib.compress(
+        struct.pack("<I3Q", 3, 1, 2, 3) + framed[0] + framed[1]))
 
 
 def test_summary_matches_files_and_local_counts(local_and_beam, spm_corpus):

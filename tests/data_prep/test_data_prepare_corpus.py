@@ -95,6 +95,15 @@ def test_crc32c_and_example_encoding(tmp_path):
   w.close()
   # TFRecordDataset verifies both CRCs of every record.
   assert [r.numpy() for r in tf.data.TFRecordDataset(path)] == payloads
+  # split_framed undoes concatenation, and refuses a record cut short.
+  framed = [tfrecord_io.frame_record(p) for p in payloads]
+  with open(path, "rb") as f:
+    written = f.read()
+  assert tfrecord_io.split_framed(written) == framed
+  assert tfrecord_io.split_framed(b"..." + written, 3) == framed
+  for cut in (1, 5, len(framed[-1]) - 1):
+    with pytest.raises(ValueError, match="truncated TFRecord"):
+      tfrecord_io.split_framed(written[:-cut])
   assert tfrecord_io.expand_output_files("a,b") == ["a", "b"]
   assert tfrecord_io.expand_output_files("d/x@2") == [
       "d/x-00000-of-00002", "d/x-00001-of-00002"]
