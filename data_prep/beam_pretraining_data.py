@@ -50,8 +50,8 @@ import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
-from apache_beam.options.pipeline_options import PipelineOptions
 
+from data_prep import beam_options
 from data_prep import create_pretraining_data as cpd
 from data_prep import output_files
 from data_prep import pretraining_config
@@ -263,20 +263,6 @@ def _finalize(temp_dir, output_paths, compression):
           collections.Counter(result["stats"]))
 
 
-def _runner(name):
-  """The DirectRunner means Beam's FnApiRunner here.
-
-  Beam 2.77's DirectRunner first tries the Prism runner, which it downloads
-  from GitHub and which ignores --direct_num_workers; the FnApiRunner (its
-  fallback) runs offline and honours --direct_num_workers and
-  --direct_running_mode. Other runners are used as named.
-  """
-  if name in ("DirectRunner", "direct"):
-    from apache_beam.runners.portability.fn_api_runner import fn_runner  # pylint: disable=g-import-not-at-top
-    return fn_runner.FnApiRunner()
-  return None  # taken from the options
-
-
 def _delete(path):
   if FileSystems.exists(path):
     FileSystems.delete([path])
@@ -285,8 +271,14 @@ def _delete(path):
 def run(input_files, output_paths, run_cfg, pipeline_args=(),
         compression="NONE", docs_per_block=64, max_line_chars=100000,
         max_lines_per_document=20000, summary_file=None,
-        progress_interval=5.0):
-  """Runs the pipeline; returns the summary dict (also written as JSON)."""
+        progress_interval=5.0, num_workers=None):
+  """Runs the pipeline; returns the summary dict (also written as JSON).
+
+  `pipeline_args` are Beam's command-line options; `num_workers`, when not
+  None, the runner's worker count (beam_options.pipeline_options).
+  """
+  options, runner_name, beam_args = beam_options.pipeline_options(
+      pipeline_args, num_workers)
   summary_file = summary_file or output_paths[0] + output_files.SUMMARY_SUFFIX
   output_files.check_disjoint(input_files, list(output_paths) + [summary_file])
   model_bytes, vocab_size = _load_model(run_cfg.spm_model_file,
@@ -296,10 +288,9 @@ def run(input_files, output_paths, run_cfg, pipeline_args=(),
   temp_dir = output_files.temp_path(output_paths[0] + ".beam")
   _delete(temp_dir)
   start = time.time()
-  options = PipelineOptions(list(pipeline_args))
-  runner_name = options.get_all_options().get("runner") or "DirectRunner"
   try:
-    with beam.Pipeline(runner=_runner(runner_name), options=options) as p:
+    with beam.Pipeline(runner=beam_options.make_runner(runner_name),
+                       options=options) as p:
       build_pipeline(p, input_files, run_cfg, model_bytes, len(output_paths),
                      temp_dir, compression, docs_per_block, max_line_chars,
                      max_lines_per_document, progress_interval)
@@ -310,7 +301,7 @@ def run(input_files, output_paths, run_cfg, pipeline_args=(),
       stats, input_files, records_per_file, run_cfg, vocab_size,
       time.time() - start,
       {"compression": compression, "docs_per_block": docs_per_block,
-       "runner": runner_name, "pipeline_args": list(pipeline_args)})
+       "runner": runner_name, "pipeline_args": beam_args})
   tmp = output_files.temp_path(summary_file)
   with FileSystems.create(tmp) as f:
     f.write(json.dumps(summary, indent=2, sort_keys=True).encode())
@@ -326,9 +317,6 @@ def parse_flags(argv):
   except flags.Error as e:
     sys.stderr.write(f"FATAL Flags parsing error: {e}\n")
     sys.exit(1)
-  # --num_workers is also Dataflow's option: pass it on when given.
-  if FLAGS["num_workers"].present:
-    rest.append(f"--num_workers={FLAGS.num_workers}")
   return rest
 
 
@@ -336,10 +324,17 @@ def main(argv):
   pretraining_config.check_required_flags()
   run_cfg = pretraining_config.run_config_from_flags()
   try:
+    if FLAGS["shuffle_buffer_size"].present:
+      raise ValueError("--shuffle_buffer_size is not used by " + TOOL +
+                       ": every shard is already a hash-ordered sample of "
+                       "the whole corpus")
     summary = run(
         expand_inputs(FLAGS.input_file),
         tfrecord_io.expand_output_files(FLAGS.output_file), run_cfg,
-        pipeline_args=argv[1:], **pretraining_config.common_run_kwargs())
+        pipeline_args=argv[1:],
+        num_workers=(FLAGS.num_workers if FLAGS["num_workers"].present
+                     else None),
+        **pretraining_config.common_run_kwargs())
   except (OSError, ValueError) as e:
     sys.stderr.write(f"{TOOL}: error: {e}\n")
     sys.exit(1)

@@ -15,6 +15,7 @@ import zlib
 
 import pytest
 
+from data_prep import beam_options
 from data_prep import beam_pretraining_data as bpd
 from data_prep import create_pretraining_data as cpd
 from data_prep import pretraining_instances as pi
@@ -25,9 +26,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 ENV = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "2"}
 SEQ, PRED, DUPE = 64, 10, 2
 IN_MEMORY = ["--runner=DirectRunner", "--direct_num_workers=1"]
-TWO_PROCESSES = ["--runner=DirectRunner",
-                 "--direct_running_mode=multi_processing",
-                 "--direct_num_workers=2"]
+# The local tool's flag: beam_options makes it 2 SDK worker processes.
+TWO_PROCESSES = ["--runner=DirectRunner", "--num_workers=2"]
 
 
 def run_cfg(model):
@@ -124,6 +124,9 @@ def test_summary_matches_files_and_local_counts(local_and_beam, spm_corpus):
               "feature_names"):
     assert got[key] == ref[key], key
   assert got["config"]["runner"] == "DirectRunner"
+  assert got["config"]["pipeline_args"] == [
+      "--runner=DirectRunner", "--direct_num_workers=2",
+      "--direct_running_mode=multi_processing"]
 
 
 def test_reruns_are_byte_identical_for_any_worker_count(local_and_beam,
@@ -190,16 +193,74 @@ def test_output_equal_to_input_is_refused(spm_corpus, tmp_path):
   assert copy.read_bytes() == open(corpus, "rb").read()
 
 
-def test_cli_bad_flag_is_one_line_error(spm_corpus, tmp_path):
+def test_options_refuse_settings_a_run_would_not_use():
+  _, runner, args = beam_options.pipeline_options(["--direct_num_workers=2"])
+  assert runner == "DirectRunner"  # Beam's default: threads on one core
+  assert args[-1] == "--direct_running_mode=multi_processing"
+  _, _, args = beam_options.pipeline_options(["--runner=DataflowRunner"], 8)
+  assert args == ["--runner=DataflowRunner", "--num_workers=8"]
+  _, _, args = beam_options.pipeline_options(
+      ["--direct_num_workers=2", "--direct_running_mode=multi_threading"])
+  assert args == ["--direct_num_workers=2",
+                  "--direct_running_mode=multi_threading"]  # as asked
+  refused = [
+      (["--dupe_facter=5"], None, "unknown flag --dupe_facter"),
+      (["--direct_num_workers=2", "--direct_running_mode=in_memory"], None,
+       "in_memory runs one worker"),
+      (["--runner=FlinkRunner"], 2, "not used by FlinkRunner"),
+      (["--direct_num_workers=3"], 2,
+       "--num_workers=2 and --direct_num_workers=3 disagree"),
+  ]
+  for beam_args, num_workers, message in refused:
+    with pytest.raises(ValueError, match=message):
+      beam_options.pipeline_options(beam_args, num_workers)
+
+
+@pytest.mark.parametrize("bad_flag,named", [
+    ("--dupe_factor=0", "--dupe_factor=0"),
+    ("--dupe_facter=5", "--dupe_facter"),  # Beam alone would drop it
+    ("--shuffle_buffer_size=10", "--shuffle_buffer_size")])
+def test_cli_bad_flag_is_one_line_error(spm_corpus, tmp_path, bad_flag, named):
   model, corpus = spm_corpus
   proc = subprocess.run(
       [sys.executable, "-m", "data_prep.beam_pretraining_data",
        f"--input_file={corpus}", f"--output_file={tmp_path}/o.tfrecord",
-       f"--spm_model_file={model}", "--dupe_factor=0"] + IN_MEMORY,
+       f"--spm_model_file={model}", bad_flag] + IN_MEMORY,
       capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=120)
   assert proc.returncode == 1
   errors = [l for l in proc.stderr.splitlines()
             if "Flags parsing error" in l or ": error:" in l]
-  assert len(errors) == 1 and "--dupe_factor=0" in errors[0], proc.stderr
+  assert len(errors) == 1 and named in errors[0], proc.stderr
   assert "Traceback" not in proc.stderr
   assert os.listdir(tmp_path) == []
+
+
+_CHECK_DOCUMENTED_COMMANDS = r"""
+import re, shlex, sys
+from absl import flags
+from data_prep import beam_options, pretraining_config
+pretraining_config.define_flags()
+text = open(sys.argv[1], encoding="utf-8").read()
+runners = []
+for block in re.findall(r"```sh\n(.*?)```", text, re.S):
+  for line in block.replace("\\\n", " ").splitlines():
+    if "data_prep.beam_pretraining_data" in line:
+      words = [w for w in shlex.split(line, comments=True) if w.startswith("--")]
+      rest = flags.FLAGS(["tool"] + words, known_only=True)[1:]
+      workers = flags.FLAGS["num_workers"]
+      runners.append(beam_options.pipeline_options(
+          rest, workers.value if workers.present else None)[1])
+      flags.FLAGS.unparse_flags()
+print(" ".join(runners))
+"""
+
+
+def test_documented_commands_pass_the_option_checks():
+  """Each runner's command in docs/data_prep.md runs past beam_options."""
+  proc = subprocess.run(
+      [sys.executable, "-c", _CHECK_DOCUMENTED_COMMANDS,
+       os.path.join(ROOT, "docs", "data_prep.md")],
+      capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=120)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert proc.stdout.split() == ["DirectRunner", "DataflowRunner",
+                                 "FlinkRunner", "SparkRunner"]
