@@ -4,9 +4,11 @@ Settings match the original's published run: seq 128, dupe_factor 5,
 max_predictions 20, a 4,000-piece unigram model, 4 copies of botchan = "1x"
 (the original made 10,253 instances in ~41 s, ~250 instances/s, with memory
 growing with the corpus). Measures instances/s with 1 and 2 workers and peak
-memory at 1x and 10x, and the Beam pipeline (beam_pretraining_data) on the
-DirectRunner with 1 and 2 worker processes on the 10x corpus, each run in a
-fresh subprocess; all runs write 4 shards:
+memory at 1x, 10x and 40x, and the Beam pipeline (beam_pretraining_data) on
+the DirectRunner with 1 and 2 worker processes on the 10x and 40x corpora,
+each run in a fresh subprocess; all runs write 4 shards. Scaling in workers
+is read on 40x (44 MB), where Beam's fixed start-up (the one-document "tiny"
+runs) is a small part of the wall time:
   peak_rss_mb_max_process: largest single process (getrusage RUSAGE_CHILDREN)
   peak_rss_mb_total: peak summed RSS of the process tree (psutil, 50 ms samples)
 Writes benchmarks/results/data_prep.json.
@@ -27,6 +29,7 @@ import psutil
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+import run_all  # pylint: disable=g-import-not-at-top
 from data_prep import prepare_corpus  # pylint: disable=g-import-not-at-top
 from data_prep import train_sentencepiece  # pylint: disable=g-import-not-at-top
 
@@ -111,10 +114,14 @@ def _read_rate(corpus):
                (time.process_time() - start), 1)
 
 
-def _beam_vs_local(runs):
-  """Beam's per-core throughput relative to the local tool (10x corpus)."""
-  by = {(r["tool"], r["workers"]): r for r in runs
-        if r["corpus"] == "10x" and r["max_seq_length"] == 128}
+def _seq128(runs, corpus):
+  return {(r["tool"], r["workers"]): r for r in runs
+          if r["corpus"] == corpus and r["max_seq_length"] == 128}
+
+
+def _beam_vs_local(runs, corpus):
+  """Beam's wall and CPU time relative to the local tool's, per worker count."""
+  by = _seq128(runs, corpus)
   if ("beam", 1) not in by:
     return None
   out = {}
@@ -125,8 +132,29 @@ def _beam_vs_local(runs):
                                             l["wall_seconds"], 2),
         "cpu_ratio_beam_over_local": round(b["cpu_seconds"] /
                                            l["cpu_seconds"], 2)}
-  out["beam_speedup_2_over_1_workers"] = round(
-      by[("beam", 1)]["wall_seconds"] / by[("beam", 2)]["wall_seconds"], 2)
+  return out
+
+
+def _scaling(runs, corpus):
+  """Wall-time speedup from 1 to 2 workers, per tool.
+
+  For Beam also without its fixed start-up (interpreter, Beam import, SDK
+  worker processes), the wall time of the same worker count on the tiny
+  corpus: what more workers can speed up is the rest.
+  """
+  by, tiny = _seq128(runs, corpus), _seq128(runs, "tiny")
+  out = {}
+  for tool in ("local", "beam"):
+    if (tool, 2) not in by:
+      continue
+    one, two = by[(tool, 1)]["wall_seconds"], by[(tool, 2)]["wall_seconds"]
+    out[f"{tool}_speedup_2_over_1_workers"] = round(one / two, 2)
+    if tool == "beam" and ("beam", 2) in tiny:
+      start1 = tiny[("beam", 1)]["wall_seconds"]
+      start2 = tiny[("beam", 2)]["wall_seconds"]
+      out["beam_startup_seconds"] = {"1_worker": start1, "2_workers": start2}
+      out["beam_speedup_2_over_1_workers_after_startup"] = round(
+          (one - start1) / (two - start2), 2)
   return out
 
 
@@ -142,6 +170,7 @@ def main():
       sentences = f.read()
     one_x = _corpus(tmp, 4, sentences)
     ten_x = _corpus(tmp, 40, sentences)
+    forty_x = _corpus(tmp, 160, sentences)
     tiny = _corpus(tmp, 1, sentences[:2000])
     read_rate = _read_rate(ten_x)
     runs = []
@@ -152,7 +181,11 @@ def main():
                # Seq 512 (the released models'): cost per MB for estimates.
                ("10x", ten_x, 1, "local", 512), ("10x", ten_x, 1, "beam", 512),
                # Fixed cost (start-up) of each tool: one short document.
-               ("tiny", tiny, 1, "local"), ("tiny", tiny, 1, "beam")]
+               ("tiny", tiny, 1, "local"), ("tiny", tiny, 1, "beam"),
+               ("tiny", tiny, 2, "beam"),
+               # Scaling in workers, start-up a small part of the time.
+               ("40x", forty_x, 1, "local"), ("40x", forty_x, 2, "local"),
+               ("40x", forty_x, 1, "beam"), ("40x", forty_x, 2, "beam")]
     for size, corpus, workers, tool, *seq in plan:
       res = _run(corpus, model,
                  os.path.join(tmp, f"out_{size}_{workers}_{tool}_"
@@ -173,8 +206,10 @@ def main():
                              "instances_per_second": 250},
       "runs": runs,
       "sequential_read_mb_per_second": read_rate,
-      "beam_vs_local": _beam_vs_local(runs),
+      "beam_vs_local": {c: _beam_vs_local(runs, c) for c in ("10x", "40x")},
+      "scaling": {c: _scaling(runs, c) for c in ("1x", "10x", "40x")},
       "timestamp": time.strftime("%Y-%m-%d %H:%M:%S"),
+      "machine": run_all.machine(),
   }
   os.makedirs(os.path.join(ROOT, "benchmarks", "results"), exist_ok=True)
   path = os.path.join(ROOT, "benchmarks", "results", "data_prep.json")

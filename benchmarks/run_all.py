@@ -8,7 +8,8 @@ Runs (each prints its own figures as it goes):
   2. bench_trainer_loop.py: steps/s of run_pretraining itself (tiny, base;
      with and without XLA).
   3. bench_inference.py: exported encoder SavedModels, batch 1 and 32.
-  4. bench_data_prep.py: create_pretraining_data instances/s and peak RSS.
+  4. bench_data_prep.py: create_pretraining_data and the Beam pipeline:
+     instances/s, peak RSS, scaling in workers.
 Writes benchmarks/results/*.json and benchmarks/results/RESULTS.md.
 
   python benchmarks/run_all.py [--quick]
@@ -66,8 +67,8 @@ def train_rows(result, label):
   return rows
 
 
-def markdown():
-  lines = [f"Machine: {machine()}. Date: {time.strftime('%Y-%m-%d')}.", ""]
+def markdown(machine_line):
+  lines = [machine_line, ""]
   lines += ["### Pretraining train step (ALBERT-base, dropout 0)", "",
             "| setting | model | s/step | GFLOP/s | of matmul rate | albert_tf faster by |",
             "|---|---|---|---|---|---|"]
@@ -109,27 +110,53 @@ def markdown():
   data = load("data_prep.json")
   if data:
     ref = data["original_reference"]
-    lines += ["", "### Data prep (create_pretraining_data, seq 128, dupe 5, "
-              "4k-piece vocabulary; 1x = 4 copies of botchan)", "",
-              "| corpus | workers | instances | wall s | instances/s | "
-              "vs original | peak RSS MB (largest process) |",
-              "|---|---|---|---|---|---|---|"]
+    lines += ["", "### Data prep (local: create_pretraining_data; beam: "
+              "beam_pretraining_data on the DirectRunner; dupe 5, 4k-piece "
+              "vocabulary; 1x = 4 copies of botchan)", "",
+              f"Measured {data['timestamp']}"
+              + (f" on {data['machine']}." if "machine" in data else "."), "",
+              "| tool | corpus | seq | workers | instances | wall s | CPU s | "
+              "instances/s | vs original | peak RSS MB (largest process) |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in data["runs"]:
       lines.append(
-          f"| {r['corpus']} | {r['workers']} | {r['instances']} | "
-          f"{r['wall_seconds']:.1f} | {r['instances_per_second']:.0f} | "
+          f"| {r['tool']} | {r['corpus']} | {r['max_seq_length']} | "
+          f"{r['workers']} | {r['instances']} | {r['wall_seconds']:.1f} | "
+          f"{r['cpu_seconds']:.1f} | {r['instances_per_second']:.0f} | "
           f"{r['instances_per_second'] / ref['instances_per_second']:.1f}x | "
           f"{r['peak_rss_mb_max_process']:.0f} |")
     lines.append(f"\nThe original script: {ref['instances_per_second']} "
                  "instances/s on this kind of machine, memory growing with "
                  "the corpus.")
+    scaling = {c: f for c, f in (data.get("scaling") or {}).items()
+               if f.get("beam_speedup_2_over_1_workers")}
+    if scaling:
+      lines += ["", "Speed-up from 1 to 2 workers (wall time; Beam also without "
+                "its fixed start-up, the tiny corpus's wall time):", "",
+                "| corpus | local | beam | beam after start-up |",
+                "|---|---|---|---|"]
+      for corpus, f in scaling.items():
+        lines.append(
+            f"| {corpus} | {f['local_speedup_2_over_1_workers']}x | "
+            f"{f['beam_speedup_2_over_1_workers']}x | "
+            f"{f['beam_speedup_2_over_1_workers_after_startup']}x |")
   return "\n".join(lines) + "\n"
 
 
-def write_table():
-  """RESULTS.md from the JSON files; also printed."""
-  table = markdown()
-  with open(os.path.join(RESULTS, "RESULTS.md"), "w", encoding="utf-8") as f:
+def write_table(measured_now):
+  """RESULTS.md from the JSON files; also printed.
+
+  The first line names the machine and date of the measurements: this
+  machine and today after a full run; with --table_only, the line already
+  there (the JSON files were measured then, not now).
+  """
+  path = os.path.join(RESULTS, "RESULTS.md")
+  line = f"Machine: {machine()}. Date: {time.strftime('%Y-%m-%d')}."
+  if not measured_now and os.path.exists(path):
+    with open(path, encoding="utf-8") as f:
+      line = f.readline().rstrip("\n")
+  table = markdown(line)
+  with open(path, "w", encoding="utf-8") as f:
     f.write(table)
   print("\n" + table)
 
@@ -143,7 +170,7 @@ def main():
   args = parser.parse_args()
   os.makedirs(RESULTS, exist_ok=True)
   if args.table_only:
-    write_table()
+    write_table(measured_now=False)
     return
   rounds = ["--rounds", "2" if args.quick else "3"]
   run("bench_train_step.py", *rounds, "--memory",
@@ -162,7 +189,7 @@ def main():
   run("bench_inference.py", "--json", os.path.join(RESULTS, "inference.json"))
   if not args.quick:
     run("bench_data_prep.py")
-  write_table()
+  write_table(measured_now=True)
 
 
 if __name__ == "__main__":
