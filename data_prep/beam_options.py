@@ -9,6 +9,9 @@ with a one-line ValueError, and our `--num_workers` becomes the runner's own
 worker option.
 """
 
+import os
+
+from apache_beam.options.pipeline_options import DirectOptions
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.fn_api_runner import fn_runner
 
@@ -76,6 +79,13 @@ def pipeline_options(beam_args, num_workers=None):
                        "runner's own parallelism (Flink: --parallelism)")
     args.append(f"--num_workers={num_workers}")
   return PipelineOptions(args), runner, args
+
+
+def direct_workers(options, runner_name):
+  """The DirectRunner's worker count (0 means one per CPU); else None."""
+  if not is_direct(runner_name):
+    return None
+  return options.view_as(DirectOptions).direct_num_workers or os.cpu_count()
 
 
 def make_runner(runner_name):

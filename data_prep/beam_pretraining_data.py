@@ -102,6 +102,11 @@ def open_any(path):
   return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
 
 
+def block_chars(block):
+  """Characters of text in a block: the unit of the progress lines."""
+  return sum(len(line) for doc in block[1] for line in doc)
+
+
 def _count(stats):
   for key, value in stats.items():
     if value:
@@ -109,7 +114,10 @@ def _count(stats):
 
 
 class ReadBlocks(beam.DoFn):
-  """None -> the local tool's blocks (first document index, documents)."""
+  """None -> the local tool's blocks (first document index, documents).
+
+  Also: the summed stats and the text's characters (block_chars), on tags.
+  """
 
   def __init__(self, input_files, docs_per_block, max_line_chars,
                max_lines_per_document, progress_interval):
@@ -123,25 +131,35 @@ class ReadBlocks(beam.DoFn):
     total = sum(m.size_in_bytes for r in FileSystems.match(files)
                 for m in r.metadata_list)
     progress = cpd.Progress(total, self._interval, tool=f"{TOOL} read")
+    chars = 0
     for block in cpd.iter_blocks(files, stats, docs_per_block, max_line_chars,
                                  max_lines, progress.add_bytes, open_any):
+      chars += block_chars(block)
       yield block
       progress.maybe_report(stats)
     _count(stats)
     yield beam.pvalue.TaggedOutput("stats", dict(stats))
+    yield beam.pvalue.TaggedOutput("chars", chars)
 
 
 class MakeInstances(beam.DoFn):
   """Block -> (shard, pack_records of its records); block stats on a tag.
 
   One element per (block, shard), compressed: fewer, smaller elements for
-  the runner's data plane and shuffle.
+  the runner's data plane and shuffle. With `workers` (the DirectRunner's,
+  which splits the blocks evenly) each worker logs its progress against its
+  share of the text; other runners show theirs in their UI.
   """
 
-  def __init__(self, run_cfg, model_bytes, num_shards):
+  def __init__(self, run_cfg, model_bytes, num_shards, workers=None,
+               progress_interval=0):
     self._run_cfg = run_cfg
     self._model_bytes = model_bytes
     self._num_shards = num_shards
+    self._workers = workers
+    self._interval = progress_interval if workers else 0
+    self._progress = None
+    self._done = collections.Counter()
 
   def setup(self):
     # Workers get the model inside this DoFn; FullTokenizer wants a file.
@@ -151,8 +169,16 @@ class MakeInstances(beam.DoFn):
     cpd.init_worker(dataclasses.replace(self._run_cfg, spm_model_file=path))
     os.remove(path)
 
-  def process(self, block):
+  def process(self, block, total_chars):
     records, stats = cpd.process_block(block)
+    if self._interval:
+      if self._progress is None:
+        self._progress = cpd.Progress(
+            total_chars / self._workers, self._interval,
+            tool=f"{TOOL} instances, worker {os.getpid()}")
+      self._progress.add_bytes(block_chars(block))
+      self._done.update(documents_read=len(block[1]), instances=len(records))
+      self._progress.maybe_report(self._done)
     seed = self._run_cfg.random_seed
     by_shard = collections.defaultdict(list)
     for i, record in enumerate(records):
@@ -162,6 +188,10 @@ class MakeInstances(beam.DoFn):
       yield shard, pack_records(keyed)
     _count(stats)
     yield beam.pvalue.TaggedOutput("stats", dict(stats))
+
+  def finish_bundle(self):
+    if self._progress is not None:
+      self._progress.maybe_report(self._done, final=True)
 
 
 def write_shard(item, temp_dir, compression):
@@ -191,18 +221,20 @@ def write_result(unused, temp_dir, counts, stats):
 
 def build_pipeline(p, input_files, run_cfg, model_bytes, num_shards, temp_dir,
                    compression, docs_per_block, max_line_chars,
-                   max_lines_per_document, progress_interval):
-  """Adds the transforms to pipeline `p`."""
+                   max_lines_per_document, progress_interval, workers=None):
+  """Adds the transforms to pipeline `p` (`workers`: see MakeInstances)."""
   read = (p | "Start" >> beam.Create([None])
           | "ReadBlocks" >> beam.ParDo(ReadBlocks(
               input_files, docs_per_block, max_line_chars,
               max_lines_per_document, progress_interval)).with_outputs(
-                  "stats", main="blocks"))
+                  "stats", "chars", main="blocks"))
+  make_instances = beam.ParDo(
+      MakeInstances(run_cfg, model_bytes, num_shards, workers,
+                    progress_interval),
+      total_chars=beam.pvalue.AsSingleton(read.chars))
   made = (read.blocks | "SpreadBlocks" >> beam.Reshuffle()
-          | "MakeInstances" >> beam.ParDo(MakeInstances(
-              run_cfg, model_bytes, num_shards)).with_output_types(
-                  typing.Tuple[int, bytes]).with_outputs(
-                      "stats", main="records"))
+          | "MakeInstances" >> make_instances.with_output_types(
+              typing.Tuple[int, bytes]).with_outputs("stats", main="records"))
   counts = (made.records | "GroupByShard" >> beam.GroupByKey()
             | "WriteShards" >> beam.Map(write_shard, temp_dir, compression)
             | "AllCounts" >> beam.combiners.ToList())
@@ -293,7 +325,8 @@ def run(input_files, output_paths, run_cfg, pipeline_args=(),
                        options=options) as p:
       build_pipeline(p, input_files, run_cfg, model_bytes, len(output_paths),
                      temp_dir, compression, docs_per_block, max_line_chars,
-                     max_lines_per_document, progress_interval)
+                     max_lines_per_document, progress_interval,
+                     beam_options.direct_workers(options, runner_name))
     records_per_file, stats = _finalize(temp_dir, output_paths, compression)
   finally:
     _delete(temp_dir)

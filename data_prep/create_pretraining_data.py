@@ -117,13 +117,13 @@ def iter_blocks(input_files, stats, docs_per_block, max_line_chars,
 class Progress:
   """Rate and ETA on stderr, from input bytes consumed."""
 
-  def __init__(self, total_bytes, interval, stream=sys.stderr,
+  def __init__(self, total_bytes, interval, stream=None,
                tool="create_pretraining_data"):
     self.tool = tool
     self.total = max(1, total_bytes)
     self.done = 0
     self.interval = interval
-    self.stream = stream
+    self.stream = stream or sys.stderr  # the current one, not import time's
     self.start = time.time()
     self.last = self.start
 

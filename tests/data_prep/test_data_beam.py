@@ -8,6 +8,7 @@ import collections
 import gzip
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -184,6 +185,19 @@ def test_failed_run_leaves_nothing_complete_looking(spm_corpus, tmp_path):
   assert sorted(os.listdir(tmp_path)) == ["corrupt.txt.gz"]
 
 
+def test_instance_stage_reports_progress_and_eta(spm_corpus, tmp_path, capfd):
+  model, corpus = spm_corpus
+  bpd.run([corpus], [str(tmp_path / "p.tfrecord")], run_cfg(model), IN_MEMORY,
+          docs_per_block=1, progress_interval=1e-9)
+  lines = [l for l in capfd.readouterr().err.splitlines()
+           if l.startswith("[beam_pretraining_data instances, worker ")]
+  assert len(lines) == 7, lines  # one per block (6 documents), then final
+  done = [float(re.search(r"\] *([\d.]+)% of input", l).group(1))
+          for l in lines]
+  assert done == sorted(done) and done[-1] == 100.0
+  assert "ETA 0s" in lines[-1] and "instances (" in lines[-1]
+
+
 def test_output_equal_to_input_is_refused(spm_corpus, tmp_path):
   model, corpus = spm_corpus
   copy = tmp_path / "c.txt"
@@ -197,8 +211,12 @@ def test_options_refuse_settings_a_run_would_not_use():
   _, runner, args = beam_options.pipeline_options(["--direct_num_workers=2"])
   assert runner == "DirectRunner"  # Beam's default: threads on one core
   assert args[-1] == "--direct_running_mode=multi_processing"
-  _, _, args = beam_options.pipeline_options(["--runner=DataflowRunner"], 8)
+  options, runner, args = beam_options.pipeline_options(
+      ["--runner=DataflowRunner"], 8)
   assert args == ["--runner=DataflowRunner", "--num_workers=8"]
+  assert beam_options.direct_workers(options, runner) is None  # its own UI
+  options, runner, _ = beam_options.pipeline_options(["--direct_num_workers=0"])
+  assert beam_options.direct_workers(options, runner) == os.cpu_count()
   _, _, args = beam_options.pipeline_options(
       ["--direct_num_workers=2", "--direct_running_mode=multi_threading"])
   assert args == ["--direct_num_workers=2",
