@@ -31,6 +31,17 @@ SAVED_MODEL_FILE = "saved_model.pb"
 # --- Checkpoints -------------------------------------------------------------
 
 
+def absolute(path: str) -> str:
+  """`path` as an absolute local path; URLs (gs://, hdfs://) unchanged.
+
+  Run and checkpoint directories are made absolute where they enter: a
+  tf.train.CheckpointManager under a relative directory writes the relative
+  path into its `checkpoint` state file, which TF then reads relative to
+  that directory again (runs/a/checkpoints/runs/a/checkpoints/ckpt-10).
+  """
+  return path if "://" in path else os.path.abspath(path)
+
+
 def _prefix_in_directory(path: str) -> Optional[str]:
   """The checkpoint a directory designates, or None if it holds none."""
   hub = os.path.join(path, "variables", "variables")

@@ -116,9 +116,22 @@ def checkpoint_candidates(directory: str) -> List[str]:
     return []
   paths = list(state.all_model_checkpoint_paths) or [
       state.model_checkpoint_path]
-  paths = [p if os.path.isabs(p) else os.path.join(directory, p)
-           for p in paths]
+  paths = [_in_directory(p, directory) for p in paths]
   return sorted(set(paths), key=_checkpoint_number, reverse=True)
+
+
+def _in_directory(path: str, directory: str) -> str:
+  """A state file's entry as a path. Versions before paths.absolute wrote
+  `runs/a/checkpoints/ckpt-10` for a relative run directory, which TF reads
+  as `<directory>/runs/a/checkpoints/ckpt-10`: such an entry is the file of
+  that name in `directory`."""
+  if not os.path.isabs(path) and "://" not in path:
+    path = os.path.join(directory, path)
+  beside = os.path.join(directory, os.path.basename(path))
+  if (beside != path and not tf.io.gfile.exists(path + ".index") and
+      tf.io.gfile.exists(beside + ".index")):
+    return beside
+  return path
 
 
 def _checkpoint_number(path: str) -> int:

@@ -114,6 +114,7 @@ def run_experiment(task, config, model_dir: str, mode: str = "train",
     raise ValueError(f"--mode={mode} is not available for this task")
   if mode == "export" and not export_dir:
     raise ValueError("--export_dir is required with --mode=export")
+  model_dir = paths.absolute(model_dir)
   output_dir = output_dir or model_dir
   # First: multi-worker collectives must be set up before any TF op.
   strategy = strategy_from_config(config.runtime)

@@ -28,6 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.checkpoints import object_layout
+from albert_tf.checkpoints import paths
 from albert_tf.checkpoints import restore as restore_lib
 from albert_tf.core import actions
 from albert_tf.core import base_task
@@ -72,7 +73,7 @@ class Trainer:
     self.task = task
     self.restore_data_position = restore_data_position
     self.config = config
-    self.model_dir = model_dir
+    self.model_dir = model_dir = paths.absolute(model_dir)
     self.strategy = strategy or tf.distribute.get_strategy()
     self.is_chief = distribute_utils.is_chief(self.strategy)
     runtime = config.runtime

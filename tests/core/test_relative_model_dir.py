@@ -1,0 +1,72 @@
+"""A run started with a relative --model_dir resumes (issue: the checkpoint
+state file named `runs/a/checkpoints/ckpt-2`, which TF joined to the
+directory again), from the same and from another working directory, through
+the command-line tools as a user types them."""
+
+import os
+import subprocess
+import sys
+
+import tensorflow as tf
+
+from albert_tf.core import actions
+from tests.testing import pretrain_testutil as tu
+
+
+def _cli(module, cwd, *args):
+  proc = subprocess.run([sys.executable, "-m", module, *args], cwd=cwd,
+                        env=tu.subprocess_env(), capture_output=True,
+                        text=True, timeout=600)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return proc
+
+
+def _pretrain(cwd, model_dir, train_file, steps):
+  return _cli("albert_tf.run_pretraining", cwd,
+              f"--config_file={tu.TINY_RECIPE}",
+              "--params_override=" + tu.tiny_overrides(
+                  train_file, **{"trainer.steps_per_loop": 2,
+                                 "trainer.checkpoint_interval": 2}),
+              f"--model_dir={model_dir}", f"--train_steps={steps}")
+
+
+def test_pretraining_resumes_with_a_relative_model_dir(tmp_path):
+  train_file, _ = tu.make_pretraining_data(
+      str(tmp_path.parent / "relative_pretrain_data"))
+  work = tmp_path / "work"
+  work.mkdir()
+  _pretrain(str(work), "runs/a", train_file, 2)
+  checkpoints = work / "runs" / "a" / "checkpoints"
+  assert tf.train.latest_checkpoint(str(checkpoints)).endswith("ckpt-2")
+  # The same command with more steps resumes (it failed with
+  # "no readable checkpoint in runs/a/checkpoints").
+  proc = _pretrain(str(work), "runs/a", train_file, 4)
+  assert "resumed from" in proc.stderr
+  assert tf.train.latest_checkpoint(str(checkpoints)).endswith("ckpt-4")
+  # From another working directory, by another relative path to the run.
+  _pretrain(str(work / "runs"), "a", train_file, 6)
+  assert tf.train.latest_checkpoint(str(checkpoints)).endswith("ckpt-6")
+  # export_savedmodel reads the run by a relative path too.
+  _cli("albert_tf.export_savedmodel", str(work), "--model_dir=runs/a",
+       "--export_dir=exports/enc")
+  assert os.path.isfile(work / "exports" / "enc" / "1" / "saved_model.pb")
+
+
+def test_state_file_of_an_older_version_still_resumes(tmp_path):
+  """Runs written before the fix hold `runs/a/checkpoints/ckpt-N` entries:
+  the candidates are the files of that name in the directory."""
+  directory = tmp_path / "runs" / "a" / "checkpoints"
+  directory.mkdir(parents=True)
+  checkpoint = tf.train.Checkpoint(v=tf.Variable(1.0))
+  for step in (2, 4):
+    checkpoint.save_counter.assign(step)
+    checkpoint.write(str(directory / f"ckpt-{step}"))
+  (directory / "checkpoint").write_text(
+      'model_checkpoint_path: "runs/a/checkpoints/ckpt-4"\n'
+      'all_model_checkpoint_paths: "runs/a/checkpoints/ckpt-2"\n'
+      'all_model_checkpoint_paths: "runs/a/checkpoints/ckpt-4"\n')
+  assert actions.checkpoint_candidates(str(directory)) == [
+      str(directory / "ckpt-4"), str(directory / "ckpt-2")]
+  assert actions.restore_newest_readable(
+      tf.train.Checkpoint(v=tf.Variable(0.0)), str(directory)) == str(
+          directory / "ckpt-4")
