@@ -17,9 +17,12 @@ from absl import logging
 from albert_tf.checkpoints import conversion
 from albert_tf.core import distribute_utils
 from albert_tf.core import experiment_config
+from albert_tf.core import run_record
 from albert_tf.core import train_lib
 from albert_tf.core import trainer as trainer_lib
-from albert_tf.serving import export_lib
+from albert_tf.serving import preprocessing
+from albert_tf.tasks import all_tasks  # pylint: disable=unused-import
+from albert_tf.tasks import export as tasks_export
 
 FLAGS = flags.FLAGS
 PREEMPTED_EXIT_CODE = 143  # 128 + SIGTERM
@@ -47,6 +50,13 @@ FLAG_FIELDS = {
     "version_2_with_negative": "data.version_2_with_negative",
     "null_score_diff_threshold": "data.null_score_diff_threshold",
 }
+# Flags that set a field of the task's serving params (serving_params.py;
+# a flag the task's params lack is refused). The run tools' --mode=export
+# takes those of them they define that no config field covers.
+EXPORT_PARAM_FLAGS = ("seq_length", "spm_model_file", "do_lower_case",
+                      "num_labels", "label_names", "num_text_fields",
+                      "max_answer_length", "max_query_length", "doc_stride",
+                      "max_windows", "with_answerability", "num_choices")
 
 
 def define_config_flags():
@@ -121,23 +131,49 @@ def define_export_flags():
                      ("doc_stride", "SQuAD: window stride over long "
                       "contexts (default 128; 0 truncates)."),
                      ("num_choices", "Multiple choice: choices."),
-                     ("max_first_segment_length", "first_fixed: cap on A.")):
+                     ("max_first_segment_length", "Preprocessing export "
+                      "with --truncation=first_fixed: cap on A.")):
     flags.DEFINE_integer(name, None, text)
-  flags.DEFINE_integer("max_windows", 32, "SQuAD with --doc_stride: longer "
-                       "contexts are refused with an error.")
+  define_max_windows_flag()
   for name, text in (("random_init", "Random weights (smoke tests)."),
-                     ("allow_random_head", "Keep a missing head random."),
+                     ("allow_random_head", "Keep a missing head random "
+                      "(not with a run directory: its heads were trained)."),
                      ("do_lower_case", "Lowercase text (default true)."),
-                     ("with_answerability", "SQuAD 2.0 head.")):
+                     ("with_answerability", "SQuAD 2.0 simple head.")):
     flags.DEFINE_bool(name, None, text)
-  flags.DEFINE_enum("export_kind", None, list(export_lib.EXPORT_KINDS),
-                    "Default: serving for a fine-tuning run, else encoder.")
-  flags.DEFINE_enum("task", None, list(export_lib.serving_modules.TASKS),
-                    "Serving export: which model and outputs.")
-  flags.DEFINE_list("label_names", None, "Classification: class names.")
-  flags.DEFINE_enum("truncation", "longest_first",
-                    list(export_lib.preprocessing.TRUNCATION_MODES),
-                    "Preprocessing export: how a too-long pair is cut.")
+  flags.DEFINE_enum("export_kind", None, tasks_export.export_kinds(),
+                    "Default: the run's task's (serving for fine-tuning, "
+                    "encoder for pretraining), else encoder (or serving "
+                    "with --task).")
+  flags.DEFINE_enum("task", None, tasks_export.serving_task_names(),
+                    "Serving export without a run directory: which model "
+                    "and outputs.")
+  flags.DEFINE_list("label_names", None, "Classification: class names "
+                    "(a run's: renamed in their order).")
+  flags.DEFINE_enum("truncation", None,
+                    list(preprocessing.TRUNCATION_MODES),
+                    "Preprocessing export: how a too-long pair is cut "
+                    "(default longest_first).")
+
+
+def define_max_windows_flag():
+  flags.DEFINE_integer("max_windows", None, "SQuAD export with doc-stride "
+                       "windows: longer contexts are refused with an error "
+                       "(default 32).")
+
+
+def export_settings(run_tool: bool = False) -> Dict[str, Any]:
+  """The serving params fields set on the command line: EXPORT_PARAM_FLAGS
+  the tool defines and the user gave (a run tool's FLAG_FIELDS set the
+  config instead, which sets the params)."""
+  out = {}
+  for name in EXPORT_PARAM_FLAGS:
+    if run_tool and name in FLAG_FIELDS:
+      continue
+    value = flag_value(name)
+    if value is not None:
+      out[name] = list(value) if isinstance(value, list) else value
+  return out
 
 
 def config_sources():
@@ -170,20 +206,42 @@ def fail(error: Exception):
   sys.exit(1)
 
 
-def run_training(config_cls, make_task):
+def export_request() -> tasks_export.ExportRequest:
+  """export_savedmodel's flags as an ExportRequest."""
+  return tasks_export.ExportRequest(
+      export_dir=FLAGS.export_dir, model_dir=FLAGS.model_dir or "",
+      checkpoint=FLAGS.checkpoint or "", export_kind=FLAGS.export_kind,
+      task=FLAGS.task, version=FLAGS.version,
+      random_init=bool(FLAGS.random_init),
+      allow_random_head=bool(FLAGS.allow_random_head),
+      config_files=config_sources(), params_override=FLAGS.params_override,
+      settings=export_settings(), truncation=FLAGS.truncation,
+      max_first_segment_length=FLAGS.max_first_segment_length)
+
+
+def run_training(task_cls):
   """The main body of the training tools: config from the flags, the task
-  from `make_task(config, model_dir)`, then train_lib.run_experiment."""
+  `task_cls(config, model_dir)`, then train_lib.run_experiment."""
   if not FLAGS.model_dir:
     fail(ValueError("--model_dir is required"))
   try:
+    # A run that exists is continued from its recorded config: only what
+    # the command line changes is checked against the record.
+    record = run_record.read(FLAGS.model_dir)
+    if record is not None and record.task != task_cls.name:
+      raise run_record.refuse("task", record.task, task_cls.name,
+                              FLAGS.model_dir,
+                              "use a new --model_dir for another task")
     config = experiment_config.load_experiment_config(
-        config_cls, FLAGS.config_file, FLAGS.params_override,
-        flag_overrides())
-    task = make_task(config, FLAGS.model_dir)
+        task_cls.config_cls, FLAGS.config_file, FLAGS.params_override,
+        flag_overrides(), base=record.config if record else None,
+        base_source=f"{FLAGS.model_dir}/{run_record.CONFIG_NAME}")
+    task = task_cls(config, FLAGS.model_dir)
     result = train_lib.run_experiment(
         task, config, FLAGS.model_dir, FLAGS.mode,
         output_dir=flag_value("output_dir"), checkpoint=FLAGS.checkpoint,
-        export_dir=flag_value("export_dir"))
+        export_dir=flag_value("export_dir"),
+        export_fn=tasks_export.run_exporter(export_settings(run_tool=True)))
   except USER_ERRORS as e:
     fail(e)
   logging.info("done: %s", {k: v for k, v in result.items() if k != "train"})

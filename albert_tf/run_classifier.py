@@ -32,8 +32,7 @@ def define_flags():
 
 def main(argv):
   del argv
-  cli_flags.run_training(sentence_prediction.GlueExperimentConfig,
-                         sentence_prediction.ClassifierTask)
+  cli_flags.run_training(sentence_prediction.ClassifierTask)
 
 
 def cli():

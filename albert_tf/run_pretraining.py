@@ -15,7 +15,6 @@ from absl import app
 from absl import flags
 
 from albert_tf import cli_flags
-from albert_tf.core import experiment_config
 from albert_tf.tasks import pretraining
 
 
@@ -32,9 +31,7 @@ def define_flags():
 
 def main(argv):
   del argv
-  cli_flags.run_training(
-      experiment_config.PretrainingExperimentConfig,
-      lambda config, model_dir: pretraining.PretrainingTask(config))
+  cli_flags.run_training(pretraining.PretrainingTask)
 
 
 def cli():

@@ -29,8 +29,7 @@ def define_flags():
 
 def main(argv):
   del argv
-  cli_flags.run_training(multiple_choice.RaceExperimentConfig,
-                         multiple_choice.RaceTask)
+  cli_flags.run_training(multiple_choice.RaceTask)
 
 
 def cli():

@@ -40,12 +40,12 @@ def define_flags():
                      "of an eval run; with task.squad_head=xlnet: when the "
                      "null score reaches it, the eval's "
                      "null_score_diff_threshold).")
+  cli_flags.define_max_windows_flag()  # --mode=export
 
 
 def main(argv):
   del argv
-  cli_flags.run_training(question_answering.SquadExperimentConfig,
-                         question_answering.SquadTask)
+  cli_flags.run_training(question_answering.SquadTask)
 
 
 def cli():

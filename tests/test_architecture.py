@@ -221,3 +221,63 @@ def test_official_configs_is_a_link_to_the_package_data():
   assert os.path.realpath(top) == os.path.realpath(
       os.path.join(ROOT, "albert_tf", "configs"))
   assert os.path.exists(os.path.join(top, "models", "albert_base_v2.yaml"))
+
+
+def _registered_task_names():
+  """Every name a task goes by, read from albert_tf/tasks/ (`name = "..."`
+  and the keys of `serving_tasks = {...}` in class bodies)."""
+  names = set()
+  for path in source_files():
+    if not path.startswith(os.path.join("albert_tf", "tasks")):
+      continue
+    for node in ast.walk(parse(path)):
+      if not isinstance(node, ast.ClassDef):
+        continue
+      for stmt in node.body:
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and
+                isinstance(stmt.targets[0], ast.Name)):
+          continue
+        target, value = stmt.targets[0].id, stmt.value
+        if target == "name" and isinstance(value, ast.Constant):
+          names.add(value.value)
+        elif target == "serving_tasks" and isinstance(value, ast.Dict):
+          names.update(k.value for k in value.keys
+                       if isinstance(k, ast.Constant))
+  return names
+
+
+def _string_constants(tree):
+  """(line, value) of every string literal that is not a docstring."""
+  docstrings = set()
+  for node in ast.walk(tree):
+    if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                         ast.AsyncFunctionDef)) and node.body:
+      first = node.body[0]
+      if isinstance(first, ast.Expr) and isinstance(first.value,
+                                                    ast.Constant):
+        docstrings.add(id(first.value))
+  return [(node.lineno, node.value) for node in ast.walk(tree)
+          if isinstance(node, ast.Constant) and isinstance(node.value, str)
+          and id(node) not in docstrings]
+
+
+def test_no_task_names_below_tasks():
+  """What a task is lives in albert_tf/tasks/ (behind the registry): core/
+  and the generic exporter name no task. "encoder" is also the name of a
+  model part everywhere, so it is not counted."""
+  names = _registered_task_names() - {"encoder"}
+  assert {"pretraining", "sentence_prediction", "question_answering",
+          "multiple_choice", "classification", "squad"} <= names
+  checked = [p for p in source_files()
+             if p.startswith(os.path.join("albert_tf", "core")) or
+             p == os.path.join("albert_tf", "serving", "export_lib.py")]
+  bad = [f"{path}:{line} {value!r}" for path in checked
+         for line, value in _string_constants(parse(path))
+         if value in names]
+  assert not bad, f"task names below tasks/: {bad}"
+
+
+def test_task_name_detector():
+  tree = ast.parse('"""pretraining docs"""\nKIND = "pretraining"\n'
+                   'def f():\n  """squad"""\n  return x == "squad"\n')
+  assert [v for _, v in _string_constants(tree)] == ["pretraining", "squad"]

@@ -1,9 +1,18 @@
-"""What a task gives the training loop (`albert_tf.core.trainer.Trainer`).
+"""What a task is, for the training loop, the run tools and the exporter.
 
 A task supplies the model, the input pipeline and its loss as additive sums,
-so replicas and micro-batches can be summed before normalising:
+so replicas and micro-batches can be summed before normalising; its run
+record facts; its evaluation and predictions; and its serving export. Every
+hook is declared here (abstract, or with the default most tasks want), so
+the callers (`trainer.Trainer`, `train_lib.run_experiment`, the exporter)
+call them without probing. Concrete tasks live in `albert_tf/tasks/` and
+register there (`tasks/registry.py`); core never names one.
 
+  @registry.register_task
   class MyTask(base_task.Task):
+    name = "my_task"                                # the run record's task
+    config_cls = MyExperimentConfig                 # its experiment config
+    serving_params_cls = MyServingParams            # its export settings
     def build_model(self): ...                      # tf_keras.Model
     def build_inputs(self, input_context, training):
       ...  # tf.data.Dataset of per-replica batches (dicts of tensors)
@@ -15,60 +24,113 @@ so replicas and micro-batches can be summed before normalising:
       return sums["loss_sum"] / normalizers["count"]
     def metrics_from_sums(self, sums):              # includes "loss"
       return {"loss": ..., "accuracy": ...}
+    def run_record_facts(self): ...                 # {"task": name, ...}
+    def serving_params(self, recorded_facts): ...   # MyServingParams
+    @classmethod
+    def model_for_export(cls, kind, model_config, params): ...
+    @classmethod
+    def serving_module(cls, kind, model, params, assets): ...  # tf.Module
 """
 
-from typing import Any, Dict, List, Optional
+import abc
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import tensorflow as tf
 import tf_keras
 
+from albert_tf.checkpoints import restore as restore_lib
 from albert_tf.data import pretraining_dataloader
 
+# The export kinds every task has (serving/export_lib.py writes them); a
+# task adds its own in `export_kinds`.
+ENCODER_EXPORT = "encoder"
+SERVING_EXPORT = "serving"
 
-class Task:
-  """What the trainer needs from a task (see the module docstring)."""
+
+class Task(abc.ABC):
+  """What the trainer, train_lib and the exporter need from a task."""
+
+  # --- Identity (class attributes every registered task sets) ---
+
+  # The registry key, recorded in the run record as "task".
+  name: str = ""
+  # The experiment config dataclass (core.experiment_config.ExperimentConfig
+  # subclass) the task is built from: task_cls(config, model_dir).
+  config_cls: type = type(None)
+  # The dataclass of the task's export settings (serving_params()).
+  serving_params_cls: type = type(None)
+  # Export kinds this task writes with `serving_module` (besides
+  # "encoder", which every task's model has), and the default one.
+  export_kinds: Sequence[str] = (SERVING_EXPORT,)
+  default_export_kind: str = SERVING_EXPORT
+  # The serving task names an export without a run directory may give
+  # (`--task=...`), each with its params' defaults.
+  serving_tasks: Mapping[str, Mapping[str, Any]] = {}
 
   # Global batch sizes (examples per optimizer step / per eval step).
   global_batch_size: int = 0
   eval_batch_size: int = 0
+  # Whether the trainer's periodic evaluation applies (held-out labels).
+  in_loop_eval: bool = True
+  # Whether train_and_eval ends with `evaluate` (benchmark metrics).
+  evaluate_after_training: bool = False
 
+  def __init__(self, config, model_dir: Optional[str] = None):
+    self.config = config
+    self.model_dir = model_dir
+
+  # --- Model and training ---
+
+  @abc.abstractmethod
   def build_model(self) -> tf_keras.Model:
-    raise NotImplementedError
+    """The task's Keras model (encoder + heads)."""
 
+  @abc.abstractmethod
   def build_inputs(self, input_context: Optional[tf.distribute.InputContext],
                    training: bool) -> tf.data.Dataset:
     """Per-replica batches (batch = global // num_replicas)."""
-    raise NotImplementedError
 
+  @abc.abstractmethod
   def loss_normalizers(self, features) -> Dict[str, tf.Tensor]:
     """Additive denominators of the loss, computed from the features only.
 
     The trainer sums them over replicas (and micro-batches) before the
     forward pass, so each replica's loss is already normalised globally.
     """
-    raise NotImplementedError
 
+  @abc.abstractmethod
   def compute_sums(self, model, features, training: bool
                    ) -> Dict[str, tf.Tensor]:
     """Runs the model; additive float32 scalar sums (losses, hits, counts)."""
-    raise NotImplementedError
 
+  @abc.abstractmethod
   def loss_from_sums(self, sums, normalizers) -> tf.Tensor:
     """The loss, linear in `sums` (so per-replica losses add up)."""
-    raise NotImplementedError
 
+  @abc.abstractmethod
   def metrics_from_sums(self, sums) -> Dict[str, Any]:
     """Metrics (must include "loss") from sums added over batches."""
-    raise NotImplementedError
 
+  @abc.abstractmethod
   def validate_inputs(self, training: bool = True) -> None:
     """Raises a clear error before training on bad/missing input files."""
 
+  @abc.abstractmethod
   def initialize(self, model) -> None:
     """Warm start of a fresh run (e.g. from an init checkpoint)."""
 
+  def restore_for_inference(self, model, path: str,
+                            step: Optional[tf.Variable] = None,
+                            allow_missing_heads: bool = False):
+    """Loads checkpoint `path` into the whole `model` (eval, predict,
+    export); `step` receives the checkpoint's step. Returns the
+    checkpoints.restore.RestoreReport."""
+    return restore_lib.restore(model, path, step=step,
+                               allow_missing_heads=allow_missing_heads)
+
   def checkpoint_items(self, model) -> Dict[str, Any]:
     """Objects saved with the model (default: our layout, encoder + model)."""
+    del model
     return {}
 
   def input_files(self, training: bool) -> List[str]:
@@ -77,7 +139,58 @@ class Task:
     Default: the files of `config.data.input_path` (or `eval_input_path`)
     when the task's config has them (the pretraining task's does).
     """
-    data = getattr(getattr(self, "config", None), "data", None)
+    data = self.config.data
     pattern = getattr(data, "input_path" if training else "eval_input_path",
                       "")
     return pretraining_dataloader.list_files(pattern) if pattern else []
+
+  # --- The run record ---
+
+  @abc.abstractmethod
+  def run_record_facts(self) -> Dict[str, Any]:
+    """What the run record keeps besides the config: {"task": name,
+    "seq_length", "spm_model_file", "do_lower_case", ...}."""
+
+  def record_facts(self) -> Dict[str, Any]:
+    """`run_record_facts` with the task's identity: its name and the module
+    that registers it (so a tool can rebuild a task defined anywhere)."""
+    facts = dict(self.run_record_facts())
+    facts.update(task=self.name, task_module=type(self).__module__)
+    return facts
+
+  # --- Evaluation and prediction ---
+
+  def evaluate(self, trainer, output_dir: str) -> Dict[str, Any]:
+    """The task's evaluation of the restored model (default: the loop's
+    metrics over the held-out data)."""
+    del output_dir
+    return trainer.evaluate()
+
+  def predict(self, trainer, output_dir: str) -> List[str]:
+    """Predictions -> the files written."""
+    del trainer, output_dir
+    raise ValueError(f"--mode=predict is not available for task "
+                     f"{self.name!r}")
+
+  # --- Export ---
+
+  @abc.abstractmethod
+  def serving_params(self, recorded_facts: Mapping[str, Any]):
+    """The task's export settings (a `serving_params_cls`) for this run's
+    config; `recorded_facts` are its run record's (e.g. the tokenizer of
+    pretraining data)."""
+
+  @classmethod
+  @abc.abstractmethod
+  def model_for_export(cls, kind: str, model_config, params
+                       ) -> tf_keras.Model:
+    """The model export `kind` wraps, from a model config and params alone
+    (an export without a run directory)."""
+
+  @classmethod
+  @abc.abstractmethod
+  def serving_module(cls, kind: str, model, params,
+                     assets: Mapping[str, Any]) -> tf.Module:
+    """The tf.Module of export `kind` (one of `export_kinds`), with a
+    `signatures()` method, wrapping `model` with `params`; `assets` are the
+    module's asset arguments (config_file, spm_model_file, do_lower_case)."""

@@ -1,14 +1,14 @@
 """Typed experiment configs (Model Garden `hyperparams.Config` dataclasses).
 
 An experiment is `model` + `data` + `optimizer` + `trainer` + `runtime`.
-`ExperimentConfig` holds the generic parts; `PretrainingExperimentConfig`
-adds the pretraining data section. A fine-tuning experiment subclasses
-`ExperimentConfig` with its own `data` section and reuses the rest.
+`ExperimentConfig` holds the generic parts; each task (albert_tf/tasks/)
+subclasses it with its own `data` (and `task`) sections and a
+`validate_data` method, and reuses the rest.
 
 Configs load from YAML files (applied in order) and a Model Garden style
 override string `a.b=c,d.e=f`:
 
->>> cfg = load_experiment_config(PretrainingExperimentConfig,
+>>> cfg = load_experiment_config(pretraining.PretrainingExperimentConfig,
 ...                              ["pretraining/albert_tiny_cpu.yaml"],
 ...                              "trainer.train_steps=10")
 
@@ -32,31 +32,6 @@ from albert_tf.optimization import optimizer_factory
 STRATEGIES = ("auto", "tpu", "mirrored", "multi_worker_mirrored",
               "one_device", "default")
 PRECISIONS = ("auto", "float32", "bfloat16", "float16")
-
-
-@dataclasses.dataclass
-class PretrainingDataConfig(base_config.Config):
-  """Pretraining TFRecords (data_prep/create_pretraining_data.py output)."""
-  # Comma-separated files or globs.
-  input_path: str = ""
-  # Held-out files for evaluation (the `eval` modes).
-  eval_input_path: str = ""
-  seq_length: int = 512
-  max_predictions_per_seq: int = 20
-  global_batch_size: int = 4096
-  # 0: same as global_batch_size.
-  eval_batch_size: int = 0
-  # Re-mask every example on the fly (needs token_boundary in the files).
-  dynamic_masking: bool = False
-  masked_lm_prob: float = 0.15
-  mask_id: int = 4
-  shuffle_buffer_size: int = 10000
-  cycle_length: int = 8
-  # Seed of file/record shuffling; None: from runtime.seed.
-  seed: Optional[int] = None
-  # Train on files without a matching <file>.summary.json (data_prep's
-  # record of counts, vocab_size and lengths); see tasks/pretraining.py.
-  allow_unverified_input: bool = False
 
 
 @dataclasses.dataclass
@@ -131,44 +106,27 @@ class ExperimentConfig(base_config.Config):
   runtime: RuntimeConfig = dataclasses.field(default_factory=RuntimeConfig)
 
 
-@dataclasses.dataclass
-class PretrainingExperimentConfig(ExperimentConfig):
-  data: PretrainingDataConfig = dataclasses.field(
-      default_factory=PretrainingDataConfig)
-
-  def validate_data(self):
-    """Raises ValueError naming the first bad data field."""
-    data, t = self.data, self.trainer
-    if data.seq_length > self.model.max_position_embeddings:
-      raise ValueError(
-          f"data.seq_length ({data.seq_length}) exceeds "
-          f"model.max_position_embeddings "
-          f"({self.model.max_position_embeddings})")
-    for name in ("seq_length", "max_predictions_per_seq", "global_batch_size"):
-      if getattr(data, name) <= 0:
-        raise ValueError(f"data.{name} must be > 0, got {getattr(data, name)}")
-    if data.global_batch_size % t.gradient_accumulation_steps:
-      raise ValueError(
-          f"data.global_batch_size ({data.global_batch_size}) must be "
-          "divisible by trainer.gradient_accumulation_steps "
-          f"({t.gradient_accumulation_steps})")
-
-
 T = TypeVar("T", bound=ExperimentConfig)
 RESOLVED_CONFIG_NAME = albert_config.RUN_CONFIG_NAME
 
 
-def load_experiment_config(config_cls: Type[T] = PretrainingExperimentConfig,
+def load_experiment_config(config_cls: Type[T],
                            config_files: Sequence[str] = (),
                            params_override: str = "",
-                           flag_values: Optional[Mapping[str, Any]] = None
-                           ) -> T:
-  """Defaults <- each YAML file in order <- `a.b=c,...` <- explicit flags.
+                           flag_values: Optional[Mapping[str, Any]] = None,
+                           base: Optional[Mapping[str, Any]] = None,
+                           base_source: str = "") -> T:
+  """Defaults <- `base` <- each YAML file in order <- `a.b=c,...` <-
+  explicit flags.
 
   The one loader of every tool. Each step is type-checked against the
   dataclasses and errors name the field and the file / override / flag.
+  `base`: the resolved config of the run a start continues (its
+  experiment_config.yaml), so a resume or an eval need not retype it.
   """
   config = config_cls()
+  if base:
+    albert_config.apply_values(config, base, base_source)
   for path in config_files or ():
     albert_config.apply_values(config, albert_config.read_config_file(path),
                                path)
@@ -178,6 +136,13 @@ def load_experiment_config(config_cls: Type[T] = PretrainingExperimentConfig,
   if flag_values:
     albert_config.apply_values(config, flag_values, "command-line flags")
   return validate(config)
+
+
+def config_from_dict(config_cls: Type[T], values: Mapping[str, Any],
+                     source: str) -> T:
+  """`config_cls` from a resolved config dict (a run's
+  experiment_config.yaml), type-checked and validated like a file."""
+  return load_experiment_config(config_cls, base=values, base_source=source)
 
 
 def validate(config: ExperimentConfig) -> ExperimentConfig:

@@ -4,12 +4,11 @@ A run directory holds, written once by the chief at the first start (each
 file to a temporary name, then renamed):
 
   experiment_config.yaml   the resolved experiment config (every field).
-  run_record.json          what rebuilds the model and its serving signature
-                           without retyping: the task kind (pretraining,
-                           sentence_prediction, question_answering,
-                           multiple_choice), its facts (GLUE task name, label
-                           names, number of text fields, ...), seq_length,
-                           spm_model_file (+ its sha256) and do_lower_case.
+  run_record.json          the task's name and the module that registers it
+                           (tasks/registry.py rebuilds the task from these
+                           and the config), its facts (labels, heads, ...),
+                           seq_length, spm_model_file (+ its sha256) and
+                           do_lower_case.
 
 Every later start (resume, eval, predict, export) compares its config with
 the record. Only SAFE_FIELDS may change; DATA_POSITION_FIELDS may change
@@ -36,8 +35,6 @@ from albert_tf.modeling import albert_config
 RECORD_NAME = "run_record.json"
 CHANGES_NAME = "run_record_changes.jsonl"
 CONFIG_NAME = experiment_config.RESOLVED_CONFIG_NAME
-TASK_KINDS = ("pretraining", "sentence_prediction", "question_answering",
-              "multiple_choice")
 
 # Fields a resumed run may change: how long and how often, where evaluation
 # reads, devices. (train_steps also moves the end of the LR decay.)
@@ -121,9 +118,8 @@ def exists(model_dir: str) -> bool:
 def write(model_dir: str, config, facts: Mapping[str, Any]) -> RunRecord:
   """Writes experiment_config.yaml, then run_record.json (the marker)."""
   task = facts.get("task")
-  if task not in TASK_KINDS:
-    raise ValueError(f"run record: task must be one of {TASK_KINDS}, got "
-                     f"{task!r}")
+  if not task or not isinstance(task, str):
+    raise ValueError(f"run record: the task's name is missing (got {task!r})")
   os.makedirs(model_dir, exist_ok=True)
   values = config.as_dict()
   atomic_write(os.path.join(model_dir, CONFIG_NAME),
@@ -186,45 +182,6 @@ def check_model(recorded: Mapping[str, Any], model_config, source: str,
     if recorded.get(field) != given.get(field):
       raise refuse(f"{what}.{field}", recorded.get(field), given.get(field),
                    source, "the weights were trained with the recorded value")
-
-
-def check_fact(record: RunRecord, name: str, given) -> Any:
-  """A fact the caller may pass (None: take the record's); refuses a
-  different value (a SentencePiece model: different content; label names:
-  a different number of them)."""
-  recorded = record.facts.get(name)
-  if given is None:
-    return recorded
-  if name == "spm_model_file" and given != recorded and _same_spm(record,
-                                                                 given):
-    return given
-  if (name == "label_names" and recorded and given is not None and
-      len(given) == len(recorded)):
-    return list(given)  # display names only: renaming keeps the classes
-  if recorded is not None and given != recorded:
-    raise refuse(name, recorded, given, record.model_dir,
-                 "omit it to use the run's value")
-  return given
-
-
-def resolve_facts(record: Optional[RunRecord], given: Mapping[str, Any],
-                  defaults: Mapping[str, Any]) -> Dict[str, Any]:
-  """given (None = not passed) <- the record's facts <- defaults."""
-  out = {}
-  for name, value in given.items():
-    if record is not None:
-      value = check_fact(record, name, value)
-    out[name] = defaults.get(name) if value is None else value
-  return out
-
-
-# Facts of an export a run record knows, and their values without a record.
-SERVING_DEFAULTS = {
-    "serving_task": "encoder", "num_labels": 2, "label_names": None,
-    "num_text_fields": 1, "with_answerability": False,
-    "max_answer_length": 30, "max_query_length": 64, "doc_stride": 128,
-    "num_choices": 4,
-    "seq_length": 128, "spm_model_file": None, "do_lower_case": True}
 
 
 def _beside_checkpoint(checkpoint: str) -> Optional[str]:

@@ -5,22 +5,23 @@ Every training tool goes through `run_experiment`: strategy from
 every later one, see run_record.py), the Trainer, and the mode:
 
   train            train to trainer.train_steps (resumes from model_dir)
-  eval             the latest (or `checkpoint`) model on the held-out data
-  train_and_eval   train (with in-loop evaluation unless the task says
-                   `in_loop_eval = False`), then the task's full evaluation
+  eval             the latest (or `checkpoint`) model: the task's evaluation
+  train_and_eval   train (with in-loop evaluation when the task's
+                   `in_loop_eval`), then the task's evaluation when its
+                   `evaluate_after_training`
   continuous_eval  evaluate each new checkpoint until the timeout
-  predict          task predictions into output_dir (fine-tuning)
-  export           a serving SavedModel (fine-tuning)
+  predict          task predictions into output_dir
+  export           a SavedModel of the restored model, by `export_fn`
 
-The task (built by the entry point; core never imports tasks) gives
-`run_record_facts()` and, optionally, `evaluate(trainer, output_dir)`,
-`predict(trainer, output_dir)` and `export(model, export_dir)`.
+The task (built by the entry point; core never names one) declares every
+hook it is called through (core/base_task.py). Export lives above core (the
+task's serving module): the entry point passes `export_fn(task, model,
+export_dir)`.
 """
 
-import inspect
 import json
 import os
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 from absl import logging
 import tensorflow as tf
@@ -41,29 +42,17 @@ def strategy_from_config(runtime) -> tf.distribute.Strategy:
       num_cpu_devices=runtime.num_cpu_devices)
 
 
-def _trainer_kwargs(check: run_record.ResumeCheck, config) -> Dict[str, Any]:
+def _trainer_kwargs(check: run_record.ResumeCheck) -> Dict[str, Any]:
   """restore_data_position=False when the data position must be reset."""
   if not check.data_position_reset:
     return {}
   changed = ", ".join(f"{k} {v[0]!r} -> {v[1]!r}"
                       for k, v in check.changes.items()
                       if k in run_record.DATA_POSITION_FIELDS)
-  params = inspect.signature(trainer_lib.Trainer).parameters
-  if "restore_data_position" in params:
-    logging.warning("input changed since the last start (%s): the data "
-                    "position is reset, the input pipeline starts over",
-                    changed)
-    return {"restore_data_position": False}
-  if not config.trainer.save_data_position:
-    logging.warning("input changed since the last start (%s): the data "
-                    "position is not restored (save_data_position=false)",
-                    changed)
-    return {}
-  raise ValueError(
-      f"the input changed since the last start ({changed}) and the "
-      "checkpoint's saved data position belongs to the old input (and batch "
-      "size): resume with trainer.save_data_position=false to restart the "
-      "input pipeline, or keep the old values")
+  logging.warning("input changed since the last start (%s): the data "
+                  "position is reset, the input pipeline starts over",
+                  changed)
+  return {"restore_data_position": False}
 
 
 def write_eval_results(output_dir: str, results: Dict[str, Any]) -> str:
@@ -75,10 +64,9 @@ def write_eval_results(output_dir: str, results: Dict[str, Any]) -> str:
   return path
 
 
-def restore_for_inference(trainer, task,
-                          checkpoint: Optional[str] = None) -> str:
-  """Loads `checkpoint` (default: the latest of the run) into the model
-  (through the task's `restore_for_inference` when it has one)."""
+def restore_for_inference(trainer, checkpoint: Optional[str] = None) -> str:
+  """Loads `checkpoint` (default: the latest of the run) into the model,
+  through the task (`Trainer.restore_model`)."""
   if checkpoint:
     path = paths.resolve_checkpoint(checkpoint)
   else:
@@ -86,16 +74,12 @@ def restore_for_inference(trainer, task,
     if not path:
       raise ValueError(f"no checkpoint in {trainer.checkpoint_dir}; train "
                        "first or pass --checkpoint")
-  restore = getattr(task, "restore_for_inference", None)
-  if restore is not None:
-    restore(trainer, path)
-  else:
-    trainer.restore_model(path)
+  trainer.restore_model(path)
   logging.info("restored %s (step %d)", path, int(trainer.global_step.numpy()))
   return path
 
 
-def _full_evaluation(trainer, task, output_dir):
+def _evaluation(trainer, task, output_dir):
   metrics = task.evaluate(trainer, output_dir)
   if trainer.is_chief:
     write_eval_results(output_dir, metrics)
@@ -105,14 +89,16 @@ def _full_evaluation(trainer, task, output_dir):
 def run_experiment(task, config, model_dir: str, mode: str = "train",
                    output_dir: Optional[str] = None,
                    checkpoint: Optional[str] = None,
-                   export_dir: Optional[str] = None) -> Dict[str, Any]:
-  """Runs `mode` of `task`; returns a dict of what each step produced."""
+                   export_dir: Optional[str] = None,
+                   export_fn: Optional[Callable[..., str]] = None
+                   ) -> Dict[str, Any]:
+  """Runs `mode` of `task`; returns a dict of what each step produced.
+
+  export_fn: `export_fn(task, model, export_dir)` for mode export.
+  """
   if mode not in MODES:
     raise ValueError(f"unknown mode {mode!r}; expected one of {MODES}")
-  has_full_eval = hasattr(task, "evaluate")
-  if mode in ("predict", "export") and not hasattr(task, mode):
-    raise ValueError(f"--mode={mode} is not available for this task")
-  if mode == "export" and not export_dir:
+  if mode == "export" and not (export_dir and export_fn):
     raise ValueError("--export_dir is required with --mode=export")
   model_dir = paths.absolute(model_dir)
   output_dir = output_dir or model_dir
@@ -124,33 +110,30 @@ def run_experiment(task, config, model_dir: str, mode: str = "train",
   if mode in ("eval", "train_and_eval", "continuous_eval"):
     task.validate_inputs(training=False)
   is_chief = distribute_utils.is_chief(strategy)
-  check = run_record.prepare(model_dir, config, task.run_record_facts(),
+  check = run_record.prepare(model_dir, config, task.record_facts(),
                              is_chief=is_chief)
-  trainer_kwargs = _trainer_kwargs(check, config)
   if is_chief:  # only changes this start accepted
     run_record.append_changes(model_dir, mode, check)
   trainer = trainer_lib.Trainer(task, config, model_dir, strategy,
-                                **trainer_kwargs)
+                                **_trainer_kwargs(check))
   result = {}
   if mode == "train":
     result["train"] = trainer.train()
   elif mode == "train_and_eval":
-    if getattr(task, "in_loop_eval", True):
+    if task.in_loop_eval:
       result["train"] = trainer.train_and_evaluate()
     else:
       result["train"] = trainer.train()
-    if has_full_eval:
-      result["eval"] = _full_evaluation(trainer, task, output_dir)
+    if task.evaluate_after_training:
+      result["eval"] = _evaluation(trainer, task, output_dir)
   elif mode == "continuous_eval":
     result["eval"] = trainer.continuous_evaluate()
-  elif mode == "eval" and not has_full_eval:
-    result["eval"] = trainer.evaluate_checkpoint(checkpoint)
   else:
-    result["checkpoint"] = restore_for_inference(trainer, task, checkpoint)
+    result["checkpoint"] = restore_for_inference(trainer, checkpoint)
     if mode == "eval":
-      result["eval"] = _full_evaluation(trainer, task, output_dir)
+      result["eval"] = _evaluation(trainer, task, output_dir)
     elif mode == "predict":
       result["predict"] = task.predict(trainer, output_dir)
     else:
-      result["export"] = task.export(trainer.model, export_dir)
+      result["export"] = export_fn(task, trainer.model, export_dir)
   return result

@@ -29,7 +29,6 @@ import tensorflow as tf
 
 from albert_tf.checkpoints import object_layout
 from albert_tf.checkpoints import paths
-from albert_tf.checkpoints import restore as restore_lib
 from albert_tf.core import actions
 from albert_tf.core import base_task
 from albert_tf.core import base_trainer
@@ -179,8 +178,9 @@ class Trainer:
     return step
 
   def restore_model(self, path: str) -> int:
-    """Loads model weights (and step) only, e.g. for evaluation."""
-    restore_lib.restore(self.model, path, step=self.global_step)
+    """Loads model weights (and step) only, e.g. for evaluation (through
+    the task: a task may read layouts of its own)."""
+    self.task.restore_for_inference(self.model, path, step=self.global_step)
     return int(self.global_step.numpy())
 
   # --- Training --------------------------------------------------------------

@@ -7,59 +7,29 @@ the version is the next free integer unless --version is given), atomically
 needs only `tensorflow`, plus `import tensorflow_text` for the text-in
 signatures (preprocessing and serving exports).
 
-Kinds:
-  encoder        TF-Hub reusable encoder: `hub.KerasLayer(path,
-                 trainable=True)`; signature `serving_default` (ids in).
-  pretraining    encoder + `mlm` (extra input `masked_lm_positions`, output
-                 `mlm_logits`) and `sop` (`sop_logits`) signatures.
-  preprocessing  text in -> `input_word_ids`, `input_mask`, `input_type_ids`
-                 (signatures `serving_default` for one segment, `text_pair`,
-                 `tokenize`), TF-Hub preprocessor API (`__call__`,
-                 `tokenize`, `pack_pair`).
-  serving        one model for TF Serving: `serving_default` (raw text),
-                 `serve_ids`, `serve_examples` (serialized tf.Example).
-
-Examples:
-
-  python -m albert_tf.export_savedmodel --export_kind=encoder \
-      --config_file=albert_base/albert_config.json \
-      --checkpoint=albert_base/model.ckpt-best \
-      --spm_model_file=albert_base/30k-clean.model --export_dir=/tmp/enc
-  python -m albert_tf.export_savedmodel --export_kind=serving \
-      --task=classification --num_labels=3 --num_text_fields=2 \
-      --label_names=entailment,neutral,contradiction \
-      --config_file=... --checkpoint=mnli_run/ckpt \
-      --spm_model_file=... --seq_length=128 --export_dir=/models/mnli
+Kinds written here (no task needed): `encoder` (TF-Hub reusable encoder:
+`hub.KerasLayer(path, trainable=True)`; signature `serving_default`, ids
+in) and `preprocessing` (text in -> `input_word_ids`, `input_mask`,
+`input_type_ids`; signatures `serving_default` for one segment, `text_pair`,
+`tokenize`; TF-Hub preprocessor API). A task's own kinds (`serving`: text,
+ids and tf.Example signatures for TF Serving; the pretraining task's
+`pretraining`: + `mlm` and `sop`) are built by the task
+(albert_tf/tasks/export.py) and saved by `export_module`.
 """
 
 import os
 import shutil
 import tempfile
 
-from absl import logging
 import tensorflow as tf
 
-from albert_tf.checkpoints import restore as restore_lib
-from albert_tf.checkpoints.paths import existing_versions  # pylint: disable=unused-import
 from albert_tf.checkpoints.paths import next_version
 from albert_tf.modeling import albert_config
-from albert_tf.modeling.models import albert_squad_v2
-from albert_tf.modeling.models import downstream_models
-from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
-from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
 from albert_tf.serving import preprocessing
 from albert_tf.serving import serving_modules
-from albert_tf.serving import squad_module
-from albert_tf.serving import squad_windows
-from albert_tf.serving import task_modules
 
-EXPORT_KINDS = ("encoder", "pretraining", "preprocessing", "serving")
+PREPROCESSING_EXPORT = "preprocessing"
 CONFIG_ASSET_NAME = "albert_config.json"
-# The TF Serving module class of each task (serving_modules.TASKS).
-SERVING_MODULES = {cls.task: cls for cls in (
-    task_modules.EncoderServingModule, task_modules.ClassificationModule,
-    task_modules.RegressionModule, squad_module.SquadModule,
-    task_modules.MultipleChoiceModule)}
 
 # --- Versioned directories ---------------------------------------------------
 
@@ -136,21 +106,16 @@ def export_encoder(encoder, export_dir, spm_model_file=None,
     return save_versioned(module, export_dir, module.signatures(), version)
 
 
-def export_pretraining(pretrainer, export_dir, spm_model_file=None,
-                       do_lower_case=True, version=None):
-  """Exports an AlbertPretrainer: encoder API + `mlm` and `sop`."""
-  if not (hasattr(pretrainer, "mlm_head") and hasattr(pretrainer, "sop_head")):
-    raise TypeError("export_pretraining needs an AlbertPretrainer, got "
-                    f"{type(pretrainer).__name__}")
-  config = pretrainer.encoder.config
-  if spm_model_file:
-    preprocessing.check_spm_model(spm_model_file, config.vocab_size)
+def export_module(build_module, config, export_dir, spm_model_file=None,
+                  do_lower_case=True, version=None):
+  """Saves the module `build_module(assets)` returns (a tf.Module with
+  `signatures()`) to `<export_dir>/<version>/`; `assets` are its asset
+  arguments: the model config (as a file) and the SentencePiece model."""
+  version_dir(export_dir, version)  # an existing version fails before tracing
   with _ConfigAsset(config) as config_file:
-    module = serving_modules.PretrainingModule(
-        pretrainer, config, config_file=config_file,
-        spm_model_file=spm_model_file,
-        do_lower_case=do_lower_case if spm_model_file else None)
-    module.trace()
+    module = build_module(dict(
+        config_file=config_file, spm_model_file=spm_model_file,
+        do_lower_case=do_lower_case if spm_model_file else None))
     return save_versioned(module, export_dir, module.signatures(), version)
 
 
@@ -212,74 +177,6 @@ def export_preprocessing(spm_model_file, export_dir, seq_length=128,
   return save_versioned(module, export_dir, signatures, version)
 
 
-def task_of(model, regression=False):
-  """The serving task of a model instance."""
-  if isinstance(model, downstream_models.AlbertClassifier):
-    return "regression" if regression or model.num_labels == 1 else (
-        "classification")
-  if isinstance(model, (downstream_models.AlbertSpanLabeler,
-                        albert_squad_v2.AlbertSquadV2)):
-    return "squad"
-  if isinstance(model, downstream_models.AlbertMultipleChoice):
-    return "multiple_choice"
-  if isinstance(model, AlbertEncoder):
-    return "encoder"
-  raise TypeError(f"no serving task for {type(model).__name__}")
-
-
-def serving_module_class(model, task, doc_stride=None):
-  """The TF Serving module class for `model` and `task`."""
-  if task not in SERVING_MODULES:
-    raise ValueError(f"task must be one of {serving_modules.TASKS}, got "
-                     f"{task!r}")
-  if isinstance(model, albert_squad_v2.AlbertSquadV2) and not doc_stride:
-    raise ValueError("the SQuAD 2.0 (xlnet head) export serves doc-stride "
-                     "windows; set doc_stride")
-  if doc_stride and SERVING_MODULES[task] is squad_module.SquadModule:
-    return squad_windows.SquadWindowServingModule
-  return SERVING_MODULES[task]
-
-
-def export_serving(model, export_dir, spm_model_file, seq_length=128,
-                   do_lower_case=True, label_names=None, num_text_fields=1,
-                   max_answer_length=30, max_query_length=64,
-                   regression=False, version=None, task=None,
-                   doc_stride=None, max_windows=32,
-                   null_score_diff_threshold=None):
-  """Exports `model` for TF Serving (text, ids and tf.Example signatures).
-
-  `model`: AlbertEncoder, AlbertClassifier (classification, or regression
-  when num_labels == 1), AlbertSpanLabeler (SQuAD: fields `question`,
-  `context`; the question is capped at `max_query_length` tokens) or
-  AlbertMultipleChoice (fields `context`, `choices`). `task` (one of
-  serving_modules.TASKS) overrides the task read from the model's type.
-  SQuAD with `doc_stride`: the text signatures slide doc-stride windows over
-  long contexts (up to `max_windows`; `squad_windows`) instead of
-  truncating; AlbertSquadV2 (the original's v2 head) needs it, and answers
-  "" at `null_score_diff_threshold`.
-  """
-  module_class = serving_module_class(model, task or task_of(model, regression),
-                                      doc_stride)
-  config = _encoder_of(model).config
-  if seq_length > config.max_position_embeddings:
-    raise ValueError(f"seq_length {seq_length} exceeds the model's "
-                     f"max_position_embeddings {config.max_position_embeddings}")
-  preprocessing.check_spm_model(spm_model_file, config.vocab_size)
-  preprocessor = module_class.make_preprocessor(
-      spm_model_file, do_lower_case, seq_length,
-      max_query_length=max_query_length)
-  given = dict(num_text_fields=num_text_fields, label_names=label_names,
-               max_answer_length=max_answer_length, doc_stride=doc_stride,
-               max_query_length=max_query_length, max_windows=max_windows,
-               null_score_diff_threshold=null_score_diff_threshold)
-  options = {k: v for k, v in given.items() if k in module_class.options}
-  with _ConfigAsset(config) as config_file:
-    module = module_class(model, preprocessor, config, config_file=config_file,
-                          spm_model_file=spm_model_file,
-                          do_lower_case=do_lower_case, **options)
-    return save_versioned(module, export_dir, module.signatures(), version)
-
-
 # --- Inspection ------------------------------------------------------------------
 
 
@@ -298,92 +195,3 @@ def describe_signatures(path):
     for key, spec in sorted(fn.structured_outputs.items()):
       lines.append(f"    out {key}: {spec.dtype.name} {spec.shape}")
   return "\n".join(lines)
-
-
-# --- Building models and loading weights ---------------------------------------
-
-
-def build_model(kind, config, task="encoder", num_labels=2,
-                with_answerability=False, num_choices=4):
-  """The in-memory Keras model an export of `kind`/`task` wraps."""
-  if kind == "pretraining":
-    return AlbertPretrainer(config)
-  if kind == "encoder" or task == "encoder":
-    return AlbertEncoder(config)
-  encoder = AlbertEncoder(config, name="albert_encoder")
-  if task in ("classification", "regression"):
-    return downstream_models.AlbertClassifier(
-        encoder, num_labels=1 if task == "regression" else num_labels)
-  if task == "squad":
-    return downstream_models.AlbertSpanLabeler(
-        encoder, with_answerability=with_answerability)
-  if task == "multiple_choice":
-    return downstream_models.AlbertMultipleChoice(encoder,
-                                                  num_choices=num_choices)
-  raise ValueError(f"unknown task {task!r}; expected one of "
-                   f"{serving_modules.TASKS}")
-
-
-def load_weights(model, checkpoint, allow_random_head=False):
-  """Loads `checkpoint` (any layout `restore` reads) into the whole `model`;
-  returns a one-line description.
-
-  A downstream model whose checkpoint holds no head fails unless
-  `allow_random_head` (e.g. exporting a pretraining checkpoint as a
-  classifier for a smoke test).
-  """
-  return restore_lib.restore(model, checkpoint,
-                             allow_missing_heads=allow_random_head).summary()
-
-
-def run(kind, export_dir, albert_config_file=None, checkpoint=None,
-        random_init=False, allow_random_head=False, spm_model_file=None,
-        do_lower_case=True, seq_length=128, task="encoder", num_labels=2,
-        label_names=None, num_text_fields=1, with_answerability=False,
-        max_answer_length=30, max_query_length=64, num_choices=4,
-        truncation="longest_first", max_first_segment_length=None,
-        version=None, doc_stride=None, max_windows=32):
-  """Builds, loads and exports; returns the version directory written."""
-  if kind not in EXPORT_KINDS:
-    raise ValueError(f"export kind must be one of {EXPORT_KINDS}, got {kind!r}")
-  if not export_dir:
-    raise ValueError("--export_dir is required")
-  if kind in ("preprocessing", "serving") and not spm_model_file:
-    raise ValueError(f"--spm_model_file is required for a {kind} export")
-  # Bad paths fail here, in one line, before a model is built and loaded.
-  version_dir(export_dir, version)
-  config = (albert_config.load_model_config([albert_config_file])
-            if albert_config_file else None)
-  if spm_model_file:
-    preprocessing.check_spm_model(spm_model_file,
-                                  config.vocab_size if config else None)
-  if kind == "preprocessing":
-    return export_preprocessing(
-        spm_model_file, export_dir, seq_length=seq_length,
-        do_lower_case=do_lower_case, config=config, truncation=truncation,
-        max_first_segment_length=max_first_segment_length, version=version)
-  if config is None:
-    raise ValueError(f"--config_file is required for a {kind} export")
-  if not checkpoint and not random_init:
-    raise ValueError("--checkpoint is required (or --random_init for a smoke "
-                     "test)")
-  model = build_model(kind, config, task=task, num_labels=num_labels,
-                      with_answerability=with_answerability,
-                      num_choices=num_choices)
-  if checkpoint:
-    logging.info("loaded %s", load_weights(model, checkpoint,
-                                          allow_random_head=allow_random_head))
-  if kind == "encoder":
-    return export_encoder(model, export_dir, spm_model_file, do_lower_case,
-                          version)
-  if kind == "pretraining":
-    return export_pretraining(model, export_dir, spm_model_file, do_lower_case,
-                              version)
-  return export_serving(model, export_dir, spm_model_file,
-                        seq_length=seq_length, do_lower_case=do_lower_case,
-                        label_names=label_names,
-                        num_text_fields=num_text_fields,
-                        max_answer_length=max_answer_length,
-                        max_query_length=max_query_length, version=version,
-                        task=task, doc_stride=doc_stride,
-                        max_windows=max_windows)

@@ -21,9 +21,6 @@ import tensorflow as tf
 
 from albert_tf.modeling.networks.albert_encoder import INPUT_NAMES
 
-# Serving tasks (`export_lib.SERVING_MODULES` has a module class for each).
-TASKS = ("encoder", "classification", "regression", "squad",
-         "multiple_choice")
 
 
 class _Untracked:

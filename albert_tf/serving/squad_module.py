@@ -50,9 +50,7 @@ class SquadModule(task_modules.TaskServingModule):
   (normalised text of the span); answerable_probability [b] when the model
   has an answerability head."""
 
-  task = "squad"
   text_fields = ("question", "context")
-  options = ("max_answer_length",)
 
   def __init__(self, model, preprocessor, config, max_answer_length=30,
                **kwargs):

@@ -73,8 +73,6 @@ class SquadWindowServingModule(squad_module.SquadModule):
   unchanged (one window per row; the raw beam for `AlbertSquadV2`).
   """
 
-  options = ("max_answer_length", "doc_stride", "max_query_length",
-             "max_windows", "null_score_diff_threshold")
 
   def __init__(self, model, preprocessor, config, doc_stride=128,
                max_query_length=64, max_windows=32,

@@ -1,4 +1,5 @@
-"""TF Serving modules, one class per task (Model Garden's serving pattern).
+"""TF Serving modules, one class per kind of head (Model Garden's serving
+pattern); the tasks (albert_tf/tasks/) choose one and its settings.
 
 Every module offers the same three signatures, built once in the base class:
   serving_default: raw text, string [batch] per field in `text_fields`
@@ -35,7 +36,7 @@ def sentence_fields(num_text_fields):
 class TaskServingModule(serving_modules.ModelModule):
   """Base: text / ids / tf.Example signatures over `task_outputs`.
 
-  Subclasses set `task`, `text_fields` and `options`, implement `outputs`,
+  Subclasses set `text_fields`, implement `outputs`,
   and may override `make_preprocessor`, `preprocess_text`, `text_outputs`,
   `checked_ids`, `text_specs` and `example_spec`.
 
@@ -46,11 +47,8 @@ class TaskServingModule(serving_modules.ModelModule):
     **kwargs: assets (`config_file`, `spm_model_file`, `do_lower_case`).
   """
 
-  task = None
   text_fields = ()
   ids_rank = 2  # [batch, seq]
-  # Keyword arguments of __init__ that export_serving passes through.
-  options = ()
 
   def __init__(self, model, preprocessor, config, **kwargs):
     super().__init__(model, config, **kwargs)
@@ -162,7 +160,6 @@ class TaskServingModule(serving_modules.ModelModule):
 class _SentenceModule(TaskServingModule):
   """One or two text segments (`text` or `text_a`, `text_b`)."""
 
-  options = ("num_text_fields",)
 
   def __init__(self, model, preprocessor, config, num_text_fields=1,
                **kwargs):
@@ -173,7 +170,6 @@ class _SentenceModule(TaskServingModule):
 class EncoderServingModule(_SentenceModule):
   """The bare encoder: pooled_output [b, H], sequence_output [b, seq, H]."""
 
-  task = "encoder"
 
   def outputs(self, features, model_outputs):
     return {"pooled_output": model_outputs["pooled_output"],
@@ -184,8 +180,6 @@ class ClassificationModule(_SentenceModule):
   """logits, probabilities [b, labels], label_id int32 [b], label string
   [b] (from `label_names`, default "0", "1", ...)."""
 
-  task = "classification"
-  options = ("num_text_fields", "label_names")
 
   def __init__(self, model, preprocessor, config, num_text_fields=1,
                label_names=None, **kwargs):
@@ -209,7 +203,6 @@ class ClassificationModule(_SentenceModule):
 class RegressionModule(_SentenceModule):
   """score [b] (a one-output classifier, e.g. STS-B)."""
 
-  task = "regression"
 
   def outputs(self, features, model_outputs):
     return {"score": model_outputs["logits"][:, 0]}
@@ -219,7 +212,6 @@ class MultipleChoiceModule(TaskServingModule):
   """`context` [b] + `choices` [b, num_choices]: logits, probabilities
   [b, choices], choice int32 [b]."""
 
-  task = "multiple_choice"
   text_fields = ("context", "choices")
   ids_rank = 3  # [batch, num_choices, seq]
 

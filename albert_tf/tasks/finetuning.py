@@ -1,27 +1,26 @@
-"""The fine-tuning task base: config, warm start, cached inputs, prediction.
+"""The fine-tuning task base: config, warm start, cached inputs, prediction,
+serving export.
 
 Training runs on `albert_tf.core.trainer.Trainer` through
 `albert_tf.core.train_lib.run_experiment` (modes, run record). Each family
 (sentence_prediction, question_answering, multiple_choice) subclasses
-`FinetuneTask` and its data config; the task declares everything the
-trainer and train_lib call:
+`FinetuneTask`, its data config and its serving params, registers itself
+(`tasks/registry.py`) and declares, besides the hooks of
+`core.base_task.Task`:
 
   read_examples(split)                 examples of a split ("train", "dev",
                                        "test", ...)
   cached_records(split, examples=None) -> (TFRecord path, metadata)
   feature_spec()                       the records' features
-  build_model(), compute_sums(), loss_from_sums(), metrics_from_sums()
   check_data_files(training)           raise if the split's files are missing
   task_facts()                         run record facts (labels, heads, ...)
-  evaluate(trainer, output_dir)        benchmark metrics on the dev data
-  predict(trainer, output_dir)         test predictions -> files written
-  export(model, export_dir)            serving SavedModel
+  serving_params(recorded_facts)       its serving params from the config
+  module_for(model, params)            its serving module class and options
 
 A run warm-starts, when it has no checkpoint of its own yet, from
 `trainer.init_checkpoint` (ours, the original TF1 release or Model Garden) or
 `task.init_saved_model` (an encoder SavedModel from export_savedmodel), both
-through `checkpoints.restore.restore`.
-"""
+through `checkpoints.restore.restore`."""
 
 import abc
 import dataclasses
@@ -34,8 +33,8 @@ import tensorflow as tf
 from official.modeling.hyperparams import base_config
 
 from albert_tf.checkpoints import restore as restore_lib
+from albert_tf.core import base_task
 from albert_tf.core import experiment_config
-from albert_tf.core import trainer as trainer_lib
 from albert_tf.data import finetune_features
 from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
 from albert_tf.modeling.networks.albert_encoder import INPUT_NAMES
@@ -67,14 +66,6 @@ class FinetuningTaskConfig(base_config.Config):
   """The downstream model and its warm start."""
   # Dropout on the pooled output before the head (the original's 0.1).
   classifier_dropout: float = 0.1
-  # SQuAD 2.0: add an answerability head on [CLS] (squad_head "simple").
-  with_answerability: bool = False
-  # SQuAD span head: "simple" (start/end dense) or "xlnet" (the original
-  # run_squad_v2.py head: end conditioned on the start, beam of
-  # start_n_top x end_n_top, answer class; SQuAD 2.0 only).
-  squad_head: str = "simple"
-  start_n_top: int = 5
-  end_n_top: int = 5
   # Warm start from an encoder SavedModel (export_savedmodel encoder
   # export; a version dir or its parent) instead of trainer.init_checkpoint.
   init_saved_model: str = ""
@@ -126,20 +117,17 @@ def initialize_model(model, config):
 # --- The task base -------------------------------------------------------------------------
 
 
-class FinetuneTask(trainer_lib.Task, metaclass=abc.ABCMeta):
+class FinetuneTask(base_task.Task):
   """Base: cached features in, additive sums out (see the module docstring)."""
 
-  kind = ""  # run record task kind
   index_key = "example_index"
-  # Whether the trainer's periodic evaluation applies (dev has labels).
-  in_loop_eval = True
+  evaluate_after_training = True
   train_split = "train"
   eval_split = "dev"
 
   def __init__(self, config, model_dir):
-    self.config = config
+    super().__init__(config, model_dir)
     self.data = config.data
-    self.model_dir = model_dir
     self.global_batch_size = self.data.global_batch_size
     self.eval_batch_size = self.data.eval_batch_size or self.global_batch_size
     self.cache_dir = self.data.cache_dir or os.path.join(model_dir,
@@ -176,9 +164,11 @@ class FinetuneTask(trainer_lib.Task, metaclass=abc.ABCMeta):
   def predict(self, trainer, output_dir: str):
     """Test predictions -> list of files written."""
 
+  @classmethod
   @abc.abstractmethod
-  def export(self, model, export_dir: str) -> str:
-    """A serving SavedModel of `model`; returns its directory."""
+  def module_for(cls, model, params):
+    """(serving module class, its options, the preprocessor's options) of
+    `model` with `params`."""
 
   # --- Shared ---
 
@@ -206,7 +196,7 @@ class FinetuneTask(trainer_lib.Task, metaclass=abc.ABCMeta):
 
   def run_record_facts(self) -> Dict[str, Any]:
     d = self.data
-    facts = {"task": self.kind, "seq_length": d.max_seq_length,
+    facts = {"seq_length": d.max_seq_length,
              "spm_model_file": os.path.abspath(d.spm_model_file)
                                if d.spm_model_file else "",
              "do_lower_case": d.do_lower_case}
@@ -219,9 +209,37 @@ class FinetuneTask(trainer_lib.Task, metaclass=abc.ABCMeta):
   def initialize(self, model):
     initialize_model(model, self.config)
 
-  def restore_for_inference(self, trainer, path):
-    """Loads checkpoint `path` into trainer.model (eval, predict, export)."""
-    restore_lib.restore(trainer.model, path, step=trainer.global_step)
+  # --- Export ---
+
+  def base_serving_params(self) -> Dict[str, Any]:
+    """The fields every family's serving params have, from the data."""
+    d = self.data
+    return {"seq_length": d.max_seq_length,
+            "spm_model_file": d.spm_model_file,
+            "do_lower_case": d.do_lower_case}
+
+  @classmethod
+  def model_for_export(cls, kind, model_config, params):
+    del kind
+    return cls.build_head_model(
+        AlbertEncoder(model_config, name="albert_encoder"), params, 0.0)
+
+  @classmethod
+  @abc.abstractmethod
+  def build_head_model(cls, encoder, params, dropout_rate):
+    """The family's model (encoder + head) for `params`; build_model()
+    calls it with the run's encoder and dropout."""
+
+  @classmethod
+  def serving_module(cls, kind, model, params, assets):
+    del kind
+    config = model.encoder.config
+    params.check_text_in(f"a {cls.name} export", config)
+    module_cls, options, preprocessor_options = cls.module_for(model, params)
+    preprocessor = module_cls.make_preprocessor(
+        params.spm_model_file, params.do_lower_case, params.seq_length,
+        **preprocessor_options)
+    return module_cls(model, preprocessor, config, **options, **assets)
 
   def model_inputs(self, features):
     return {k: features[k] for k in INPUT_NAMES}
@@ -317,5 +335,5 @@ def predict_records(trainer, path, spec, num_records, batch_size, index_key,
 
 
 __all__ = ["FinetuningDataConfig", "FinetuningExperimentConfig",
-           "FinetuneTask", "initialize_model",
+           "FinetuningTaskConfig", "FinetuneTask", "initialize_model",
            "padded_eval_dataset", "predict_records"]

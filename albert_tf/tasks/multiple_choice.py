@@ -8,12 +8,14 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.core import train_lib
-from albert_tf.modeling.models import downstream_models
 from albert_tf.data import finetune_features
+from albert_tf.data import race_data
+from albert_tf.modeling.models import downstream_models
+from albert_tf.serving import serving_params
+from albert_tf.serving import task_modules
 from albert_tf.tasks import finetuning as finetune_lib
 from albert_tf.tasks import metrics as finetune_metrics
-from albert_tf.data import race_data
-from albert_tf.serving import export_lib
+from albert_tf.tasks import registry
 
 
 @dataclasses.dataclass
@@ -29,10 +31,25 @@ class RaceExperimentConfig(finetune_lib.FinetuningExperimentConfig):
   data: RaceDataConfig = dataclasses.field(default_factory=RaceDataConfig)
 
 
+@dataclasses.dataclass
+class MultipleChoiceServingParams(serving_params.ServingParams):
+  """Export settings: `choices` [batch, num_choices] per `context`."""
+  num_choices: int = race_data.NUM_CHOICES
+
+  def validate(self):
+    super().validate()
+    if self.num_choices < 2:
+      raise ValueError(f"num_choices must be >= 2, got {self.num_choices}")
+
+
+@registry.register_task
 class RaceTask(finetune_lib.FinetuneTask):
   """Softmax over one [CLS] score per choice."""
 
-  kind = "multiple_choice"
+  name = "multiple_choice"
+  config_cls = RaceExperimentConfig
+  serving_params_cls = MultipleChoiceServingParams
+  serving_tasks = {"multiple_choice": {}}
 
   def __init__(self, config, model_dir):
     super().__init__(config, model_dir)
@@ -40,16 +57,19 @@ class RaceTask(finetune_lib.FinetuneTask):
       raise ValueError("data.data_dir (--data_dir) is required")
 
   def build_model(self):
+    return self.build_head_model(self.encoder(), self.serving_params({}),
+                                 self.config.task.classifier_dropout)
+
+  @classmethod
+  def build_head_model(cls, encoder, params, dropout_rate):
     return downstream_models.AlbertMultipleChoice(
-        self.encoder(), num_choices=race_data.NUM_CHOICES,
-        dropout_rate=self.config.task.classifier_dropout)
+        encoder, num_choices=params.num_choices, dropout_rate=dropout_rate)
 
   def feature_spec(self):
     return race_data.feature_spec(self.data.max_seq_length)
 
   def task_facts(self):
-    return {"serving_task": "multiple_choice",
-            "num_choices": race_data.NUM_CHOICES}
+    return {"num_choices": race_data.NUM_CHOICES}
 
   def read_examples(self, split):
     return race_data.read_examples(
@@ -118,11 +138,15 @@ class RaceTask(finetune_lib.FinetuneTask):
           os.path.join(output_dir, "test"), _accuracy(examples, preds))
     return files
 
-  def export(self, model, export_dir):
-    return export_lib.export_serving(
-        model, export_dir, self.data.spm_model_file,
-        seq_length=self.data.max_seq_length,
-        do_lower_case=self.data.do_lower_case)
+  # --- Export ---
+
+  def serving_params(self, recorded_facts):
+    del recorded_facts
+    return MultipleChoiceServingParams(**self.base_serving_params())
+
+  @classmethod
+  def module_for(cls, model, params):
+    return task_modules.MultipleChoiceModule, {}, {}
 
 
 def _accuracy(examples, predictions):

@@ -7,20 +7,28 @@ the global example count (`loss_normalizers`, summed across replicas by the
 trainer), so the replicas' gradients add up to the single-device gradient.
 """
 
+import dataclasses
 import glob
 import json
 import os
 from typing import Any, Dict, Optional
 
 from absl import logging
+from official.modeling.hyperparams import base_config
 import tensorflow as tf
 
 from albert_tf.checkpoints import restore as restore_lib
+from albert_tf.core import base_task
+from albert_tf.core import experiment_config
 from albert_tf.data import pretraining_dataloader
 from albert_tf.modeling import losses
-from albert_tf.core import trainer as trainer_lib
 from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
+from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
 from albert_tf.modeling.networks.albert_encoder import INPUT_NAMES
+from albert_tf.serving import serving_modules
+from albert_tf.serving import serving_params
+from albert_tf.serving import task_modules
+from albert_tf.tasks import registry
 from data_prep import output_files
 
 _MODEL_INPUTS = INPUT_NAMES + ("masked_lm_positions",)
@@ -29,6 +37,72 @@ SUMMARY_SUFFIX = output_files.SUMMARY_SUFFIX
 # Record counts are checked against the summary up to this much data (a
 # full read of larger inputs would delay every start).
 _COUNT_CHECK_MAX_BYTES = 1 << 30
+
+
+# --- Config ----------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class PretrainingDataConfig(base_config.Config):
+  """Pretraining TFRecords (data_prep/create_pretraining_data.py output)."""
+  # Comma-separated files or globs.
+  input_path: str = ""
+  # Held-out files for evaluation (the `eval` modes).
+  eval_input_path: str = ""
+  seq_length: int = 512
+  max_predictions_per_seq: int = 20
+  global_batch_size: int = 4096
+  # 0: same as global_batch_size.
+  eval_batch_size: int = 0
+  # Re-mask every example on the fly (needs token_boundary in the files).
+  dynamic_masking: bool = False
+  masked_lm_prob: float = 0.15
+  mask_id: int = 4
+  shuffle_buffer_size: int = 10000
+  cycle_length: int = 8
+  # Seed of file/record shuffling; None: from runtime.seed.
+  seed: Optional[int] = None
+  # Train on files without a matching <file>.summary.json (data_prep's
+  # record of counts, vocab_size and lengths); see tasks/pretraining.py.
+  allow_unverified_input: bool = False
+
+
+@dataclasses.dataclass
+class PretrainingExperimentConfig(experiment_config.ExperimentConfig):
+  data: PretrainingDataConfig = dataclasses.field(
+      default_factory=PretrainingDataConfig)
+
+  def validate_data(self):
+    """Raises ValueError naming the first bad data field."""
+    data, t = self.data, self.trainer
+    if data.seq_length > self.model.max_position_embeddings:
+      raise ValueError(
+          f"data.seq_length ({data.seq_length}) exceeds "
+          f"model.max_position_embeddings "
+          f"({self.model.max_position_embeddings})")
+    for name in ("seq_length", "max_predictions_per_seq", "global_batch_size"):
+      if getattr(data, name) <= 0:
+        raise ValueError(f"data.{name} must be > 0, got {getattr(data, name)}")
+    if data.global_batch_size % t.gradient_accumulation_steps:
+      raise ValueError(
+          f"data.global_batch_size ({data.global_batch_size}) must be "
+          "divisible by trainer.gradient_accumulation_steps "
+          f"({t.gradient_accumulation_steps})")
+
+
+@dataclasses.dataclass
+class PretrainingServingParams(serving_params.ServingParams):
+  """Export settings: the `serving` export is the encoder with text in."""
+  # 1: a `text` input; 2: `text_a`, `text_b`.
+  num_text_fields: int = 1
+  export_settable = frozenset({"num_text_fields"})
+
+  def validate(self):
+    super().validate()
+    task_modules.sentence_fields(self.num_text_fields)  # raises if not 1/2
+
+
+# --- Input checks -----------------------------------------------------------
 
 
 def validate_pretraining_files(pattern: str, seq_length: int,
@@ -165,15 +239,29 @@ def check_summaries(files, config, what: str):
   return summaries
 
 
-class PretrainingTask(trainer_lib.Task):
+# --- The task ---------------------------------------------------------------
+
+PRETRAINING_EXPORT = "pretraining"
+
+
+@registry.register_task
+class PretrainingTask(base_task.Task):
   """MLM + SOP pretraining over data_prep TFRecords.
 
   Args:
     config: a PretrainingExperimentConfig (uses model, data, trainer).
+    model_dir: the run directory (unused: the data is not cached).
   """
 
-  def __init__(self, config):
-    self.config = config
+  name = "pretraining"
+  config_cls = PretrainingExperimentConfig
+  serving_params_cls = PretrainingServingParams
+  export_kinds = (base_task.SERVING_EXPORT, PRETRAINING_EXPORT)
+  default_export_kind = base_task.ENCODER_EXPORT
+  serving_tasks = {"encoder": {}}
+
+  def __init__(self, config, model_dir=None):
+    super().__init__(config, model_dir)
     self.data = config.data
     self.global_batch_size = self.data.global_batch_size
     self.eval_batch_size = self.data.eval_batch_size or self.global_batch_size
@@ -202,8 +290,7 @@ class PretrainingTask(trainer_lib.Task):
 
   def run_record_facts(self) -> Dict[str, Any]:
     """Run record facts; the tokenizer from the data's summary if known."""
-    facts = {"task": "pretraining", "serving_task": "encoder",
-             "seq_length": self.data.seq_length}
+    facts = {"seq_length": self.data.seq_length}
     for summary in self._summaries[:1]:
       spm = _summary_value(summary, "spm_model_file")
       facts["spm_model_file"] = os.path.abspath(spm) if spm else ""
@@ -260,3 +347,37 @@ class PretrainingTask(trainer_lib.Task):
         model, tc.init_checkpoint, init_from_group0=tc.init_from_group0,
         allow_missing_heads=True)
     logging.info("warm-started the model: %s", report.summary())
+
+  # --- Export ---
+
+  def serving_params(self, recorded_facts):
+    """The tokenizer is the data's (recorded from its summary)."""
+    lower = recorded_facts.get("do_lower_case")
+    return PretrainingServingParams(
+        seq_length=self.data.seq_length,
+        spm_model_file=recorded_facts.get("spm_model_file") or "",
+        do_lower_case=True if lower is None else bool(lower))
+
+  @classmethod
+  def model_for_export(cls, kind, model_config, params):
+    if kind == PRETRAINING_EXPORT:
+      return AlbertPretrainer(model_config)
+    return AlbertEncoder(model_config)
+
+  @classmethod
+  def serving_module(cls, kind, model, params, assets):
+    config = getattr(model, "encoder", model).config
+    if kind == PRETRAINING_EXPORT:
+      if not isinstance(model, AlbertPretrainer):
+        raise TypeError("the pretraining export needs an AlbertPretrainer, "
+                        f"got {type(model).__name__}")
+      module = serving_modules.PretrainingModule(model, config, **assets)
+      module.trace()
+      return module
+    params.check_text_in("a serving export", config)
+    module_cls = task_modules.EncoderServingModule
+    preprocessor = module_cls.make_preprocessor(
+        params.spm_model_file, params.do_lower_case, params.seq_length)
+    return module_cls(
+        model, preprocessor, config, num_text_fields=params.num_text_fields,
+        **assets)

@@ -5,16 +5,16 @@ alignment and the no-answer rule."""
 import dataclasses
 import json
 import os
+from typing import Optional
 
 import tensorflow as tf
 
-from albert_tf.modeling.models import downstream_models
 from albert_tf.data import finetune_features
-from albert_tf.tasks import finetuning as finetune_lib
-from albert_tf.tasks import metrics as finetune_metrics
 from albert_tf.data import squad_data
-from albert_tf.serving import export_lib
-from albert_tf.tasks import squad_v2_task
+from albert_tf.serving import serving_params
+from albert_tf.tasks import finetuning as finetune_lib
+from albert_tf.tasks import registry
+from albert_tf.tasks import squad_heads
 
 
 @dataclasses.dataclass
@@ -31,40 +31,94 @@ class SquadDataConfig(finetune_lib.FinetuningDataConfig):
 
 
 @dataclasses.dataclass
+class SquadTaskConfig(finetune_lib.FinetuningTaskConfig):
+  """The span head (squad_heads.py)."""
+  # "simple" (start/end dense) or "xlnet" (the original run_squad_v2.py
+  # head: end conditioned on the start, beam of start_n_top x end_n_top,
+  # answer class; SQuAD 2.0 only).
+  squad_head: str = "simple"
+  # SQuAD 2.0 with the simple head: an answerability logit on [CLS].
+  with_answerability: bool = False
+  start_n_top: int = 5
+  end_n_top: int = 5
+
+
+@dataclasses.dataclass
 class SquadExperimentConfig(finetune_lib.FinetuningExperimentConfig):
   data: SquadDataConfig = dataclasses.field(default_factory=SquadDataConfig)
+  task: SquadTaskConfig = dataclasses.field(default_factory=SquadTaskConfig)
 
 
+@dataclasses.dataclass
+class SquadServingParams(serving_params.ServingParams):
+  """Export settings: the head, how text is packed and windowed, how spans
+  are decoded."""
+  squad_head: str = "simple"
+  with_answerability: bool = False
+  start_n_top: int = 5
+  end_n_top: int = 5
+  max_query_length: int = 64
+  # Windows over contexts longer than one sequence (0: truncate; the
+  # xlnet head needs windows).
+  doc_stride: int = 128
+  # Contexts needing more windows are refused with an error.
+  max_windows: int = 32
+  max_answer_length: int = 30
+  # xlnet head: answer "" when the null score reaches this (None: never).
+  null_score_diff_threshold: Optional[float] = None
+  export_settable = frozenset({"doc_stride", "max_windows",
+                               "max_answer_length",
+                               "null_score_diff_threshold"})
+
+  def validate(self):
+    super().validate()
+    if self.squad_head not in squad_heads.HEADS:
+      raise ValueError(f"squad_head must be one of {sorted(squad_heads.HEADS)}"
+                       f", got {self.squad_head!r}")
+    for name in ("max_query_length", "max_windows", "max_answer_length"):
+      if getattr(self, name) <= 0:
+        raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+    if self.doc_stride < 0:
+      raise ValueError(f"doc_stride must be >= 0, got {self.doc_stride}")
+
+
+@registry.register_task
 class SquadTask(finetune_lib.FinetuneTask):
-  """Span extraction (+ answerability for SQuAD 2.0)."""
+  """Span extraction (+ answerability for SQuAD 2.0) with the head of
+  `task.squad_head` (squad_heads.HEADS)."""
 
-  kind = "question_answering"
+  name = "question_answering"
+  config_cls = SquadExperimentConfig
+  serving_params_cls = SquadServingParams
+  serving_tasks = {"squad": {}}
   index_key = "unique_ids"
   in_loop_eval = False  # dev windows carry no span labels
 
   def __init__(self, config, model_dir):
     super().__init__(config, model_dir)
-    squad_v2_task.validate_config(config)
+    head = config.task.squad_head
+    if head not in squad_heads.HEADS:
+      raise ValueError(f"task.squad_head must be one of "
+                       f"{sorted(squad_heads.HEADS)}, got {head!r}")
+    self.head = squad_heads.HEADS[head]
+    self.head.validate(config)
     self.v2 = self.data.version_2_with_negative
-    self.answerability = config.task.with_answerability
-    self.xlnet_head = squad_v2_task.uses_xlnet_head(config)
 
   def build_model(self):
-    if self.xlnet_head:
-      return squad_v2_task.build_model(self)
-    return downstream_models.AlbertSpanLabeler(
-        self.encoder(), with_answerability=self.answerability,
-        dropout_rate=self.config.task.classifier_dropout)
+    return self.build_head_model(self.encoder(), self.serving_params({}),
+                                 self.config.task.classifier_dropout)
+
+  @classmethod
+  def build_head_model(cls, encoder, params, dropout_rate):
+    return squad_heads.HEADS[params.squad_head].build_model(
+        encoder, params, dropout_rate)
 
   def initialize(self, model):
-    if self.xlnet_head:
-      return squad_v2_task.initialize(self, model)
-    return super().initialize(model)
+    self.head.initialize(self, model)
 
-  def restore_for_inference(self, trainer, path):
-    if self.xlnet_head:
-      return squad_v2_task.restore_for_inference(trainer, path)
-    return super().restore_for_inference(trainer, path)
+  def restore_for_inference(self, model, path, step=None,
+                            allow_missing_heads=False):
+    return self.head.restore(model, path, step, allow_missing_heads)
 
   def feature_spec(self):
     return squad_data.feature_spec(self.data.max_seq_length)
@@ -85,8 +139,7 @@ class SquadTask(finetune_lib.FinetuneTask):
 
   def task_facts(self):
     d = self.data
-    return {"serving_task": "squad",
-            "with_answerability": self.answerability,
+    return {"with_answerability": self.config.task.with_answerability,
             "version_2_with_negative": self.v2,
             "max_answer_length": d.max_answer_length,
             "max_query_length": d.max_query_length,
@@ -138,29 +191,7 @@ class SquadTask(finetune_lib.FinetuneTask):
                               f"(--{what})")
 
   def compute_sums(self, model, features, training):
-    if self.xlnet_head:
-      return squad_v2_task.compute_sums(self, model, features, training)
-    outputs = model(self.model_inputs(features), training=training)
-    w = self.valid(features)
-    start, end = features["start_positions"], features["end_positions"]
-    loss = 0.5 * (
-        tf.nn.sparse_softmax_cross_entropy_with_logits(
-            start, outputs["start_logits"]) +
-        tf.nn.sparse_softmax_cross_entropy_with_logits(
-            end, outputs["end_logits"]))  # [batch]
-    if "answerable_logits" in outputs:
-      answerable = tf.cast(1 - features["is_impossible"], tf.float32)
-      loss += tf.nn.sigmoid_cross_entropy_with_logits(
-          answerable, outputs["answerable_logits"])
-    hit_s = tf.cast(tf.equal(tf.argmax(outputs["start_logits"], -1,
-                                       output_type=tf.int32), start),
-                    tf.float32)
-    hit_e = tf.cast(tf.equal(tf.argmax(outputs["end_logits"], -1,
-                                       output_type=tf.int32), end),
-                    tf.float32)
-    return {"loss_sum": tf.reduce_sum(w * loss), "count": tf.reduce_sum(w),
-            "start_correct": tf.reduce_sum(w * hit_s),
-            "end_correct": tf.reduce_sum(w * hit_e)}
+    return self.head.compute_sums(self, model, features, training)
 
   def metrics_from_sums(self, sums):
     count = tf.maximum(sums["count"], 1.0)
@@ -188,53 +219,35 @@ class SquadTask(finetune_lib.FinetuneTask):
       squad_data.write_json(files[2], null_odds)
     return files
 
-  def predict_answers(self, trainer, output_dir):
-    """Predictions for data.predict_file; writes the three JSON files."""
-    if self.xlnet_head:
-      return squad_v2_task.predict_answers(self, trainer, output_dir)
-
-    def output_fn(model, features):
-      out = model(self.model_inputs(features), training=False)
-      return {k: out[k] for k in ("start_logits", "end_logits",
-                                  "answerable_logits") if k in out}
-
-    examples, meta, raw = self.raw_predictions(trainer, output_fn)
-    results = {
-        uid: squad_data.WindowResult(
-            r["start_logits"], r["end_logits"],
-            float(r["answerable_logits"]) if "answerable_logits" in r
-            else None) for uid, r in raw.items()}
-    d = self.data
-    predictions, null_odds, nbest = squad_data.postprocess(
-        examples, meta["windows"], meta["tokens"], results,
-        n_best_size=d.n_best_size, max_answer_length=d.max_answer_length,
-        version_2_with_negative=self.v2,
-        null_score_diff_threshold=d.null_score_diff_threshold)
-    files = self.write_predictions(output_dir, predictions, nbest, null_odds)
-    return predictions, null_odds, files
+  def predict_answers(self, trainer, output_dir, threshold=None):
+    """Predictions for data.predict_file; writes the JSON files. Returns
+    (predictions, null scores, files)."""
+    return self.head.predict_answers(self, trainer, output_dir, threshold)
 
   def evaluate(self, trainer, output_dir):
     with open(self.data.predict_file, encoding="utf-8") as f:
       dataset = json.load(f)["data"]
-    if self.xlnet_head:  # the original's evaluate_v2 (tuned threshold)
-      metrics = squad_v2_task.evaluate(self, trainer, output_dir, dataset)
-      metrics["step"] = int(trainer.global_step.numpy())
-      return metrics
-    predictions, null_odds, _ = self.predict_answers(trainer, output_dir)
-    metrics = finetune_metrics.squad_metrics(
-        dataset, predictions, null_odds if self.v2 else None)
+    metrics = self.head.evaluate(self, trainer, output_dir, dataset)
     metrics["step"] = int(trainer.global_step.numpy())
     return metrics
 
   def predict(self, trainer, output_dir):
     return self.predict_answers(trainer, output_dir)[2]
 
-  def export(self, model, export_dir):
-    d = self.data
-    return export_lib.export_serving(
-        model, export_dir, d.spm_model_file, seq_length=d.max_seq_length,
-        do_lower_case=d.do_lower_case, max_answer_length=d.max_answer_length,
-        max_query_length=d.max_query_length, doc_stride=d.doc_stride,
-        null_score_diff_threshold=(d.null_score_diff_threshold
-                                   if self.xlnet_head else None))
+  # --- Export ---
 
+  def serving_params(self, recorded_facts):
+    del recorded_facts
+    d, t = self.data, self.config.task
+    return SquadServingParams(
+        squad_head=t.squad_head, with_answerability=t.with_answerability,
+        start_n_top=t.start_n_top, end_n_top=t.end_n_top,
+        max_query_length=d.max_query_length, doc_stride=d.doc_stride,
+        max_answer_length=d.max_answer_length,
+        null_score_diff_threshold=(d.null_score_diff_threshold
+                                   if t.squad_head == "xlnet" else None),
+        **self.base_serving_params())
+
+  @classmethod
+  def module_for(cls, model, params):
+    return squad_heads.HEADS[params.squad_head].module_for(model, params)

@@ -3,16 +3,19 @@ the pooled output (the task and its run family; the CLI is run_classifier)."""
 
 import dataclasses
 import os
+from typing import List, Optional
 
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.modeling.models import downstream_models
 from albert_tf.data import finetune_features
+from albert_tf.data import glue_data
+from albert_tf.modeling.models import downstream_models
+from albert_tf.serving import serving_params
+from albert_tf.serving import task_modules
 from albert_tf.tasks import finetuning as finetune_lib
 from albert_tf.tasks import metrics as finetune_metrics
-from albert_tf.data import glue_data
-from albert_tf.serving import export_lib
+from albert_tf.tasks import registry
 
 
 @dataclasses.dataclass
@@ -28,10 +31,46 @@ class GlueExperimentConfig(finetune_lib.FinetuningExperimentConfig):
   data: GlueDataConfig = dataclasses.field(default_factory=GlueDataConfig)
 
 
+@dataclasses.dataclass
+class SentenceServingParams(serving_params.ServingParams):
+  """Export settings of a classifier (num_labels > 1) or a regressor (1)."""
+  num_labels: int = 2
+  # Names of label ids 0, 1, ... (default "0", "1", ...); renaming at
+  # export keeps the order.
+  label_names: Optional[List[str]] = None
+  # 1: a `text` input; 2: `text_a`, `text_b`.
+  num_text_fields: int = 1
+  export_settable = frozenset({"label_names"})
+
+  @property
+  def regression(self) -> bool:
+    return self.num_labels == 1
+
+  def validate(self):
+    super().validate()
+    task_modules.sentence_fields(self.num_text_fields)  # raises if not 1/2
+    if self.num_labels < 1:
+      raise ValueError(f"num_labels must be >= 1, got {self.num_labels}")
+    if self.label_names is not None:
+      if self.regression:
+        raise ValueError("label_names: a regression export has no labels")
+      if len(self.label_names) != self.num_labels:
+        raise ValueError(f"label_names has {len(self.label_names)} names "
+                         f"for {self.num_labels} labels")
+
+  def check_change(self, field, value):
+    if field == "label_names" and self.label_names is not None:
+      glue_data.check_label_rename(self.label_names, value)
+
+
+@registry.register_task
 class ClassifierTask(finetune_lib.FinetuneTask):
   """GLUE classification / regression on the pooled output."""
 
-  kind = "sentence_prediction"
+  name = "sentence_prediction"
+  config_cls = GlueExperimentConfig
+  serving_params_cls = SentenceServingParams
+  serving_tasks = {"classification": {}, "regression": {"num_labels": 1}}
 
   def __init__(self, config, model_dir):
     super().__init__(config, model_dir)
@@ -46,17 +85,19 @@ class ClassifierTask(finetune_lib.FinetuneTask):
     self.eval_split = glue_data.task_splits(self.spec.name)[0][0]
 
   def build_model(self):
+    return self.build_head_model(self.encoder(), self.serving_params({}),
+                                 self.config.task.classifier_dropout)
+
+  @classmethod
+  def build_head_model(cls, encoder, params, dropout_rate):
     return downstream_models.AlbertClassifier(
-        self.encoder(), num_labels=self.num_labels,
-        dropout_rate=self.config.task.classifier_dropout)
+        encoder, num_labels=params.num_labels, dropout_rate=dropout_rate)
 
   def feature_spec(self):
     return glue_data.feature_spec(self.spec.name, self.data.max_seq_length)
 
   def task_facts(self):
     return {"glue_task": self.spec.name,
-            "serving_task": "regression" if self.regression
-                            else "classification",
             "num_labels": self.num_labels,
             "label_names": list(self.spec.labels) if self.spec.labels
                            else None,
@@ -177,12 +218,21 @@ class ClassifierTask(finetune_lib.FinetuneTask):
                               f"{self.data.data_dir}")
     return written
 
-  def export(self, model, export_dir):
-    facts = self.task_facts()
-    return export_lib.export_serving(
-        model, export_dir, self.data.spm_model_file,
-        seq_length=self.data.max_seq_length,
-        do_lower_case=self.data.do_lower_case,
-        label_names=facts["label_names"],
-        num_text_fields=facts["num_text_fields"], regression=self.regression)
+  # --- Export ---
 
+  def serving_params(self, recorded_facts):
+    del recorded_facts
+    return SentenceServingParams(
+        num_labels=self.num_labels,
+        label_names=list(self.spec.labels) if self.spec.labels else None,
+        num_text_fields=2 if self.spec.text_b else 1,
+        **self.base_serving_params())
+
+  @classmethod
+  def module_for(cls, model, params):
+    if params.regression:
+      return (task_modules.RegressionModule,
+              {"num_text_fields": params.num_text_fields}, {})
+    return (task_modules.ClassificationModule,
+            {"num_text_fields": params.num_text_fields,
+             "label_names": params.label_names}, {})

@@ -12,7 +12,6 @@ from albert_tf.checkpoints import conversion
 from albert_tf.checkpoints import object_layout
 from albert_tf.checkpoints import paths
 from albert_tf.checkpoints.restore import restore
-from albert_tf.core import experiment_config
 from albert_tf.modeling.models import downstream_models as dm
 from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
 from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
@@ -74,7 +73,7 @@ def test_tf1_squad_checkpoint_without_answerability_head_fails(tmp_path):
   with_answerability = dm.AlbertSpanLabeler(AlbertEncoder(CONFIG),
                                             with_answerability=True)
   with pytest.raises(ValueError) as e:
-    export_lib.load_weights(with_answerability, prefix)
+    restore(with_answerability, prefix)
   message = str(e.value)
   assert "\n" not in message and prefix in message
   assert "answer_head" in message
@@ -161,7 +160,7 @@ def test_pretraining_warm_start_from_an_encoder_checkpoint(tmp_path):
   tf_keras.utils.set_random_seed(4)
   encoder = AlbertEncoder(CONFIG)
   path = object_layout.checkpoint_for(encoder).write(str(tmp_path / "enc"))
-  config = experiment_config.PretrainingExperimentConfig()
+  config = pretraining.PretrainingExperimentConfig()
   config.trainer.init_checkpoint = path
   model = AlbertPretrainer(CONFIG)
   sop_before = model.sop_head.output_weights.numpy()
@@ -183,7 +182,7 @@ def test_mis_shaped_head_fails_before_anything_is_assigned(tmp_path):
   target = dm.AlbertClassifier(AlbertEncoder(CONFIG), num_labels=2)
   before = _weights(target)
   with pytest.raises(ValueError) as e:
-    export_lib.load_weights(target, path)
+    restore(target, path)
   message = str(e.value)
   assert "\n" not in message and message.startswith(path + ":")
   assert "head/output_weights" in message and "[3, 16]" in message

@@ -13,10 +13,10 @@ import tf_keras
 
 from tests.testing import export_testlib as lib
 from albert_tf.modeling.models import downstream_models as dm
-from albert_tf.serving import export_lib as es
 from albert_tf.serving import preprocessing
 from clients import serving_client
 from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
+from albert_tf.tasks import sentence_prediction
 from tests.testing import serving_standin
 
 SEQ = 16
@@ -40,7 +40,8 @@ def served(tmp_path_factory):
   model.head.output_bias.assign([0.0, -(margin[2] + margin[3]) / 2])
   logits = model(features)["logits"].numpy()
   base = str(tmp / "models" / "albert_clf")
-  es.export_serving(model, base, spm_file, seq_length=SEQ, label_names=LABELS)
+  lib.export_serving(sentence_prediction.ClassifierTask, model, base,
+                     spm_file, seq_length=SEQ, label_names=list(LABELS))
   server = serving_standin.StandinServer(base, "albert_clf", max_requests=30,
                                          lifetime=150).start()
   yield dict(url=server.url, logits=logits, features=features, server=server)

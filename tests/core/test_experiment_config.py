@@ -8,11 +8,12 @@ import pytest
 from albert_tf.core import experiment_config as ec
 from albert_tf.modeling import albert_config
 from albert_tf.tasks import question_answering
+from albert_tf.tasks import pretraining
 
 TINY = "pretraining/albert_tiny_cpu.yaml"  # packaged: no repo path needed
 
 
-def load(override="", files=(TINY,), cls=ec.PretrainingExperimentConfig):
+def load(override="", files=(TINY,), cls=pretraining.PretrainingExperimentConfig):
   return ec.load_experiment_config(cls, list(files), override)
 
 

@@ -28,7 +28,7 @@ def config(train, **overrides):
             "trainer.checkpoint_interval": 2}
   values.update(overrides)
   return ec.load_experiment_config(
-      ec.PretrainingExperimentConfig, [tu.TINY_RECIPE],
+      pretraining.PretrainingExperimentConfig, [tu.TINY_RECIPE],
       tu.tiny_overrides(train, **values))
 
 
@@ -129,7 +129,7 @@ def test_changed_input_path_reads_the_new_files(train_file, tmp_path):
 def test_other_task_in_same_dir_is_refused(run_dir):
   with pytest.raises(ValueError, match="task is 'sentence_prediction' but"):
     run_record.prepare(run_dir, ec.load_experiment_config(
-        ec.PretrainingExperimentConfig, [tu.TINY_RECIPE]),
+        pretraining.PretrainingExperimentConfig, [tu.TINY_RECIPE]),
                        {"task": "sentence_prediction"})
 
 

@@ -16,6 +16,7 @@ from albert_tf.modeling import albert_config
 from albert_tf.tasks import pretraining as pretraining_task
 from albert_tf.core import train_lib
 from albert_tf.core import trainer as trainer_lib
+from albert_tf.tasks import pretraining
 from tests.testing import pretrain_testutil as tu
 
 
@@ -28,7 +29,7 @@ def data(tmp_path_factory):
 
 def build_config(config_files, params_override="", **flag_values):
   return experiment_config.load_experiment_config(
-      experiment_config.PretrainingExperimentConfig, config_files,
+      pretraining.PretrainingExperimentConfig, config_files,
       params_override, flag_values)
 
 
@@ -178,7 +179,7 @@ def test_paper_recipes(size, hidden):
     path = os.path.join(tu.ROOT, "official_configs", "pretraining",
                         f"albert_{size}_{version}.yaml")
     c = experiment_config.load_experiment_config(
-        experiment_config.PretrainingExperimentConfig, [path])
+        pretraining.PretrainingExperimentConfig, [path])
     assert (c.data.global_batch_size, c.data.seq_length) == (4096, 512)
     assert (c.optimizer.name, c.optimizer.learning_rate) == ("lamb", 0.00176)
     assert (c.trainer.train_steps, c.optimizer.num_warmup_steps) == (125000,

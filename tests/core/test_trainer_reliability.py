@@ -23,6 +23,7 @@ from albert_tf.core import experiment_config
 from albert_tf.core import run_lock
 from albert_tf.core import trainer as trainer_lib
 from albert_tf.tasks import pretraining as pretraining_task
+from albert_tf.tasks import pretraining
 from tests.testing import pretrain_testutil as tu
 
 
@@ -35,7 +36,7 @@ def train_file(tmp_path_factory):
 def make_trainer(train_file, model_dir, task_class=None,
                  restore_data_position=True, **overrides):
   config = experiment_config.load_experiment_config(
-      experiment_config.PretrainingExperimentConfig, [tu.TINY_RECIPE],
+      pretraining.PretrainingExperimentConfig, [tu.TINY_RECIPE],
       tu.tiny_overrides(train_file, **overrides))
   task = (task_class or pretraining_task.PretrainingTask)(config)
   return trainer_lib.Trainer(task, config, str(model_dir),

@@ -11,6 +11,7 @@ import tf_keras
 
 from tests.testing import export_testlib as lib
 from albert_tf.checkpoints import object_layout
+from albert_tf.checkpoints import paths
 from albert_tf.serving import export_lib as es
 from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
 
@@ -44,9 +45,9 @@ def setup(tmp_path_factory):
   ckpt = object_layout.checkpoint_for(pretrainer).write(str(tmp / "ckpt"))
   config_file = str(tmp / "albert_config.json")
   config.to_json_file(config_file)
-  pre_dir = es.run("pretraining", str(tmp / "pretraining"),
-                   albert_config_file=config_file, checkpoint=ckpt,
-                   spm_model_file=spm_file)
+  pre_dir = lib.export(str(tmp / "pretraining"), export_kind="pretraining",
+                       config_files=[config_file], checkpoint=ckpt,
+                       settings={"spm_model_file": spm_file})
   enc_dir = es.export_encoder(pretrainer.encoder, str(tmp / "encoder"),
                               spm_model_file=spm_file)
   np.savez(tmp / "inputs.npz", **inputs)
@@ -254,7 +255,7 @@ def test_versioned_directories(tmp_path):
                                version=10)
   assert [os.path.basename(p) for p in (first, second, explicit)] == [
       "1", "2", "10"]
-  assert es.existing_versions(str(tmp_path)) == [1, 2, 10]
+  assert paths.existing_versions(str(tmp_path)) == [1, 2, 10]
   assert es.next_version(str(tmp_path)) == 11
   assert not [n for n in os.listdir(tmp_path) if n.startswith(".tmp")]
   with pytest.raises(ValueError, match="already exists"):
@@ -264,15 +265,20 @@ def test_versioned_directories(tmp_path):
 def test_cli_requires_checkpoint_and_rejects_missing_head(setup, tmp_path):
   config_file = str(setup["tmp"] / "albert_config.json")
   with pytest.raises(ValueError, match="--checkpoint is required"):
-    es.run("encoder", str(tmp_path), albert_config_file=config_file)
+    lib.export(str(tmp_path), config_files=[config_file])
   # A pretraining checkpoint has no classifier head: refuse, unless allowed.
   ckpt = os.path.join(str(setup["tmp"]), "ckpt")
-  model = es.build_model("serving", setup["config"], task="classification",
-                         num_labels=2)
+  request = dict(config_files=[config_file], checkpoint=ckpt,
+                 task="classification",
+                 settings={"spm_model_file": setup["spm"], "num_labels": 2,
+                           "seq_length": 16})
   with pytest.raises(ValueError, match="not the AlbertClassifier head"):
-    es.load_weights(model, ckpt)
-  message = es.load_weights(model, ckpt, allow_random_head=True)
-  assert "head random" in message
+    lib.export(str(tmp_path / "refused"), **request)
+  path = lib.export(str(tmp_path / "smoke"), allow_random_head=True,
+                    **request)
+  loaded = tf.saved_model.load(path)
+  pooler = [v for v in loaded.variables if "pooler" in v.name and
+            "kernel" in v.name]
+  assert len(pooler) == 1
   np.testing.assert_allclose(
-      model.encoder.pooler.kernel.numpy(),
-      setup["pretrainer"].encoder.pooler.kernel.numpy())
+      pooler[0].numpy(), setup["pretrainer"].encoder.pooler.kernel.numpy())

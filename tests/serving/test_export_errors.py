@@ -6,9 +6,9 @@ import pytest
 
 from tests.testing import export_testlib as lib
 from albert_tf.modeling.models import downstream_models as dm
-from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
 from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
 from albert_tf.serving import export_lib
+from albert_tf.tasks import sentence_prediction
 
 VOCAB = 300
 
@@ -40,11 +40,14 @@ def _exports(setup, spm_file, export_dir):
   return [
       ("encoder", lambda: export_lib.export_encoder(
           AlbertEncoder(config), export_dir, spm_model_file=spm_file)),
-      ("pretraining", lambda: export_lib.export_pretraining(
-          AlbertPretrainer(config), export_dir, spm_model_file=spm_file)),
+      ("pretraining", lambda: lib.export(
+          export_dir, export_kind="pretraining", random_init=True,
+          config_files=[setup["config_file"]],
+          settings={"spm_model_file": spm_file})),
       ("preprocessing", lambda: export_lib.export_preprocessing(
           spm_file, export_dir, seq_length=16, config=config)),
-      ("serving", lambda: export_lib.export_serving(
+      ("serving", lambda: lib.export_serving(
+          sentence_prediction.ClassifierTask,
           dm.AlbertClassifier(AlbertEncoder(config), num_labels=2),
           export_dir, spm_file, seq_length=16)),
   ]
@@ -69,36 +72,34 @@ def test_missing_spm_file_is_refused(setup, tmp_path):
     message = _one_line_error(export)
     assert message.startswith(missing + ":"), name
   message = _one_line_error(
-      export_lib.run, "encoder", export_dir,
-      albert_config_file=setup["config_file"], random_init=True,
-      spm_model_file=missing)
+      lib.export, export_dir, config_files=[setup["config_file"]],
+      random_init=True, settings={"spm_model_file": missing})
   assert message.startswith(missing + ":")
   assert not os.path.exists(export_dir)
 
 
 def test_existing_version_and_bad_checkpoint(setup, tmp_path):
   export_dir = str(tmp_path / "out")
-  first = export_lib.run("encoder", export_dir,
-                         albert_config_file=setup["config_file"],
-                         random_init=True, spm_model_file=setup["right"])
+  first = lib.export(export_dir, config_files=[setup["config_file"]],
+                     random_init=True,
+                     settings={"spm_model_file": setup["right"]})
   before = sorted(os.listdir(first))
   # An existing version fails before any model is built or loaded: even
   # with a checkpoint that does not exist, the version is what is reported.
   message = _one_line_error(
-      export_lib.run, "encoder", export_dir,
-      albert_config_file=setup["config_file"], checkpoint="/no/such/ckpt",
-      spm_model_file=setup["right"], version=1)
+      lib.export, export_dir, config_files=[setup["config_file"]],
+      checkpoint="/no/such/ckpt", version=1,
+      settings={"spm_model_file": setup["right"]})
   assert message.startswith(first + " already exists")
   assert sorted(os.listdir(first)) == before
   bad = str(tmp_path / "no_ckpt")
   message = _one_line_error(
-      export_lib.run, "encoder", export_dir,
-      albert_config_file=setup["config_file"], checkpoint=bad)
+      lib.export, export_dir, config_files=[setup["config_file"]],
+      checkpoint=bad)
   assert message.startswith(bad + ": no such checkpoint")
   missing_config = str(tmp_path / "albert_config.json")
   message = _one_line_error(
-      export_lib.run, "encoder", export_dir,
-      albert_config_file=missing_config, random_init=True,
-      errors=(ValueError, FileNotFoundError))
+      lib.export, export_dir, config_files=[missing_config],
+      random_init=True, errors=(ValueError, FileNotFoundError))
   assert missing_config in message
   assert os.listdir(export_dir) == ["1"]

@@ -11,6 +11,9 @@ from albert_tf.modeling.models import downstream_models as dm
 from albert_tf.serving import export_lib as es
 from albert_tf.serving import preprocessing
 from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
+from albert_tf.tasks import multiple_choice
+from albert_tf.tasks import question_answering
+from albert_tf.tasks import sentence_prediction
 from data_prep import tokenization
 
 SEQ = 16
@@ -76,14 +79,17 @@ def setup(tmp_path_factory):
   dirs = dict(
       prep=es.export_preprocessing(spm_file, str(tmp / "prep"),
                                    seq_length=SEQ, config=config),
-      clf=es.export_serving(classifier, str(tmp / "clf"), spm_file,
-                            seq_length=SEQ, num_text_fields=2,
-                            label_names=["neg", "neu", "pos"]),
-      squad=es.export_serving(squad, str(tmp / "squad"), spm_file,
-                              seq_length=24, max_query_length=6,
-                              max_answer_length=5),
-      choice=es.export_serving(choice, str(tmp / "choice"), spm_file,
-                               seq_length=SEQ))
+      clf=lib.export_serving(sentence_prediction.ClassifierTask, classifier,
+                             str(tmp / "clf"), spm_file, seq_length=SEQ,
+                             num_labels=3, num_text_fields=2,
+                             label_names=["neg", "neu", "pos"]),
+      squad=lib.export_serving(question_answering.SquadTask, squad,
+                               str(tmp / "squad"), spm_file, seq_length=24,
+                               max_query_length=6, max_answer_length=5,
+                               with_answerability=True, doc_stride=0),
+      choice=lib.export_serving(multiple_choice.RaceTask, choice,
+                                str(tmp / "choice"), spm_file,
+                                seq_length=SEQ, num_choices=3))
   tok = tokenization.FullTokenizer(spm_file, do_lower_case=True)
   return dict(tmp=tmp, spm=spm_file, config=config, classifier=classifier,
               squad=squad, choice=choice, dirs=dirs, tok=tok)

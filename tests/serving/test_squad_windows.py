@@ -13,9 +13,10 @@ from albert_tf.modeling.albert_config import AlbertConfig
 from albert_tf.modeling.models import albert_squad_v2
 from albert_tf.modeling.models import downstream_models
 from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
-from albert_tf.serving import export_lib
 from albert_tf.serving import squad_windows
+from albert_tf.tasks import question_answering
 from albert_tf.tasks import squad_v2_postprocess
+from tests.testing import export_testlib
 from tests.testing import finetune_testlib
 
 SEQ, STRIDE, MAX_QUERY, MAX_ANSWER = 32, 8, 8, 6
@@ -51,10 +52,10 @@ def exported(tmp_path_factory):
                                max_position_embeddings=SEQ))
   tf.keras.utils.set_random_seed(3)
   model = downstream_models.AlbertSpanLabeler(AlbertEncoder(config))
-  path = export_lib.export_serving(
-      model, str(tmp / "export"), spm, seq_length=SEQ,
-      max_query_length=MAX_QUERY, max_answer_length=MAX_ANSWER,
-      doc_stride=STRIDE, max_windows=40)
+  path = export_testlib.export_serving(
+      question_answering.SquadTask, model, str(tmp / "export"), spm,
+      seq_length=SEQ, max_query_length=MAX_QUERY,
+      max_answer_length=MAX_ANSWER, doc_stride=STRIDE, max_windows=40)
   return model, finetune_testlib.tokenizer(tmp_path_factory), path
 
 
@@ -106,11 +107,11 @@ def test_export_tool_serves_windows_by_default(tmp_path, tmp_path_factory):
   config_file = str(tmp_path / "albert_config.json")
   AlbertConfig(**dict(finetune_testlib.TINY_CONFIG,
                       max_position_embeddings=SEQ)).to_json_file(config_file)
-  path = export_lib.run(
-      "serving", str(tmp_path / "export"), albert_config_file=config_file,
-      random_init=True, spm_model_file=finetune_testlib.spm_model(
-          tmp_path_factory), seq_length=SEQ, task="squad",
-      max_query_length=MAX_QUERY, doc_stride=STRIDE)
+  path = export_testlib.export(
+      str(tmp_path / "export"), config_files=[config_file], random_init=True,
+      task="squad", settings=dict(
+          spm_model_file=finetune_testlib.spm_model(tmp_path_factory),
+          seq_length=SEQ, max_query_length=MAX_QUERY))
   serve = tf.saved_model.load(path).signatures["serving_default"]
   context = " ".join(finetune_testlib.botchan_sentences(200, 4, 12)[10:24])
   got = serve(question=tf.constant(["Who?"]), context=tf.constant([context]))
@@ -151,9 +152,10 @@ def test_squad_v2_head_export_answers_like_the_offline_predictor(
   predictions, _, _ = squad_v2_postprocess.postprocess(
       examples, metas, tokens, results, max_answer_length=MAX_ANSWER,
       null_score_diff_threshold=threshold)
-  path = export_lib.export_serving(
-      model, str(tmp_path / "export"), finetune_testlib.spm_model(
-          tmp_path_factory), seq_length=SEQ, max_query_length=MAX_QUERY,
+  path = export_testlib.export_serving(
+      question_answering.SquadTask, model, str(tmp_path / "export"),
+      finetune_testlib.spm_model(tmp_path_factory), squad_head="xlnet",
+      seq_length=SEQ, max_query_length=MAX_QUERY,
       max_answer_length=MAX_ANSWER, doc_stride=STRIDE,
       null_score_diff_threshold=threshold)
   got = tf.saved_model.load(path).signatures["serving_default"](
@@ -169,6 +171,7 @@ def test_squad_v2_head_export_answers_like_the_offline_predictor(
             _norm(predictions[example.qas_id]))
   assert sum(bool(p) for p in predictions.values()) == 1
   with pytest.raises(ValueError, match="doc_stride"):
-    export_lib.export_serving(model, str(tmp_path / "no_windows"),
-                              finetune_testlib.spm_model(tmp_path_factory),
-                              seq_length=SEQ)
+    export_testlib.export_serving(
+        question_answering.SquadTask, model, str(tmp_path / "no_windows"),
+        finetune_testlib.spm_model(tmp_path_factory), squad_head="xlnet",
+        seq_length=SEQ, doc_stride=0)

@@ -14,6 +14,7 @@ import tensorflow as tf
 from albert_tf.core import train_lib
 from albert_tf.data import glue_data
 from albert_tf.tasks import sentence_prediction
+from albert_tf.tasks import export as tasks_export
 from tests.testing import finetune_testlib
 from tests.testing import pretrain_testutil
 
@@ -86,7 +87,8 @@ def test_finetune_predict_export_serve(tmp_path_factory):
   # export: the serving SavedModel maps raw text to the same labels.
   export_base = str(tmp / "export")
   result = train_lib.run_experiment(task, config, model_dir, "export",
-                                    export_dir=export_base)
+                                    export_dir=export_base,
+                                    export_fn=tasks_export.run_exporter())
   path = result["export"]
   assert os.path.basename(path) == "1"
   import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import

@@ -23,7 +23,7 @@ def train_file(tmp_path_factory):
 
 def validate(train, **overrides):
   config = ec.load_experiment_config(
-      ec.PretrainingExperimentConfig, [tu.TINY_RECIPE],
+      pretraining.PretrainingExperimentConfig, [tu.TINY_RECIPE],
       tu.tiny_overrides(train, **overrides))
   pretraining.PretrainingTask(config).validate_inputs(training=True)
 

@@ -11,37 +11,15 @@ from albert_tf.tasks import multiple_choice
 from tests.testing import finetune_testlib
 
 
-def _write_split(root, split, rng, sentences, num_files):
-  words = sorted({w.strip('.,;:!?"\'()').lower()
-                  for s in sentences for w in s.split()} - {""})
-  for i in range(num_files):
-    level = "middle" if i % 2 else "high"
-    questions, options, answers = [], [], []
-    for _ in range(3):
-      answer = rng.randrange(4)
-      opts = rng.sample(words, 3)
-      opts.insert(answer, rng.choice(finetune_testlib.COLOURS))
-      questions.append("Which one is a colour _ ?" if rng.random() < 0.5
-                       else "Which one is a colour?")
-      options.append(opts)
-      answers.append("ABCD"[answer])
-    d = os.path.join(root, split, level)
-    os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, f"{i}.txt"), "w", encoding="utf-8") as f:
-      json.dump({"id": f"{level}{i}.txt", "article": rng.choice(sentences),
-                 "questions": questions, "options": options,
-                 "answers": answers}, f)
-
-
 def test_race_finetune(tmp_path_factory):
   tmp = tmp_path_factory.mktemp("race_e2e")
   rng = random.Random(0)
   sentences = finetune_testlib.botchan_sentences(300, min_words=2,
                                                  max_words=5)
   root = str(tmp / "RACE")
-  _write_split(root, "train", rng, sentences, 200)
-  _write_split(root, "dev", rng, sentences, 20)
-  _write_split(root, "test", rng, sentences, 10)
+  finetune_testlib.write_race_split(root, "train", rng, sentences, 200)
+  finetune_testlib.write_race_split(root, "dev", rng, sentences, 20)
+  finetune_testlib.write_race_split(root, "test", rng, sentences, 10)
   config = finetune_testlib.tiny_finetune_config(
       multiple_choice.RaceExperimentConfig,
       {"data_dir": root,

@@ -123,13 +123,14 @@ from albert_tf.core import distribute_utils
 from albert_tf.core import experiment_config
 from albert_tf.tasks import pretraining as pretraining_task
 from albert_tf.core import trainer as trainer_lib
+from albert_tf.tasks import pretraining
 distribute_utils.configure_cpu_devices(2)
 train_file, out_dir, recipe = sys.argv[1:4]
 curves = {}
 for name, strategy, accum in (("one", "default", 1), ("mirrored", "mirrored", 1),
                               ("mirrored_accum2", "mirrored", 2)):
   config = experiment_config.load_experiment_config(
-      experiment_config.PretrainingExperimentConfig, [recipe], ",".join([
+      pretraining.PretrainingExperimentConfig, [recipe], ",".join([
       f"data.input_path={train_file}", f"data.eval_input_path={train_file}",
       "trainer.train_steps=12", "trainer.steps_per_loop=3",
       "trainer.checkpoint_interval=100", "runtime.seed=3",

@@ -11,6 +11,7 @@ import tensorflow as tf
 from albert_tf.core import experiment_config
 from albert_tf.core import train_lib
 from albert_tf.tasks import question_answering
+from albert_tf.tasks import export as tasks_export
 from tests.testing import finetune_testlib
 
 
@@ -51,7 +52,8 @@ def test_squad_v2_xlnet_head_finetune(tmp_path_factory):
 
   # The export serves the same beam: null scores and best spans.
   export = train_lib.run_experiment(task, config, model_dir, "export",
-                                    export_dir=str(tmp / "export"))["export"]
+                                    export_dir=str(tmp / "export"),
+                                    export_fn=tasks_export.run_exporter())["export"]
   with open(files["dev"], encoding="utf-8") as f:
     qas = [(p["qas"][0]["id"], p["qas"][0]["question"], p["context"])
            for p in json.load(f)["data"][0]["paragraphs"][:8]]

@@ -6,6 +6,10 @@
   added as a user symbol so the vocabulary holds a "<digit>," piece and the
   original's digit-comma fix is exercised (the release vocabulary has many).
 - `tiny_config(vocab_size)`: a 2-layer ALBERT small enough for fast tests.
+- `export_serving(task_cls, model, dir, spm, **settings)`: a task's serving
+  export of a model the test built, with the task's serving params.
+- `export(export_dir, **request)`: export_savedmodel's path in process
+  (tasks/export.py `ExportRequest`).
 - `run_isolated(code, ...)`: runs Python in a fresh process where importing
   albert_tf, official, tf_keras, tensorflow_hub or data_prep raises
   ImportError (a sys.meta_path finder), so a SavedModel that needs them
@@ -19,6 +23,9 @@ import sys
 import textwrap
 
 import sentencepiece as spm
+
+from albert_tf.tasks import all_tasks  # pylint: disable=unused-import
+from albert_tf.tasks import export as tasks_export
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TESTDATA = os.path.join(REPO_ROOT, "tests", "testdata")
@@ -83,6 +90,21 @@ def train_spm(directory, vocab_size=SPM_VOCAB_SIZE):
       control_symbols=["[CLS]", "[SEP]", "[MASK]"],
       user_defined_symbols=USER_SYMBOLS, num_threads=1, minloglevel=2)
   return prefix + ".model"
+
+
+def export_serving(task_cls, model, export_dir, spm_file, **settings):
+  """`task_cls`'s serving export of `model` (built by the test)."""
+  params = task_cls.serving_params_cls(spm_model_file=spm_file, **settings)
+  params.validate()
+  return tasks_export.export_model(task_cls, "serving", model, params,
+                                   export_dir)
+
+
+def export(export_dir, settings=None, **request):
+  """export_savedmodel in process: `request` holds ExportRequest fields,
+  `settings` the serving params flags."""
+  return tasks_export.export(tasks_export.ExportRequest(
+      export_dir=export_dir, settings=dict(settings or {}), **request))
 
 
 def tiny_config(vocab_size=SPM_VOCAB_SIZE, **overrides):

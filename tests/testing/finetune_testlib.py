@@ -109,3 +109,27 @@ def write_synthetic_squad(directory, sizes, seed=0, words=(3, 6)):
     with open(files[name], "w", encoding="utf-8") as f:
       json.dump(synthetic_squad(rng, sentences, n, name), f)
   return files
+
+
+def write_race_split(root, split, rng, sentences, num_files):
+  """RACE-layout files of `split` (a synthetic task: the right option is
+  the colour word)."""
+  words = sorted({w.strip('.,;:!?"\'()').lower()
+                  for s in sentences for w in s.split()} - {""})
+  for i in range(num_files):
+    level = "middle" if i % 2 else "high"
+    questions, options, answers = [], [], []
+    for _ in range(3):
+      answer = rng.randrange(4)
+      opts = rng.sample(words, 3)
+      opts.insert(answer, rng.choice(COLOURS))
+      questions.append("Which one is a colour _ ?" if rng.random() < 0.5
+                       else "Which one is a colour?")
+      options.append(opts)
+      answers.append("ABCD"[answer])
+    d = os.path.join(root, split, level)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, f"{i}.txt"), "w", encoding="utf-8") as f:
+      json.dump({"id": f"{level}{i}.txt", "article": rng.choice(sentences),
+                 "questions": questions, "options": options,
+                 "answers": answers}, f)

@@ -1,0 +1,113 @@
+"""Export settings: the `Params` dataclass a task's serving module is built
+from (Model Garden's `serving_modules.*.Params`), and how a tool's flags
+change them.
+
+Every export has the fields of `ServingParams`; a task subclasses it with
+its own (labels, text fields, SQuAD windows, ...). A run's params come from
+its recorded config (the task computes them); flags may then change only the
+fields in `export_settable` (decoding and display settings: they do not
+change what the weights mean). Any other flag that disagrees with the run is
+refused naming the field, and a flag the task's params do not have is
+refused: every word on the command line is used or refused.
+"""
+
+import dataclasses
+import hashlib
+import math
+import os
+from typing import Any, ClassVar, FrozenSet, Mapping, Optional
+
+
+@dataclasses.dataclass
+class ServingParams:
+  """Settings of every text-in export."""
+  # Packed length of the text-in signatures.
+  seq_length: int = 128
+  # SentencePiece model shipped as an asset (text-in signatures need it).
+  spm_model_file: str = ""
+  do_lower_case: bool = True
+
+  # Fields a flag may change on a run's export (subclasses extend).
+  export_settable: ClassVar[FrozenSet[str]] = frozenset()
+
+  def validate(self) -> None:
+    """Raises ValueError naming the first bad field (subclasses extend)."""
+    if self.seq_length <= 0:
+      raise ValueError(f"seq_length must be > 0, got {self.seq_length}")
+
+  def check_text_in(self, what: str, model_config) -> None:
+    """Text-in signatures need the SentencePiece model and a packed length
+    the model's position table holds."""
+    if not self.spm_model_file:
+      raise ValueError(f"--spm_model_file is required for {what} (its "
+                       "text-in signatures tokenize in the graph)")
+    if self.seq_length > model_config.max_position_embeddings:
+      raise ValueError(f"seq_length {self.seq_length} exceeds the model's "
+                       "max_position_embeddings "
+                       f"{model_config.max_position_embeddings}")
+
+  def same_value(self, field: str, current: Any, value: Any) -> bool:
+    """Whether `value` means what `current` means (a SentencePiece model
+    moved elsewhere with the same content is the same model)."""
+    if field == "spm_model_file" and current and value:
+      return current == value or (
+          os.path.isfile(value) and _sha256(current) == _sha256(value))
+    return _same(current, value)
+
+  def check_change(self, field: str, value: Any) -> None:
+    """Raises when changing settable `field` to `value` would change what
+    the model's outputs mean (subclasses: e.g. reordered labels)."""
+    del field, value
+
+
+def field_names(params_cls) -> FrozenSet[str]:
+  return frozenset(f.name for f in dataclasses.fields(params_cls))
+
+
+def _sha256(path: str) -> str:
+  if not os.path.isfile(path):
+    return ""
+  with open(path, "rb") as f:
+    return hashlib.sha256(f.read()).hexdigest()
+
+
+def _same(a, b) -> bool:
+  if isinstance(a, float) and isinstance(b, float):
+    return a == b or (math.isnan(a) and math.isnan(b))
+  if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+    return list(a) == list(b)
+  return a == b
+
+
+def with_settings(params: ServingParams, given: Mapping[str, Any],
+                  what: str, recorded_in: Optional[str] = None
+                  ) -> ServingParams:
+  """`params` with the `given` fields (flags that were set) applied.
+
+  what: the export, for errors ("a classification export").
+  recorded_in: the run directory `params` were derived from; then only
+    `export_settable` fields may differ from them.
+  """
+  fields = field_names(type(params))
+  changes = {}
+  for name, value in given.items():
+    if name not in fields:
+      raise ValueError(f"--{name} does not apply to {what} (its settings: "
+                       f"{', '.join(sorted(fields))})")
+    current = getattr(params, name)
+    if params.same_value(name, current, value):
+      if name == "spm_model_file":
+        changes[name] = value  # the file that exists now
+      continue
+    if recorded_in is not None:
+      if name not in params.export_settable:
+        raise ValueError(
+            f"{name} is {value!r} but the run record of {recorded_in} has "
+            f"{current!r}; omit --{name} to use the run's value (settable "
+            f"at export: {', '.join(sorted(params.export_settable)) or 'none'}"
+            ")")
+      params.check_change(name, value)
+    changes[name] = value
+  out = dataclasses.replace(params, **changes)
+  out.validate()
+  return out

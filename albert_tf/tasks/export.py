@@ -1,0 +1,260 @@
+"""The one export path: a task's model, restored, exported with the task's
+serving module and params.
+
+  export         an `ExportRequest` (what export_savedmodel's flags say):
+                 from a run directory (--model_dir, or a --checkpoint inside
+                 one) the task is rebuilt from the run record through the
+                 registry, else everything comes from the request.
+
+  export_model   kind + model + params -> `<export_dir>/<version>/`: the
+                 generic encoder export, or the task's serving module.
+  export_run     the same for a run's task: params from the run's config
+                 (`task.serving_params`), flags may change only the
+                 settable fields. `export_savedmodel --model_dir` and
+                 `run_* --mode=export` both end here.
+  task_for_flags without a run directory: the task class and params named
+                 by a serving task (`--task=classification`) or an export
+                 kind (`--export_kind=pretraining`), and the flags.
+"""
+
+import dataclasses
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Type
+
+from absl import logging
+
+from albert_tf.checkpoints import paths
+from albert_tf.checkpoints import restore as restore_lib
+from albert_tf.core import base_task
+from albert_tf.core import run_record
+from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
+from albert_tf.serving import export_lib
+from albert_tf.serving import preprocessing
+from albert_tf.serving import serving_params
+from albert_tf.tasks import registry
+
+ENCODER = base_task.ENCODER_EXPORT
+
+
+def export_kinds():
+  """Every export kind: the generic ones and each registered task's."""
+  kinds = {ENCODER, export_lib.PREPROCESSING_EXPORT}
+  for name in registry.task_names():
+    kinds.update(registry.get_task_cls(name).export_kinds)
+  return sorted(kinds)
+
+
+def serving_task_names():
+  """Every `--task` name: the serving tasks of each registered task."""
+  return sorted({serving for name in registry.task_names()
+                 for serving in registry.get_task_cls(name).serving_tasks})
+
+
+def _encoder_config(model):
+  return getattr(model, "encoder", model).config
+
+
+def check_params(params, model_config) -> None:
+  """Before anything is built: the tokenizer fits the model (one line,
+  naming the file)."""
+  if params.spm_model_file:
+    preprocessing.check_spm_model(params.spm_model_file,
+                                  model_config.vocab_size)
+
+
+def export_model(task_cls: Type[base_task.Task], kind: str, model, params,
+                 export_dir: str, version: Optional[int] = None) -> str:
+  """Exports `model` as `kind`; returns the version directory written."""
+  config = _encoder_config(model)
+  check_params(params, config)
+  if kind == ENCODER:
+    return export_lib.export_encoder(
+        model, export_dir, params.spm_model_file or None,
+        params.do_lower_case, version)
+  if kind not in task_cls.export_kinds:
+    raise ValueError(f"--export_kind={kind} is not an export of task "
+                     f"{task_cls.name!r} (its kinds: "
+                     f"{', '.join((ENCODER,) + tuple(task_cls.export_kinds))})")
+  return export_lib.export_module(
+      lambda assets: task_cls.serving_module(kind, model, params, assets),
+      config, export_dir, params.spm_model_file or None,
+      params.do_lower_case, version)
+
+
+def run_params(task: base_task.Task, recorded_facts: Mapping[str, Any],
+               given: Mapping[str, Any]):
+  """The params of a run's task with the flags `given` applied (only
+  settable fields may change)."""
+  return serving_params.with_settings(
+      task.serving_params(recorded_facts), given,
+      f"a {task.name} export", recorded_in=task.model_dir)
+
+
+def export_run(task: base_task.Task, model, kind: str, export_dir: str,
+               recorded_facts: Mapping[str, Any],
+               given: Optional[Mapping[str, Any]] = None,
+               version: Optional[int] = None) -> str:
+  """Exports a run's restored `model` (built by `task.build_model()`)."""
+  params = run_params(task, recorded_facts, given or {})
+  return export_model(type(task), kind, model, params, export_dir, version)
+
+
+def run_exporter(settings: Optional[Mapping[str, Any]] = None):
+  """The `export_fn(task, model, export_dir)` of train_lib.run_experiment's
+  export mode: the task's default export of the run's restored model."""
+  def export_fn(task, model, export_dir):
+    record = run_record.read(task.model_dir)
+    return export_run(task, model, type(task).default_export_kind,
+                      export_dir, record.facts if record else {}, settings)
+  return export_fn
+
+
+def task_for_flags(serving_task: Optional[str], kind: str,
+                   given: Dict[str, Any]
+                   ) -> Tuple[Type[base_task.Task], Any]:
+  """(task class, params) of an export without a run directory."""
+  if serving_task:
+    task_cls = registry.task_for_serving_name(serving_task)
+    defaults = dict(task_cls.serving_tasks[serving_task])
+  elif kind == ENCODER:  # any model's encoder: no task
+    return None, serving_params.with_settings(
+        serving_params.ServingParams(), given, "an encoder export")
+  else:
+    task_cls = registry.task_for_export_kind(kind)
+    defaults = {}
+  params = task_cls.serving_params_cls(**defaults)
+  what = f"a {serving_task or kind} export"
+  return task_cls, serving_params.with_settings(params, given, what)
+
+
+def model_for_flags(task_cls: Type[base_task.Task], kind: str, model_config,
+                    params):
+  """The model an export without a run wraps: the bare encoder for the
+  encoder export, else the task's (`model_for_export`)."""
+  if kind == ENCODER:
+    return AlbertEncoder(model_config)
+  return task_cls.model_for_export(kind, model_config, params)
+
+
+# --- A request: what the command line says ------------------------------------
+
+
+@dataclasses.dataclass
+class ExportRequest:
+  """An export as export_savedmodel's flags give it (None: not given)."""
+  export_dir: str
+  model_dir: str = ""
+  checkpoint: str = ""
+  export_kind: Optional[str] = None
+  # A serving task name (`serving_task_names()`), without a run directory.
+  task: Optional[str] = None
+  version: Optional[int] = None
+  random_init: bool = False
+  allow_random_head: bool = False
+  # Model config files and overrides (may not change a run's model).
+  config_files: List[str] = dataclasses.field(default_factory=list)
+  params_override: str = ""
+  # Serving params fields that were given (`ServingParams` and subclasses).
+  settings: Dict[str, Any] = dataclasses.field(default_factory=dict)
+  # The preprocessing export only.
+  truncation: Optional[str] = None
+  max_first_segment_length: Optional[int] = None
+
+
+def _run_dir(request: ExportRequest) -> str:
+  """model_dir, else the run the checkpoint belongs to ("" if none)."""
+  if request.model_dir:
+    return request.model_dir
+  if request.checkpoint:
+    record = run_record.find_for_checkpoint(request.checkpoint)
+    if record is not None:
+      return record.model_dir
+  return ""
+
+
+def _check_preprocessing_only(request: ExportRequest, kind: str) -> None:
+  if kind == export_lib.PREPROCESSING_EXPORT:
+    return
+  for name in ("truncation", "max_first_segment_length"):
+    if getattr(request, name) is not None:
+      raise ValueError(f"--{name} applies to --export_kind=preprocessing "
+                       f"only, not {kind}")
+
+
+def _export_preprocessing(request: ExportRequest, params, model_config):
+  if not params.spm_model_file:
+    raise ValueError("--spm_model_file is required for a preprocessing "
+                     "export")
+  return export_lib.export_preprocessing(
+      params.spm_model_file, request.export_dir,
+      seq_length=params.seq_length, do_lower_case=params.do_lower_case,
+      config=model_config, truncation=request.truncation or "longest_first",
+      max_first_segment_length=request.max_first_segment_length,
+      version=request.version)
+
+
+def _export_of_run(request: ExportRequest, model_dir: str) -> str:
+  task, record = registry.task_of_run(model_dir, request.config_files,
+                                      request.params_override,
+                                      request.checkpoint or None)
+  task_cls = type(task)
+  if request.task and request.task not in task_cls.serving_tasks:
+    raise ValueError(f"--task={request.task} but the run record of "
+                     f"{model_dir} has task {task.name!r} (serving: "
+                     f"{', '.join(task_cls.serving_tasks)}); omit --task")
+  if request.allow_random_head:
+    raise ValueError(f"--allow_random_head: the run record of {model_dir} "
+                     f"says its heads were trained (task {task.name!r}); "
+                     "its checkpoints hold them")
+  kind = request.export_kind or task_cls.default_export_kind
+  _check_preprocessing_only(request, kind)
+  if kind == export_lib.PREPROCESSING_EXPORT:
+    params = run_params(task, record.facts, request.settings)
+    return _export_preprocessing(request, params, task.config.model)
+  model = task.build_model()
+  if not request.random_init:
+    checkpoint = paths.resolve_checkpoint(request.checkpoint or model_dir)
+    logging.info("%s", task.restore_for_inference(model, checkpoint).summary())
+  return export_run(task, model, kind, request.export_dir, record.facts,
+                    request.settings, request.version)
+
+
+def _export_of_flags(request: ExportRequest) -> str:
+  kind = request.export_kind or ("serving" if request.task else ENCODER)
+  _check_preprocessing_only(request, kind)
+  preprocessing_only = kind == export_lib.PREPROCESSING_EXPORT
+  task_cls, params = task_for_flags(
+      request.task, ENCODER if preprocessing_only else kind,
+      request.settings)
+  model_config, _ = run_record.model_config_for(
+      request.config_files, request.params_override,
+      checkpoint=request.checkpoint or None)
+  if preprocessing_only:
+    return _export_preprocessing(request, params, model_config)
+  if model_config is None:
+    raise ValueError(f"--config_file is required for a {kind} export")
+  if not request.checkpoint and not request.random_init:
+    raise ValueError("--checkpoint is required (or --random_init for a smoke "
+                     "test)")
+  check_params(params, model_config)
+  model = model_for_flags(task_cls, kind, model_config, params)
+  if request.checkpoint:
+    logging.info("%s", restore_lib.restore(
+        model, request.checkpoint,
+        allow_missing_heads=request.allow_random_head).summary())
+  return export_model(task_cls, kind, model, params, request.export_dir,
+                      request.version)
+
+
+def export(request: ExportRequest) -> str:
+  """Runs `request`; returns the version directory written."""
+  if not request.export_dir:
+    raise ValueError("--export_dir is required")
+  # A taken version or a bad path fails here, before a model is built.
+  export_lib.version_dir(request.export_dir, request.version)
+  spm = request.settings.get("spm_model_file")
+  if spm:
+    preprocessing.check_spm_model(spm)
+  model_dir = _run_dir(request)
+  if model_dir:
+    return _export_of_run(request, model_dir)
+  return _export_of_flags(request)

@@ -1,0 +1,254 @@
+"""The two SQuAD span heads of `question_answering.SquadTask`, chosen by
+`task.squad_head`: each builds its model, warm-starts and restores it, gives
+its loss sums, its predictions and evaluation, and its serving module.
+
+  SimpleHead  start/end dense layers (+ an optional [CLS] answerability
+              logit for SQuAD 2.0); the BERT-style recipe.
+  XlnetHead   the original `run_squad_v2.py` head: the end conditioned on
+              the start, a beam of start_n_top x end_n_top, an answer class;
+              SQuAD 2.0 only; the original's evaluation (tuned threshold).
+"""
+
+from absl import logging
+import tensorflow as tf
+
+from albert_tf.checkpoints import restore as restore_lib
+from albert_tf.checkpoints import squad_v2_checkpoint
+from albert_tf.data import squad_data
+from albert_tf.modeling.models import albert_squad_v2
+from albert_tf.modeling.models import downstream_models
+from albert_tf.serving import squad_module
+from albert_tf.serving import squad_windows
+from albert_tf.tasks import finetuning as finetune_lib
+from albert_tf.tasks import metrics as finetune_metrics
+from albert_tf.tasks import squad_v2_postprocess
+
+BEAM_OUTPUTS = ("start_top_log_probs", "start_top_index", "end_top_log_probs",
+                "end_top_index", "cls_logits")
+
+
+def _hits(scores, positions):
+  """1.0 where the best position of `scores` [batch, seq] is `positions`."""
+  best = tf.argmax(scores, -1, output_type=tf.int32)  # [batch]
+  return tf.cast(tf.equal(best, tf.cast(positions, tf.int32)), tf.float32)
+
+
+class SimpleHead:
+  """Start/end logits (+ answerability) over every window position."""
+
+  name = "simple"
+
+  @staticmethod
+  def validate(config):
+    del config
+
+  @staticmethod
+  def build_model(encoder, params, dropout_rate):
+    return downstream_models.AlbertSpanLabeler(
+        encoder, with_answerability=params.with_answerability,
+        dropout_rate=dropout_rate)
+
+  @staticmethod
+  def initialize(task, model):
+    finetune_lib.initialize_model(model, task.config)
+
+  @staticmethod
+  def restore(model, path, step, allow_missing_heads):
+    return restore_lib.restore(model, path, step=step,
+                               allow_missing_heads=allow_missing_heads)
+
+  @staticmethod
+  def compute_sums(task, model, features, training):
+    outputs = model(task.model_inputs(features), training=training)
+    w = task.valid(features)  # [batch]
+    start, end = features["start_positions"], features["end_positions"]
+    loss = 0.5 * (
+        tf.nn.sparse_softmax_cross_entropy_with_logits(
+            start, outputs["start_logits"]) +
+        tf.nn.sparse_softmax_cross_entropy_with_logits(
+            end, outputs["end_logits"]))  # [batch]
+    if "answerable_logits" in outputs:
+      answerable = tf.cast(1 - features["is_impossible"], tf.float32)
+      loss += tf.nn.sigmoid_cross_entropy_with_logits(
+          answerable, outputs["answerable_logits"])
+    return {"loss_sum": tf.reduce_sum(w * loss), "count": tf.reduce_sum(w),
+            "start_correct": tf.reduce_sum(
+                w * _hits(outputs["start_logits"], start)),
+            "end_correct": tf.reduce_sum(
+                w * _hits(outputs["end_logits"], end))}
+
+  @staticmethod
+  def predict_answers(task, trainer, output_dir, threshold=None):
+    """Answers for data.predict_file at `threshold` (default data's);
+    writes the JSON files. Returns (predictions, null_odds, files)."""
+    def output_fn(model, features):
+      out = model(task.model_inputs(features), training=False)
+      return {k: out[k] for k in ("start_logits", "end_logits",
+                                  "answerable_logits") if k in out}
+
+    examples, meta, raw = task.raw_predictions(trainer, output_fn)
+    results = {
+        uid: squad_data.WindowResult(
+            r["start_logits"], r["end_logits"],
+            float(r["answerable_logits"]) if "answerable_logits" in r
+            else None) for uid, r in raw.items()}
+    d = task.data
+    predictions, null_odds, nbest = squad_data.postprocess(
+        examples, meta["windows"], meta["tokens"], results,
+        n_best_size=d.n_best_size, max_answer_length=d.max_answer_length,
+        version_2_with_negative=task.v2,
+        null_score_diff_threshold=(d.null_score_diff_threshold
+                                   if threshold is None else threshold))
+    files = task.write_predictions(output_dir, predictions, nbest, null_odds)
+    return predictions, null_odds, files
+
+  @classmethod
+  def evaluate(cls, task, trainer, output_dir, dataset):
+    predictions, null_odds, _ = cls.predict_answers(task, trainer,
+                                                    output_dir)
+    return finetune_metrics.squad_metrics(
+        dataset, predictions, null_odds if task.v2 else None)
+
+  @staticmethod
+  def module_for(model, params):
+    """Windows over long contexts when doc_stride > 0, else truncation."""
+    options = {"max_answer_length": params.max_answer_length}
+    preprocessor_options = {"max_query_length": params.max_query_length}
+    if not params.doc_stride:
+      return squad_module.SquadModule, options, preprocessor_options
+    options.update(doc_stride=params.doc_stride,
+                   max_query_length=params.max_query_length,
+                   max_windows=params.max_windows)
+    return squad_windows.SquadWindowServingModule, options, (
+        preprocessor_options)
+
+
+class XlnetHead:
+  """The original SQuAD 2.0 head (see the module docstring)."""
+
+  name = "xlnet"
+
+  @staticmethod
+  def validate(config):
+    t = config.task
+    if not config.data.version_2_with_negative:
+      raise ValueError("task.squad_head='xlnet' is the SQuAD 2.0 head; set "
+                       "data.version_2_with_negative=true")
+    if t.with_answerability:
+      raise ValueError("task.with_answerability is the simple head's [CLS] "
+                       "classifier; with task.squad_head='xlnet' set it false")
+    if min(t.start_n_top, t.end_n_top) < 1:
+      raise ValueError(f"task.start_n_top / end_n_top must be >= 1, got "
+                       f"{t.start_n_top} / {t.end_n_top}")
+    if max(t.start_n_top, t.end_n_top) > config.data.max_seq_length:
+      raise ValueError(f"task.start_n_top / end_n_top exceed "
+                       f"data.max_seq_length ({config.data.max_seq_length})")
+
+  @staticmethod
+  def build_model(encoder, params, dropout_rate):
+    return albert_squad_v2.AlbertSquadV2(
+        encoder, start_n_top=params.start_n_top, end_n_top=params.end_n_top,
+        dropout_rate=dropout_rate)
+
+  @staticmethod
+  def initialize(task, model):
+    """Warm start; a `run_squad_v2.py` checkpoint also brings its head (as
+    the original's init_from_checkpoint would)."""
+    tc = task.config.trainer
+    if (tc.init_checkpoint and not tc.init_from_group0 and
+        not task.config.task.init_saved_model and
+        squad_v2_checkpoint.has_squad_v2_head(tc.init_checkpoint)):
+      report = squad_v2_checkpoint.load_tf1_squad_v2(model,
+                                                     tc.init_checkpoint)
+      logging.info("warm-started encoder and SQuAD 2.0 head from %s (%d "
+                   "variables)", tc.init_checkpoint, len(report.mapped))
+      return
+    finetune_lib.initialize_model(model, task.config)
+
+  @staticmethod
+  def restore(model, path, step, allow_missing_heads):
+    """Our checkpoints, or the original's fine-tuned SQuAD 2.0 checkpoint
+    (its global_step, when present, becomes the step)."""
+    if not squad_v2_checkpoint.has_squad_v2_head(path):
+      return restore_lib.restore(model, path, step=step,
+                                 allow_missing_heads=allow_missing_heads)
+    report = squad_v2_checkpoint.load_tf1_squad_v2(model, path)
+    saved_step = squad_v2_checkpoint.global_step(path)
+    if step is not None and saved_step is not None:
+      step.assign(saved_step)
+    return report
+
+  @staticmethod
+  def compute_sums(task, model, features, training):
+    """The original's loss as sums; accuracies of the start and of the end
+    given the gold start."""
+    inputs = task.model_inputs(features)
+    start, end = features["start_positions"], features["end_positions"]
+    outputs = model.training_outputs(inputs, start, training=training)
+    loss = albert_squad_v2.squad_v2_loss(outputs, start, end,
+                                         features["is_impossible"])  # [batch]
+    w = task.valid(features)
+    return {"loss_sum": tf.reduce_sum(w * loss), "count": tf.reduce_sum(w),
+            "start_correct": tf.reduce_sum(
+                w * _hits(outputs["start_log_probs"], start)),
+            "end_correct": tf.reduce_sum(
+                w * _hits(outputs["end_log_probs"], end))}
+
+  @staticmethod
+  def _beam_results(task, trainer):
+    """(examples, eval metadata, unique id -> BeamResult) on predict_file."""
+    def output_fn(model, features):
+      out = model(task.model_inputs(features), training=False)
+      return {k: out[k] for k in BEAM_OUTPUTS}
+
+    examples, meta, raw = task.raw_predictions(trainer, output_fn)
+    results = {uid: squad_v2_postprocess.BeamResult(
+        r["start_top_log_probs"], r["start_top_index"],
+        r["end_top_log_probs"], r["end_top_index"], float(r["cls_logits"]))
+               for uid, r in raw.items()}
+    return examples, meta, results
+
+  @classmethod
+  def predict_answers(cls, task, trainer, output_dir, threshold=None):
+    """Answers at `threshold` (default data's); writes the three JSON
+    files. Returns (predictions, null_scores, files)."""
+    if threshold is None:
+      threshold = task.data.null_score_diff_threshold
+    examples, meta, results = cls._beam_results(task, trainer)
+    predictions, null_scores, nbest = squad_v2_postprocess.postprocess(
+        examples, meta["windows"], meta["tokens"], results,
+        n_best_size=task.data.n_best_size,
+        max_answer_length=task.data.max_answer_length,
+        null_score_diff_threshold=threshold)
+    files = task.write_predictions(output_dir, predictions, nbest,
+                                   null_scores)
+    return predictions, null_scores, files
+
+  @classmethod
+  def evaluate(cls, task, trainer, output_dir, dataset):
+    """The original's evaluate_v2 (dev-tuned threshold); writes the files
+    of the tuned predictions. Returns the metrics."""
+    examples, meta, results = cls._beam_results(task, trainer)
+    metrics, predictions, null_scores, nbest = squad_v2_postprocess.evaluate(
+        dataset, examples, meta["windows"], meta["tokens"], results,
+        n_best_size=task.data.n_best_size,
+        max_answer_length=task.data.max_answer_length)
+    task.write_predictions(output_dir, predictions, nbest, null_scores)
+    return metrics
+
+  @staticmethod
+  def module_for(model, params):
+    """Doc-stride windows always: the beam is per window."""
+    if not params.doc_stride:
+      raise ValueError("the SQuAD 2.0 (xlnet head) export serves doc-stride "
+                       "windows; set doc_stride > 0")
+    return squad_windows.SquadWindowServingModule, {
+        "max_answer_length": params.max_answer_length,
+        "doc_stride": params.doc_stride,
+        "max_query_length": params.max_query_length,
+        "max_windows": params.max_windows,
+        "null_score_diff_threshold": params.null_score_diff_threshold}, {
+            "max_query_length": params.max_query_length}
+
+
+HEADS = {head.name: head for head in (SimpleHead, XlnetHead)}
