@@ -47,6 +47,7 @@ def main(argv):
   del argv
   flag_values = flags.FLAGS
   try:
+    run_record.check_not_in_run(flag_values.output_dir)
     config, _ = run_record.model_config_for(
         cli_flags.config_sources(), flag_values.params_override,
         checkpoint=flag_values.input_checkpoint)

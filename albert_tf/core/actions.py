@@ -140,15 +140,21 @@ def _checkpoint_number(path: str) -> int:
 
 
 def restore_newest_readable(checkpoint: tf.train.Checkpoint, directory: str,
-                            expect_partial: bool = False) -> Optional[str]:
+                            expect_partial: bool = False,
+                            check: Optional[Callable[[str], None]] = None
+                            ) -> Optional[str]:
   """Restores the newest checkpoint that reads; warns about each one that
   does not (truncated .data, missing .index) and falls back to the one
   before. `expect_partial`: `checkpoint` leaves out some saved objects.
+  `check(path)` raises (ValueError, not caught) when a readable checkpoint
+  is not what this run may restore.
   Returns the restored path, or None when there is no checkpoint.
   Raises CheckpointError if checkpoints exist but none reads."""
   candidates = checkpoint_candidates(directory)
   failures = []
   for path in candidates:
+    if check is not None and tf.io.gfile.exists(path + ".index"):
+      check(path)
     try:
       status = checkpoint.restore(path)
       if expect_partial:

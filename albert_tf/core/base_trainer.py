@@ -154,7 +154,11 @@ class DistributedSteps:
     grad_norm = self.strategy.reduce(tf.distribute.ReduceOp.MEAN, grad_norm,
                                      axis=None)
     finite = tf.math.is_finite(self.task.metrics_from_sums(sums)["loss"])
-    self.global_step.assign_add(1)
+    # Counted once the step's batch was read and its update computed: ops
+    # on different resources are not ordered, and an input error inside the
+    # step must not count it (a save after it would be labelled one ahead).
+    with tf.control_dependencies([finite, grad_norm]):
+      self.global_step.assign_add(1)
     return sums, grad_norm, finite
 
   def build_train_loop(self) -> Callable:

@@ -28,11 +28,14 @@ from typing import Any, Dict, Mapping, Optional
 import yaml
 
 from albert_tf.checkpoints import conversion
+from albert_tf.checkpoints import identity
 from albert_tf.checkpoints import paths
 from albert_tf.core import experiment_config
 from albert_tf.modeling import albert_config
 
 RECORD_NAME = "run_record.json"
+# Where a run keeps its best checkpoint (core.trainer.BEST_SUBDIR).
+BEST_SUBDIR = "best"
 CHANGES_NAME = "run_record_changes.jsonl"
 CONFIG_NAME = experiment_config.RESOLVED_CONFIG_NAME
 
@@ -61,9 +64,7 @@ DATA_POSITION_FIELDS = frozenset({
     "data.seed", "trainer.save_data_position",
 })
 # Model fields that do not change the inference graph or the weights' meaning.
-TRAINING_ONLY_MODEL_FIELDS = frozenset({
-    "hidden_dropout_prob", "attention_probs_dropout_prob",
-    "initializer_range", "gradient_checkpointing"})
+TRAINING_ONLY_MODEL_FIELDS = identity.TRAINING_ONLY_MODEL_FIELDS
 
 
 def file_sha256(path: str) -> Optional[str]:
@@ -122,11 +123,11 @@ def write(model_dir: str, config, facts: Mapping[str, Any]) -> RunRecord:
     raise ValueError(f"run record: the task's name is missing (got {task!r})")
   os.makedirs(model_dir, exist_ok=True)
   values = config.as_dict()
-  atomic_write(os.path.join(model_dir, CONFIG_NAME),
-               yaml.safe_dump(values, default_flow_style=False,
-                              sort_keys=False))
-  facts = dict(facts)
-  facts["spm_sha256"] = file_sha256(facts.get("spm_model_file", ""))
+  text = yaml.safe_dump(values, default_flow_style=False, sort_keys=False)
+  atomic_write(os.path.join(model_dir, CONFIG_NAME), text)
+  facts = with_fingerprints(facts)
+  # The config is trusted only as written: a hand edit is refused on read.
+  facts["config_sha256"] = hashlib.sha256(text.encode("utf-8")).hexdigest()
   facts["created"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
   atomic_write(os.path.join(model_dir, RECORD_NAME),
                json.dumps(facts, indent=2, sort_keys=True) + "\n")
@@ -143,9 +144,36 @@ def read(model_dir: str) -> Optional[RunRecord]:
       facts = json.load(f)
     except json.JSONDecodeError as e:
       raise ValueError(f"{path}: corrupt run record ({e})") from None
-  with open(os.path.join(model_dir, CONFIG_NAME), encoding="utf-8") as f:
-    config = yaml.safe_load(f) or {}
+  config_path = os.path.join(model_dir, CONFIG_NAME)
+  if not os.path.isfile(config_path):
+    raise ValueError(f"{config_path} is missing beside {RECORD_NAME}: the "
+                     "run's config is unknown; restore the file (or start a "
+                     "new --model_dir)")
+  with open(config_path, encoding="utf-8") as f:
+    text = f.read()
+  recorded_sha = facts.get("config_sha256")
+  if recorded_sha and hashlib.sha256(
+      text.encode("utf-8")).hexdigest() != recorded_sha:
+    raise ValueError(f"{config_path} was edited after the run started (its "
+                     f"sha256 is not the one in {RECORD_NAME}); restore it: "
+                     "a resumed run changes settings with flags, which the "
+                     "record checks and logs")
+  config = yaml.safe_load(text) or {}
   return RunRecord(model_dir, facts["task"], facts, config)
+
+
+def with_fingerprints(facts: Mapping[str, Any]) -> Dict[str, Any]:
+  """`facts` with the sha256 of their SentencePiece model (the vocabulary
+  the weights belong to)."""
+  facts = dict(facts)
+  facts["spm_sha256"] = file_sha256(facts.get("spm_model_file", ""))
+  return facts
+
+
+def has_checkpoints(model_dir: str) -> bool:
+  directory = os.path.join(model_dir, paths.RUN_CHECKPOINT_SUBDIR)
+  return bool(os.path.isdir(directory) and any(
+      name.endswith(".index") for name in os.listdir(directory)))
 
 
 def find_for_checkpoint(path: str) -> Optional[RunRecord]:
@@ -161,10 +189,26 @@ def find_for_checkpoint(path: str) -> Optional[RunRecord]:
   return None
 
 
+def check_not_in_run(output_dir: str, what: str = "--output_dir") -> None:
+  """Refuses an output directory that is a run directory or one of its
+  checkpoint directories: writing there replaces the run's `checkpoint`
+  state file (its next resume would find no checkpoint it knows)."""
+  record = find_for_checkpoint(output_dir)
+  if record is None:
+    return
+  run = os.path.abspath(record.model_dir)
+  owned = {run, os.path.join(run, paths.RUN_CHECKPOINT_SUBDIR),
+           os.path.join(run, BEST_SUBDIR)}
+  if os.path.abspath(output_dir) in owned:
+    raise ValueError(f"{what} {output_dir} is the run directory {run} or its "
+                     "checkpoint directory: writing there would replace the "
+                     "run's checkpoint state; use another directory")
+
+
 def refuse(field: str, recorded, given, source: str, hint: str = ""):
   """The one-line error of every disagreement with a record: `source` is a
-  run directory or an albert_config.json."""
-  if not source.endswith(".json"):
+  run directory, an albert_config.json or a checkpoint's own record."""
+  if os.path.isdir(source):
     source = f"the run record of {source}"
   return ValueError(f"{field} is {given!r} but {source} has {recorded!r}"
                     f"{'; ' + hint if hint else ''}")
@@ -176,12 +220,9 @@ def check_model(recorded: Mapping[str, Any], model_config, source: str,
   (same shapes but e.g. another num_hidden_layers or hidden_act)."""
   given = model_config.as_dict() if hasattr(model_config, "as_dict") else (
       dict(model_config))
-  for field in sorted(set(recorded) | set(given)):
-    if field in TRAINING_ONLY_MODEL_FIELDS:
-      continue
-    if recorded.get(field) != given.get(field):
-      raise refuse(f"{what}.{field}", recorded.get(field), given.get(field),
-                   source, "the weights were trained with the recorded value")
+  for field, before, after in identity.model_differences(recorded, given):
+    raise refuse(f"{what}.{field}", before, after, source,
+                 "the weights were trained with the recorded value")
 
 
 def _beside_checkpoint(checkpoint: str) -> Optional[str]:
@@ -198,11 +239,13 @@ def model_config_for(sources, params_override: str = "",
                      checkpoint: Optional[str] = None):
   """(AlbertConfig or None, RunRecord or None) of export / convert.
 
-  The model of the run record (of `model_dir`, or of the run `checkpoint`
-  belongs to), else of the albert_config.json beside `checkpoint`, is the
-  base; `sources` and `params_override` apply on top, and any difference
-  that changes the model is refused naming the field. With neither, the
-  config is `sources` + `params_override` alone (None if nothing given).
+  The base is the model of the run record (of `model_dir`, or of the run
+  `checkpoint` belongs to), else of the checkpoint's own identity, else of
+  the albert_config.json beside `checkpoint`; `sources` and
+  `params_override` apply on top, and any difference that changes the model
+  is refused naming the field. A checkpoint whose identity disagrees with
+  the run record it is paired with is refused. With no base, the config is
+  `sources` + `params_override` alone (None if nothing given).
   """
   record = None
   if model_dir:
@@ -212,9 +255,21 @@ def model_config_for(sources, params_override: str = "",
                        "run directory of this version)")
   elif checkpoint:
     record = find_for_checkpoint(checkpoint)
+  saved = None
+  if checkpoint:
+    saved = identity.check(
+        checkpoint, model=record.model if record else None,
+        facts=record.facts if record else None,
+        what=f"the run record of {record.model_dir}" if record else "")
+  sources = list(sources or ())
+  if record is None and saved is not None:
+    where = f"checkpoint {checkpoint}'s own record"
+    config = albert_config.load_model_config(sources, params_override,
+                                             base=saved["model"])
+    check_model(saved["model"], config, where)
+    return config, None
   base = record.model_dir if record else (
       _beside_checkpoint(checkpoint) if checkpoint else None)
-  sources = list(sources or ())
   if base is None:
     if not sources and not params_override:
       return None, None
@@ -280,10 +335,21 @@ def prepare(model_dir: str, config, facts: Mapping[str, Any],
   caller logs the changes with `append_changes` once it accepts them)."""
   record = read(model_dir)
   if record is None:
+    if has_checkpoints(model_dir):
+      raise ValueError(
+          f"{model_dir} holds checkpoints but no {RECORD_NAME}: what they "
+          "were trained with is unknown; restore the record, or start a new "
+          "--model_dir (warm-start from them with trainer.init_checkpoint)")
     if is_chief:
       write(model_dir, config, facts)
     return ResumeCheck()
   if record.task != facts.get("task"):
     raise refuse("task", record.task, facts.get("task"), model_dir,
                  "use a new --model_dir for another task")
+  recorded_spm = record.facts.get("spm_sha256")
+  given_spm = with_fingerprints(facts)["spm_sha256"]
+  if recorded_spm and given_spm and recorded_spm != given_spm:
+    raise refuse("the SentencePiece model (sha256)", recorded_spm, given_spm,
+                 model_dir, f"{facts.get('spm_model_file')} is another "
+                 "vocabulary than the run's; use data made with the run's")
   return check_resume(record, config)

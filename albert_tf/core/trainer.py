@@ -27,6 +27,7 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.checkpoints import identity
 from albert_tf.checkpoints import object_layout
 from albert_tf.checkpoints import paths
 from albert_tf.core import actions
@@ -34,10 +35,11 @@ from albert_tf.core import base_task
 from albert_tf.core import base_trainer
 from albert_tf.core import distribute_utils
 from albert_tf.core import run_lock
+from albert_tf.core import run_record
 
 METRICS_FILE = actions.METRICS_FILE
 CHECKPOINT_SUBDIR = "checkpoints"
-BEST_SUBDIR = "best"
+BEST_SUBDIR = run_record.BEST_SUBDIR
 
 Task = base_task.Task
 TrainingError = actions.TrainingError
@@ -104,6 +106,11 @@ class Trainer:
     self._compute_gradients = self.steps.compute_gradients  # tests compile it
     self._train_loop_fn = None
     self._eval_step_fn = None
+    # What the checkpoints are (checkpoints/identity.py): the model config,
+    # the task's facts with the vocabulary's sha256; the update count is
+    # set at each save. A string variable: kept off the devices.
+    self._identity = identity.new_variable()
+    self._identity_facts = run_record.with_fingerprints(task.record_facts())
     self.checkpoint_dir = os.path.join(model_dir, CHECKPOINT_SUBDIR)
     self.best_dir = os.path.join(model_dir, BEST_SUBDIR)
     os.makedirs(model_dir, exist_ok=True)
@@ -114,22 +121,24 @@ class Trainer:
   def _make_manager(self, iterator=None):
     extra = dict(optimizer=self.optimizer, step=self.global_step)
     extra.update(self.task.checkpoint_items(self.model))
-    # Restores use a checkpoint without the iterator when the caller resets
-    # the data position (the saved one is still written).
-    self._restore_checkpoint = object_layout.checkpoint_for(self.model,
-                                                            **extra)
+    position = {}
     if iterator is not None and self.config.trainer.save_data_position:
       # Multi-replica input iterators cannot be saved (TF raises at save
       # time), so the data position is kept for single-replica runs only.
       if self.strategy.num_replicas_in_sync == 1:
-        extra["data_iterator"] = iterator
+        position["data_iterator"] = iterator
       else:
         logging.warning("save_data_position: not supported with %d replicas;"
                         " a resumed run restarts its input pipeline",
                         self.strategy.num_replicas_in_sync)
-    self.checkpoint = object_layout.checkpoint_for(self.model, **extra)
-    if self.restore_data_position:
-      self._restore_checkpoint = self.checkpoint
+    # Saves carry the checkpoint's identity; restores use a checkpoint
+    # without it, and without the iterator when the caller resets the data
+    # position (the saved one is still written).
+    self.checkpoint = object_layout.checkpoint_for(
+        self.model, **extra, **position, identity=self._identity)
+    self._restore_checkpoint = object_layout.checkpoint_for(
+        self.model, **extra,
+        **(position if self.restore_data_position else {}))
     directory, keep = self.checkpoint_dir, self.config.trainer.max_to_keep
     if not self.is_chief:
       # Every worker saves (as Model Garden's workers do); a non-chief keeps
@@ -158,6 +167,8 @@ class Trainer:
           f"the weights became NaN or infinite by step {step}: not saved; "
           f"the last good checkpoint is {self._last_good_checkpoint()}. Try "
           "a lower learning rate, check the input data or the loss scale.")
+    self._identity.assign(identity.encode(identity.make(
+        self.config.model.as_dict(), self._identity_facts, step)))
     return actions.save_checkpoint(self.manager, step)
 
   def restore_or_initialize(self) -> int:
@@ -165,7 +176,8 @@ class Trainer:
     task. Drops metrics.jsonl records past the restored step."""
     restored = actions.restore_newest_readable(
         self._restore_checkpoint, self.checkpoint_dir,
-        expect_partial=not self.restore_data_position)
+        expect_partial=not self.restore_data_position,
+        check=self.check_identity)
     step = int(self.global_step.numpy())
     if restored:
       logging.info("resumed from %s at step %d", restored, step)
@@ -176,6 +188,14 @@ class Trainer:
       self.task.initialize(self.model)
     self.metrics_logger.drop_after(step)
     return step
+
+  def check_identity(self, path: str) -> None:
+    """Refuses a checkpoint of this run's directory whose own identity is
+    not this run's model, task or vocabulary (a checkpoint copied in, or a
+    config changed under it)."""
+    identity.check(path, model=self.config.model.as_dict(),
+                   facts=self._identity_facts,
+                   what=f"the config of this start of {self.model_dir}")
 
   def restore_model(self, path: str) -> int:
     """Loads model weights (and step) only, e.g. for evaluation (through

@@ -340,15 +340,20 @@ def _model_source_values(source: str) -> Dict[str, Any]:
 
 
 def load_model_config(sources: Sequence[str] = (),
-                      params_override: str = "") -> AlbertConfig:
+                      params_override: str = "",
+                      base: Optional[Mapping[str, Any]] = None
+                      ) -> AlbertConfig:
   """The model config of export and convert, from sources applied in order.
 
   A source is an albert_config.json, a YAML file (flat model file or an
   experiment config: its `model` section), a preset name
   (`albert_base_v2`) or a run directory (its experiment_config.yaml).
-  `params_override` sets `model.*` fields.
+  `params_override` sets `model.*` fields. `base`: a model config dict
+  applied first.
   """
   holder = _ModelOnly()
+  if base:  # a model config dict (e.g. a checkpoint's identity)
+    apply_values(holder, {"model": dict(base)}, "the checkpoint's identity")
   for source in sources:
     apply_values(holder, _model_source_values(source), source)
   apply_values(holder, parse_override(params_override),

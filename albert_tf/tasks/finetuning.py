@@ -32,9 +32,11 @@ import numpy as np
 import tensorflow as tf
 from official.modeling.hyperparams import base_config
 
+from albert_tf.checkpoints import identity
 from albert_tf.checkpoints import restore as restore_lib
 from albert_tf.core import base_task
 from albert_tf.core import experiment_config
+from albert_tf.core import run_record
 from albert_tf.data import finetune_features
 from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
 from albert_tf.modeling.networks.albert_encoder import INPUT_NAMES
@@ -109,6 +111,12 @@ def initialize_model(model, config):
   if not source:
     logging.warning("no init checkpoint: fine-tuning from random weights")
     return
+  # A checkpoint of ours says which model and vocabulary it holds.
+  identity.check(source,
+                 model=None if tc.init_from_group0 else config.model.as_dict(),
+                 facts={"spm_sha256": run_record.file_sha256(
+                     config.data.spm_model_file)},
+                 what="this run's config (trainer.init_checkpoint)")
   report = restore_lib.restore(model, source, parts="encoder",
                                init_from_group0=tc.init_from_group0)
   logging.info("warm-started the encoder: %s", report.summary())

@@ -17,9 +17,11 @@ from absl import logging
 from official.modeling.hyperparams import base_config
 import tensorflow as tf
 
+from albert_tf.checkpoints import identity
 from albert_tf.checkpoints import restore as restore_lib
 from albert_tf.core import base_task
 from albert_tf.core import experiment_config
+from albert_tf.core import run_record
 from albert_tf.data import pretraining_dataloader
 from albert_tf.modeling import losses
 from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
@@ -343,6 +345,12 @@ class PretrainingTask(base_task.Task):
     tc = self.config.trainer
     if not tc.init_checkpoint:
       return
+    identity.check(
+        tc.init_checkpoint,
+        model=None if tc.init_from_group0 else self.config.model.as_dict(),
+        facts={"spm_sha256": run_record.with_fingerprints(
+            self.run_record_facts())["spm_sha256"]},
+        what="this run's config (trainer.init_checkpoint)")
     report = restore_lib.restore(
         model, tc.init_checkpoint, init_from_group0=tc.init_from_group0,
         allow_missing_heads=True)

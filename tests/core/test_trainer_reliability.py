@@ -95,6 +95,9 @@ def test_corrupt_input_file_is_named_and_progress_saved(
     trainer.train()
   step = int(trainer.global_step.numpy())
   assert step >= 5 and checkpoint_step(trainer) == step
+  # The saved step counts the updates made (it was one ahead).
+  optimizer = getattr(trainer.optimizer, "inner_optimizer", trainer.optimizer)
+  assert int(optimizer.iterations.numpy()) == step
   assert_finite_checkpoint(tf.train.latest_checkpoint(trainer.checkpoint_dir))
   assert not os.path.exists(os.path.join(str(tmp_path / "m"),
                                          run_lock.LOCK_FILE))

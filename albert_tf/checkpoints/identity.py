@@ -1,0 +1,125 @@
+"""What a checkpoint is, saved inside the checkpoint itself.
+
+Every checkpoint a run writes holds, besides the weights, one string
+variable `identity`: JSON of the model config, the task (its name, module
+and run record facts: labels, heads, lengths), the SentencePiece model's
+sha256 and the number of updates. It travels with the `.index`/`.data`
+files, so a checkpoint copied out of its run, or paired with another run's
+record, still says what it is; resume, export, conversion and warm start
+check it first (`check`), and a disagreement is refused naming the field.
+
+Checkpoints without one (older runs, releases, other layouts) read as None:
+the callers then fall back to the run record or the albert_config.json
+beside the checkpoint.
+"""
+
+import json
+from typing import Any, Dict, Mapping, Optional
+
+import tensorflow as tf
+
+from albert_tf.checkpoints import paths
+from albert_tf.checkpoints.canonical_weights import CheckpointConversionError
+
+# The object name in the checkpoint and the tensor key it is saved under.
+IDENTITY_NAME = "identity"
+_TENSOR_KEY = f"{IDENTITY_NAME}/.ATTRIBUTES/VARIABLE_VALUE"
+# Model fields that do not change the inference graph or the weights'
+# meaning (a run may change them).
+TRAINING_ONLY_MODEL_FIELDS = frozenset({
+    "hidden_dropout_prob", "attention_probs_dropout_prob",
+    "initializer_range", "gradient_checkpointing"})
+
+
+def new_variable() -> tf.Variable:
+  """The variable a checkpoint object saves the identity in."""
+  return tf.Variable("", dtype=tf.string, trainable=False,
+                     name=IDENTITY_NAME)
+
+
+def make(model: Mapping[str, Any], facts: Mapping[str, Any],
+         updates: int) -> Dict[str, Any]:
+  """An identity: the model config (dict), the task's run record facts
+  (task, task_module, spm_sha256, labels, ...), the update count."""
+  return {"model": dict(model), "facts": dict(facts),
+          "updates": int(updates)}
+
+
+def encode(identity: Mapping[str, Any]) -> str:
+  return json.dumps(identity, sort_keys=True, default=str)
+
+
+def read(path: str) -> Optional[Dict[str, Any]]:
+  """The identity of checkpoint `path` (any form resolve_checkpoint takes),
+  or None when it carries none."""
+  try:
+    prefix = paths.resolve_checkpoint(path)
+  except CheckpointConversionError:
+    return None
+  try:
+    reader = tf.train.load_checkpoint(prefix)
+  except (tf.errors.OpError, ValueError):
+    return None
+  if not reader.has_tensor(_TENSOR_KEY):
+    return None
+  try:
+    value = reader.get_tensor(_TENSOR_KEY)
+  except (tf.errors.OpError, ValueError, IndexError):
+    return None  # an unreadable file: the restore reports it
+  text = value.decode("utf-8") if isinstance(value, bytes) else str(value)
+  if not text:
+    return None
+  try:
+    return json.loads(text)
+  except json.JSONDecodeError as e:
+    raise ValueError(f"{prefix}: unreadable checkpoint identity ({e})"
+                     ) from None
+
+
+def model_differences(recorded: Mapping[str, Any],
+                      given: Mapping[str, Any]):
+  """(field, recorded, given) of model fields that change the model."""
+  for field in sorted(set(recorded) | set(given)):
+    if field in TRAINING_ONLY_MODEL_FIELDS:
+      continue
+    if recorded.get(field) != given.get(field):
+      yield field, recorded.get(field), given.get(field)
+
+
+# Facts that say which model and tokenizer the weights belong to (the rest,
+# e.g. paths and lengths of the data, may differ between uses).
+IDENTITY_FACTS = ("task", "spm_sha256")
+
+
+def check(path: str, model: Optional[Mapping[str, Any]] = None,
+          facts: Optional[Mapping[str, Any]] = None,
+          what: str = "") -> Optional[Dict[str, Any]]:
+  """Refuses checkpoint `path` when its identity disagrees with `model` (a
+  model config dict) or with `facts` (task, spm_sha256; a fact either side
+  lacks is not compared). Returns the identity (None: it has none).
+
+  what: whose config / facts these are, for the error ("the run record of
+  runs/a").
+  """
+  identity = read(path)
+  if identity is None:
+    return None
+  source = what or "the given config"
+  if model is not None:
+    for field, saved, given in model_differences(identity.get("model", {}),
+                                                 model):
+      raise ValueError(
+          f"model.{field} is {given!r} in {source} but checkpoint {path} "
+          f"was trained with {saved!r} (its own record); use the "
+          "checkpoint's run or its config")
+  saved_facts = identity.get("facts", {})
+  for name in IDENTITY_FACTS:
+    saved, given = saved_facts.get(name), (facts or {}).get(name)
+    if saved is not None and given is not None and saved != given:
+      label = ("the SentencePiece model (sha256)" if name == "spm_sha256"
+               else name)
+      raise ValueError(
+          f"{label} is {given!r} in {source} but checkpoint {path} has "
+          f"{saved!r} (its own record); the weights belong to another "
+          f"{'vocabulary' if name == 'spm_sha256' else 'task'}")
+  return identity

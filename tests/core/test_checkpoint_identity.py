@@ -1,0 +1,197 @@
+"""A checkpoint knows what it is (checkpoints/identity.py): its model
+config, task and vocabulary travel inside it, and resume, export,
+conversion and warm start check them first; a run directory whose record
+is missing or edited is not trusted."""
+
+import json
+import os
+import shutil
+
+import pytest
+import tensorflow as tf
+
+from albert_tf.checkpoints import conversion
+from albert_tf.checkpoints import identity
+from albert_tf.core import experiment_config as ec
+from albert_tf.core import run_record
+from albert_tf.core import train_lib
+from albert_tf.tasks import pretraining
+from albert_tf.tasks import sentence_prediction
+from tests.testing import export_testlib
+from tests.testing import finetune_testlib
+from tests.testing import pretrain_testutil as tu
+
+
+@pytest.fixture(scope="module")
+def train_file(tmp_path_factory):
+  return tu.make_pretraining_data(
+      str(tmp_path_factory.getbasetemp() / "pretrain_data"))[0]
+
+
+def config(train, **overrides):
+  values = {"trainer.train_steps": 2, "trainer.steps_per_loop": 2,
+            "trainer.checkpoint_interval": 2}
+  values.update(overrides)
+  return ec.load_experiment_config(
+      pretraining.PretrainingExperimentConfig, [tu.TINY_RECIPE],
+      tu.tiny_overrides(train, **values))
+
+
+def run(c, model_dir, mode="train"):
+  return train_lib.run_experiment(pretraining.PretrainingTask(c), c,
+                                  model_dir, mode)
+
+
+@pytest.fixture(scope="module")
+def runs(train_file, tmp_path_factory):
+  """Run A (gelu, 2 layers) and run B (relu, 3 layers), 2 steps each."""
+  base = tmp_path_factory.mktemp("identity")
+  a, b = str(base / "a"), str(base / "b")
+  run(config(train_file), a)
+  run(config(train_file, **{"model.hidden_act": "relu",
+                            "model.num_hidden_layers": 3}), b)
+  return a, b, base
+
+
+def ckpt(model_dir, step=2):
+  return os.path.join(model_dir, "checkpoints", f"ckpt-{step}")
+
+
+def test_every_checkpoint_carries_its_identity(runs, train_file):
+  a, _, _ = runs
+  saved = identity.read(ckpt(a))
+  record = run_record.read(a)
+  assert saved["model"] == record.model
+  assert saved["updates"] == 2
+  assert saved["facts"]["task"] == "pretraining"
+  assert saved["facts"]["spm_sha256"] == record.facts["spm_sha256"]
+  assert saved["facts"]["spm_sha256"] == run_record.file_sha256(
+      os.path.join(os.path.dirname(train_file), "spm.model"))
+
+
+def test_export_refuses_another_runs_checkpoint(runs):
+  a, b, base = runs
+  with pytest.raises(ValueError, match=r"model\.hidden_act is 'gelu' in the "
+                     r"run record of .*a but checkpoint .*b/checkpoints/"
+                     r"ckpt-2 was trained with 'relu'"):
+    export_testlib.export(str(base / "x"), model_dir=a, checkpoint=ckpt(b))
+  assert not os.path.exists(base / "x")
+
+
+def test_a_copied_checkpoint_keeps_its_model(runs, tmp_path):
+  a, _, _ = runs
+  copied = tmp_path / "copied"
+  copied.mkdir()
+  for name in os.listdir(os.path.join(a, "checkpoints")):
+    if name.startswith("ckpt-2."):
+      shutil.copy(os.path.join(a, "checkpoints", name), copied / name)
+  prefix = str(copied / "ckpt-2")
+  with pytest.raises(ValueError, match=r"model\.num_hidden_layers is 3 but "
+                     r"checkpoint .*ckpt-2's own record has 2"):
+    run_record.model_config_for([], "model.num_hidden_layers=3",
+                                checkpoint=prefix)
+  model_config, _ = run_record.model_config_for([], "", checkpoint=prefix)
+  assert model_config.as_dict() == run_record.read(a).model
+  path, _ = conversion.convert(prefix, str(tmp_path / "tf1"), "albert_tf",
+                               "tf1", config=model_config)
+  with open(tmp_path / "tf1" / "albert_config.json") as f:
+    assert json.load(f)["num_hidden_layers"] == 2
+  assert path.startswith(str(tmp_path / "tf1"))
+
+
+def test_resume_refuses_a_checkpoint_of_another_model(runs, tmp_path):
+  """B's checkpoint copied into a copy of A as its newest: refused, naming
+  the field, before anything is restored."""
+  a, b, _ = runs
+  copy = str(tmp_path / "a_copy")
+  shutil.copytree(a, copy)
+  for name in os.listdir(os.path.join(b, "checkpoints")):
+    if name.startswith("ckpt-2."):
+      shutil.copy(os.path.join(b, "checkpoints", name), os.path.join(
+          copy, "checkpoints", name.replace("ckpt-2", "ckpt-3")))
+  with open(os.path.join(copy, "checkpoints", "checkpoint"), "a") as f:
+    f.write('all_model_checkpoint_paths: "ckpt-3"\n')
+  train = run_record.read(a).config["data"]["input_path"]
+  with pytest.raises(ValueError, match=r"model\.(hidden_act|num_hidden_layers)"
+                     r" is .* but checkpoint .*ckpt-3 was trained with"):
+    run(config(train, **{"trainer.train_steps": 4}), copy)
+
+
+def _other_spm(directory):
+  """A SentencePiece model of the same size (1000) and other pieces."""
+  return export_testlib.train_spm(str(directory), vocab_size=tu.VOCAB)
+
+
+def _data_with_spm(train, spm, path):
+  """`train` under another name whose summary names SentencePiece `spm`."""
+  shutil.copy(train, path)
+  with open(train + pretraining.SUMMARY_SUFFIX) as f:
+    summary = json.load(f)
+  count = summary["output_files"][train]
+  summary["output_files"] = summary["records_per_file"] = {path: count}
+  summary["spm_model_file"] = spm
+  if "config" in summary:
+    summary["config"]["spm_model_file"] = spm
+  with open(path + pretraining.SUMMARY_SUFFIX, "w") as f:
+    json.dump(summary, f)
+  return path
+
+
+def test_resume_refuses_data_of_another_vocabulary(runs, train_file,
+                                                   tmp_path):
+  a, _, _ = runs
+  copy = str(tmp_path / "a_copy")
+  shutil.copytree(a, copy)
+  other = _data_with_spm(train_file, _other_spm(tmp_path),
+                         str(tmp_path / "other.tfrecord"))
+  with pytest.raises(ValueError, match=r"SentencePiece model \(sha256\) is"):
+    run(config(other, **{"trainer.train_steps": 4,
+                         "trainer.save_data_position": False}), copy)
+
+
+def test_warm_start_refuses_another_vocabulary(runs, tmp_path):
+  a, _, _ = runs
+  other = _other_spm(tmp_path)
+  glue = finetune_testlib.tiny_finetune_config(
+      sentence_prediction.GlueExperimentConfig,
+      {"task_name": "rte", "data_dir": str(tmp_path), "spm_model_file": other,
+       "max_seq_length": 16})
+  glue.override({"model": run_record.read(a).model,
+                 "trainer": {"init_checkpoint": ckpt(a)}})
+  task = sentence_prediction.ClassifierTask(glue, str(tmp_path / "ft"))
+  with pytest.raises(ValueError, match=r"SentencePiece model \(sha256\) is "
+                     r".* but checkpoint .*ckpt-2 has"):
+    task.initialize(task.build_model())
+
+
+def test_a_run_without_its_record_or_with_an_edited_one_is_refused(
+    runs, train_file, tmp_path):
+  a, _, _ = runs
+  no_record = str(tmp_path / "no_record")
+  shutil.copytree(a, no_record)
+  os.remove(os.path.join(no_record, run_record.RECORD_NAME))
+  with pytest.raises(ValueError, match="holds checkpoints but no "
+                     "run_record.json"):
+    run(config(train_file, **{"trainer.train_steps": 4}), no_record)
+  edited = str(tmp_path / "edited")
+  shutil.copytree(a, edited)
+  path = os.path.join(edited, run_record.CONFIG_NAME)
+  with open(path) as f:
+    text = f.read()
+  with open(path, "w") as f:
+    f.write(text.replace("hidden_act: gelu", "hidden_act: relu"))
+  with pytest.raises(ValueError, match="was edited after the run started"):
+    run(config(train_file, **{"trainer.train_steps": 4}), edited)
+  os.remove(path)
+  with pytest.raises(ValueError, match="experiment_config.yaml is missing"):
+    run(config(train_file, **{"trainer.train_steps": 4}), edited)
+
+
+def test_conversion_into_a_run_is_refused(runs):
+  a, _, _ = runs
+  for target in (a, os.path.join(a, "checkpoints"), os.path.join(a, "best")):
+    with pytest.raises(ValueError, match="would replace the run's checkpoint"):
+      run_record.check_not_in_run(target)
+  run_record.check_not_in_run(os.path.join(a, "converted"))
+  state = tf.train.get_checkpoint_state(os.path.join(a, "checkpoints"))
+  assert state.model_checkpoint_path.endswith("ckpt-2")
