@@ -123,3 +123,23 @@ def check(path: str, model: Optional[Mapping[str, Any]] = None,
           f"{saved!r} (its own record); the weights belong to another "
           f"{'vocabulary' if name == 'spm_sha256' else 'task'}")
   return identity
+
+
+class RunIdentity:
+  """The identity a run stamps on each checkpoint it saves, and checks on
+  each checkpoint it restores."""
+
+  def __init__(self, model: Mapping[str, Any], facts: Mapping[str, Any],
+               what: str):
+    # A string variable: created outside any strategy scope (host only).
+    self.variable = new_variable()
+    self.model, self.facts, self.what = dict(model), dict(facts), what
+
+  def stamp(self, updates: int) -> None:
+    """Before a save: the identity with the update count."""
+    self.variable.assign(encode(make(self.model, self.facts, updates)))
+
+  def check(self, path: str) -> None:
+    """Refuses checkpoint `path` unless it is this run's model, task and
+    vocabulary (a checkpoint copied in, or a config changed under it)."""
+    check(path, model=self.model, facts=self.facts, what=self.what)

@@ -106,11 +106,9 @@ class Trainer:
     self._compute_gradients = self.steps.compute_gradients  # tests compile it
     self._train_loop_fn = None
     self._eval_step_fn = None
-    # What the checkpoints are (checkpoints/identity.py): the model config,
-    # the task's facts with the vocabulary's sha256; the update count is
-    # set at each save. A string variable: kept off the devices.
-    self._identity = identity.new_variable()
-    self._identity_facts = run_record.with_fingerprints(task.record_facts())
+    self._identity = identity.RunIdentity(
+        config.model.as_dict(), run_record.with_fingerprints(
+            task.record_facts()), f"the config of this start of {model_dir}")
     self.checkpoint_dir = os.path.join(model_dir, CHECKPOINT_SUBDIR)
     self.best_dir = os.path.join(model_dir, BEST_SUBDIR)
     os.makedirs(model_dir, exist_ok=True)
@@ -135,7 +133,7 @@ class Trainer:
     # without it, and without the iterator when the caller resets the data
     # position (the saved one is still written).
     self.checkpoint = object_layout.checkpoint_for(
-        self.model, **extra, **position, identity=self._identity)
+        self.model, **extra, **position, identity=self._identity.variable)
     self._restore_checkpoint = object_layout.checkpoint_for(
         self.model, **extra,
         **(position if self.restore_data_position else {}))
@@ -167,8 +165,7 @@ class Trainer:
           f"the weights became NaN or infinite by step {step}: not saved; "
           f"the last good checkpoint is {self._last_good_checkpoint()}. Try "
           "a lower learning rate, check the input data or the loss scale.")
-    self._identity.assign(identity.encode(identity.make(
-        self.config.model.as_dict(), self._identity_facts, step)))
+    self._identity.stamp(step)
     return actions.save_checkpoint(self.manager, step)
 
   def restore_or_initialize(self) -> int:
@@ -177,7 +174,7 @@ class Trainer:
     restored = actions.restore_newest_readable(
         self._restore_checkpoint, self.checkpoint_dir,
         expect_partial=not self.restore_data_position,
-        check=self.check_identity)
+        check=self._identity.check)
     step = int(self.global_step.numpy())
     if restored:
       logging.info("resumed from %s at step %d", restored, step)
@@ -188,14 +185,6 @@ class Trainer:
       self.task.initialize(self.model)
     self.metrics_logger.drop_after(step)
     return step
-
-  def check_identity(self, path: str) -> None:
-    """Refuses a checkpoint of this run's directory whose own identity is
-    not this run's model, task or vocabulary (a checkpoint copied in, or a
-    config changed under it)."""
-    identity.check(path, model=self.config.model.as_dict(),
-                   facts=self._identity_facts,
-                   what=f"the config of this start of {self.model_dir}")
 
   def restore_model(self, path: str) -> int:
     """Loads model weights (and step) only, e.g. for evaluation (through

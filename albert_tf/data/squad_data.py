@@ -22,13 +22,11 @@ file and JSON path; a training answer whose text is not at its
 when absent (`ReadStats`).
 """
 
-import collections
 import dataclasses
 import json
-from typing import List, Optional
+from typing import List
 
 from absl import logging
-import numpy as np
 
 from albert_tf.data import finetune_features
 from albert_tf.data import squad_alignment
@@ -228,98 +226,6 @@ def feature_spec(max_seq_length):
                "is_impossible"):
     spec[name] = ([], tf.int64)
   return spec
-
-
-# --- Predictions -> answers -------------------------------------------------------------
-
-
-@dataclasses.dataclass
-class WindowResult:
-  start_logits: np.ndarray
-  end_logits: np.ndarray
-  answerable_logit: Optional[float] = None
-
-
-def _top(logits, n):
-  return np.argsort(-np.asarray(logits), kind="stable")[:n]
-
-
-def postprocess(examples, windows_meta, tokens_meta, results, n_best_size=20,
-                max_answer_length=30, version_2_with_negative=False,
-                null_score_diff_threshold=0.0):
-  """Window logits -> (predictions, null_odds, nbest), all keyed by qas_id.
-
-  windows_meta: per unique id, the metadata `convert_examples` yielded.
-  tokens_meta: per example, `{"starts", "ends"}` (`example_metadata`).
-  results: unique id -> WindowResult.
-  predictions: qas_id -> answer text ("" = no answer, v2.0 only).
-  null_odds: qas_id -> log-odds of no answer (v2.0; empty dict for v1.1).
-  nbest: qas_id -> list of {"text", "probability", "start_logit",
-    "end_logit"}.
-  """
-  by_example = collections.defaultdict(list)
-  for uid, meta in enumerate(windows_meta):
-    if uid in results:
-      by_example[meta["example_index"]].append(uid)
-  predictions, null_odds, nbest = {}, {}, {}
-  for ex_index, example in enumerate(examples):
-    spans = tokens_meta[ex_index]
-    candidates = []
-    null_span_score = None
-    best_answerable = None
-    for uid in by_example.get(ex_index, []):
-      meta, result = windows_meta[uid], results[uid]
-      start_l, end_l = result.start_logits, result.end_logits
-      cls_score = float(start_l[0] + end_l[0])
-      if null_span_score is None or cls_score < null_span_score:
-        null_span_score = cls_score
-      if result.answerable_logit is not None:
-        best_answerable = (result.answerable_logit if best_answerable is None
-                           else max(best_answerable, result.answerable_logit))
-      off, length = meta["doc_offset"], meta["window_length"]
-      # The n best starts/ends among the window's context tokens.
-      for s in off + _top(start_l[off:off + length], n_best_size):
-        for e in off + _top(end_l[off:off + length], n_best_size):
-          if e < s or e - s + 1 > max_answer_length:
-            continue
-          if not meta["max_context"][s - off]:
-            continue
-          first = meta["window_start"] + s - off
-          last = meta["window_start"] + e - off
-          text = example.context_text[spans["starts"][first]:
-                                      spans["ends"][last]]
-          if not text.strip():  # only word-start markers: no visible text
-            continue
-          candidates.append((float(start_l[s] + end_l[e]), text,
-                             float(start_l[s]), float(end_l[e])))
-    candidates.sort(key=lambda c: -c[0])
-    seen, best = set(), []
-    for cand in candidates:
-      if cand[1] in seen:
-        continue
-      seen.add(cand[1])
-      best.append(cand)
-      if len(best) == n_best_size:
-        break
-    if not best:
-      best = [(0.0, "", 0.0, 0.0)]
-    scores = np.array([c[0] for c in best])
-    probs = np.exp(scores - scores.max())
-    probs /= probs.sum()
-    nbest[example.qas_id] = [
-        {"text": c[1], "probability": float(p), "start_logit": c[2],
-         "end_logit": c[3]} for c, p in zip(best, probs)]
-    answer = best[0][1]
-    if version_2_with_negative:
-      if best_answerable is not None:
-        odds = -float(best_answerable)
-      else:
-        odds = (null_span_score or 0.0) - best[0][0]
-      null_odds[example.qas_id] = odds
-      if odds > null_score_diff_threshold or not candidates:
-        answer = ""
-    predictions[example.qas_id] = answer
-  return predictions, null_odds, nbest
 
 
 def write_json(path, value):

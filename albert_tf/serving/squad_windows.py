@@ -25,6 +25,7 @@ of each window, and skips spans with no visible text.
 
 import tensorflow as tf
 
+from albert_tf.data import squad_answers
 from albert_tf.modeling.models import albert_squad_v2
 from albert_tf.serving import squad_module
 
@@ -165,7 +166,7 @@ class SquadWindowServingModule(squad_module.SquadModule):
 
   def _beam_spans(self, w, outputs):
     """AlbertSquadV2: per window the best valid beam pair (start + end
-    log-prob, `squad_v2_postprocess.window_candidates`' rules)."""
+    log-prob, `squad_answers.beam_candidates`' rules)."""
     ends = tf.cast(outputs["end_top_index"], tf.int64)  # [N, k1 * k2]
     k1 = tf.shape(outputs["start_top_index"])[1]
     per_start = tf.shape(ends)[1] // k1

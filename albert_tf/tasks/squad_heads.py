@@ -12,9 +12,9 @@ its loss sums, its predictions and evaluation, and its serving module.
 from absl import logging
 import tensorflow as tf
 
+from albert_tf.data import squad_answers
 from albert_tf.checkpoints import restore as restore_lib
 from albert_tf.checkpoints import squad_v2_checkpoint
-from albert_tf.data import squad_data
 from albert_tf.modeling.models import albert_squad_v2
 from albert_tf.modeling.models import downstream_models
 from albert_tf.serving import squad_module
@@ -88,12 +88,12 @@ class SimpleHead:
 
     examples, meta, raw = task.raw_predictions(trainer, output_fn)
     results = {
-        uid: squad_data.WindowResult(
+        uid: squad_answers.WindowResult(
             r["start_logits"], r["end_logits"],
             float(r["answerable_logits"]) if "answerable_logits" in r
             else None) for uid, r in raw.items()}
     d = task.data
-    predictions, null_odds, nbest = squad_data.postprocess(
+    predictions, null_odds, nbest = squad_answers.postprocess_logits(
         examples, meta["windows"], meta["tokens"], results,
         n_best_size=d.n_best_size, max_answer_length=d.max_answer_length,
         version_2_with_negative=task.v2,
@@ -202,7 +202,7 @@ class XlnetHead:
       return {k: out[k] for k in BEAM_OUTPUTS}
 
     examples, meta, raw = task.raw_predictions(trainer, output_fn)
-    results = {uid: squad_v2_postprocess.BeamResult(
+    results = {uid: squad_answers.BeamResult(
         r["start_top_log_probs"], r["start_top_index"],
         r["end_top_log_probs"], r["end_top_index"], float(r["cls_logits"]))
                for uid, r in raw.items()}
@@ -215,7 +215,7 @@ class XlnetHead:
     if threshold is None:
       threshold = task.data.null_score_diff_threshold
     examples, meta, results = cls._beam_results(task, trainer)
-    predictions, null_scores, nbest = squad_v2_postprocess.postprocess(
+    predictions, null_scores, nbest = squad_answers.postprocess_beam(
         examples, meta["windows"], meta["tokens"], results,
         n_best_size=task.data.n_best_size,
         max_answer_length=task.data.max_answer_length,

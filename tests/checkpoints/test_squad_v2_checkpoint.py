@@ -9,6 +9,7 @@ import os
 import numpy as np
 import pytest
 
+from albert_tf.data import squad_answers
 from albert_tf.checkpoints import canonical_weights as cw
 from albert_tf.checkpoints import conversion
 from albert_tf.checkpoints import squad_v2_checkpoint
@@ -125,7 +126,7 @@ def test_run_squad_evaluates_an_original_v2_checkpoint(tmp_path_factory):
     windows.append(meta)
     inputs = {k: np.array([feats[k]]) for k in NAMES}
     ref = _reference(weights, cfg, inputs, 5, 5)
-    results[uid] = squad_v2_postprocess.BeamResult(
+    results[uid] = squad_answers.BeamResult(
         *(ref[k][0] for k in ("start_top_log_probs", "start_top_index",
                               "end_top_log_probs", "end_top_index")),
         float(ref["cls_logits"][0]))

@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 
+from albert_tf.data import squad_answers
 from albert_tf.tasks import metrics as finetune_metrics
 from albert_tf.data import squad_alignment
 from albert_tf.data import squad_data
@@ -163,9 +164,9 @@ def test_answer_crossing_window_boundary(tokenizer):
             "window_length"]:
       start_l[first - w_start + off] = 5.0
       end_l[last - w_start + off] = 5.0
-    results[uid] = squad_data.WindowResult(start_l, end_l)
+    results[uid] = squad_answers.WindowResult(start_l, end_l)
   tokens_meta = squad_data.example_metadata([example], tokenizer)
-  preds, odds, nbest = squad_data.postprocess([example], metas, tokens_meta,
+  preds, odds, nbest = squad_answers.postprocess_logits([example], metas, tokens_meta,
                                               results, max_answer_length=64)
   assert preds == {"q": answer} and odds == {}
   assert nbest["q"][0]["text"] == answer
@@ -186,18 +187,18 @@ def test_v2_null_odds_and_threshold(tokenizer):
   end = np.zeros(64, np.float32)
   start[meta["doc_offset"]] = end[meta["doc_offset"]] = 2.0  # "the" span
   start[0] = end[0] = 3.0  # [CLS]: null score 6 vs best span 4
-  results = {0: squad_data.WindowResult(start, end)}
-  preds, odds, _ = squad_data.postprocess([example], [meta], tokens_meta,
+  results = {0: squad_answers.WindowResult(start, end)}
+  preds, odds, _ = squad_answers.postprocess_logits([example], [meta], tokens_meta,
                                           results,
                                           version_2_with_negative=True)
   assert odds["q"] == pytest.approx(2.0) and preds["q"] == ""
-  preds, _, _ = squad_data.postprocess(
+  preds, _, _ = squad_answers.postprocess_logits(
       [example], [meta], tokens_meta, results, version_2_with_negative=True,
       null_score_diff_threshold=2.5)
   assert finetune_metrics.normalize_answer(preds["q"]) == ""  # "The"
   # With an answerability head: null odds = -answerable logit.
-  results = {0: squad_data.WindowResult(start, end, answerable_logit=1.5)}
-  preds, odds, _ = squad_data.postprocess([example], [meta], tokens_meta,
+  results = {0: squad_answers.WindowResult(start, end, answerable_logit=1.5)}
+  preds, odds, _ = squad_answers.postprocess_logits([example], [meta], tokens_meta,
                                           results,
                                           version_2_with_negative=True)
   assert odds["q"] == pytest.approx(-1.5) and preds["q"] == "The"
@@ -213,8 +214,8 @@ def test_max_answer_length_and_order(tokenizer):
   end[off + meta["window_length"] - 1] = 5.0  # "six": too long at max 2
   end[off + 1] = 1.0      # "two"
   end[off - 1] = 9.0      # [SEP] before the context: never an answer end
-  results = {0: squad_data.WindowResult(start, end)}
-  preds, _, _ = squad_data.postprocess([example], [meta], tokens_meta,
+  results = {0: squad_answers.WindowResult(start, end)}
+  preds, _, _ = squad_answers.postprocess_logits([example], [meta], tokens_meta,
                                        results, max_answer_length=3)
   span_tokens = squad_alignment.tokenize_with_offsets(tokenizer, example.context_text)
   assert preds["q"] in ("one two", example.context_text[

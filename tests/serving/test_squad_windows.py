@@ -2,12 +2,12 @@
 context and returns the offline predictor's answer (squad_data windows +
 postprocess) on a context four times seq_length."""
 
-import os
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from albert_tf.data import squad_answers
 from albert_tf.data import squad_data
 from albert_tf.modeling.albert_config import AlbertConfig
 from albert_tf.modeling.models import albert_squad_v2
@@ -15,7 +15,6 @@ from albert_tf.modeling.models import downstream_models
 from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
 from albert_tf.serving import squad_windows
 from albert_tf.tasks import question_answering
-from albert_tf.tasks import squad_v2_postprocess
 from tests.testing import export_testlib
 from tests.testing import finetune_testlib
 
@@ -31,9 +30,9 @@ def _offline(model, tokenizer, question, context):
     metas.append(meta)
     out = model({k: np.array([feats[k]], np.int32)
                  for k in ("input_word_ids", "input_mask", "input_type_ids")})
-    results[uid] = squad_data.WindowResult(out["start_logits"][0].numpy(),
+    results[uid] = squad_answers.WindowResult(out["start_logits"][0].numpy(),
                                            out["end_logits"][0].numpy())
-  predictions, _, nbest = squad_data.postprocess(
+  predictions, _, nbest = squad_answers.postprocess_logits(
       [example], metas, squad_data.example_metadata([example], tokenizer),
       results, n_best_size=20, max_answer_length=MAX_ANSWER)
   best = nbest["q"][0]
@@ -139,17 +138,17 @@ def test_squad_v2_head_export_answers_like_the_offline_predictor(
     metas.append(meta)
     out = model({k: np.array([feats[k]], np.int32)
                  for k in ("input_word_ids", "input_mask", "input_type_ids")})
-    results[uid] = squad_v2_postprocess.BeamResult(
+    results[uid] = squad_answers.BeamResult(
         *(out[k][0].numpy() for k in ("start_top_log_probs",
                                       "start_top_index", "end_top_log_probs",
                                       "end_top_index")),
         float(out["cls_logits"][0]))
   tokens = squad_data.example_metadata(examples, tokenizer)
-  _, null, nbest = squad_v2_postprocess.postprocess(
+  _, null, nbest = squad_answers.postprocess_beam(
       examples, metas, tokens, results, max_answer_length=MAX_ANSWER)
   scores = sorted(null.values())
   threshold = (scores[0] + scores[1]) / 2  # q with the lowest score answers
-  predictions, _, _ = squad_v2_postprocess.postprocess(
+  predictions, _, _ = squad_answers.postprocess_beam(
       examples, metas, tokens, results, max_answer_length=MAX_ANSWER,
       null_score_diff_threshold=threshold)
   path = export_testlib.export_serving(

@@ -9,6 +9,7 @@ import pytest
 
 from albert_tf.data import squad_data
 from albert_tf.tasks import metrics as finetune_metrics
+from albert_tf.data import squad_answers
 from albert_tf.tasks import squad_v2_postprocess as pp
 
 SEQ = 24
@@ -54,7 +55,7 @@ def _make_case(rng, num_examples=6, start_n_top=4, end_n_top=3):
       start_idx = rng.choice(SEQ, start_n_top, replace=False)
       end_idx = np.concatenate([rng.choice(SEQ, end_n_top, replace=False)
                                 for _ in range(start_n_top)])
-      result = pp.BeamResult(
+      result = squad_answers.BeamResult(
           np.sort(rng.standard_normal(start_n_top))[::-1] - 1.0, start_idx,
           rng.standard_normal(start_n_top * end_n_top) - 1.0, end_idx,
           float(rng.standard_normal()))
@@ -147,8 +148,9 @@ def test_postprocess_matches_the_original(seed, threshold):
   rng = np.random.RandomState(seed)
   examples, windows, tokens, results, originals = _make_case(rng)
   args = dict(n_best_size=3, max_answer_length=4)
-  ours = pp.postprocess(examples, windows, tokens, results,
-                        null_score_diff_threshold=threshold, **args)
+  ours = squad_answers.postprocess_beam(
+      examples, windows, tokens, results,
+      null_score_diff_threshold=threshold, **args)
   ref = reference(originals, results, start_n_top=4, end_n_top=3,
                   threshold=threshold, **args)
   assert ours[0] == ref[0]
