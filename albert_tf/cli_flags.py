@@ -4,8 +4,9 @@ Only entry points (albert_tf/run_*.py, export_savedmodel, convert_checkpoint)
 import this module, and only from their `define_flags()` / `main()`: the
 library below them defines no flags. Every tool takes its configuration as
 `--config_file` (repeatable; a path or a packaged config such as
-`models/albert_base_v2.yaml`) + `--params_override`; a few common fields
-also have their own flag (FLAG_FIELDS), applied last.
+`models/albert_base_v2.yaml`) + `--params_override` (repeatable too, applied
+in order); a few common fields also have their own flag (FLAG_FIELDS),
+applied last. Every tool parses its command line with `parse_flags`.
 """
 
 import sys
@@ -20,12 +21,13 @@ from albert_tf.core import experiment_config
 from albert_tf.core import train_lib
 from albert_tf.core import trainer as trainer_lib
 from albert_tf.serving import export_lib
+from data_prep import command_line
 
 FLAGS = flags.FLAGS
 PREEMPTED_EXIT_CODE = 143  # 128 + SIGTERM
 # Errors a tool reports as one line (exit 1) instead of a traceback.
-USER_ERRORS = (ValueError, FileNotFoundError, trainer_lib.TrainingError,
-               conversion.CheckpointConversionError)
+USER_ERRORS = (ValueError, FileNotFoundError, PermissionError,
+               trainer_lib.TrainingError, conversion.CheckpointConversionError)
 
 # Flags that set one config field (applied after the files and overrides).
 FLAG_FIELDS = {
@@ -55,8 +57,9 @@ def define_config_flags():
       "a path, or a packaged config under albert_tf/configs/ (e.g. "
       "models/albert_base_v2.yaml, pretraining/albert_tiny_cpu.yaml); a flat "
       "model YAML or a released albert_config.json sets `model`.")
-  flags.DEFINE_string("params_override", "",
-                      "Overrides 'a.b=c,d.e=f' applied after the files.")
+  flags.DEFINE_multi_string(
+      "params_override", [], "Overrides 'a.b=c,d.e=f' applied after the "
+      "files (repeatable: applied in order, later values winning).")
 
 
 def define_run_flags(default_mode: str, modes: Sequence[str]):
@@ -138,6 +141,14 @@ def define_export_flags():
   flags.DEFINE_enum("truncation", "longest_first",
                     list(export_lib.preprocessing.TRUNCATION_MODES),
                     "Preprocessing export: how a too-long pair is cut.")
+
+
+def parse_flags(argv):
+  """The `flags_parser` of every tool (`app.run(main, flags_parser=...)`):
+  a word that is not a flag (an unquoted glob's other matches, `a=b`
+  without dashes) or a NaN/infinite float flag is a one-line error
+  (data_prep/command_line.py, shared with the data tools)."""
+  return command_line.parse_flags(argv)
 
 
 def config_sources():
