@@ -16,7 +16,8 @@ the record. Only SAFE_FIELDS may change; DATA_POSITION_FIELDS may change
 when the saved input position is not restored (see `ResumeCheck`); any other
 difference is refused with a one-line error naming the field and both
 values. Accepted changes are appended to run_record_changes.jsonl; the
-record itself is never rewritten.
+record of a run with checkpoints is never rewritten (one whose first start
+ended before any checkpoint is replaced by the next start: `binding`).
 """
 
 import dataclasses
@@ -26,11 +27,13 @@ import os
 import time
 from typing import Any, Dict, Mapping, Optional
 
+from absl import logging
 import yaml
 
 from albert_tf.checkpoints import conversion
 from albert_tf.checkpoints import paths
 from albert_tf.core import experiment_config
+from albert_tf.core import run_lock
 from albert_tf.modeling import albert_config
 
 RECORD_NAME = "run_record.json"
@@ -132,6 +135,7 @@ def write(model_dir: str, config, facts: Mapping[str, Any]) -> RunRecord:
   facts = dict(facts)
   facts["spm_sha256"] = file_sha256(facts.get("spm_model_file", ""))
   facts["created"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+  facts["created_by"] = run_lock.process_record()  # see `binding`
   atomic_write(os.path.join(model_dir, RECORD_NAME),
                json.dumps(facts, indent=2, sort_keys=True) + "\n")
   return RunRecord(model_dir, task, facts, values)
@@ -317,11 +321,57 @@ def append_changes(model_dir: str, mode: str, check: ResumeCheck) -> None:
     f.write(json.dumps(line, sort_keys=True, default=str) + "\n")
 
 
+# Where a run's checkpoints are (trainer.CHECKPOINT_SUBDIR, BEST_SUBDIR).
+_CHECKPOINT_DIRS = (paths.RUN_CHECKPOINT_SUBDIR, "best")
+
+
+def has_checkpoints(model_dir: str) -> bool:
+  """Anything under checkpoints/ or best/ (a partial save counts too)."""
+  return any(os.path.isdir(d) and os.listdir(d) for d in (
+      os.path.join(model_dir, sub) for sub in _CHECKPOINT_DIRS))
+
+
+def binding(record: RunRecord) -> bool:
+  """Whether a record binds later starts: once a checkpoint exists (it
+  describes the weights), or while the process that wrote it may still be
+  starting. A first start that failed, was killed or stopped before its
+  first checkpoint leaves a record that describes nothing: the next start
+  replaces it. Records of older versions (no `created_by`) always bind."""
+  creator = record.facts.get("created_by")
+  return (has_checkpoints(record.model_dir) or not isinstance(creator, dict)
+          or run_lock.may_be_running(creator))
+
+
+def _log_replacement(old: RunRecord, config, facts: Mapping[str, Any]):
+  before, after = flatten(old.config), flatten(config.as_dict())
+  changes = {k: [before.get(k), after.get(k)]
+             for k in sorted(set(before) | set(after))
+             if before.get(k) != after.get(k)}
+  if old.task != facts.get("task"):
+    changes["task"] = [old.task, facts.get("task")]
+  line = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+          "replaced_record_of": old.facts.get("created"),
+          "reason": "its start ended before any checkpoint",
+          "changes": changes}
+  with open(os.path.join(old.model_dir, CHANGES_NAME), "a",
+            encoding="utf-8") as f:
+    f.write(json.dumps(line, sort_keys=True, default=str) + "\n")
+  logging.warning("%s: the run record of a start that ended before any "
+                  "checkpoint is replaced (%s)", old.model_dir,
+                  ", ".join(changes) or "same config")
+
+
 def prepare(model_dir: str, config, facts: Mapping[str, Any],
             is_chief: bool = True) -> ResumeCheck:
   """First start: write the record (chief). Later: check the config (the
-  caller logs the changes with `append_changes` once it accepts them)."""
+  caller logs the changes with `append_changes` once it accepts them). A
+  record that does not bind (see `binding`) is replaced by the chief."""
   record = read(model_dir)
+  if record is not None and not binding(record):
+    if is_chief:
+      _log_replacement(record, config, facts)
+      write(model_dir, config, facts)
+    return ResumeCheck()
   if record is None:
     if is_chief:
       write(model_dir, config, facts)
