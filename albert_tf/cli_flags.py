@@ -4,8 +4,9 @@ Only entry points (albert_tf/run_*.py, export_savedmodel, convert_checkpoint)
 import this module, and only from their `define_flags()` / `main()`: the
 library below them defines no flags. Every tool takes its configuration as
 `--config_file` (repeatable; a path or a packaged config such as
-`models/albert_base_v2.yaml`) + `--params_override`; a few common fields
-also have their own flag (FLAG_FIELDS), applied last.
+`models/albert_base_v2.yaml`) + `--params_override` (repeatable too, applied
+in order); a few common fields also have their own flag (FLAG_FIELDS),
+applied last. Every tool parses its command line with `parse_flags`.
 """
 
 import sys
@@ -23,12 +24,13 @@ from albert_tf.core import trainer as trainer_lib
 from albert_tf.serving import preprocessing
 from albert_tf.tasks import all_tasks  # pylint: disable=unused-import
 from albert_tf.tasks import export as tasks_export
+from data_prep import command_line
 
 FLAGS = flags.FLAGS
 PREEMPTED_EXIT_CODE = 143  # 128 + SIGTERM
 # Errors a tool reports as one line (exit 1) instead of a traceback.
-USER_ERRORS = (ValueError, FileNotFoundError, trainer_lib.TrainingError,
-               conversion.CheckpointConversionError)
+USER_ERRORS = (ValueError, FileNotFoundError, PermissionError,
+               trainer_lib.TrainingError, conversion.CheckpointConversionError)
 
 # Flags that set one config field (applied after the files and overrides).
 FLAG_FIELDS = {
@@ -65,8 +67,9 @@ def define_config_flags():
       "a path, or a packaged config under albert_tf/configs/ (e.g. "
       "models/albert_base_v2.yaml, pretraining/albert_tiny_cpu.yaml); a flat "
       "model YAML or a released albert_config.json sets `model`.")
-  flags.DEFINE_string("params_override", "",
-                      "Overrides 'a.b=c,d.e=f' applied after the files.")
+  flags.DEFINE_multi_string(
+      "params_override", [], "Overrides 'a.b=c,d.e=f' applied after the "
+      "files (repeatable: applied in order, later values winning).")
 
 
 def define_run_flags(default_mode: str, modes: Sequence[str]):
@@ -176,6 +179,14 @@ def export_settings(run_tool: bool = False) -> Dict[str, Any]:
   return out
 
 
+def parse_flags(argv):
+  """The `flags_parser` of every tool (`app.run(main, flags_parser=...)`):
+  a word that is not a flag (an unquoted glob's other matches, `a=b`
+  without dashes) or a NaN/infinite float flag is a one-line error
+  (data_prep/command_line.py, shared with the data tools)."""
+  return command_line.parse_flags(argv)
+
+
 def config_sources():
   """--config_file values, plus the deprecated --albert_config_file."""
   alias = flag_value("albert_config_file")
@@ -228,6 +239,8 @@ def run_training(task_cls):
     # A run that exists is continued from its recorded config: only what
     # the command line changes is checked against the record.
     record = run_record.read(FLAGS.model_dir)
+    if record is not None and not run_record.binding(record):
+      record = None  # a first start that ended before any checkpoint
     if record is not None and record.task != task_cls.name:
       raise run_record.refuse("task", record.task, task_cls.name,
                               FLAGS.model_dir,

@@ -20,7 +20,7 @@ import numpy as np
 
 from albert_tf import cli_flags
 from albert_tf.checkpoints import conversion
-from albert_tf.core import run_record
+from albert_tf.core import checkpoint_config
 
 
 def define_flags():
@@ -47,8 +47,8 @@ def main(argv):
   del argv
   flag_values = flags.FLAGS
   try:
-    run_record.check_not_in_run(flag_values.output_dir)
-    config, _ = run_record.model_config_for(
+    checkpoint_config.check_not_in_run(flag_values.output_dir)
+    config, _ = checkpoint_config.model_config_for(
         cli_flags.config_sources(), flag_values.params_override,
         checkpoint=flag_values.input_checkpoint)
     path, report = conversion.convert(
@@ -74,7 +74,7 @@ def cli():  # console script (pyproject.toml)
   define_flags()
   flags.mark_flags_as_required(["from", "to", "input_checkpoint",
                                 "output_dir"])
-  app.run(main)
+  app.run(main, flags_parser=cli_flags.parse_flags)
 
 
 if __name__ == "__main__":

@@ -44,7 +44,7 @@ def main(argv):
 def cli():  # console script (pyproject.toml)
   define_flags()
   flags.mark_flags_as_required(["export_dir"])
-  app.run(main)
+  app.run(main, flags_parser=cli_flags.parse_flags)
 
 
 if __name__ == "__main__":

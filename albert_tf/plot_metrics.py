@@ -10,6 +10,9 @@ from typing import Dict, List, Optional
 
 from absl import app
 from absl import flags
+from absl import logging
+
+from data_prep import command_line
 
 PANELS = (("loss", ("loss", "masked_lm_loss", "sentence_order_loss")),
           # Pretraining runs log the first two, fine-tuning runs the others.
@@ -20,7 +23,8 @@ PANELS = (("loss", ("loss", "masked_lm_loss", "sentence_order_loss")),
 
 def read_metrics(path: str) -> Dict[str, List[dict]]:
   """metrics.jsonl -> {mode: [records sorted by step]}; bad lines name the
-  line number."""
+  line number. A last line without its newline that does not parse was cut
+  by an interrupted write (kill -9): skipped with a warning."""
   by_mode = {}
   with open(path, encoding="utf-8") as f:
     for lineno, line in enumerate(f, 1):
@@ -29,6 +33,10 @@ def read_metrics(path: str) -> Dict[str, List[dict]]:
       try:
         record = json.loads(line)
       except json.JSONDecodeError as e:
+        if not line.endswith("\n"):  # the last line, cut short
+          logging.warning("%s:%d: skipped a line cut short by an interrupted "
+                          "write (%d characters)", path, lineno, len(line))
+          continue
         raise ValueError(f"{path}:{lineno}: not JSON ({e})") from e
       by_mode.setdefault(record.get("mode", "train"), []).append(record)
   for rows in by_mode.values():
@@ -84,7 +92,9 @@ def define_flags():
 def cli():
   """Console-script entry point (pyproject.toml)."""
   define_flags()
-  app.run(main)
+  # data_prep's parser (which albert_tf.cli_flags uses), without importing
+  # TensorFlow into a plotting tool.
+  app.run(main, flags_parser=command_line.parse_flags)
 
 
 if __name__ == "__main__":

@@ -51,7 +51,7 @@ def main(argv):
 def cli():
   """Console-script entry point (pyproject.toml)."""
   define_flags()
-  app.run(main)
+  app.run(main, flags_parser=cli_flags.parse_flags)
 
 
 if __name__ == "__main__":

@@ -264,8 +264,14 @@ def define_flags(flags):
   flags.DEFINE_bool("json", False, "Print raw JSON rows instead of text.")
 
 
-def main(fl):
-  """Runs the request described by the parsed flags `fl`; the exit code."""
+def main(fl, extra_args=()):
+  """Runs the request described by the parsed flags `fl`; the exit code.
+  `extra_args`: the command-line words that are not flags (refused)."""
+  if extra_args:  # `--text hello world`: "world" would be dropped
+    sys.stderr.write(f"error: not a flag: {', '.join(map(repr, extra_args))}"
+                     " (flags are --name=value; quote a text with spaces: "
+                     "--text='hello world')\n")
+    return 2
   if not fl.model_name or not fl.text:
     sys.stderr.write("--model_name and at least one --text are required\n")
     return 2
@@ -287,7 +293,7 @@ def cli():
   from absl import app  # pylint: disable=g-import-not-at-top
   from absl import flags  # pylint: disable=g-import-not-at-top
   define_flags(flags)
-  app.run(lambda argv: sys.exit(main(flags.FLAGS)))
+  app.run(lambda argv: sys.exit(main(flags.FLAGS, argv[1:])))
 
 
 if __name__ == "__main__":

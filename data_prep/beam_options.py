@@ -1,7 +1,8 @@
 """Beam pipeline options for beam_pretraining_data, checked before a run.
 
 Our flags are parsed first and Beam gets whatever is left. Beam drops the
-arguments it does not know with a log line, and its DirectRunner quietly runs
+arguments it does not know (`--dupe-factor=5`, or `dupe_factor=5` without
+dashes) with a log line, and its DirectRunner quietly runs
 one thread when several workers are asked for in the default `in_memory`
 mode. Either way a run would go ahead with a setting the user did not get (a
 mistyped `--dupe_factor` would fall back to 40), so both are refused here
@@ -14,6 +15,8 @@ import os
 from apache_beam.options.pipeline_options import DirectOptions
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.fn_api_runner import fn_runner
+
+from data_prep import command_line
 
 _DIRECT = ("directrunner", "direct")
 _DATAFLOW = ("dataflowrunner", "dataflow")
@@ -52,6 +55,30 @@ def _direct_worker_args(args, known, num_workers):
   return extra
 
 
+def _unparsed(args):
+  """The words of `args` that Beam's option parser does not take, as typed
+  (Beam itself drops them with a log line)."""
+  parsers = []
+  PipelineOptions(args).get_all_options(add_extra_args_fn=parsers.append)
+  return parsers[0].parse_known_args(args)[1]
+
+
+def _check_all_parsed(args):
+  """ValueError naming the unknown flags and the words that are not flags."""
+  unparsed = _unparsed(args)
+  unknown = [command_line.unknown_flag_name(w) for w in unparsed
+             if w.startswith("-")]
+  strays = [w for w in unparsed if not w.startswith("-")]
+  problems = []
+  if unknown:
+    problems.append(f"unknown flag {', '.join(unknown)}: neither a flag of "
+                    "this tool nor a Beam pipeline option")
+  if strays:
+    problems.append(command_line.stray_words_error(strays))
+  if problems:
+    raise ValueError("; ".join(problems))
+
+
 def pipeline_options(beam_args, num_workers=None):
   """Checked options: (PipelineOptions, runner name, the arguments used).
 
@@ -62,14 +89,8 @@ def pipeline_options(beam_args, num_workers=None):
       other runners have their own settings (Flink: --parallelism).
   """
   args = list(beam_args)
-  parsed = PipelineOptions(args)
-  known = parsed.get_all_options()
-  unknown = sorted(set(parsed.get_all_options(retain_unknown_options=True)) -
-                   set(known))
-  if unknown:
-    raise ValueError(
-        f"unknown flag {', '.join('--' + name for name in unknown)}: neither "
-        "a flag of this tool nor a Beam pipeline option")
+  _check_all_parsed(args)
+  known = PipelineOptions(args).get_all_options()
   runner = known.get("runner") or "DirectRunner"
   if is_direct(runner):
     args += _direct_worker_args(args, known, num_workers)

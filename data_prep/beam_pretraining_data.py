@@ -52,6 +52,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from data_prep import beam_options
+from data_prep import command_line
 from data_prep import create_pretraining_data as cpd
 from data_prep import output_files
 from data_prep import pretraining_config
@@ -344,13 +345,20 @@ def run(input_files, output_paths, run_cfg, pipeline_args=(),
 
 
 def parse_flags(argv):
-  """Our flags (shared with create_pretraining_data); the rest go to Beam."""
+  """Our flags (shared with create_pretraining_data); the rest go to Beam,
+  whose options are checked here, before any input is read."""
+  rest = command_line.parse_flags(argv, known_only=True)
   try:
-    rest = FLAGS(argv, known_only=True)
-  except flags.Error as e:
-    sys.stderr.write(f"FATAL Flags parsing error: {e}\n")
+    beam_options.pipeline_options(rest[1:], _num_workers())
+  except ValueError as e:
+    sys.stderr.write(f"{TOOL}: error: {e}\n")
     sys.exit(1)
   return rest
+
+
+def _num_workers():
+  """--num_workers when it was given (else the runner's own setting)."""
+  return FLAGS.num_workers if FLAGS["num_workers"].present else None
 
 
 def main(argv):
@@ -365,8 +373,7 @@ def main(argv):
         expand_inputs(FLAGS.input_file),
         tfrecord_io.expand_output_files(FLAGS.output_file), run_cfg,
         pipeline_args=argv[1:],
-        num_workers=(FLAGS.num_workers if FLAGS["num_workers"].present
-                     else None),
+        num_workers=_num_workers(),
         **pretraining_config.common_run_kwargs())
   except (OSError, ValueError) as e:
     sys.stderr.write(f"{TOOL}: error: {e}\n")

@@ -29,6 +29,7 @@ import time
 from absl import app
 from absl import flags
 
+from data_prep import command_line
 from data_prep import output_files as output_files_mod
 from data_prep import pretraining_config
 from data_prep import pretraining_instances as pi
@@ -265,7 +266,7 @@ def main(argv):
 def cli():
   """Console-script entry point (pyproject.toml)."""
   define_flags()
-  app.run(main)
+  app.run(main, flags_parser=command_line.parse_flags)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ import sys
 from absl import app
 from absl import flags
 
+from data_prep import command_line
 from data_prep import output_files
 from data_prep import text_reader
 from data_prep import tfrecord_io
@@ -231,7 +232,7 @@ def main(argv):
 def cli():
   """Console-script entry point (pyproject.toml)."""
   define_flags()
-  app.run(main)
+  app.run(main, flags_parser=command_line.parse_flags)
 
 
 if __name__ == "__main__":

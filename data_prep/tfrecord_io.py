@@ -212,6 +212,10 @@ def expand_output_files(spec):
     if "@" in os.path.basename(part) and not m:
       raise ValueError(f"output_file {part!r}: the shard count after '@' must "
                        "be a positive integer (PATH@N)")
+    if not os.path.basename(m.group(1) if m else part):
+      # `@3` would write `-00000-of-00003`; `out/` is a directory.
+      raise ValueError(f"output_file {part!r}: no file name (e.g. "
+                       "out/train.tfrecord or out/train.tfrecord@8)")
     if m:
       base, n = m.group(1), int(m.group(2))
       if n < 1:

@@ -20,6 +20,7 @@ from absl import app
 from absl import flags
 import sentencepiece as spm
 
+from data_prep import command_line
 from data_prep import output_files
 from data_prep import text_reader
 from data_prep import tfrecord_io
@@ -158,7 +159,7 @@ def main(argv):
 def cli():
   """Console-script entry point (pyproject.toml)."""
   define_flags()
-  app.run(main)
+  app.run(main, flags_parser=command_line.parse_flags)
 
 
 if __name__ == "__main__":

@@ -297,8 +297,29 @@ def append_metrics(path: str, mode: str, step: int,
                    values: Dict[str, float]) -> None:
   record = {"mode": mode, "step": step, "time": round(time.time(), 3)}
   record.update({k: float(v) for k, v in values.items()})
+  drop_cut_line(path)
   with open(path, "a", encoding="utf-8") as f:
     f.write(json.dumps(record) + "\n")
+
+
+def drop_cut_line(path: str) -> None:
+  """Removes a last line without its newline (a write cut by kill -9), which
+  the next record would otherwise be glued to."""
+  if not os.path.exists(path):
+    return
+  with open(path, "rb+") as f:
+    end = f.seek(0, os.SEEK_END)
+    if end == 0:
+      return
+    f.seek(end - 1)
+    if f.read(1) == b"\n":
+      return
+    f.seek(0)
+    data = f.read()
+    keep = data.rfind(b"\n") + 1
+    f.truncate(keep)
+  logging.warning("%s: dropped a last line cut short by an interrupted write "
+                  "(%d bytes)", path, end - keep)
 
 
 def drop_metrics_after(path: str, step: int) -> int:

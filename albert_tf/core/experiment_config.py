@@ -132,7 +132,7 @@ def load_experiment_config(config_cls: Type[T],
                                path)
   albert_config.apply_values(config,
                              albert_config.parse_override(params_override),
-                             f"--params_override {params_override!r}")
+                             albert_config.override_source(params_override))
   if flag_values:
     albert_config.apply_values(config, flag_values, "command-line flags")
   return validate(config)

@@ -27,6 +27,21 @@ def _pid_alive(pid: int) -> bool:
   return True
 
 
+def process_record() -> Dict:
+  """This process as a lock or a run record names it: pid and host."""
+  return {"pid": os.getpid(), "host": socket.gethostname()}
+
+
+def may_be_running(owner: Dict) -> bool:
+  """Whether the process `owner` names ({"pid", "host"}) may still run: a
+  dead pid on this host, or this very process, does not; one on another
+  host cannot be checked, so it may."""
+  pid, host = owner.get("pid"), owner.get("host")
+  if host != socket.gethostname():
+    return True
+  return isinstance(pid, int) and pid != os.getpid() and _pid_alive(pid)
+
+
 class RunLock:
   """`<model_dir>/train.lock` (pid + host) held for a training run.
 
@@ -36,7 +51,6 @@ class RunLock:
 
   def __init__(self, model_dir: str):
     self.path = os.path.join(model_dir, LOCK_FILE)
-    self.host = socket.gethostname()
     self._held = False
 
   def _read_owner(self) -> Dict:
@@ -47,17 +61,14 @@ class RunLock:
       return {}  # vanished or half-written: treated as stale
 
   def acquire(self) -> None:
-    me = {"pid": os.getpid(), "host": self.host, "time": time.time()}
+    me = dict(process_record(), time=time.time())
     for _ in range(3):
       try:
         fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
       except FileExistsError:
         owner = self._read_owner()
         pid, host = owner.get("pid"), owner.get("host")
-        live = (host != self.host or
-                (isinstance(pid, int) and pid != me["pid"] and
-                 _pid_alive(pid)))
-        if owner and live:
+        if owner and may_be_running(owner):
           raise actions.RunLockedError(
               f"{self.path}: model_dir is in use by pid {pid} on host {host}"
               "; stop that run, or delete the lock file if it is stale")

@@ -15,7 +15,8 @@ the record. Only SAFE_FIELDS may change; DATA_POSITION_FIELDS may change
 when the saved input position is not restored (see `ResumeCheck`); any other
 difference is refused with a one-line error naming the field and both
 values. Accepted changes are appended to run_record_changes.jsonl; the
-record itself is never rewritten.
+record of a run with checkpoints is never rewritten (one whose first start
+ended before any checkpoint is replaced by the next start: `binding`).
 """
 
 import dataclasses
@@ -25,13 +26,13 @@ import os
 import time
 from typing import Any, Dict, Mapping, Optional
 
+from absl import logging
 import yaml
 
-from albert_tf.checkpoints import conversion
 from albert_tf.checkpoints import identity
 from albert_tf.checkpoints import paths
 from albert_tf.core import experiment_config
-from albert_tf.modeling import albert_config
+from albert_tf.core import run_lock
 
 RECORD_NAME = "run_record.json"
 # Where a run keeps its best checkpoint (core.trainer.BEST_SUBDIR).
@@ -129,6 +130,7 @@ def write(model_dir: str, config, facts: Mapping[str, Any]) -> RunRecord:
   # The config is trusted only as written: a hand edit is refused on read.
   facts["config_sha256"] = hashlib.sha256(text.encode("utf-8")).hexdigest()
   facts["created"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+  facts["created_by"] = run_lock.process_record()  # see `binding`
   atomic_write(os.path.join(model_dir, RECORD_NAME),
                json.dumps(facts, indent=2, sort_keys=True) + "\n")
   return RunRecord(model_dir, task, facts, values)
@@ -170,10 +172,6 @@ def with_fingerprints(facts: Mapping[str, Any]) -> Dict[str, Any]:
   return facts
 
 
-def has_checkpoints(model_dir: str) -> bool:
-  directory = os.path.join(model_dir, paths.RUN_CHECKPOINT_SUBDIR)
-  return bool(os.path.isdir(directory) and any(
-      name.endswith(".index") for name in os.listdir(directory)))
 
 
 def find_for_checkpoint(path: str) -> Optional[RunRecord]:
@@ -187,22 +185,6 @@ def find_for_checkpoint(path: str) -> Optional[RunRecord]:
       return read(directory)
     directory = os.path.dirname(directory)
   return None
-
-
-def check_not_in_run(output_dir: str, what: str = "--output_dir") -> None:
-  """Refuses an output directory that is a run directory or one of its
-  checkpoint directories: writing there replaces the run's `checkpoint`
-  state file (its next resume would find no checkpoint it knows)."""
-  record = find_for_checkpoint(output_dir)
-  if record is None:
-    return
-  run = os.path.abspath(record.model_dir)
-  owned = {run, os.path.join(run, paths.RUN_CHECKPOINT_SUBDIR),
-           os.path.join(run, BEST_SUBDIR)}
-  if os.path.abspath(output_dir) in owned:
-    raise ValueError(f"{what} {output_dir} is the run directory {run} or its "
-                     "checkpoint directory: writing there would replace the "
-                     "run's checkpoint state; use another directory")
 
 
 def refuse(field: str, recorded, given, source: str, hint: str = ""):
@@ -223,63 +205,6 @@ def check_model(recorded: Mapping[str, Any], model_config, source: str,
   for field, before, after in identity.model_differences(recorded, given):
     raise refuse(f"{what}.{field}", before, after, source,
                  "the weights were trained with the recorded value")
-
-
-def _beside_checkpoint(checkpoint: str) -> Optional[str]:
-  """albert_config.json beside a checkpoint (release / conversion output)."""
-  try:
-    prefix = paths.resolve_checkpoint(checkpoint)
-  except conversion.CheckpointConversionError:
-    return None
-  return conversion.find_config_file(prefix)
-
-
-def model_config_for(sources, params_override: str = "",
-                     model_dir: Optional[str] = None,
-                     checkpoint: Optional[str] = None):
-  """(AlbertConfig or None, RunRecord or None) of export / convert.
-
-  The base is the model of the run record (of `model_dir`, or of the run
-  `checkpoint` belongs to), else of the checkpoint's own identity, else of
-  the albert_config.json beside `checkpoint`; `sources` and
-  `params_override` apply on top, and any difference that changes the model
-  is refused naming the field. A checkpoint whose identity disagrees with
-  the run record it is paired with is refused. With no base, the config is
-  `sources` + `params_override` alone (None if nothing given).
-  """
-  record = None
-  if model_dir:
-    record = read(model_dir)
-    if record is None:
-      raise ValueError(f"--model_dir {model_dir}: no {RECORD_NAME} (not a "
-                       "run directory of this version)")
-  elif checkpoint:
-    record = find_for_checkpoint(checkpoint)
-  saved = None
-  if checkpoint:
-    saved = identity.check(
-        checkpoint, model=record.model if record else None,
-        facts=record.facts if record else None,
-        what=f"the run record of {record.model_dir}" if record else "")
-  sources = list(sources or ())
-  if record is None and saved is not None:
-    where = f"checkpoint {checkpoint}'s own record"
-    config = albert_config.load_model_config(sources, params_override,
-                                             base=saved["model"])
-    check_model(saved["model"], config, where)
-    return config, None
-  base = record.model_dir if record else (
-      _beside_checkpoint(checkpoint) if checkpoint else None)
-  if base is None:
-    if not sources and not params_override:
-      return None, None
-    return albert_config.load_model_config(sources,
-                                               params_override), None
-  recorded = albert_config.load_model_config([base])
-  config = albert_config.load_model_config([base] + sources,
-                                               params_override)
-  check_model(recorded.as_dict(), config, base)
-  return config, record
 
 
 @dataclasses.dataclass
@@ -329,11 +254,57 @@ def append_changes(model_dir: str, mode: str, check: ResumeCheck) -> None:
     f.write(json.dumps(line, sort_keys=True, default=str) + "\n")
 
 
+# Where a run's checkpoints are.
+_CHECKPOINT_DIRS = (paths.RUN_CHECKPOINT_SUBDIR, BEST_SUBDIR)
+
+
+def has_checkpoints(model_dir: str) -> bool:
+  """Anything under checkpoints/ or best/ (a partial save counts too)."""
+  return any(os.path.isdir(d) and os.listdir(d) for d in (
+      os.path.join(model_dir, sub) for sub in _CHECKPOINT_DIRS))
+
+
+def binding(record: RunRecord) -> bool:
+  """Whether a record binds later starts: once a checkpoint exists (it
+  describes the weights), or while the process that wrote it may still be
+  starting. A first start that failed, was killed or stopped before its
+  first checkpoint leaves a record that describes nothing: the next start
+  replaces it. Records of older versions (no `created_by`) always bind."""
+  creator = record.facts.get("created_by")
+  return (has_checkpoints(record.model_dir) or not isinstance(creator, dict)
+          or run_lock.may_be_running(creator))
+
+
+def _log_replacement(old: RunRecord, config, facts: Mapping[str, Any]):
+  before, after = flatten(old.config), flatten(config.as_dict())
+  changes = {k: [before.get(k), after.get(k)]
+             for k in sorted(set(before) | set(after))
+             if before.get(k) != after.get(k)}
+  if old.task != facts.get("task"):
+    changes["task"] = [old.task, facts.get("task")]
+  line = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+          "replaced_record_of": old.facts.get("created"),
+          "reason": "its start ended before any checkpoint",
+          "changes": changes}
+  with open(os.path.join(old.model_dir, CHANGES_NAME), "a",
+            encoding="utf-8") as f:
+    f.write(json.dumps(line, sort_keys=True, default=str) + "\n")
+  logging.warning("%s: the run record of a start that ended before any "
+                  "checkpoint is replaced (%s)", old.model_dir,
+                  ", ".join(changes) or "same config")
+
+
 def prepare(model_dir: str, config, facts: Mapping[str, Any],
             is_chief: bool = True) -> ResumeCheck:
   """First start: write the record (chief). Later: check the config (the
-  caller logs the changes with `append_changes` once it accepts them)."""
+  caller logs the changes with `append_changes` once it accepts them). A
+  record that does not bind (see `binding`) is replaced by the chief."""
   record = read(model_dir)
+  if record is not None and not binding(record):
+    if is_chief:
+      _log_replacement(record, config, facts)
+      write(model_dir, config, facts)
+    return ResumeCheck()
   if record is None:
     if has_checkpoints(model_dir):
       raise ValueError(

@@ -27,6 +27,7 @@ from absl import logging
 import tensorflow as tf
 
 from albert_tf.checkpoints import paths
+from albert_tf.core import actions
 from albert_tf.core import distribute_utils
 from albert_tf.core import run_record
 from albert_tf.core import trainer as trainer_lib
@@ -79,6 +80,47 @@ def restore_for_inference(trainer, checkpoint: Optional[str] = None) -> str:
   return path
 
 
+def _nearest_existing(path: str) -> str:
+  while path and not os.path.exists(path) and os.path.dirname(path) != path:
+    path = os.path.dirname(path)
+  return path
+
+
+def check_writable(mode: str, model_dir: str, output_dir: str,
+                   export_dir: Optional[str]) -> None:
+  """Refuses, naming it, a directory `mode` writes to but cannot (a
+  read-only run directory ended evaluation in a PermissionError deep in
+  TensorFlow's summary writer). URLs (gs://) are not checked."""
+  written = []
+  if mode not in ("predict", "export"):  # checkpoints, summaries, metrics
+    written.append(("--model_dir", model_dir))
+  if mode in ("eval", "train_and_eval", "predict"):
+    written.append(("--output_dir", output_dir))
+  if mode == "export" and export_dir:
+    written.append(("--export_dir", export_dir))
+  for flag, directory in written:
+    if "://" in directory:
+      continue
+    existing = _nearest_existing(os.path.abspath(directory))
+    if not (os.path.isdir(existing) and
+            os.access(existing, os.W_OK | os.X_OK)):
+      raise PermissionError(
+          f"{flag} {directory}: cannot write to {existing} (permission "
+          f"denied or a read-only file system); --mode={mode} writes its "
+          "summaries, metrics or results there")
+
+
+def check_trained(result: Dict[str, Any], config, model_dir: str) -> None:
+  """A resume past trainer.train_steps trains nothing: an error, not a
+  silent success."""
+  step, train_steps = result.get("step"), config.trainer.train_steps
+  if step is not None and step > train_steps:
+    raise actions.TrainingError(
+        f"nothing trained: {model_dir} resumed at step {step}, past "
+        f"trainer.train_steps={train_steps}; pass a larger --train_steps to "
+        "train on, or --mode=eval to evaluate the checkpoint")
+
+
 def _evaluation(trainer, task, output_dir):
   metrics = task.evaluate(trainer, output_dir)
   if trainer.is_chief:
@@ -109,6 +151,7 @@ def run_experiment(task, config, model_dir: str, mode: str = "train",
     task.validate_inputs(training=True)
   if mode in ("eval", "train_and_eval", "continuous_eval"):
     task.validate_inputs(training=False)
+  check_writable(mode, model_dir, output_dir, export_dir)
   is_chief = distribute_utils.is_chief(strategy)
   check = run_record.prepare(model_dir, config, task.record_facts(),
                              is_chief=is_chief)
@@ -119,11 +162,13 @@ def run_experiment(task, config, model_dir: str, mode: str = "train",
   result = {}
   if mode == "train":
     result["train"] = trainer.train()
+    check_trained(result["train"], config, model_dir)
   elif mode == "train_and_eval":
     if task.in_loop_eval:
       result["train"] = trainer.train_and_evaluate()
     else:
       result["train"] = trainer.train()
+    check_trained(result["train"], config, model_dir)
     if task.evaluate_after_training:
       result["eval"] = _evaluation(trainer, task, output_dir)
   elif mode == "continuous_eval":

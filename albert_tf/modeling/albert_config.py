@@ -14,14 +14,15 @@ Example:
 
 import dataclasses
 import json
+import math
 import os
 import typing
 from typing import Any, Dict, Mapping, Optional, Sequence, Union
 
 import yaml
-from official.modeling import hyperparams
 from official.modeling.hyperparams import base_config
-from official.modeling.hyperparams import params_dict
+
+from albert_tf.modeling import config_overrides
 
 # Activations the original's `hidden_act` may name, mapped to what we compute.
 # "gelu" is the tanh approximation, as in the original `modeling.gelu`.
@@ -198,12 +199,24 @@ def resolve_config_path(path: str) -> str:
                           f"packaged config under {CONFIG_DIR})")
 
 
+def _read_yaml_mapping(path: str) -> Dict[str, Any]:
+  """The YAML of `path`, which must be a mapping (Model Garden's reader
+  fails on a list with a 38-line AttributeError)."""
+  with open(path, encoding="utf-8") as f:
+    values = yaml.load(f, Loader=config_overrides.YAML_LOADER)
+  if values is not None and not isinstance(values, dict):
+    raise ValueError(f"{path}: expected a mapping of sections or fields "
+                     f"(name: value) at the top level, got a "
+                     f"{type(values).__name__}")
+  return values or {}
+
+
 def read_config_file(path: str) -> Dict[str, Any]:
   """A YAML/JSON file as a dict of sections; a flat model file -> `model`."""
   path = resolve_config_path(path)
   try:
     # Model Garden's loader: reads `1e-6` as a float (plain YAML 1.1 does not).
-    values = hyperparams.read_yaml_to_params_dict(path).as_dict() or {}
+    values = _read_yaml_mapping(path)
   except yaml.YAMLError as e:
     mark = getattr(e, "problem_mark", None)
     where = f"{path}:{mark.line + 1}" if mark else path
@@ -220,24 +233,9 @@ def read_config_file(path: str) -> Dict[str, Any]:
   return values
 
 
-def parse_override(params_override: str) -> Dict[str, Any]:
-  """`a.b=c,d.e=f` (or a YAML/JSON mapping string) -> nested dict."""
-  if not params_override:
-    return {}
-  text = params_override
-  try:
-    text = params_dict.nested_csv_str_to_json_str(params_override)
-  except ValueError:
-    pass
-  try:
-    values = yaml.load(text, Loader=params_dict._LOADER)  # pylint: disable=protected-access
-  except yaml.YAMLError as e:
-    raise ValueError(f"--params_override {params_override!r}: not "
-                     f"'a.b=c,...' nor YAML ({e})") from None
-  if not isinstance(values, dict):
-    raise ValueError(f"--params_override {params_override!r}: expected "
-                     "'a.b=c,d.e=f'")
-  return values
+# The `a.b=c` override parser of this loader (config_overrides.py).
+parse_override = config_overrides.parse_override
+override_source = config_overrides.describe
 
 
 def _check_value(value, annotation, name, source):
@@ -260,14 +258,7 @@ def _check_value(value, annotation, name, source):
       raise bad("an integer")
     return value
   if annotation is float:
-    if isinstance(value, str):
-      try:
-        return float(value)  # `1e-6` in an override string
-      except ValueError:
-        raise bad("a number") from None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-      raise bad("a number")
-    return float(value)
+    return _finite_float(value, bad)
   if annotation is str:
     if value is None:  # `a.b=` in an override
       return ""
@@ -275,6 +266,21 @@ def _check_value(value, annotation, name, source):
       raise bad("a string")
     return value
   return value
+
+
+def _finite_float(value, bad):
+  """A float field's value; NaN and infinities (`nan`, `.inf`, `1e400`) are
+  refused: they pass every range check (`nan <= 0` is false)."""
+  if isinstance(value, str):
+    try:
+      value = float(value)  # `1e-6` in an override string
+    except ValueError:
+      raise bad("a number") from None
+  if isinstance(value, bool) or not isinstance(value, (int, float)):
+    raise bad("a number")
+  if not math.isfinite(value):
+    raise bad("a finite number")
+  return float(value)
 
 
 def check_types(config_cls, values: Mapping[str, Any], source: str,
@@ -357,7 +363,7 @@ def load_model_config(sources: Sequence[str] = (),
   for source in sources:
     apply_values(holder, _model_source_values(source), source)
   apply_values(holder, parse_override(params_override),
-               f"--params_override {params_override!r}")
+               override_source(params_override))
   try:
     return holder.model.validate()
   except ValueError as e:

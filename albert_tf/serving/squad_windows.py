@@ -25,7 +25,6 @@ of each window, and skips spans with no visible text.
 
 import tensorflow as tf
 
-from albert_tf.data import squad_answers
 from albert_tf.modeling.models import albert_squad_v2
 from albert_tf.serving import squad_module
 

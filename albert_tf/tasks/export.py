@@ -25,6 +25,7 @@ from absl import logging
 from albert_tf.checkpoints import paths
 from albert_tf.checkpoints import restore as restore_lib
 from albert_tf.core import base_task
+from albert_tf.core import checkpoint_config
 from albert_tf.core import run_record
 from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
 from albert_tf.serving import export_lib
@@ -225,7 +226,7 @@ def _export_of_flags(request: ExportRequest) -> str:
   task_cls, params = task_for_flags(
       request.task, ENCODER if preprocessing_only else kind,
       request.settings)
-  model_config, _ = run_record.model_config_for(
+  model_config, _ = checkpoint_config.model_config_for(
       request.config_files, request.params_override,
       checkpoint=request.checkpoint or None)
   if preprocessing_only:

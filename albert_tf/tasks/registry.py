@@ -20,6 +20,7 @@ from typing import Dict, List, Optional, Tuple, Type
 
 from albert_tf.core import base_task
 from albert_tf.core import experiment_config
+from albert_tf.core import checkpoint_config
 from albert_tf.core import run_record
 
 _TASKS: Dict[str, Type[base_task.Task]] = {}
@@ -97,7 +98,7 @@ def task_of_run(model_dir: str, sources=(), params_override: str = "",
     raise ValueError(f"--model_dir {model_dir}: no {run_record.RECORD_NAME} "
                      "(not a run directory of this version)")
   task_cls = get_task_cls(record.task, record.facts.get("task_module"))
-  model, _ = run_record.model_config_for(sources, params_override,
+  model, _ = checkpoint_config.model_config_for(sources, params_override,
                                          model_dir=model_dir,
                                          checkpoint=checkpoint)
   config = experiment_config.config_from_dict(

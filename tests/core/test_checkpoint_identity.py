@@ -13,6 +13,7 @@ import tensorflow as tf
 from albert_tf.checkpoints import conversion
 from albert_tf.checkpoints import identity
 from albert_tf.core import experiment_config as ec
+from albert_tf.core import checkpoint_config
 from albert_tf.core import run_record
 from albert_tf.core import train_lib
 from albert_tf.tasks import pretraining
@@ -88,9 +89,9 @@ def test_a_copied_checkpoint_keeps_its_model(runs, tmp_path):
   prefix = str(copied / "ckpt-2")
   with pytest.raises(ValueError, match=r"model\.num_hidden_layers is 3 but "
                      r"checkpoint .*ckpt-2's own record has 2"):
-    run_record.model_config_for([], "model.num_hidden_layers=3",
+    checkpoint_config.model_config_for([], "model.num_hidden_layers=3",
                                 checkpoint=prefix)
-  model_config, _ = run_record.model_config_for([], "", checkpoint=prefix)
+  model_config, _ = checkpoint_config.model_config_for([], "", checkpoint=prefix)
   assert model_config.as_dict() == run_record.read(a).model
   path, _ = conversion.convert(prefix, str(tmp_path / "tf1"), "albert_tf",
                                "tf1", config=model_config)
@@ -191,7 +192,7 @@ def test_conversion_into_a_run_is_refused(runs):
   a, _, _ = runs
   for target in (a, os.path.join(a, "checkpoints"), os.path.join(a, "best")):
     with pytest.raises(ValueError, match="would replace the run's checkpoint"):
-      run_record.check_not_in_run(target)
-  run_record.check_not_in_run(os.path.join(a, "converted"))
+      checkpoint_config.check_not_in_run(target)
+  checkpoint_config.check_not_in_run(os.path.join(a, "converted"))
   state = tf.train.get_checkpoint_state(os.path.join(a, "checkpoints"))
   assert state.model_checkpoint_path.endswith("ckpt-2")

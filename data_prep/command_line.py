@@ -1,0 +1,71 @@
+"""Strict command lines: what absl lets through is refused here.
+
+absl hands the words that are not flags to `main` as positional arguments,
+and every tool ignored them: `--input_file in/*.txt` unquoted read only the
+first file (the shell's other matches became such words), `dupe_factor=5`
+(no dashes) changed nothing. Float flags take `nan` and `inf`, which pass
+every range check (`nan < 0` is false). Every command-line tool, of data_prep
+and (through albert_tf/cli_flags.py) of albert_tf, parses its flags with
+`parse_flags`, which refuses both with a one-line error.
+"""
+
+import math
+import sys
+from typing import List, Sequence
+
+from absl import flags
+
+_SHOWN = 3  # stray words named in the error (a glob can expand to thousands)
+
+
+def stray_words_error(words: Sequence[str]) -> str:
+  """The error for command-line words that are not flags."""
+  shown = ", ".join(repr(w) for w in words[:_SHOWN])
+  if len(words) > _SHOWN:
+    shown += f" and {len(words) - _SHOWN} more"
+  return (f"not a flag: {shown} (flags are --name=value; quote a glob so the "
+          "shell does not expand it: --input_file='dir/*.txt')")
+
+
+def unknown_flag_name(word: str) -> str:
+  """`--dupe-factor=5` -> `--dupe-factor` (as typed), with a hint when the
+  name is spelled with dashes (our flags use underscores)."""
+  name = word.split("=", 1)[0]
+  bare = name.lstrip("-")
+  if "-" in bare:
+    return f"{name} (flag names use underscores: --{bare.replace('-', '_')})"
+  return name
+
+
+def non_finite_flags(flag_values: flags.FlagValues) -> List[str]:
+  """`--name=value` of every float flag whose value is NaN or infinite."""
+  bad = []
+  for name in sorted(flag_values):
+    flag = flag_values[name]
+    if not isinstance(flag.parser, flags.FloatParser) or flag.value is None:
+      continue
+    values = flag.value if isinstance(flag.value, list) else [flag.value]
+    bad += [f"--{name}={v}" for v in values if not math.isfinite(v)]
+  return bad
+
+
+def _fail(message: str):
+  sys.stderr.write(f"FATAL Flags parsing error: {message}\n")
+  sys.exit(1)
+
+
+def parse_flags(argv: Sequence[str], known_only: bool = False) -> List[str]:
+  """The `flags_parser` of `absl.app.run`: parses `argv` into FLAGS and exits
+  with one line on an unknown flag, a bad value, a word that is not a flag
+  or a NaN/infinite float. Returns [program] (with `known_only`: [program]
+  + the arguments left for another parser, e.g. Beam's options)."""
+  try:
+    rest = flags.FLAGS(list(argv), known_only=known_only)
+  except flags.Error as e:
+    _fail(str(e))
+  if not known_only and len(rest) > 1:
+    _fail(stray_words_error(rest[1:]))
+  bad = non_finite_flags(flags.FLAGS)
+  if bad:
+    _fail(f"{', '.join(bad)}: not a finite number")
+  return rest

@@ -1,0 +1,231 @@
+"""Runs (docs/reliability.md, "Runs"): a resume that would train nothing, a
+read-only run directory, the record of a first start that failed, and a
+metrics.jsonl cut by kill -9. Each failed (silently or with a traceback)
+before."""
+
+import json
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+from albert_tf import plot_metrics
+from albert_tf.checkpoints import conversion
+from albert_tf.core import actions
+from albert_tf.core import experiment_config as ec
+from albert_tf.core import run_record
+from albert_tf.core import train_lib
+from albert_tf.core import trainer as trainer_lib
+from albert_tf.tasks import pretraining
+from tests.testing import pretrain_testutil as tu
+
+HOST = socket.gethostname()
+
+
+@pytest.fixture(scope="module")
+def train_file(tmp_path_factory):
+  return tu.make_pretraining_data(
+      str(tmp_path_factory.getbasetemp() / "pretrain_data"))[0]
+
+
+def config(train, **overrides):
+  values = {"trainer.train_steps": 2, "trainer.steps_per_loop": 2,
+            "trainer.checkpoint_interval": 2, "trainer.eval_steps": 1}
+  values.update(overrides)
+  return ec.load_experiment_config(
+      ec.PretrainingExperimentConfig, [tu.TINY_RECIPE],
+      tu.tiny_overrides(train, **values))
+
+
+def run(c, model_dir, mode="train"):
+  return train_lib.run_experiment(pretraining.PretrainingTask(c), c,
+                                  str(model_dir), mode)
+
+
+@pytest.fixture(scope="module")
+def run_dir(train_file, tmp_path_factory):
+  """A finished 2-step tiny pretraining run."""
+  model_dir = str(tmp_path_factory.mktemp("run") / "run")
+  run(config(train_file), model_dir)
+  return model_dir
+
+
+def test_resume_below_train_steps_is_an_error(run_dir, train_file, tmp_path):
+  """It exited 0 having trained nothing."""
+  model_dir = tmp_path / "copy"
+  shutil.copytree(run_dir, model_dir)
+  with pytest.raises(trainer_lib.TrainingError, match=(
+      rf"^nothing trained: {model_dir} resumed at step 2, past "
+      r"trainer.train_steps=1; pass a larger --train_steps")):
+    run(config(train_file, **{"trainer.train_steps": 1}), model_dir)
+  # Rerunning the command of a finished run is not an error.
+  assert run(config(train_file), model_dir)["train"]["step"] == 2
+
+
+# --------------------------------------------- the record of a first start ----
+def test_record_of_a_first_start_that_failed_is_replaced(run_dir, train_file,
+                                                          tmp_path):
+  """A warm start from a checkpoint of another shape fails after the record
+  was written; the corrected command was then refused by that record."""
+  model_dir = tmp_path / "run"
+  init = os.path.join(run_dir, "checkpoints", "ckpt-2")
+  wrong = config(train_file, **{"model.hidden_size": 32,
+                                "model.intermediate_size": 64,
+                                "trainer.init_checkpoint": init})
+  with pytest.raises((ValueError, conversion.CheckpointConversionError),
+                     match="shape mismatch"):
+    run(wrong, model_dir)
+  assert run_record.read(str(model_dir)).model["hidden_size"] == 32
+  assert not run_record.has_checkpoints(str(model_dir))
+  fixed = config(train_file, **{"trainer.init_checkpoint": init})
+  assert run(fixed, model_dir)["train"]["step"] == 2
+  assert run_record.read(str(model_dir)).model["hidden_size"] == 64
+  with open(model_dir / run_record.CHANGES_NAME) as f:
+    (line,) = [json.loads(l) for l in f]
+  assert line["changes"]["model.hidden_size"] == [32, 64]
+  # With a checkpoint the record binds: never rewritten.
+  before = (model_dir / run_record.RECORD_NAME).read_text()
+  with pytest.raises(ValueError, match="model.hidden_size is 32 but the run"):
+    run(config(train_file, **{"model.hidden_size": 32,
+                              "model.intermediate_size": 64,
+                              "trainer.train_steps": 4}), model_dir)
+  assert (model_dir / run_record.RECORD_NAME).read_text() == before
+
+
+def _record_by(model_dir, created_by):
+  """A record without checkpoints, written by `created_by` (None: by a
+  version that did not say)."""
+  run_record.write(str(model_dir), ec.load_experiment_config(
+      ec.PretrainingExperimentConfig, [tu.TINY_RECIPE]),
+                   {"task": "pretraining"})
+  path = model_dir / run_record.RECORD_NAME
+  facts = json.loads(path.read_text())
+  facts["created_by"] = created_by
+  path.write_text(json.dumps(facts))
+
+
+def test_record_binds_while_its_writer_may_be_starting(tmp_path):
+  """A start still building its model (no checkpoint yet), on this host or
+  another, or a record of an older version: checked as before. A writer
+  that is gone (failed, kill -9): replaced."""
+  other = ec.load_experiment_config(ec.PretrainingExperimentConfig,
+                                    [tu.TINY_RECIPE], "model.hidden_act=relu")
+  live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+  gone = subprocess.Popen([sys.executable, "-c", "pass"])
+  gone.wait()
+  try:
+    for i, writer in enumerate([{"pid": live.pid, "host": HOST},
+                                {"pid": gone.pid, "host": "elsewhere"},
+                                None]):
+      _record_by(tmp_path / str(i), writer)
+      with pytest.raises(ValueError, match="model.hidden_act is 'relu'"):
+        run_record.prepare(str(tmp_path / str(i)), other,
+                           {"task": "pretraining"})
+  finally:
+    live.kill()
+    live.wait()
+  _record_by(tmp_path / "gone", {"pid": gone.pid, "host": HOST})
+  run_record.prepare(str(tmp_path / "gone"), other,
+                     {"task": "sentence_prediction"})
+  record = run_record.read(str(tmp_path / "gone"))
+  assert record.model["hidden_act"] == "relu"
+  assert record.task == "sentence_prediction"
+
+
+# --------------------------------------------------- read-only run dir ----
+def _as_other_user(command):
+  """`command` as a user who cannot write root's files (root ignores
+  permission bits); None when that is not possible here."""
+  if os.geteuid() != 0:
+    return command
+  if not shutil.which("setpriv"):
+    return None
+  return ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"
+         ] + command
+
+
+def test_read_only_run_directory_is_a_one_line_error(run_dir, train_file):
+  """Eval ended in a PermissionError traceback from the summary writer."""
+  command = _as_other_user([sys.executable, "-m", "albert_tf.run_pretraining"])
+  if command is None:
+    pytest.skip("running as root without setpriv")
+  base = tempfile.mkdtemp(dir="/tmp")  # reachable by the other user
+  try:
+    model_dir = os.path.join(base, "run")
+    shutil.copytree(run_dir, model_dir)
+    for name in (train_file, train_file + pretraining.SUMMARY_SUFFIX):
+      shutil.copy(name, base)
+    data = os.path.join(base, os.path.basename(train_file))
+    for dirpath, _, files in os.walk(base):
+      os.chmod(dirpath, 0o555)
+      for name in files:
+        os.chmod(os.path.join(dirpath, name), 0o444)
+    proc = subprocess.run(
+        command + [f"--config_file={tu.TINY_RECIPE}", "--mode=eval",
+                   "--params_override=" + tu.tiny_overrides(
+                       data, **{"trainer.eval_steps": 1,
+                                "data.allow_unverified_input": True}),
+                   f"--model_dir={model_dir}"],
+        cwd=tu.ROOT, env=tu.subprocess_env(HOME="/tmp"), capture_output=True,
+        text=True, timeout=600)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert (f"ERROR: --model_dir {model_dir}: cannot write to {model_dir} "
+            "(permission denied") in proc.stderr
+  finally:
+    for dirpath, _, _ in os.walk(base):
+      os.chmod(dirpath, 0o755)
+    shutil.rmtree(base)
+
+
+def test_writable_check_names_what_each_mode_writes(tmp_path):
+  fresh = str(tmp_path / "new" / "run")  # made later: its parent is checked
+  train_lib.check_writable("train", fresh, fresh, None)
+  train_lib.check_writable("export", "/proc/x", "/proc/x", str(tmp_path))
+  train_lib.check_writable("eval", "gs://bucket/run", "gs://bucket/run", None)
+  blocker = tmp_path / "file"  # nothing can be made below a file
+  blocker.write_text("")
+  with pytest.raises(PermissionError, match=rf"^--export_dir {blocker}/e/1: "
+                     rf"cannot write to {blocker} "):
+    train_lib.check_writable("export", fresh, fresh, f"{blocker}/e/1")
+
+
+# ------------------------------------------------------- metrics.jsonl ----
+ROWS = [{"mode": "train", "step": s, "loss": 7 - s / 10,
+         "learning_rate": 1e-3} for s in (10, 20)]
+
+
+def test_plot_metrics_skips_a_line_cut_by_kill9(tmp_path, caplog):
+  path = tmp_path / "metrics.jsonl"
+  path.write_text("".join(json.dumps(r) + "\n" for r in ROWS) +
+                  json.dumps(ROWS[0])[:17])
+  with caplog.at_level(logging.WARNING):
+    rows = plot_metrics.read_metrics(str(path))["train"]
+  assert [r["step"] for r in rows] == [10, 20]
+  assert f"{path}:3: skipped a line cut short" in caplog.text
+  proc = subprocess.run(
+      [sys.executable, "-m", "albert_tf.plot_metrics",
+       f"--metrics_file={path}", f"--output={tmp_path / 'c.png'}"],
+      cwd=tu.ROOT, env=tu.subprocess_env(), capture_output=True, text=True,
+      timeout=300)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
+  # A complete line that is not JSON is still an error naming it.
+  path.write_text("not json\n" + json.dumps(ROWS[0]) + "\n")
+  with pytest.raises(ValueError, match="metrics.jsonl:1: not JSON"):
+    plot_metrics.read_metrics(str(path))
+
+
+def test_record_appended_after_a_cut_line_stands_alone(tmp_path):
+  """An eval after kill -9 glued its record to the cut line: both lost."""
+  path = tmp_path / "metrics.jsonl"
+  path.write_text(json.dumps(ROWS[0]) + "\n" + json.dumps(ROWS[1])[:17])
+  actions.append_metrics(str(path), "eval", 20, {"loss": 2.5})
+  lines = [json.loads(l) for l in path.read_text().splitlines()]
+  assert [(r["mode"], r["step"]) for r in lines] == [("train", 10),
+                                                     ("eval", 20)]

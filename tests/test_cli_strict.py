@@ -1,0 +1,148 @@
+"""Strict command lines of the albert_tf tools and the serving client:
+words that are not flags, a repeated --params_override, override values
+with YAML flow characters, NaN/infinite floats, a YAML file that is a list.
+Each was silently ignored, silently wrong or a traceback before.
+"""
+
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from albert_tf.core import experiment_config as ec
+from albert_tf.modeling import albert_config
+from tests.testing import pretrain_testutil as tu
+
+TOOLS = ("run_pretraining", "run_classifier", "run_squad", "run_race",
+         "export_savedmodel", "convert_checkpoint", "plot_metrics")
+
+
+def start(module, *args, cwd=tu.ROOT):
+  return subprocess.Popen([sys.executable, "-m", module, *args], cwd=cwd,
+                          env=tu.subprocess_env(), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+
+
+def error_line(proc, code=1):
+  """The single error line of a finished tool (no traceback)."""
+  _, err = proc.communicate(timeout=300)
+  assert proc.returncode == code, err[-3000:]
+  assert "Traceback" not in err, err[-3000:]
+  lines = [l for l in err.splitlines()
+           if l.startswith(("ERROR:", "FATAL Flags parsing error:", "error:"))]
+  assert len(lines) == 1, err[-3000:]
+  return lines[0]
+
+
+def test_every_tool_refuses_words_that_are_not_flags(tmp_path):
+  """`train_steps=5` without dashes, an unquoted glob's second match:
+  absl passed them to main, which ignored them."""
+  run_dir = str(tmp_path / "run")
+  a, b = str(tmp_path / "a.yaml"), str(tmp_path / "b.yaml")
+  required = {"export_savedmodel": [f"--model_dir={run_dir}",
+                                    f"--export_dir={tmp_path / 'e'}"],
+              "convert_checkpoint": [
+                  "--from=tf1", "--to=albert_tf", f"--input_checkpoint={a}",
+                  f"--output_dir={tmp_path / 'c'}"]}
+  procs = [start(f"albert_tf.{tool}",
+                 *required.get(tool, [f"--model_dir={run_dir}"]),
+                 "--config_file", a, b) for tool in TOOLS[:-1]]
+  procs.append(start("albert_tf.plot_metrics", f"--model_dir={run_dir}",
+                     "train_steps=5"))
+  # `--text hello world`: "world" was dropped from the request.
+  procs.append(start("clients.serving_client", "--model_name=m", "--text",
+                     "hello", "world"))
+  for proc, word in zip(procs, [b] * 6 + ["train_steps=5", "world"]):
+    code = 2 if proc.args[2] == "clients.serving_client" else 1
+    line = error_line(proc, code)
+    assert f"not a flag: {word!r}" in line, line
+  assert os.listdir(tmp_path) == []
+
+
+def load(*overrides, files=(tu.TINY_RECIPE,), flag_values=None):
+  return ec.load_experiment_config(ec.PretrainingExperimentConfig, files,
+                                   list(overrides), flag_values)
+
+
+def test_repeated_params_override_applies_in_order():
+  config = load("trainer.train_steps=3,optimizer.learning_rate=0.5",
+                "trainer.train_steps=4")
+  assert config.trainer.train_steps == 4  # the later one wins
+  assert config.optimizer.learning_rate == 0.5  # the first one is kept
+  assert load("trainer.train_steps=3").trainer.train_steps == 3
+  model = albert_config.load_model_config(
+      ["albert_base_v2"], ["model.num_hidden_layers=3", "model.hidden_act=relu"])
+  assert (model.num_hidden_layers, model.hidden_act) == (3, "relu")
+  with pytest.raises(ValueError, match=(
+      r"^--params_override 'trainer.train_steps=2' --params_override "
+      r"'trainer.max_to_keep=x': trainer.max_to_keep must be an integer")):
+    load("trainer.train_steps=2", "trainer.max_to_keep=x")
+
+
+def test_override_values_are_read_one_by_one():
+  """A relative glob did not parse (`?` inside Model Garden's flow mapping);
+  an absolute one did."""
+  glob = "data/train.tfrecord-?????-of-?????"
+  for path in (glob, "/abs/" + glob, "gs://b/train-*", "a b/c: d?.tfrecord"):
+    assert load(f"data.input_path={path}").data.input_path == path
+  config = load("optimizer.learning_rate=1e-4, trainer.save_data_position="
+                "false,data.input_path='x,y',runtime.tpu=")
+  assert config.optimizer.learning_rate == 1e-4
+  assert config.trainer.save_data_position is False
+  assert config.data.input_path == "x,y"
+  assert load("{trainer: {train_steps: 7}}").trainer.train_steps == 7
+  with pytest.raises(ValueError, match=r"model is given both a value and "):
+    load("model=3,model.hidden_size=4")
+  with pytest.raises(ValueError) as e:
+    load("trainer: [")
+  assert "\n" not in str(e.value) and "nor YAML" in str(e.value)
+
+
+@pytest.mark.parametrize("override", [
+    "optimizer.learning_rate=nan", "optimizer.learning_rate=inf",
+    "optimizer.learning_rate=1e400", "optimizer.clip_norm=nan",
+    "optimizer.clip_norm=-inf", "data.masked_lm_prob=.nan",
+    "model.initializer_range=nan"])
+def test_non_finite_floats_are_refused(override):
+  """They passed every range check: clip_norm=nan turned clipping off."""
+  field = override.split("=")[0]
+  with pytest.raises(ValueError, match=rf"{field} must be a finite number"):
+    load(override)
+
+
+def test_non_finite_floats_are_refused_from_files_and_flags(tmp_path):
+  path = tmp_path / "f.yaml"
+  path.write_text("optimizer:\n  learning_rate: .inf\n")
+  with pytest.raises(ValueError, match=r"f.yaml: optimizer.learning_rate "
+                     "must be a finite number, got inf"):
+    load(files=[tu.TINY_RECIPE, str(path)])
+  with pytest.raises(ValueError, match="command-line flags: optimizer.epsilon"):
+    load(flag_values={"optimizer": {"epsilon": math.nan}})
+  with pytest.raises(ValueError, match="model.hidden_dropout_prob must be a "
+                     "finite number"):
+    albert_config.load_model_config(["albert_base_v2"],
+                                    "model.hidden_dropout_prob=nan")
+
+
+def test_yaml_list_and_bad_overrides_are_one_line_errors(tmp_path):
+  """A YAML file holding a list ended in a 38-line AttributeError."""
+  listed = tmp_path / "list.yaml"
+  listed.write_text(yaml.safe_dump([{"trainer": {"train_steps": 3}}]))
+  with pytest.raises(ValueError, match=rf"^{listed}: expected a mapping .* "
+                     "got a list$"):
+    albert_config.read_config_file(str(listed))
+  run_dir = str(tmp_path / "run")
+  listed_cli = start("albert_tf.run_pretraining", f"--config_file={listed}",
+                     f"--model_dir={run_dir}")
+  # The first of two --params_override was silently dropped.
+  two = start("albert_tf.run_pretraining", f"--config_file={tu.TINY_RECIPE}",
+              "--params_override=optimizer.learning_rate=nan",
+              "--params_override=trainer.train_steps=3",
+              f"--model_dir={run_dir}")
+  assert f"{listed}: expected a mapping" in error_line(listed_cli)
+  assert ("optimizer.learning_rate must be a finite number, got 'nan'"
+          in error_line(two))
+  assert not os.path.exists(run_dir)
