@@ -82,7 +82,7 @@ def restore_for_inference(trainer, task,
   if checkpoint:
     path = paths.resolve_checkpoint(checkpoint)
   else:
-    path = tf.train.latest_checkpoint(trainer.checkpoint_dir)
+    path = paths.latest_checkpoint(trainer.checkpoint_dir)
     if not path:
       raise ValueError(f"no checkpoint in {trainer.checkpoint_dir}; train "
                        "first or pass --checkpoint")
