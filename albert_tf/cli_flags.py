@@ -20,7 +20,7 @@ from albert_tf.core import distribute_utils
 from albert_tf.core import experiment_config
 from albert_tf.core import run_record
 from albert_tf.core import train_lib
-from albert_tf.core import trainer as trainer_lib
+from albert_tf.core import actions
 from albert_tf.serving import preprocessing
 from albert_tf.tasks import all_tasks  # pylint: disable=unused-import
 from albert_tf.tasks import export as tasks_export
@@ -30,7 +30,7 @@ FLAGS = flags.FLAGS
 PREEMPTED_EXIT_CODE = 143  # 128 + SIGTERM
 # Errors a tool reports as one line (exit 1) instead of a traceback.
 USER_ERRORS = (ValueError, FileNotFoundError, PermissionError,
-               trainer_lib.TrainingError, conversion.CheckpointConversionError)
+               actions.TrainingError, conversion.CheckpointConversionError)
 
 # Flags that set one config field (applied after the files and overrides).
 FLAG_FIELDS = {

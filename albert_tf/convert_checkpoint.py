@@ -20,13 +20,15 @@ import numpy as np
 
 from albert_tf import cli_flags
 from albert_tf.checkpoints import conversion
+from albert_tf.checkpoints import restore
 from albert_tf.core import checkpoint_config
+from albert_tf.modeling import albert_config
 
 
 def define_flags():
   cli_flags.define_config_flags()
-  flags.DEFINE_enum("from", None, conversion.LAYOUTS, "Layout of the input.")
-  flags.DEFINE_enum("to", None, conversion.LAYOUTS, "Layout to write.")
+  flags.DEFINE_enum("from", None, restore.LAYOUTS, "Layout of the input.")
+  flags.DEFINE_enum("to", None, restore.LAYOUTS, "Layout to write.")
   flags.DEFINE_string("input_checkpoint", None, "Checkpoint prefix, a "
                       "directory holding one, or a TF-Hub module directory.")
   flags.DEFINE_string("output_dir", None, "Directory for the checkpoint, "
@@ -67,7 +69,7 @@ def main(argv):
           ", ".join(f"{n} {list(np.shape(v))}"
                     for n, v in sorted(report.extras.items())))
   print(f"wrote {path} ({flag_values.to} layout) and "
-        f"{os.path.join(flag_values.output_dir, conversion.CONFIG_FILE_NAME)}")
+        f"{os.path.join(flag_values.output_dir, albert_config.CONFIG_JSON_NAME)}")
 
 
 def cli():  # console script (pyproject.toml)

@@ -14,6 +14,8 @@ from absl import logging
 
 from data_prep import command_line
 
+from albert_tf.core import actions
+
 PANELS = (("loss", ("loss", "masked_lm_loss", "sentence_order_loss")),
           # Pretraining runs log the first two, fine-tuning runs the others.
           ("accuracy", ("masked_lm_accuracy", "sentence_order_accuracy",
@@ -75,7 +77,7 @@ def plot(metrics_path: str, output: str, title: Optional[str] = None) -> str:
 def main(argv):
   del argv
   path = flags.FLAGS.metrics_file or os.path.join(flags.FLAGS.model_dir,
-                                                  "metrics.jsonl")
+                                                  actions.METRICS_FILE)
   output = flags.FLAGS.output or os.path.join(os.path.dirname(path),
                                               "curves.png")
   print(plot(path, output))

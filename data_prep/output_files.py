@@ -8,6 +8,12 @@ Promises (see docs/reliability.md, "Data preparation"):
     has finished, and the summary (the "this run is complete" marker) is
     deleted first and written last. A killed run (SIGKILL, full disk) leaves
     no final-named file that looks complete.
+
+`atomic_write` / `write_json` are the one write-to-a-temporary-name-then-
+rename helper of the project: data_prep's tools, and albert_tf's run records,
+best-checkpoint records, metrics, feature caches and converted configs (this
+module imports nothing of albert_tf, so every layer above modeling/ and
+optimization/ may use it).
 """
 
 import json
@@ -58,15 +64,54 @@ def _remove(path):
     pass
 
 
-def write_json(path, obj):
-  """Writes JSON atomically (temporary name, then rename)."""
+def _writer_temp_path(path):
+  """Like temp_path, but one per process: two writers of one file (e.g. two
+  workers) never write into each other's temporary file."""
+  d, base = os.path.split(path)
+  return os.path.join(d, f"{_TEMP_PREFIX}{base}.{os.getpid()}{_TEMP_SUFFIX}")
+
+
+def _atomic_write_gfile(path, data):
+  """atomic_write for URLs (gs://, hdfs://): through tf.io.gfile."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  tf.io.gfile.makedirs(os.path.dirname(path) or ".")
+  tmp = _writer_temp_path(path)
+  with tf.io.gfile.GFile(tmp, "wb" if isinstance(data, bytes) else "w") as f:
+    f.write(data)
+  tf.io.gfile.rename(tmp, path, overwrite=True)
+  return path
+
+
+def atomic_write(path, data):
+  """Writes `data` (str: UTF-8 text, or bytes) to `path`: to a temporary name
+  beside it, flushed to disk, then renamed over `path`. A reader sees the old
+  file or the whole new one, never a part; a killed writer leaves only a
+  hidden `.<name>.<pid>.incomplete`. Creates the directory; returns `path`.
+  """
+  if "://" in path:
+    return _atomic_write_gfile(path, data)
   d = os.path.dirname(path)
   if d:
     os.makedirs(d, exist_ok=True)
-  tmp = temp_path(path)
-  with open(tmp, "w", encoding="utf-8") as f:
-    json.dump(obj, f, indent=2, sort_keys=True)
-  os.replace(tmp, path)
+  tmp = _writer_temp_path(path)
+  binary = isinstance(data, bytes)
+  try:
+    with open(tmp, "wb" if binary else "w",
+              encoding=None if binary else "utf-8") as f:
+      f.write(data)
+      f.flush()
+      os.fsync(f.fileno())
+    os.replace(tmp, path)
+  except BaseException:
+    _remove(tmp)
+    raise
+  return path
+
+
+def write_json(path, obj, indent=2, **json_kwargs):
+  """Writes `obj` as JSON (sorted keys unless sort_keys=False) atomically."""
+  json_kwargs.setdefault("sort_keys", True)
+  return atomic_write(path, json.dumps(obj, indent=indent, **json_kwargs))
 
 
 class StagedOutputs:

@@ -9,6 +9,9 @@
 - `data_prep` imports neither TensorFlow (at module level) nor albert_tf
   (Beam workers and corpus machines run it without them).
 - No source file over 400 lines: one concept per file.
+- `tf.train.latest_checkpoint` only in the checkpoint resolver
+  (albert_tf/checkpoints/paths.py): which checkpoint a directory means is
+  decided once.
 
 The layering between albert_tf's subpackages is checked against the Bazel
 deps in test_build_coverage.py.
@@ -281,3 +284,42 @@ def test_task_name_detector():
   tree = ast.parse('"""pretraining docs"""\nKIND = "pretraining"\n'
                    'def f():\n  """squad"""\n  return x == "squad"\n')
   assert [v for _, v in _string_constants(tree)] == ["pretraining", "squad"]
+
+
+# The one place that asks TensorFlow which checkpoint a directory means.
+CHECKPOINT_RESOLVER = os.path.join("albert_tf", "checkpoints", "paths.py")
+LATEST_CHECKPOINT_ALLOWED = (CHECKPOINT_RESOLVER,)
+
+
+def latest_checkpoint_calls(tree):
+  """Line numbers of `tf.train.latest_checkpoint` (any alias of tf) and of
+  `from ...train import latest_checkpoint` in a tree."""
+  lines = []
+  for node in ast.walk(tree):
+    if (isinstance(node, ast.Attribute) and node.attr == "latest_checkpoint"
+        and isinstance(node.value, ast.Attribute)
+        and node.value.attr == "train"):
+      lines.append(node.lineno)
+    elif (isinstance(node, ast.ImportFrom) and node.module and
+          node.module.split(".")[-1] == "train" and
+          any(a.name == "latest_checkpoint" for a in node.names)):
+      lines.append(node.lineno)
+  return sorted(lines)
+
+
+def test_latest_checkpoint_only_in_the_resolver():
+  bad = [f"{path}:{line}" for path in source_files()
+         if path not in LATEST_CHECKPOINT_ALLOWED
+         for line in latest_checkpoint_calls(parse(path))]
+  assert not bad, ("tf.train.latest_checkpoint outside "
+                   f"{CHECKPOINT_RESOLVER} (use paths.latest_checkpoint or "
+                   f"paths.resolve_checkpoint): {bad}")
+
+
+def test_latest_checkpoint_detector():
+  tree = ast.parse("import tensorflow as tf\n"
+                   "a = tf.train.latest_checkpoint(d)\n"
+                   "b = manager.latest_checkpoint\n"
+                   "from tensorflow.train import latest_checkpoint\n"
+                   "c = paths.latest_checkpoint(d)\n")
+  assert latest_checkpoint_calls(tree) == [2, 4]

@@ -282,15 +282,6 @@ def read_object_checkpoint(path: str, key_to_name: Mapping[str, str],
   return values, report
 
 
-def write_checkpoint_state(directory: str, prefix_basename: str) -> None:
-  """Writes the `checkpoint` state file naming one checkpoint (relative), so
-  `tf.train.latest_checkpoint(directory)` finds it."""
-  text = (f'model_checkpoint_path: "{prefix_basename}"\n'
-          f'all_model_checkpoint_paths: "{prefix_basename}"\n')
-  with tf.io.gfile.GFile(f"{directory}/checkpoint", "w") as f:
-    f.write(text)
-
-
 def summarize_names(names: List[str], limit: int = 8) -> str:
   shown = ", ".join(names[:limit])
   return shown + (f", ... ({len(names)} in all)" if len(names) > limit else "")

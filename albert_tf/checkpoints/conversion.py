@@ -1,5 +1,5 @@
 r"""Converts ALBERT checkpoints between the original TF1 layout, ours and Model
-Garden's, and loads any of them into our models.
+Garden's.
 
 Layouts:
   tf1           the original google-research/albert names (`bert/...`,
@@ -19,12 +19,10 @@ Without --config_file the config is `albert_config.json` next to the
 checkpoint; the SentencePiece model (`*.model`, `*.vocab`) next to it is copied
 to the output directory with the config.
 
-Loading any of them into a model in memory is `restore.restore(model, path)`
-(`load_any_checkpoint` here is its older name).
+Loading any of them into a model in memory is `restore.restore(model, path)`.
 """
 
 import glob
-import json
 import os
 import shutil
 from typing import Optional, Tuple
@@ -35,7 +33,6 @@ from albert_tf.checkpoints import canonical_weights as cw
 from albert_tf.checkpoints import model_garden_checkpoint as mg
 from albert_tf.checkpoints import object_layout
 from albert_tf.checkpoints import paths
-from albert_tf.checkpoints import restore as restore_lib
 from albert_tf.checkpoints import tf1_checkpoint
 from albert_tf.checkpoints.canonical_weights import CheckpointConversionError
 from albert_tf.checkpoints.restore import detect_layout
@@ -44,8 +41,8 @@ from albert_tf.checkpoints.restore import read_weights
 from albert_tf.modeling import albert_config
 from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
 from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
+from data_prep import output_files
 
-CONFIG_FILE_NAME = "albert_config.json"
 DEFAULT_OUTPUT_NAMES = {"tf1": "model.ckpt", "albert_tf": "ckpt",
                         "model_garden": "ckpt"}
 # Fields of the original's albert_config.json (what we write for --to=tf1).
@@ -56,9 +53,7 @@ ORIGINAL_CONFIG_FIELDS = (
     "attention_probs_dropout_prob", "max_position_embeddings",
     "type_vocab_size", "initializer_range")
 
-__all__ = ["CheckpointConversionError", "convert", "detect_layout",
-           "find_config_file", "load_any_checkpoint", "resolve_config",
-           "read_weights", "write_weights"]
+__all__ = ["convert", "find_config_file", "resolve_config", "write_weights"]
 
 
 # --- Paths and config --------------------------------------------------------
@@ -76,7 +71,7 @@ def _source_dirs(prefix: str):
 def find_config_file(prefix: str) -> Optional[str]:
   """`albert_config.json` next to the checkpoint (or its TF-Hub module)."""
   for directory in _source_dirs(prefix):
-    candidate = os.path.join(directory, CONFIG_FILE_NAME)
+    candidate = os.path.join(directory, albert_config.CONFIG_JSON_NAME)
     if tf.io.gfile.exists(candidate):
       return candidate
   return None
@@ -91,7 +86,7 @@ def resolve_config(config, prefix: Optional[str] = None
     path = find_config_file(prefix)
     if path is None:
       raise CheckpointConversionError(
-          f"no config given and no {CONFIG_FILE_NAME} next to {prefix}; pass "
+          f"no config given and no {albert_config.CONFIG_JSON_NAME} next to {prefix}; pass "
           "--config_file")
     return albert_config.load_model_config([path])
   if isinstance(config, str):
@@ -109,20 +104,6 @@ def find_vocab_files(prefix: str):
   return []
 
 
-# --- Loading into a model ----------------------------------------------------
-
-
-def load_any_checkpoint(model, path: str, init_from_group0: bool = False,
-                        allow_missing_heads: bool = False
-                        ) -> restore_lib.RestoreReport:
-  """`restore_lib.restore` of an AlbertPretrainer (encoder + heads), an
-  AlbertEncoder, or only the encoder of any model that has one."""
-  parts = "all" if isinstance(model, AlbertPretrainer) else "encoder"
-  return restore_lib.restore(model, path, parts=parts,
-                             init_from_group0=init_from_group0,
-                             allow_missing_heads=allow_missing_heads)
-
-
 # --- Writing ------------------------------------------------------------------
 
 
@@ -137,7 +118,7 @@ def write_weights(model, output_prefix: str, layout: str,
   tf.io.gfile.makedirs(directory)
   if layout == "albert_tf":
     path = object_layout.checkpoint_for(model).write(output_prefix)
-    cw.write_checkpoint_state(directory, os.path.basename(path))
+    paths.write_checkpoint_state(directory, os.path.basename(path))
     return path
   values = {n: v.numpy() for n, v in variables.items()}
   if layout == "tf1":
@@ -154,10 +135,8 @@ def _write_config(config, directory, layout):
   values = config.to_json_dict()
   if layout == "tf1":  # Only the original's fields.
     values = {k: values[k] for k in ORIGINAL_CONFIG_FIELDS}
-  path = os.path.join(directory, CONFIG_FILE_NAME)
-  with open(path, "w", encoding="utf-8") as f:
-    json.dump(values, f, indent=2, sort_keys=True)
-  return path
+  return output_files.write_json(
+      os.path.join(directory, albert_config.CONFIG_JSON_NAME), values)
 
 
 def convert(input_checkpoint: str, output_dir: str, from_layout: str,

@@ -25,6 +25,7 @@ import tf_keras
 
 from albert_tf.modeling import activations
 from albert_tf.checkpoints import canonical_weights as cw
+from albert_tf.checkpoints import paths
 
 LAYOUT = "model_garden"
 SOP_HEAD_NAME = "next_sentence"
@@ -227,7 +228,7 @@ def write_model_garden_checkpoint(values: Dict[str, np.ndarray], prefix: str,
   directory = os.path.dirname(os.path.abspath(prefix))
   tf.io.gfile.makedirs(directory)
   path = tf.train.Checkpoint(**root).write(prefix)
-  cw.write_checkpoint_state(directory, os.path.basename(path))
+  paths.write_checkpoint_state(directory, os.path.basename(path))
   return path
 
 

@@ -4,6 +4,9 @@ each.
   resolve_checkpoint(path)  a checkpoint prefix from a prefix, a `.index`
                             file, a directory, a run directory or a TF-Hub
                             module directory.
+  latest_checkpoint(dir) / write_checkpoint_state(dir, name):
+                            read / write the `checkpoint` state file (the
+                            only callers of tf.train.latest_checkpoint).
   existing_versions / next_version / latest_version_dir / resolve_saved_model:
                             TF Serving's `<base>/<integer version>/` layout.
 
@@ -20,9 +23,10 @@ from typing import List, Optional
 import tensorflow as tf
 
 from albert_tf.checkpoints.canonical_weights import CheckpointConversionError
+from data_prep import output_files
 
-# A training run keeps its checkpoints in `<model_dir>/checkpoints/`
-# (core.trainer.CHECKPOINT_SUBDIR).
+# A training run keeps its checkpoints in `<model_dir>/checkpoints/` (the
+# one spelling: core.trainer writes there, restore() looks there).
 RUN_CHECKPOINT_SUBDIR = "checkpoints"
 # The released tarballs have no `checkpoint` state file, only this prefix.
 RELEASED_PREFIX = "model.ckpt-best"
@@ -42,12 +46,27 @@ def absolute(path: str) -> str:
   return path if "://" in path else os.path.abspath(path)
 
 
+def latest_checkpoint(directory: str) -> Optional[str]:
+  """The prefix the `checkpoint` state file of `directory` names as latest,
+  or None (no state file, or the directory does not exist)."""
+  return tf.train.latest_checkpoint(directory)
+
+
+def write_checkpoint_state(directory: str, prefix_basename: str) -> None:
+  """Writes the `checkpoint` state file naming one checkpoint (relative), so
+  `latest_checkpoint(directory)` finds it."""
+  output_files.atomic_write(
+      f"{directory}/checkpoint",
+      f'model_checkpoint_path: "{prefix_basename}"\n'
+      f'all_model_checkpoint_paths: "{prefix_basename}"\n')
+
+
 def _prefix_in_directory(path: str) -> Optional[str]:
   """The checkpoint a directory designates, or None if it holds none."""
   hub = os.path.join(path, "variables", "variables")
   if tf.io.gfile.exists(hub + ".index"):
     return hub
-  latest = tf.train.latest_checkpoint(path)
+  latest = latest_checkpoint(path)
   if latest:
     return latest
   prefixes = sorted(p[:-len(".index")]

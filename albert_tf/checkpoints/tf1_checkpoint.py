@@ -19,6 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.checkpoints import canonical_weights as cw
+from albert_tf.checkpoints import paths
 
 HUB_PREFIX = "module/"
 
@@ -269,5 +270,5 @@ def write_tf1_checkpoint(values: Dict[str, np.ndarray], prefix: str, config,
   tf.io.gfile.makedirs(directory)
   tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names,
                     shape_and_slices=[""] * len(names), tensors=tensors)
-  cw.write_checkpoint_state(directory, os.path.basename(prefix))
+  paths.write_checkpoint_state(directory, os.path.basename(prefix))
   return prefix

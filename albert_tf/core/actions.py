@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from albert_tf.checkpoints import object_layout
 from albert_tf.data import pretraining_dataloader
+from data_prep import output_files
 
 METRICS_FILE = "metrics.jsonl"
 BEST_INFO_FILE = "best.json"
@@ -195,11 +196,9 @@ def keep_if_best(best_dir: str, model, global_step: tf.Variable,
   os.makedirs(best_dir, exist_ok=True)
   path = object_layout.checkpoint_for(model, step=global_step).write(
       os.path.join(best_dir, "ckpt"))
-  temp = info_path + ".tmp"
-  with open(temp, "w", encoding="utf-8") as f:
-    json.dump({metric: value, "step": step, "checkpoint": path,
-               "metrics": metrics}, f, indent=2)
-  os.replace(temp, info_path)
+  output_files.write_json(info_path, {metric: value, "step": step,
+                                      "checkpoint": path, "metrics": metrics},
+                          sort_keys=False)
   logging.info("new best %s %.4f at step %d -> %s", metric, value, step, path)
   return path
 
@@ -339,10 +338,7 @@ def drop_metrics_after(path: str, step: int) -> int:
       kept.append(line if line.endswith("\n") else line + "\n")
   dropped = len(lines) - len(kept)
   if dropped:
-    temp = path + ".tmp"
-    with open(temp, "w", encoding="utf-8") as f:
-      f.writelines(kept)
-    os.replace(temp, path)
+    output_files.atomic_write(path, "".join(kept))
     logging.info("%s: dropped %d record(s) past the restored step %d", path,
                  dropped, step)
   return dropped

@@ -35,14 +35,8 @@ def configure_runtime(runtime, precision: str) -> None:
 def build_optimizer(optimizer_config, train_steps: int, precision: str):
   """(optimizer, learning-rate schedule) of an experiment's `optimizer`
   config; call under the strategy's scope."""
-  oc = optimizer_config
-  return optimizer_factory.create_optimizer(
-      oc.name, init_lr=oc.learning_rate, num_train_steps=train_steps,
-      num_warmup_steps=oc.num_warmup_steps,
-      weight_decay_rate=oc.weight_decay_rate, poly_power=oc.poly_power,
-      start_warmup_step=oc.start_warmup_step,
-      bias_correction=oc.bias_correction, beta_1=oc.beta_1,
-      beta_2=oc.beta_2, epsilon=oc.epsilon,
+  return optimizer_factory.create_optimizer_from_config(
+      optimizer_config, train_steps,
       mixed_precision_policy=distribute_utils.policy_name(precision))
 
 

@@ -27,6 +27,7 @@ from typing import Any, Mapping, Optional, Sequence, Type, TypeVar
 from official.modeling.hyperparams import base_config
 
 from albert_tf.modeling import albert_config
+from albert_tf.modeling import config_overrides
 from albert_tf.optimization import optimizer_factory
 
 STRATEGIES = ("auto", "tpu", "mirrored", "multi_worker_mirrored",
@@ -131,8 +132,8 @@ def load_experiment_config(config_cls: Type[T],
     albert_config.apply_values(config, albert_config.read_config_file(path),
                                path)
   albert_config.apply_values(config,
-                             albert_config.parse_override(params_override),
-                             albert_config.override_source(params_override))
+                             config_overrides.parse_override(params_override),
+                             config_overrides.describe(params_override))
   if flag_values:
     albert_config.apply_values(config, flag_values, "command-line flags")
   return validate(config)

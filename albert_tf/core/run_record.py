@@ -33,6 +33,7 @@ from albert_tf.checkpoints import identity
 from albert_tf.checkpoints import paths
 from albert_tf.core import experiment_config
 from albert_tf.core import run_lock
+from data_prep.output_files import atomic_write
 
 RECORD_NAME = "run_record.json"
 # Where a run keeps its best checkpoint (core.trainer.BEST_SUBDIR).
@@ -76,17 +77,6 @@ def file_sha256(path: str) -> Optional[str]:
     for block in iter(lambda: f.read(1 << 20), b""):
       digest.update(block)
   return digest.hexdigest()
-
-
-def atomic_write(path: str, text: str) -> str:
-  """Writes `text` to `path` via a temporary name and a rename."""
-  tmp = f"{path}.tmp-{os.getpid()}"
-  with open(tmp, "w", encoding="utf-8") as f:
-    f.write(text)
-    f.flush()
-    os.fsync(f.fileno())
-  os.replace(tmp, path)
-  return path
 
 
 def flatten(values: Mapping[str, Any], prefix: str = "") -> Dict[str, Any]:

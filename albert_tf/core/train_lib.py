@@ -71,7 +71,7 @@ def restore_for_inference(trainer, checkpoint: Optional[str] = None) -> str:
   if checkpoint:
     path = paths.resolve_checkpoint(checkpoint)
   else:
-    path = tf.train.latest_checkpoint(trainer.checkpoint_dir)
+    path = paths.latest_checkpoint(trainer.checkpoint_dir)
     if not path:
       raise ValueError(f"no checkpoint in {trainer.checkpoint_dir}; train "
                        "first or pass --checkpoint")

@@ -37,16 +37,9 @@ from albert_tf.core import distribute_utils
 from albert_tf.core import run_lock
 from albert_tf.core import run_record
 
-METRICS_FILE = actions.METRICS_FILE
-CHECKPOINT_SUBDIR = "checkpoints"
+# The best checkpoint's directory (the checkpoints are in
+# `<model_dir>/paths.RUN_CHECKPOINT_SUBDIR`).
 BEST_SUBDIR = run_record.BEST_SUBDIR
-
-Task = base_task.Task
-TrainingError = actions.TrainingError
-NonFiniteLossError = actions.NonFiniteLossError
-InputDataError = actions.InputDataError
-CheckpointError = actions.CheckpointError
-RunLockedError = actions.RunLockedError
 
 
 def _to_float(x):
@@ -68,7 +61,7 @@ class Trainer:
       changed, everything else is restored and the input starts afresh).
   """
 
-  def __init__(self, task: Task, config, model_dir: str,
+  def __init__(self, task: base_task.Task, config, model_dir: str,
                strategy: Optional[tf.distribute.Strategy] = None,
                restore_data_position: bool = True):
     self.task = task
@@ -109,7 +102,7 @@ class Trainer:
     self._identity = identity.RunIdentity(
         config.model.as_dict(), run_record.with_fingerprints(
             task.record_facts()), f"the config of this start of {model_dir}")
-    self.checkpoint_dir = os.path.join(model_dir, CHECKPOINT_SUBDIR)
+    self.checkpoint_dir = os.path.join(model_dir, paths.RUN_CHECKPOINT_SUBDIR)
     self.best_dir = os.path.join(model_dir, BEST_SUBDIR)
     os.makedirs(model_dir, exist_ok=True)
     self.metrics_logger = actions.MetricsLogger(model_dir, self.is_chief)
@@ -150,7 +143,7 @@ class Trainer:
     return self.manager
 
   def _last_good_checkpoint(self) -> str:
-    latest = tf.train.latest_checkpoint(self.checkpoint_dir)
+    latest = paths.latest_checkpoint(self.checkpoint_dir)
     return latest or "none (no checkpoint yet)"
 
   def save_checkpoint(self) -> Optional[str]:
@@ -161,7 +154,7 @@ class Trainer:
     """
     step = int(self.global_step.numpy())
     if not actions.weights_finite(self.model.trainable_variables):
-      raise NonFiniteLossError(
+      raise actions.NonFiniteLossError(
           f"the weights became NaN or infinite by step {step}: not saved; "
           f"the last good checkpoint is {self._last_good_checkpoint()}. Try "
           "a lower learning rate, check the input data or the loss scale.")
@@ -205,7 +198,7 @@ class Trainer:
                   int(self.global_step.numpy()), actions.error_summary(error))
     try:
       return f"saved {self.save_checkpoint()}"
-    except TrainingError as e:
+    except actions.TrainingError as e:
       logging.error("%s", e)
       return (f"not saved ({type(e).__name__}); the last good checkpoint is "
               f"{self._last_good_checkpoint()}")
@@ -349,7 +342,7 @@ class Trainer:
 
   def evaluate_checkpoint(self, path: Optional[str] = None) -> Dict[str, float]:
     """Evaluates a checkpoint (default: the latest in model_dir)."""
-    path = path or tf.train.latest_checkpoint(self.checkpoint_dir)
+    path = path or paths.latest_checkpoint(self.checkpoint_dir)
     if not path:
       raise ValueError(f"no checkpoint to evaluate in {self.checkpoint_dir}")
     self.restore_model(path)

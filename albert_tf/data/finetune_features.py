@@ -22,6 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.modeling.networks.albert_encoder import INPUT_NAMES
+from data_prep import output_files
 
 
 def truncate_pair(tokens_a, tokens_b, max_length):
@@ -129,10 +130,9 @@ def write_records(path, feature_iter, metadata=None, log_every=5000):
         logging.info("%s: %d features written (%.0f/s)", path, count, rate)
   meta = dict((metadata() if callable(metadata) else metadata) or {})
   meta["num_records"] = count
-  with tf.io.gfile.GFile(path + ".json.tmp", "w") as f:
-    json.dump(meta, f)
   tf.io.gfile.rename(tmp, path, overwrite=True)
-  tf.io.gfile.rename(path + ".json.tmp", path + ".json", overwrite=True)
+  # The sidecar last: it marks the records complete.
+  output_files.write_json(path + ".json", meta)
   return count
 
 

@@ -113,33 +113,21 @@ class AlbertConfig(base_config.Config):
   @classmethod
   def from_dict(cls, values: Mapping[str, Any],
                 source: str = "config") -> "AlbertConfig":
-    """Builds a validated config from a dict; unknown keys are an error."""
-    values = {k: v for k, v in values.items() if k not in RELEASE_ONLY_KEYS}
-    known = {f.name for f in dataclasses.fields(cls)
-             } - {"default_params", "restrictions"}
-    unknown = sorted(set(values) - known)
-    if unknown:
-      raise ValueError(f"{source}: unknown AlbertConfig field(s) {unknown}")
-    return cls(**values).validate()
+    """Builds a validated config from a dict of fields (release-only keys
+    dropped); unknown keys and wrong types are errors naming `source`."""
+    return apply_values(cls(), model_fields(values, source), source).validate()
 
   @classmethod
   def from_json_file(cls, path: str) -> "AlbertConfig":
-    """Reads an original `albert_config.json` (extra release keys allowed)."""
-    with open(path, encoding="utf-8") as f:
-      try:
-        values = json.load(f)
-      except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON: {e}") from e
-    return cls.from_dict(values, source=path)
+    """Reads an original `albert_config.json` (extra release keys allowed)
+    with the one reader, `load_model_config`."""
+    return load_model_config([path])
 
   @classmethod
   def from_yaml(cls, path: str) -> "AlbertConfig":
-    """Reads a YAML file holding the fields (optionally under `model:`)."""
-    with open(path, encoding="utf-8") as f:
-      values = yaml.safe_load(f) or {}
-    if "model" in values and isinstance(values["model"], dict):
-      values = values["model"]
-    return cls.from_dict(values, source=path)
+    """Reads a YAML file holding the fields (or an experiment config: its
+    `model:` section) with the one reader, `load_model_config`."""
+    return load_model_config([path])
 
   @classmethod
   def from_preset(cls, name: str) -> "AlbertConfig":
@@ -180,7 +168,8 @@ def as_albert_config(config: Optional[Any]) -> AlbertConfig:
 # core/experiment_config.py build on it) and the one model config loader of
 # export and convert (`load_model_config`).
 
-_MODEL_FIELDS = {f.name for f in dataclasses.fields(AlbertConfig)}
+_MODEL_FIELDS = {f.name for f in dataclasses.fields(AlbertConfig)} - {
+    "default_params", "restrictions"}
 
 
 def resolve_config_path(path: str) -> str:
@@ -221,21 +210,28 @@ def read_config_file(path: str) -> Dict[str, Any]:
     mark = getattr(e, "problem_mark", None)
     where = f"{path}:{mark.line + 1}" if mark else path
     problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-    raise ValueError(f"{where}: YAML syntax error: {problem}") from None
+    what = "not valid JSON" if path.endswith(".json") else "YAML syntax error"
+    raise ValueError(f"{where}: {what}: {problem}") from None
   if not isinstance(values, dict):
     raise ValueError(f"{path}: expected a YAML mapping at the top level")
   # A flat model file (configs/models/*.yaml, or a released albert_config.json
-  # with its extra keys) configures `model`.
-  if values and set(values) <= _MODEL_FIELDS | set(
-      RELEASE_ONLY_KEYS):
-    values = {"model": {k: v for k, v in values.items()
-                        if k not in RELEASE_ONLY_KEYS}}
+  # with its extra keys) configures `model`: a file without a `model` section
+  # naming any model field is one, and its other keys are errors (not
+  # experiment sections that would leave the model at its defaults).
+  if "model" not in values and set(values) & _MODEL_FIELDS:
+    values = {"model": model_fields(values, path)}
   return values
 
 
-# The `a.b=c` override parser of this loader (config_overrides.py).
-parse_override = config_overrides.parse_override
-override_source = config_overrides.describe
+def model_fields(values: Mapping[str, Any], source: str) -> Dict[str, Any]:
+  """A flat dict of AlbertConfig fields without the release-only keys;
+  ValueError naming `source` and the keys that are neither."""
+  unknown = sorted(set(values) - _MODEL_FIELDS - set(RELEASE_ONLY_KEYS))
+  if unknown:
+    raise ValueError(f"{source}: unknown AlbertConfig field(s) {unknown}")
+  return {k: v for k, v in values.items() if k not in RELEASE_ONLY_KEYS}
+
+
 
 
 def _check_value(value, annotation, name, source):
@@ -336,7 +332,8 @@ def _model_source_values(source: str) -> Dict[str, Any]:
     else:
       raise FileNotFoundError(f"{source}: holds neither {RUN_CONFIG_NAME}"
                               f" nor {CONFIG_JSON_NAME}")
-  elif not source.endswith((".json", ".yaml", ".yml")):
+  elif not os.path.isfile(source) and not source.endswith(
+      (".json", ".yaml", ".yml")):
     source = os.path.join(PRESET_DIR, f"{source}.yaml")
     if not os.path.isfile(source):
       raise ValueError(f"unknown model preset {source!r}; available: "
@@ -362,8 +359,8 @@ def load_model_config(sources: Sequence[str] = (),
     apply_values(holder, {"model": dict(base)}, "the checkpoint's identity")
   for source in sources:
     apply_values(holder, _model_source_values(source), source)
-  apply_values(holder, parse_override(params_override),
-               override_source(params_override))
+  apply_values(holder, config_overrides.parse_override(params_override),
+               config_overrides.describe(params_override))
   try:
     return holder.model.validate()
   except ValueError as e:

@@ -25,6 +25,8 @@ from typing import Callable, Optional, Sequence, Union
 import tensorflow as tf
 import tf_keras
 
+from albert_tf.optimization.optimizer_config import DEFAULTS
+
 # Regexes searched in variable names. "LayerNorm" matches the original TF1
 # names, "layer_norm" the tf_keras layer names.
 DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
@@ -50,14 +52,14 @@ class LAMB(tf_keras.optimizers.legacy.Optimizer):
 
   def __init__(
       self,
-      learning_rate: Union[float, Callable] = 0.00176,
-      beta_1: float = 0.9,
-      beta_2: float = 0.999,
-      epsilon: float = 1e-6,
-      weight_decay_rate: float = 0.01,
+      learning_rate: Union[float, Callable] = DEFAULTS.learning_rate,
+      beta_1: float = DEFAULTS.beta_1,
+      beta_2: float = DEFAULTS.beta_2,
+      epsilon: float = DEFAULTS.epsilon,
+      weight_decay_rate: float = DEFAULTS.weight_decay_rate,
       exclude_from_weight_decay: Optional[Sequence[str]] = None,
       exclude_from_layer_adaptation: Optional[Sequence[str]] = None,
-      bias_correction: bool = False,
+      bias_correction: bool = DEFAULTS.bias_correction,
       layer_adaptation: bool = True,
       name: str = "LAMB",
       **kwargs,
@@ -233,13 +235,13 @@ class AdamWeightDecay(LAMB):
 
   def __init__(
       self,
-      learning_rate: Union[float, Callable] = 0.00176,
-      beta_1: float = 0.9,
-      beta_2: float = 0.999,
-      epsilon: float = 1e-6,
-      weight_decay_rate: float = 0.01,
+      learning_rate: Union[float, Callable] = DEFAULTS.learning_rate,
+      beta_1: float = DEFAULTS.beta_1,
+      beta_2: float = DEFAULTS.beta_2,
+      epsilon: float = DEFAULTS.epsilon,
+      weight_decay_rate: float = DEFAULTS.weight_decay_rate,
       exclude_from_weight_decay: Optional[Sequence[str]] = None,
-      bias_correction: bool = False,
+      bias_correction: bool = DEFAULTS.bias_correction,
       name: str = "AdamWeightDecay",
       **kwargs,
   ):

@@ -4,7 +4,7 @@ Mirrors the original `optimization.create_optimizer`: polynomial decay to 0
 over `num_train_steps` computed from step 0, linear warmup over
 `num_warmup_steps` starting at `start_warmup_step`, LAMB or AdamW with weight
 decay 0.01 (LayerNorm / layer_norm / bias excluded) and gradients clipped to
-global norm 1.0.
+global norm 1.0 (the defaults: optimizer_config.py).
 
 Training-loop order (see docs/optimization.md):
   grads = tape.gradient(scaled_loss, vars)
@@ -21,6 +21,8 @@ import tensorflow as tf
 import tf_keras
 
 from albert_tf.optimization import lamb
+from albert_tf.optimization import optimizer_config
+from albert_tf.optimization.optimizer_config import DEFAULTS
 
 OPTIMIZER_NAMES = ("lamb", "adamw")
 
@@ -43,9 +45,9 @@ class WarmupPolynomialDecay(
   def __init__(self,
                init_lr: float,
                num_train_steps: int,
-               num_warmup_steps: int = 0,
-               start_warmup_step: int = 0,
-               poly_power: float = 1.0,
+               num_warmup_steps: int,
+               start_warmup_step: int = DEFAULTS.start_warmup_step,
+               poly_power: float = DEFAULTS.poly_power,
                end_learning_rate: float = 0.0,
                name: Optional[str] = None):
     super().__init__()
@@ -99,7 +101,7 @@ class WarmupPolynomialDecay(
 
 def clip_by_global_norm(
     grads: Sequence[Optional[Union[tf.Tensor, tf.IndexedSlices]]],
-    clip_norm: float = 1.0,
+    clip_norm: float = DEFAULTS.clip_norm,
 ) -> Tuple[List[Optional[Union[tf.Tensor, tf.IndexedSlices]]], tf.Tensor]:
   """Clips gradients to a global norm, as the original does (clip_norm 1.0).
 
@@ -173,13 +175,13 @@ def create_optimizer(
     init_lr: float,
     num_train_steps: int,
     num_warmup_steps: int,
-    weight_decay_rate: float = 0.01,
-    poly_power: float = 1.0,
-    start_warmup_step: int = 0,
-    bias_correction: bool = False,
-    beta_1: float = 0.9,
-    beta_2: float = 0.999,
-    epsilon: float = 1e-6,
+    weight_decay_rate: float = DEFAULTS.weight_decay_rate,
+    poly_power: float = DEFAULTS.poly_power,
+    start_warmup_step: int = DEFAULTS.start_warmup_step,
+    bias_correction: bool = DEFAULTS.bias_correction,
+    beta_1: float = DEFAULTS.beta_1,
+    beta_2: float = DEFAULTS.beta_2,
+    epsilon: float = DEFAULTS.epsilon,
     exclude_from_weight_decay: Optional[Sequence[str]] = None,
     exclude_from_layer_adaptation: Optional[Sequence[str]] = None,
     mixed_precision_policy=None,
@@ -238,3 +240,23 @@ def create_optimizer(
     optimizer = tf_keras.mixed_precision.LossScaleOptimizer(
         optimizer, dynamic=True)
   return optimizer, schedule
+
+
+def create_optimizer_from_config(
+    config: optimizer_config.OptimizerConfig,
+    num_train_steps: int,
+    mixed_precision_policy=None,
+):
+  """`create_optimizer` with the fields of an `OptimizerConfig` (the
+  experiment's `optimizer` section); its `clip_norm` is the training loop's
+  to apply. Returns (optimizer, schedule)."""
+  return create_optimizer(
+      config.name, init_lr=config.learning_rate,
+      num_train_steps=num_train_steps,
+      num_warmup_steps=config.num_warmup_steps,
+      weight_decay_rate=config.weight_decay_rate,
+      poly_power=config.poly_power,
+      start_warmup_step=config.start_warmup_step,
+      bias_correction=config.bias_correction, beta_1=config.beta_1,
+      beta_2=config.beta_2, epsilon=config.epsilon,
+      mixed_precision_policy=mixed_precision_policy)

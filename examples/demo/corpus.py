@@ -8,6 +8,8 @@ import subprocess
 import sys
 import tarfile
 
+from data_prep import output_files
+
 
 SENTENCEPIECE_SDIST = "sentencepiece==0.2.1"
 BOTCHAN_MEMBER = "sentencepiece-0.2.1/test/botchan.txt"
@@ -47,10 +49,7 @@ def fetch_botchan(cache_dir, log=print):
     if member is None:
       raise RuntimeError(f"{tarballs[0]} has no {BOTCHAN_MEMBER}")
     data = member.read()
-  tmp = target + ".tmp"
-  with open(tmp, "wb") as f:
-    f.write(data)
-  os.replace(tmp, target)
+  output_files.atomic_write(target, data)
   log(f"extracted {BOTCHAN_MEMBER} ({len(data):,} bytes) -> {target}")
   return target, "pypi"
 

@@ -10,6 +10,7 @@ import tf_keras
 
 from albert_tf import AlbertConfig, AlbertPretrainer, pretraining_loss
 from albert_tf.checkpoints import object_layout
+from albert_tf.checkpoints import paths
 
 # The paper's rounded counts (Table 2) and the BERT models it compares with.
 PAPER_MILLIONS = {"base": 12, "large": 18, "xlarge": 60, "xxlarge": 235}
@@ -100,6 +101,7 @@ def write_initial_checkpoint(model_config, model_dir, seed, seq_length,
   step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
   ckpt = object_layout.checkpoint_for(model, step=step)
   manager = tf.train.CheckpointManager(
-      ckpt, os.path.join(model_dir, "checkpoints"), max_to_keep=1)
+      ckpt, os.path.join(model_dir, paths.RUN_CHECKPOINT_SUBDIR),
+      max_to_keep=1)
   path = manager.save(checkpoint_number=0)
   return path, model.encoder.count_params(), model.count_params()

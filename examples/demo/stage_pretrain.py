@@ -5,9 +5,9 @@ import os
 import shutil
 
 import numpy as np
-import tensorflow as tf
 
 from albert_tf import AlbertConfig
+from albert_tf.checkpoints import paths
 from examples.demo import context
 from examples.demo import models
 from examples.demo import tools
@@ -74,11 +74,12 @@ def _eval(run, name, model_dir, overrides):
 def _final_eval(run, overrides):
   print("  held-out evaluation of the final checkpoint:", flush=True)
   eval_dir = run.path("pretrain", "final_eval")
-  os.makedirs(os.path.join(eval_dir, "checkpoints"), exist_ok=True)
+  eval_checkpoints = os.path.join(eval_dir, paths.RUN_CHECKPOINT_SUBDIR)
+  os.makedirs(eval_checkpoints, exist_ok=True)
   # A copy of the final checkpoint in its own run dir, so this eval's
   # metrics.jsonl line is not mixed with the training run's.
-  _copy_latest(os.path.join(run.model_dir, "checkpoints"),
-                    os.path.join(eval_dir, "checkpoints"))
+  _copy_latest(os.path.join(run.model_dir, paths.RUN_CHECKPOINT_SUBDIR),
+               eval_checkpoints)
   return _eval(run, "eval_final", eval_dir, overrides)
 
 
@@ -107,13 +108,9 @@ def _report_pretraining(run, before, after, steps):
 
 
 def _copy_latest(src_dir, dst_dir):
-  latest = tf.train.latest_checkpoint(src_dir)
-  base = os.path.basename(latest)
+  base = os.path.basename(paths.latest_checkpoint(src_dir))
   for name in os.listdir(src_dir):
     if name.startswith(base + "."):
       shutil.copyfile(os.path.join(src_dir, name),
                       os.path.join(dst_dir, name))
-  with open(os.path.join(dst_dir, "checkpoint"), "w",
-            encoding="utf-8") as f:
-    f.write(f'model_checkpoint_path: "{base}"\n'
-            f'all_model_checkpoint_paths: "{base}"\n')
+  paths.write_checkpoint_state(dst_dir, base)

@@ -19,6 +19,7 @@ import tensorflow as tf
 from albert_tf.checkpoints import canonical_weights as cw
 from albert_tf.checkpoints import object_layout
 from albert_tf.checkpoints import conversion as cc
+from albert_tf.checkpoints import restore as restore_lib
 from albert_tf.modeling.albert_config import AlbertConfig
 from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
 from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
@@ -291,7 +292,7 @@ def test_tf1_training_checkpoint_to_albert_tf_matches_numpy(tmp_path):
 
 def test_hub_module_with_e_equal_h_loads_on_the_fly(tmp_path):
   """`module/` prefix, E == H (no embedding_hidden_mapping_in): loaded
-  straight into an encoder by load_any_checkpoint, MLM/SOP heads skipped."""
+  straight into an encoder by restore(), MLM/SOP heads skipped."""
   cfg = dict(SINGLE, embedding_size=16)
   weights = original_weights(cfg, seed=2)
   assert not any("embedding_hidden_mapping_in" in n for n in weights)
@@ -299,7 +300,7 @@ def test_hub_module_with_e_equal_h_loads_on_the_fly(tmp_path):
   assert all(n.startswith("module/") for n, _ in
              tf.train.list_variables(prefix))
   encoder = AlbertEncoder(AlbertConfig(**cfg))
-  report = cc.load_any_checkpoint(encoder, str(tmp_path / "hub"))
+  report = restore_lib.restore(encoder, str(tmp_path / "hub"))
   assert report.layout.startswith("tf1")
   assert report.skipped["module/cls/predictions/output_bias"].startswith(
       "pretraining head")
@@ -335,7 +336,7 @@ def test_round_trip_albert_tf_tf1_albert_tf(tmp_path):
   assert_matches_reference(model, restored, TINY)
 
   back = AlbertPretrainer(config)
-  cc.load_any_checkpoint(back, str(tmp_path / "tf1"))
+  restore_lib.restore(back, str(tmp_path / "tf1"))
   after = {n: v.numpy() for n, v in cw.model_variables(back).items()}
   assert before.keys() == after.keys()
   for name in before:
@@ -353,8 +354,8 @@ def test_init_from_group0(tmp_path):
   model = AlbertEncoder(AlbertConfig(**TINY))
   with pytest.raises(cw.CheckpointConversionError,
                      match=r"not in the checkpoint: transformer/attention_2"):
-    cc.load_any_checkpoint(model, prefix)
-  report = cc.load_any_checkpoint(model, prefix, init_from_group0=True)
+    restore_lib.restore(model, prefix)
+  report = restore_lib.restore(model, prefix, init_from_group0=True)
   layers = model.transformer.attention_layers
   np.testing.assert_array_equal(layers[2].query.kernel.numpy(),
                                 layers[0].query.kernel.numpy())
@@ -372,7 +373,7 @@ def test_wrong_config_names_both_variables(tmp_path):
   bigger = AlbertConfig(**dict(SINGLE, hidden_size=32,
                                intermediate_size=48))  # "large on base"
   with pytest.raises(cw.CheckpointConversionError) as e:
-    cc.load_any_checkpoint(AlbertEncoder(bigger), prefix)
+    restore_lib.restore(AlbertEncoder(bigger), prefix)
   message = str(e.value)
   assert "shape mismatch" in message and "wrong config" in message
   assert "\n" not in message and message.startswith(f"cannot load {prefix}:")
@@ -418,7 +419,7 @@ def test_unknown_layouts(tmp_path):
                          SINGLE)
   with pytest.raises(cw.CheckpointConversionError,
                      match="unknown checkpoint layout.*foo/dense/kernel"):
-    cc.load_any_checkpoint(AlbertEncoder(AlbertConfig(**SINGLE)), prefix)
+    restore_lib.restore(AlbertEncoder(AlbertConfig(**SINGLE)), prefix)
   bert = save_original(str(tmp_path / "bert"), {
       "bert/embeddings/word_embeddings": np.ones((4, 2), np.float32),
       "bert/encoder/layer_0/attention/self/query/kernel":
@@ -466,7 +467,7 @@ def test_model_garden_round_trip_and_outputs(tmp_path):
                              atol=1e-5)
 
   back = AlbertPretrainer(config)
-  report = cc.load_any_checkpoint(back, path)
+  report = restore_lib.restore(back, path)
   assert report.layout == "model_garden (pretrainer)"
   for name, var in cw.model_variables(back).items():
     np.testing.assert_array_equal(
@@ -480,7 +481,7 @@ def test_model_garden_round_trip_and_outputs(tmp_path):
 
 def test_model_garden_own_converter_output_loads(tmp_path):
   """A TF1 file -> Model Garden's tf2_albert_encoder_checkpoint_converter ->
-  load_any_checkpoint; outputs match the NumPy reference and MG's encoder."""
+  restore(); outputs match the NumPy reference and MG's encoder."""
   from official.legacy.albert import configs as mg_configs  # pylint: disable=g-import-not-at-top
   from official.nlp.tools import tf2_albert_encoder_checkpoint_converter as mg_conv  # pylint: disable=g-import-not-at-top
   weights = original_weights(SINGLE, seed=9)
@@ -493,7 +494,7 @@ def test_model_garden_own_converter_output_loads(tmp_path):
   assert cc.detect_layout(mg_path) == "model_garden"
 
   encoder = AlbertEncoder(AlbertConfig(**SINGLE))
-  report = cc.load_any_checkpoint(encoder, mg_path)
+  report = restore_lib.restore(encoder, mg_path)
   assert report.layout == "model_garden (encoder)"
   ours = assert_matches_reference(encoder, weights, SINGLE)
   mg_encoder = mg_conv._create_albert_model(  # pylint: disable=protected-access

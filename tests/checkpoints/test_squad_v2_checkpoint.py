@@ -11,7 +11,7 @@ import pytest
 
 from albert_tf.data import squad_answers
 from albert_tf.checkpoints import canonical_weights as cw
-from albert_tf.checkpoints import conversion
+from albert_tf.checkpoints import restore as restore_lib
 from albert_tf.checkpoints import squad_v2_checkpoint
 from albert_tf.data import squad_data
 from albert_tf.modeling.albert_config import AlbertConfig
@@ -64,8 +64,8 @@ def test_original_v2_checkpoint_loads_and_matches_numpy(tmp_path):
     np.testing.assert_allclose(ours[key], ref[key], rtol=1e-4, atol=2e-4,
                                err_msg=key)
   # The plain converter keeps the head aside as a fine-tuned head.
-  _, plain = conversion.read_weights(prefix, AlbertConfig(**cfg),
-                                     with_heads=False)
+  _, plain = restore_lib.read_weights(prefix, AlbertConfig(**cfg),
+                                      with_heads=False)
   assert "SQuAD 2.0" in plain.skipped["end_logits/LayerNorm/gamma"]
   assert plain.extras["answer_class/dense_1/kernel"].shape == (16, 1)
 

@@ -92,3 +92,56 @@ def test_model_config_sources(tmp_path):
   assert albert_config.load_model_config([str(tmp_path)]).num_hidden_layers == 6
   with pytest.raises(ValueError, match="unknown model preset"):
     albert_config.load_model_config(["albert_huge"])
+
+
+# YAML 1.1 reads `2e-2` and `1e-12` (no dot) as strings; every reader must
+# read them as the floats 0.02 and 1e-12 (initializer_range is checked > 0).
+MODEL_YAML = """\
+hidden_size: 64
+num_attention_heads: 2
+intermediate_size: 128
+num_hidden_layers: 2
+embedding_size: 16
+vocab_size: 100
+initializer_range: 2e-2
+hidden_dropout_prob: 1e-12
+"""
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_every_model_reader_reads_the_same_yaml_alike(tmp_path, nested):
+  path = tmp_path / "model.yaml"
+  text = MODEL_YAML
+  if nested:  # an experiment config: the fields under `model:`
+    text = "model:\n" + "".join(f"  {l}\n" for l in text.splitlines())
+  path.write_text(text)
+  by_yaml = albert_config.AlbertConfig.from_yaml(str(path))
+  by_loader = albert_config.load_model_config([str(path)])
+  by_run_loader = ec.load_experiment_config(ec.ExperimentConfig,
+                                            [str(path)]).model
+  json_path = tmp_path / "albert_config.json"
+  json_path.write_text(json.dumps(by_loader.as_dict()))
+  by_json = albert_config.AlbertConfig.from_json_file(str(json_path))
+  assert by_yaml.initializer_range == 0.02
+  assert by_yaml.hidden_dropout_prob == 1e-12
+  assert (by_yaml.hidden_size, by_yaml.vocab_size) == (64, 100)
+  for other in (by_loader, by_run_loader, by_json):
+    assert other.as_dict() == by_yaml.as_dict()
+
+
+def test_a_flat_model_file_with_an_unknown_key_is_refused_by_every_reader(
+    tmp_path):
+  """Not read as an experiment config whose model stays at the defaults."""
+  path = tmp_path / "model.yaml"
+  path.write_text(MODEL_YAML + "hiden_size: 32\n")
+  for read in (albert_config.AlbertConfig.from_yaml,
+               lambda p: albert_config.load_model_config([p]),
+               lambda p: ec.load_experiment_config(ec.ExperimentConfig, [p])):
+    with pytest.raises(ValueError,
+                       match=r"model\.yaml: unknown AlbertConfig.*hiden_size"):
+      read(str(path))
+
+
+def test_from_dict_checks_types_like_the_file_reader():
+  with pytest.raises(ValueError, match=r"hidden_size must be an integer"):
+    albert_config.AlbertConfig.from_dict({"hidden_size": "big"})

@@ -20,7 +20,6 @@ from albert_tf.core import actions
 from albert_tf.core import experiment_config as ec
 from albert_tf.core import run_record
 from albert_tf.core import train_lib
-from albert_tf.core import trainer as trainer_lib
 from albert_tf.tasks import pretraining
 from tests.testing import pretrain_testutil as tu
 
@@ -59,7 +58,7 @@ def test_resume_below_train_steps_is_an_error(run_dir, train_file, tmp_path):
   """It exited 0 having trained nothing."""
   model_dir = tmp_path / "copy"
   shutil.copytree(run_dir, model_dir)
-  with pytest.raises(trainer_lib.TrainingError, match=(
+  with pytest.raises(actions.TrainingError, match=(
       rf"^nothing trained: {model_dir} resumed at step 2, past "
       r"trainer.train_steps=1; pass a larger --train_steps")):
     run(config(train_file, **{"trainer.train_steps": 1}), model_dir)

@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 import yaml
 
+from albert_tf.core import actions
 from albert_tf.core import experiment_config
 from albert_tf.core import run_record
 from albert_tf.modeling import albert_config
@@ -39,7 +40,7 @@ def tiny_config(train, held_out="", **overrides):
 
 
 def read_metrics(model_dir, mode="train"):
-  with open(os.path.join(model_dir, trainer_lib.METRICS_FILE)) as f:
+  with open(os.path.join(model_dir, actions.METRICS_FILE)) as f:
     return [r for r in map(json.loads, f) if r["mode"] == mode]
 
 
@@ -135,7 +136,7 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(data, tmp_path):
                                  "trainer.steps_per_loop": 5,
                                  "trainer.checkpoint_interval": 5})
   trainer = trainer_lib.Trainer(_PoisonedTask(config), config, str(tmp_path))
-  with pytest.raises(trainer_lib.NonFiniteLossError,
+  with pytest.raises(actions.NonFiniteLossError,
                      match=r"NaN or infinite between steps 10 and 15.*ckpt-10"):
     trainer.train()
   latest = tf.train.latest_checkpoint(trainer.checkpoint_dir)

@@ -44,7 +44,7 @@ def make_trainer(train_file, model_dir, task_class=None,
 
 
 def metric_steps(model_dir, mode="train"):
-  with open(os.path.join(model_dir, trainer_lib.METRICS_FILE)) as f:
+  with open(os.path.join(model_dir, actions.METRICS_FILE)) as f:
     return [r["step"] for r in map(json.loads, f) if r["mode"] == mode]
 
 
@@ -90,7 +90,7 @@ def test_corrupt_input_file_is_named_and_progress_saved(
           "trainer.train_steps": 1000, "trainer.steps_per_loop": 5,
           "trainer.checkpoint_interval": 1000, "data.shuffle_buffer_size": 8,
           "trainer.save_data_position": save_data_position})
-  with pytest.raises(trainer_lib.InputDataError,
+  with pytest.raises(actions.InputDataError,
                      match=r"b\.tfrecord.*At step \d+: saved .*ckpt-\d+"):
     trainer.train()
   step = int(trainer.global_step.numpy())
@@ -107,7 +107,7 @@ def test_sigint_saves_and_stops_like_sigterm(train_file, tmp_path):
   trainer = make_trainer(train_file, tmp_path, **{
       "trainer.train_steps": 100000, "trainer.steps_per_loop": 5,
       "trainer.checkpoint_interval": 50000})
-  metrics = os.path.join(str(tmp_path), trainer_lib.METRICS_FILE)
+  metrics = os.path.join(str(tmp_path), actions.METRICS_FILE)
 
   def interrupt():
     deadline = time.time() + 120
@@ -148,7 +148,7 @@ def test_non_finite_weights_are_never_saved(train_file, tmp_path):
   trainer = make_trainer(train_file, tmp_path, _NanGradientTask, **{
       "trainer.train_steps": 30, "trainer.steps_per_loop": 5,
       "trainer.checkpoint_interval": 5})
-  with pytest.raises(trainer_lib.NonFiniteLossError,
+  with pytest.raises(actions.NonFiniteLossError,
                      match=r"weights became NaN or infinite by step 15.*"
                      r"last good checkpoint is .*ckpt-10"):
     trainer.train()
@@ -205,7 +205,7 @@ def test_disk_full_at_save_names_the_path_and_leaves_no_temp(train_file,
   soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
   resource.setrlimit(resource.RLIMIT_FSIZE, (500_000, hard))  # "disk full"
   try:
-    with pytest.raises(trainer_lib.CheckpointError) as info:
+    with pytest.raises(actions.CheckpointError) as info:
       trainer.train()
   finally:
     resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
@@ -228,7 +228,7 @@ def test_second_live_run_is_refused_and_a_stale_lock_taken_over(
     lock.write_text(json.dumps({"pid": other.pid, "host": host}))
     trainer = make_trainer(train_file, tmp_path, **{
         "trainer.train_steps": 2, "trainer.steps_per_loop": 2})
-    with pytest.raises(trainer_lib.RunLockedError,
+    with pytest.raises(actions.RunLockedError,
                        match=rf"{lock}: .*in use by pid {other.pid} on host"):
       trainer.train()
     assert not (tmp_path / "checkpoints").exists()

@@ -115,7 +115,7 @@ def test_from_json_file_rejects_a_real_unknown_key_naming_file_and_key(
 def test_from_json_file_bad_json_names_the_file(tmp_path):
   path = tmp_path / "broken.json"
   path.write_text('{"vocab_size": 30000,')
-  with pytest.raises(ValueError, match=r"broken\.json: not valid JSON"):
+  with pytest.raises(ValueError, match=r"broken\.json:1: not valid JSON"):
     AlbertConfig.from_json_file(str(path))
 
 
