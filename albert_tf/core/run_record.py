@@ -31,6 +31,7 @@ import yaml
 from albert_tf.checkpoints import conversion
 from albert_tf.checkpoints import paths
 from albert_tf.core import experiment_config
+from albert_tf.data import label_names
 from albert_tf.modeling import albert_config
 
 RECORD_NAME = "run_record.json"
@@ -198,9 +199,8 @@ def check_fact(record: RunRecord, name: str, given) -> Any:
   if name == "spm_model_file" and given != recorded and _same_spm(record,
                                                                  given):
     return given
-  if (name == "label_names" and recorded and given is not None and
-      len(given) == len(recorded)):
-    return list(given)  # display names only: renaming keeps the classes
+  if name == "label_names" and recorded:
+    return label_names.check_renaming(given, recorded)  # same order only
   if recorded is not None and given != recorded:
     raise refuse(name, recorded, given, record.model_dir,
                  "omit it to use the run's value")

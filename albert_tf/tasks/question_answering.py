@@ -3,7 +3,6 @@ is run_squad). See albert_tf/data/squad_data.py for windowing, answer
 alignment and the no-answer rule."""
 
 import dataclasses
-import json
 import os
 
 import tensorflow as tf
@@ -12,6 +11,7 @@ from albert_tf.modeling.models import downstream_models
 from albert_tf.data import finetune_features
 from albert_tf.tasks import finetuning as finetune_lib
 from albert_tf.tasks import metrics as finetune_metrics
+from albert_tf.data import squad_checks
 from albert_tf.data import squad_data
 from albert_tf.serving import export_lib
 from albert_tf.tasks import squad_v2_task
@@ -214,8 +214,7 @@ class SquadTask(finetune_lib.FinetuneTask):
     return predictions, null_odds, files
 
   def evaluate(self, trainer, output_dir):
-    with open(self.data.predict_file, encoding="utf-8") as f:
-      dataset = json.load(f)["data"]
+    dataset = squad_checks.load_json(self.data.predict_file)["data"]
     if self.xlnet_head:  # the original's evaluate_v2 (tuned threshold)
       metrics = squad_v2_task.evaluate(self, trainer, output_dir, dataset)
       metrics["step"] = int(trainer.global_step.numpy())
