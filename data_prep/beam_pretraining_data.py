@@ -56,6 +56,7 @@ from data_prep import create_pretraining_data as cpd
 from data_prep import output_files
 from data_prep import pretraining_config
 from data_prep import pretraining_summary
+from data_prep import text_reader
 from data_prep import tfrecord_io
 from data_prep import tokenization
 
@@ -313,6 +314,8 @@ def run(input_files, output_paths, run_cfg, pipeline_args=(),
       pipeline_args, num_workers)
   summary_file = summary_file or output_paths[0] + output_files.SUMMARY_SUFFIX
   output_files.check_disjoint(input_files, list(output_paths) + [summary_file])
+  for path in input_files:  # here, not in a worker: one line, no traceback
+    text_reader.check_text_file(path, open_any)
   model_bytes, vocab_size = _load_model(run_cfg.spm_model_file,
                                         run_cfg.do_lower_case)
   run_cfg.check_vocab_size(vocab_size)

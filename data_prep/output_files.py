@@ -64,8 +64,12 @@ def write_json(path, obj):
   if d:
     os.makedirs(d, exist_ok=True)
   tmp = temp_path(path)
-  with open(tmp, "w", encoding="utf-8") as f:
-    json.dump(obj, f, indent=2, sort_keys=True)
+  try:
+    with open(tmp, "w", encoding="utf-8") as f:
+      json.dump(obj, f, indent=2, sort_keys=True)
+  except OSError as e:  # e.g. a full disk: the message names no file
+    _remove(tmp)
+    raise OSError(e.errno, f"Cannot write {path}: {e.strerror or e}") from e
   os.replace(tmp, path)
 
 
