@@ -26,8 +26,13 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.util import deprecation  # pylint: disable=g-direct-tensorflow-import
 
+from data_prep import output_files
+
 _V1_NAMES = {"input_word_ids": "input_ids", "input_type_ids": "segment_ids"}
 _GZIP_MAGIC = b"\x1f\x8b"
+# Starts the in-pipeline error of a token id >= vocab_size (one line: file,
+# record, id); core/actions.py finds it in the training loop's error.
+TOKEN_ID_ERROR = "Token id out of range"
 
 
 def list_files(file_pattern):
@@ -40,7 +45,11 @@ def list_files(file_pattern):
     raise ValueError(f"No pretraining data file pattern given ({file_pattern!r})")
   files = []
   for p in patterns:
-    matched = sorted(tf.io.gfile.glob(p))
+    # `train.tfrecord-*` also matches data_prep's summary and temporary
+    # files: not records (data_prep's input globs skip them the same way).
+    is_glob = any(c in p for c in "*?[")
+    matched = sorted(f for f in tf.io.gfile.glob(p)
+                     if not (is_glob and output_files.is_tool_output(f)))
     if not matched:
       raise FileNotFoundError(f"No pretraining data files match {p}")
     files.extend(matched)
@@ -70,21 +79,24 @@ def _first_example_keys(path, compression):
   return None
 
 
-def _checked_records(path, compression, chunk=256):
-  """Yields [<=chunk] string arrays of records; errors name the file."""
+def checked_records(path, compression, chunk=256):
+  """Yields [<=chunk] string arrays of records; errors name the file and
+  the first record that could not be read."""
   path = path.decode() if isinstance(path, bytes) else path
   compression = compression.decode() if isinstance(compression, bytes) else compression
   options = tf.io.TFRecordOptions(compression_type=compression)
-  batch = []
+  batch, count = [], 0
   try:
     for record in _record_iterator(path, options):
       batch.append(record)
+      count += 1
       if len(batch) == chunk:
         yield np.array(batch, dtype=object)
         batch = []
   except (tf.errors.OpError, OSError, EOFError, gzip.BadGzipFile) as e:
-    msg = getattr(e, "message", str(e))
-    raise IOError(f"Corrupt or truncated TFRecord file {path}: {msg}") from e
+    msg = " ".join(getattr(e, "message", str(e)).split())
+    raise IOError(f"Corrupt or truncated TFRecord file {path} at record "
+                  f"{count}: {msg}") from e
   if batch:
     yield np.array(batch, dtype=object)
 
@@ -95,7 +107,7 @@ def check_record_file(path, compression="auto"):
   Used after the native reader failed (its error names no file)."""
   if compression == "auto":
     compression = detect_compression(path)
-  for _ in _checked_records(path, compression or ""):
+  for _ in checked_records(path, compression or ""):
     pass
 
 
@@ -136,6 +148,27 @@ def _decode(record, name_to_features, v2_names):
   else:
     out["next_sentence_labels"] = tf.zeros([], tf.int32)
   return out
+
+
+def _with_origin(read):
+  """read(path) -> records, as read(path) -> (path, index in file, record)."""
+  return lambda path: read(path).enumerate().map(lambda i, r: (path, i, r))
+
+
+def assert_ids_in_vocab(ex, path, index, vocab_size):
+  """`ex`, failing (in-graph) with a message naming the file and record when
+  a token id is >= vocab_size: else the embedding lookup fails later with
+  `indices[7,5] = 1500 is not in [0, 1000)` on CPU (no file, no record),
+  and reads zeros silently on GPU."""
+  top = tf.maximum(tf.reduce_max(ex["input_word_ids"]),
+                   tf.reduce_max(ex["masked_lm_ids"]))
+  message = tf.strings.join([
+      TOKEN_ID_ERROR, ": ", path, ": record ", tf.strings.as_string(index),
+      " holds token id ", tf.strings.as_string(top),
+      f" but model.vocab_size is {vocab_size}"])
+  check = tf.debugging.Assert(top < vocab_size, [message])
+  with tf.control_dependencies([check]):
+    return {k: tf.identity(v) for k, v in ex.items()}
 
 
 class DynamicMasker:
@@ -258,6 +291,8 @@ def pretraining_dataset(file_pattern, seq_length, max_predictions_per_seq,
     dynamic_masking: re-mask every example on the fly (needs token_boundary,
       vocab_size and mask_id; cls_id/sep_id/control_ids default to the
       release's SentencePiece layout).
+    vocab_size: when given, every record's token ids must be below it (an
+      error naming the file and record, `assert_ids_in_vocab`).
     compression: "auto" (gzip magic of the first file), "GZIP" or "NONE".
     v2_feature_names: "auto" (from the first record), True or False.
     repeat: repeat forever; defaults to `is_training`.
@@ -297,11 +332,13 @@ def pretraining_dataset(file_pattern, seq_length, max_predictions_per_seq,
   if checked_reader:
     def read(path):
       return tf.data.Dataset.from_generator(
-          _checked_records, args=(path, compression),
+          checked_records, args=(path, compression),
           output_signature=tf.TensorSpec([None], tf.string)).unbatch()
   else:
     def read(path):
       return tf.data.TFRecordDataset(path, compression_type=compression)
+  if vocab_size is not None:  # each record with its file and index
+    read = _with_origin(read)
   ds = ds.interleave(read, cycle_length=min(cycle_length, len(files)),
                      num_parallel_calls=tf.data.AUTOTUNE,
                      deterministic=not is_training)
@@ -313,8 +350,13 @@ def pretraining_dataset(file_pattern, seq_length, max_predictions_per_seq,
     ds = ds.shuffle(shuffle_buffer_size, seed=seed)
   name_to_features = _name_to_features(seq_length, max_predictions_per_seq,
                                        v2_feature_names, has_tb, has_label)
-  ds = ds.map(lambda r: _decode(r, name_to_features, v2_feature_names),
-              num_parallel_calls=tf.data.AUTOTUNE)
+  if vocab_size is not None:
+    ds = ds.map(lambda path, index, r: assert_ids_in_vocab(
+        _decode(r, name_to_features, v2_feature_names), path, index,
+        vocab_size), num_parallel_calls=tf.data.AUTOTUNE)
+  else:
+    ds = ds.map(lambda r: _decode(r, name_to_features, v2_feature_names),
+                num_parallel_calls=tf.data.AUTOTUNE)
   if dynamic_masking:
     masker = DynamicMasker(vocab_size, mask_id, cls_id, sep_id, control_ids,
                            max_predictions_per_seq, masked_lm_prob, ngram,

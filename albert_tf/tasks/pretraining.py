@@ -7,8 +7,6 @@ the global example count (`loss_normalizers`, summed across replicas by the
 trainer), so the replicas' gradients add up to the single-device gradient.
 """
 
-import glob
-import json
 import os
 from typing import Any, Dict, Optional
 
@@ -16,12 +14,14 @@ from absl import logging
 import tensorflow as tf
 
 from albert_tf.checkpoints import restore as restore_lib
+from albert_tf.data import pretraining_checks
 from albert_tf.data import pretraining_dataloader
 from albert_tf.modeling import losses
 from albert_tf.core import trainer as trainer_lib
 from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
 from albert_tf.modeling.networks.albert_encoder import INPUT_NAMES
 from data_prep import output_files
+from data_prep import pretraining_summary
 
 _MODEL_INPUTS = INPUT_NAMES + ("masked_lm_positions",)
 # data_prep/create_pretraining_data.py writes <first output>.summary.json.
@@ -75,54 +75,10 @@ def validate_pretraining_files(pattern: str, seq_length: int,
   return files
 
 
-def _summary_value(summary: Dict[str, Any], key: str):
-  """`key` at the top level (newer data_prep) or under `config`."""
-  if key in summary:
-    return summary[key]
-  return summary.get("config", {}).get(key)
-
-
-def _records_per_file(summary) -> Dict[str, Any]:
-  """file -> record count (`records_per_file`; older: `output_files`)."""
-  return summary.get("records_per_file") or summary.get("output_files") or {}
-
-
-def _same_file(listed: str, path: str, summary_path: str) -> bool:
-  """A summary's file name is the path as given to data_prep: absolute, or
-  relative to where it ran (then matched by name beside the summary)."""
-  if os.path.abspath(listed) == os.path.abspath(path):
-    return True
-  return (not os.path.isabs(listed) and os.path.dirname(
-      os.path.abspath(summary_path)) == os.path.dirname(os.path.abspath(path))
-          and os.path.basename(listed) == os.path.basename(path))
-
-
-def find_summary(path: str):
-  """(summary path, summary dict) of the data_prep run that wrote `path`:
-  `<path>.summary.json`, or a summary beside it listing `path` among its
-  output files. (None, None) when there is none."""
-  candidates = [path + SUMMARY_SUFFIX] + sorted(
-      glob.glob(os.path.join(os.path.dirname(path) or ".",
-                             "*" + SUMMARY_SUFFIX)))
-  for candidate in candidates:
-    if not os.path.isfile(candidate):
-      continue
-    with open(candidate, encoding="utf-8") as f:
-      try:
-        summary = json.load(f)
-      except json.JSONDecodeError as e:
-        raise ValueError(f"{candidate}: corrupt summary ({e})") from None
-    if candidate == path + SUMMARY_SUFFIX or any(
-        _same_file(k, path, candidate) for k in _records_per_file(summary)):
-      return candidate, summary
-  return None, None
-
-
-def _summary_count(summary, summary_path, path):
-  for name, count in _records_per_file(summary).items():
-    if _same_file(name, path, summary_path):
-      return count if isinstance(count, int) else count.get("instances")
-  return None
+# Which summary describes a file, and what it says: data_prep's own rules.
+_summary_value = pretraining_summary.value
+find_summary = pretraining_summary.find
+_summary_count = pretraining_summary.record_count
 
 
 def check_summaries(files, config, what: str):
@@ -154,9 +110,8 @@ def check_summaries(files, config, what: str):
       raise ValueError(f"{summary_path}: lists no instances for {path} "
                        f"{override}")
     if os.path.getsize(path) <= _COUNT_CHECK_MAX_BYTES:
-      compression = pretraining_dataloader.detect_compression(path)
-      actual = sum(1 for _ in tf.data.TFRecordDataset(
-          path, compression_type=compression))
+      # One read: the count, unreadable records and token ids, named.
+      actual = pretraining_checks.scan_file(path, config.model.vocab_size)
       if actual != count:
         raise ValueError(f"{path}: {actual} records but {summary_path} "
                          f"says {count} (truncated or replaced file?) "
