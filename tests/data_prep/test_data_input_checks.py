@@ -7,7 +7,9 @@ no path and the `.incomplete` files stayed (the cleanup's own close() failed
 first)."""
 
 import gzip
+import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -142,3 +144,57 @@ def test_full_disk_in_prepare_corpus(spm_corpus, tmp_path, name):
   assert (f"Cannot write output file {out}/{name}: No space left on device"
           in line), line
   assert os.listdir(out) == []
+
+
+def other_model_same_size(model, path):
+  """The model with two pieces' strings swapped: same size, other ids."""
+  from sentencepiece import sentencepiece_model_pb2  # pylint: disable=g-import-not-at-top
+  proto = sentencepiece_model_pb2.ModelProto()
+  proto.ParseFromString(open(model, "rb").read())
+  a, b = proto.pieces[100], proto.pieces[200]
+  a.piece, b.piece = b.piece, a.piece
+  path.write_bytes(proto.SerializeToString())
+  return str(path)
+
+
+def test_inspect_tfrecord_refuses_another_model(spm_corpus, data_dir,
+                                                tmp_path):
+  model, _ = spm_corpus
+  data = f"{data_dir}/corpus.tfrecord"
+  other = other_model_same_size(model, tmp_path / "other.model")
+  line = error_line(run_tool("inspect_tfrecord", f"--input_file={data}",
+                             f"--spm_model_file={other}"))
+  assert (f"--spm_model_file {other} is not the model that wrote {data} "
+          f"({data}.summary.json records {model}, sha256") in line, line
+  # The same model elsewhere (same content) is the model.
+  copy = tmp_path / "copy.model"
+  copy.write_bytes(open(model, "rb").read())
+  proc = run_tool("inspect_tfrecord", f"--input_file={data}",
+                  f"--spm_model_file={copy}", "--max_examples=1")
+  assert proc.returncode == 0 and "warning" not in proc.stderr, proc.stderr
+  assert "=== example 0" in proc.stdout
+
+
+def test_inspect_tfrecord_with_a_summary_without_hash(spm_corpus, data_dir,
+                                                      tmp_path):
+  """Older summaries: the vocabulary size is compared, a path warned about."""
+  model, _ = spm_corpus
+  shutil.copy(f"{data_dir}/corpus.tfrecord", tmp_path / "old.tfrecord")
+  with open(f"{data_dir}/corpus.tfrecord.summary.json") as f:
+    summary = json.load(f)
+  del summary["config"]["spm_model_sha256"]
+  summary["records_per_file"] = {"old.tfrecord": 1}
+  summary_path = tmp_path / "old.tfrecord.summary.json"
+  summary_path.write_text(json.dumps(summary))
+  data = str(tmp_path / "old.tfrecord")
+  other = other_model_same_size(model, tmp_path / "other.model")
+  proc = run_tool("inspect_tfrecord", f"--input_file={data}",
+                  f"--spm_model_file={other}", "--max_examples=1")
+  assert proc.returncode == 0
+  assert (f"warning: {summary_path} records {model} (no content hash): if "
+          f"{other} is another model of the same size") in proc.stderr
+  summary["config"]["vocab_size"] = summary["vocab_size"] = 999
+  summary_path.write_text(json.dumps(summary))
+  line = error_line(run_tool("inspect_tfrecord", f"--input_file={data}",
+                             f"--spm_model_file={model}"))
+  assert "with 999 pieces; this one has 3000" in line, line
