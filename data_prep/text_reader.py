@@ -4,7 +4,8 @@ Reads plain or gzip files line by line with bounded memory and repairs what it
 can, counting every repair in a `collections.Counter` so nothing is lost
 silently:
   invalid_utf8_lines:   lines with invalid UTF-8 (bad bytes dropped)
-  control_char_lines:   lines with control/format characters (removed)
+  control_char_lines:   lines with control/format characters (removed; a
+                        zero-width space made a space: tokenization.py)
   huge_lines_split:     lines longer than max_line_chars (split at whitespace)
 An unreadable file raises `OSError` naming the path; a file that is not
 text (a TFRecord, or over 5% control bytes in its first 8 KB: any binary
@@ -15,12 +16,11 @@ that also matches a previous run's TFRecords must not be tokenized as text.
 import codecs
 import gzip
 import struct
-import unicodedata
 
 from data_prep import tfrecord_io
+from data_prep import tokenization
 
 _GZIP_MAGIC = b"\x1f\x8b"
-_KEEP_CONTROL = frozenset("\t")
 _SNIFF_BYTES = 8192
 # C0 controls except tab, newline, vertical tab, form feed, carriage
 # return; and DEL.
@@ -81,14 +81,10 @@ def check_is_text(path, f):
 
 
 def remove_control_chars(text):
-  """Drops Unicode Cc/Cf characters except tab. Returns (text, changed)."""
-  if text.isprintable():
-    return text, False
-  out = "".join(
-      c for c in text
-      if c in _KEEP_CONTROL or c.isprintable() or
-      unicodedata.category(c) not in ("Cc", "Cf", "Cs"))
-  return out, out != text
+  """Drops control/format characters and makes U+200B a space, as the
+  tokenizer does (`tokenization.clean_invisible`): words the tokenizer and
+  serving split stay apart. Whitespace is kept. Returns (text, changed)."""
+  return tokenization.clean_invisible(text)
 
 
 def check_text_file(path, opener=None):
