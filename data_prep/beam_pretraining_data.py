@@ -314,12 +314,12 @@ def run(input_files, output_paths, run_cfg, pipeline_args=(),
       pipeline_args, num_workers)
   summary_file = summary_file or output_paths[0] + output_files.SUMMARY_SUFFIX
   output_files.check_disjoint(input_files, list(output_paths) + [summary_file])
-  for path in input_files:  # here, not in a worker: one line, no traceback
-    text_reader.check_text_file(path, open_any)
   model_bytes, vocab_size = _load_model(run_cfg.spm_model_file,
                                         run_cfg.do_lower_case)
   run_cfg.check_vocab_size(vocab_size)
   _delete(summary_file)  # a stale summary must not describe new files
+  for path in input_files:  # here, not in a worker: one line, no traceback
+    text_reader.check_text_file(path, open_any)
   temp_dir = output_files.temp_path(output_paths[0] + ".beam")
   _delete(temp_dir)
   start = time.time()
