@@ -3,7 +3,9 @@
 The summary is written last: its presence means every output file is complete.
 Its top-level `vocab_size`, `max_seq_length`, `max_predictions_per_seq`,
 `feature_names`, `compression` and `records_per_file` are what a trainer
-checks the files against its config (docs/data_prep.md lists every key).
+checks the files against its config; `config` (the instance settings) and
+`masking` (the model's ids) are what dynamic masking re-masks with
+(docs/data_prep.md lists every key).
 """
 
 import dataclasses
@@ -14,6 +16,7 @@ import os
 import sys
 
 from data_prep import output_files
+from data_prep import tokenization
 
 SUMMARY_SUFFIX = output_files.SUMMARY_SUFFIX
 
@@ -72,6 +75,8 @@ def build(stats, input_files, records_per_file, run_cfg, vocab_size, elapsed,
                  "vocab_size": vocab_size,
                  "v2_feature_names": run_cfg.v2_feature_names,
                  **extra_config},
+      # The ids dynamic masking needs (the settings are under "config").
+      "masking": _masking_ids_of(run_cfg),
       # What a reader checks against its config.
       "vocab_size": vocab_size,
       "max_seq_length": cfg.max_seq_length,
@@ -97,6 +102,24 @@ def build(stats, input_files, records_per_file, run_cfg, vocab_size, elapsed,
       "elapsed_seconds": round(elapsed, 3),
       "instances_per_second": round(inst / elapsed, 1) if elapsed else None,
   }
+
+
+def masking_ids(tok):
+  """The ids masking uses ([CLS], [SEP], [MASK], and those never drawn as a
+  random replacement: control, unknown, unused pieces): the summary's
+  "masking", read by the input pipeline's dynamic masking."""
+  allowed = set(int(i) for i in tok.replacement_ids)
+  return {"cls_id": tok.cls_id, "sep_id": tok.sep_id, "mask_id": tok.mask_id,
+          "excluded_ids": [i for i in range(tok.vocab_size)
+                           if i not in allowed]}
+
+
+def _masking_ids_of(run_cfg):
+  """masking_ids of the run's model, None if it is not a local file."""
+  if not os.path.isfile(run_cfg.spm_model_file):
+    return None
+  return masking_ids(tokenization.FullTokenizer(run_cfg.spm_model_file,
+                                                run_cfg.do_lower_case))
 
 
 def file_sha256(path):

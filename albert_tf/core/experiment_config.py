@@ -46,10 +46,12 @@ class PretrainingDataConfig(base_config.Config):
   global_batch_size: int = 4096
   # 0: same as global_batch_size.
   eval_batch_size: int = 0
-  # Re-mask every example on the fly (needs token_boundary in the files).
+  # Re-mask every example on the fly (needs token_boundary in the files),
+  # with the masking settings and ids the data was made with (its summary).
   dynamic_masking: bool = False
-  masked_lm_prob: float = 0.15
-  mask_id: int = 4
+  # None: the data's. A value other than the data's is refused.
+  masked_lm_prob: Optional[float] = None
+  mask_id: Optional[int] = None
   shuffle_buffer_size: int = 10000
   cycle_length: int = 8
   # Seed of file/record shuffling; None: from runtime.seed.

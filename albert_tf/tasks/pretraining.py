@@ -14,6 +14,7 @@ from absl import logging
 import tensorflow as tf
 
 from albert_tf.checkpoints import restore as restore_lib
+from albert_tf.data import dynamic_masking
 from albert_tf.data import pretraining_checks
 from albert_tf.data import pretraining_dataloader
 from albert_tf.modeling import losses
@@ -165,6 +166,16 @@ class PretrainingTask(trainer_lib.Task):
       facts["do_lower_case"] = _summary_value(summary, "do_lower_case")
     return facts
 
+  def masking_settings(self):
+    """Dynamic masking's settings: the training data's (its summaries)."""
+    data = self.data
+    if not data.dynamic_masking:
+      return None
+    return dynamic_masking.settings_for_files(
+        pretraining_dataloader.list_files(data.input_path),
+        {"data.mask_id": data.mask_id,
+         "data.masked_lm_prob": data.masked_lm_prob})
+
   def build_inputs(self, input_context, training):
     data = self.data
     batch = self.global_batch_size if training else self.eval_batch_size
@@ -173,8 +184,8 @@ class PretrainingTask(trainer_lib.Task):
         data.seq_length, data.max_predictions_per_seq, batch,
         is_training=training, input_context=input_context,
         dynamic_masking=data.dynamic_masking and training,
-        vocab_size=self.config.model.vocab_size, mask_id=data.mask_id,
-        masked_lm_prob=data.masked_lm_prob,
+        vocab_size=self.config.model.vocab_size,
+        masking=self.masking_settings() if training else None,
         shuffle_buffer_size=data.shuffle_buffer_size,
         cycle_length=data.cycle_length,
         # The native reader's iterator can be checkpointed (data position);
