@@ -20,8 +20,7 @@ Pipeline:
 Shards go to a hidden temporary directory next to the output; the launcher
 renames them after the pipeline succeeded and writes the summary last (counts
 and skip counters computed in the pipeline; also exported as Beam metrics).
-The SentencePiece model travels to workers inside the DoFn (its bytes);
-workers need no TensorFlow.
+The SentencePiece model travels to workers inside the DoFn; no TensorFlow.
 
 Example (local, 2 processes):
   python -m data_prep.beam_pretraining_data --input_file=corpus/*.txt \
@@ -57,6 +56,7 @@ from data_prep import create_pretraining_data as cpd
 from data_prep import output_files
 from data_prep import pretraining_config
 from data_prep import pretraining_summary
+from data_prep import text_reader
 from data_prep import tfrecord_io
 from data_prep import tokenization
 
@@ -318,6 +318,8 @@ def run(input_files, output_paths, run_cfg, pipeline_args=(),
                                         run_cfg.do_lower_case)
   run_cfg.check_vocab_size(vocab_size)
   _delete(summary_file)  # a stale summary must not describe new files
+  for path in input_files:  # here, not in a worker: one line, no traceback
+    text_reader.check_text_file(path, open_any)
   temp_dir = output_files.temp_path(output_paths[0] + ".beam")
   _delete(temp_dir)
   start = time.time()

@@ -171,8 +171,8 @@ def run(input_files, output_files, run_cfg, num_workers=1, compression="NONE",
   staged = output_files_mod.StagedOutputs(output_files, summary_file)
   writers = []
   try:
-    writers = [tfrecord_io.RecordWriter(p, compression)
-               for p in staged.temp_paths]
+    for tmp, final in zip(staged.temp_paths, output_files):
+      writers.append(tfrecord_io.RecordWriter(tmp, compression, name=final))
     _write_all(input_files, writers, run_cfg, stats, progress, num_workers,
                shuffle_buffer_size, docs_per_block, max_line_chars,
                max_lines_per_document)
@@ -180,7 +180,7 @@ def run(input_files, output_files, run_cfg, num_workers=1, compression="NONE",
       w.close()
   except BaseException:
     for w in writers:
-      w.close()
+      w.discard()  # close() would fail again on a full disk
     staged.abort()
     raise
   progress.maybe_report(stats, final=True)

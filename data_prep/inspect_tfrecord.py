@@ -4,6 +4,10 @@ Shows, for each example, the SOP/NSP label, segment A and B as pieces with
 masked positions marked as [MASK:original] (or {replacement->original} when the
 input holds a random or kept token), and the masked_lm lists.
 
+The SentencePiece model must be the one the data's summary records (by
+content hash; older summaries: by vocabulary size, a warning if only the path
+differs): another model decodes other pieces.
+
 Example:
   python -m data_prep.inspect_tfrecord --input_file=out/train.tfrecord \
     --spm_model_file=30k-clean.model --max_examples=3
@@ -17,6 +21,7 @@ from absl import app
 from absl import flags
 
 from data_prep import command_line
+from data_prep import pretraining_summary
 from data_prep import tokenization
 
 FLAGS = flags.FLAGS
@@ -127,6 +132,41 @@ def show(path, tok, compression="auto", skip=0, max_examples=5,
   return shown
 
 
+def check_model(path, spm_model_file, vocab_size, stream=sys.stderr):
+  """Refuses a SentencePiece model other than the one that wrote `path`
+  (it would decode other pieces: garbage that looks like data).
+
+  Compared with what the data's summary records: the model's content hash
+  when the summary has one (newer data_prep), else its vocabulary size, and
+  a warning if only the path differs. A file without a summary is shown with
+  a warning.
+  """
+  summary_path, summary = pretraining_summary.find(path)
+  if summary is None:
+    stream.write(f"inspect_tfrecord: warning: no summary for {path}: cannot "
+                 f"check that {spm_model_file} is the model that wrote it\n")
+    return
+  recorded = pretraining_summary.value(summary, "spm_model_file")
+  recorded_hash = pretraining_summary.value(summary, "spm_model_sha256")
+  recorded_size = pretraining_summary.value(summary, "vocab_size")
+  what = (f"--spm_model_file {spm_model_file} is not the model that wrote "
+          f"{path} ({summary_path} records {recorded}")
+  if recorded_hash:
+    if pretraining_summary.file_sha256(spm_model_file) != recorded_hash:
+      raise ValueError(f"{what}, sha256 {recorded_hash[:12]}..., another "
+                       "content); pass that model")
+    return
+  if recorded_size is not None and recorded_size != vocab_size:
+    raise ValueError(f"{what} with {recorded_size} pieces; this one has "
+                     f"{vocab_size}); pass that model")
+  if recorded and os.path.realpath(recorded) != os.path.realpath(
+      spm_model_file):
+    stream.write(f"inspect_tfrecord: warning: {summary_path} records "
+                 f"{recorded} (no content hash): if {spm_model_file} is "
+                 "another model of the same size, the pieces shown are "
+                 "wrong\n")
+
+
 def main(argv):
   del argv
   if not FLAGS.input_file or not FLAGS.spm_model_file:
@@ -135,6 +175,7 @@ def main(argv):
     tok = tokenization.FullTokenizer(FLAGS.spm_model_file, FLAGS.do_lower_case)
     if not os.path.isfile(FLAGS.input_file):
       raise OSError(f"Cannot read input file {FLAGS.input_file}")
+    check_model(FLAGS.input_file, FLAGS.spm_model_file, tok.vocab_size)
     show(FLAGS.input_file, tok, FLAGS.compression, FLAGS.skip,
          FLAGS.max_examples)
   except (OSError, ValueError) as e:

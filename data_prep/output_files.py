@@ -102,6 +102,9 @@ def atomic_write(path, data):
       f.flush()
       os.fsync(f.fileno())
     os.replace(tmp, path)
+  except OSError as e:  # e.g. a full disk: the message names no file
+    _remove(tmp)
+    raise OSError(e.errno, f"Cannot write {path}: {e.strerror or e}") from e
   except BaseException:
     _remove(tmp)
     raise

@@ -103,18 +103,29 @@ def split_sentences(text):
 class CorpusWriter:
   """Writes documents; counts documents and sentences."""
 
-  def __init__(self, path, min_sentences, stats, compress=None):
+  def __init__(self, path, min_sentences, stats, compress=None, name=None):
+    """name: the output the user asked for (in errors), if `path` is a
+    temporary file."""
     d = os.path.dirname(path)
     if d:
       os.makedirs(d, exist_ok=True)
     compress = path.endswith(".gz") if compress is None else compress
-    self._f = (gzip.open(path, "wt", encoding="utf-8") if compress
-               else open(path, "w", encoding="utf-8"))
+    self.name = name or path
+    self._f = self._guard(
+        lambda: gzip.open(path, "wt", encoding="utf-8") if compress
+        else open(path, "w", encoding="utf-8"))
     self._min = min_sentences
     self._stats = stats
     self._doc = []
     self._first = True
     self._opened_doc = False  # part of the current document already written
+
+  def _guard(self, fn):
+    try:
+      return fn()
+    except OSError as e:  # e.g. a full disk: the message names no file
+      raise OSError(e.errno, f"Cannot write output file {self.name}: "
+                    f"{e.strerror or e}") from e
 
   def add_sentences(self, sentences):
     self._doc.extend(sentences)
@@ -126,11 +137,11 @@ class CorpusWriter:
   def _write(self, sentences):
     if not self._opened_doc:
       if not self._first:
-        self._f.write("\n")
+        self._guard(lambda: self._f.write("\n"))
       self._first = False
       self._opened_doc = True
       self._stats["documents"] += 1
-    self._f.write("".join(s + "\n" for s in sentences))
+    self._guard(lambda: self._f.write("".join(s + "\n" for s in sentences)))
     self._stats["sentences"] += len(sentences)
 
   def end_document(self):
@@ -146,7 +157,14 @@ class CorpusWriter:
 
   def close(self):
     self.end_document()
-    self._f.close()
+    self._guard(self._f.close)
+
+  def discard(self):
+    """Closes without writing or raising (the file is being deleted)."""
+    try:
+      self._f.close()
+    except (OSError, ValueError):
+      pass  # a flush failed (full disk); the file is closed all the same
 
 
 def prepare(input_files, output_file, doc_boundary="blank_line",
@@ -160,7 +178,7 @@ def prepare(input_files, output_file, doc_boundary="blank_line",
   # Written under a temporary name, renamed when complete (output_files.py).
   staged = output_files.StagedOutputs([output_file])
   writer = CorpusWriter(staged.temp_paths[0], min_sentences_per_doc, stats,
-                        compress=output_file.endswith(".gz"))
+                        compress=output_file.endswith(".gz"), name=output_file)
   para = []
   para_chars = 0
 
@@ -205,7 +223,7 @@ def prepare(input_files, output_file, doc_boundary="blank_line",
     flush_paragraph()
     writer.close()
   except BaseException:
-    writer.close()
+    writer.discard()  # close() would write (and fail) again
     staged.abort()
     raise
   staged.commit()

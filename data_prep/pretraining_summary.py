@@ -3,11 +3,22 @@
 The summary is written last: its presence means every output file is complete.
 Its top-level `vocab_size`, `max_seq_length`, `max_predictions_per_seq`,
 `feature_names`, `compression` and `records_per_file` are what a trainer
-checks the files against its config (docs/data_prep.md lists every key).
+checks the files against its config; `config` (the instance settings) and
+`masking` (the model's ids) are what dynamic masking re-masks with
+(docs/data_prep.md lists every key).
 """
 
 import dataclasses
+import glob
+import hashlib
+import json
+import os
 import sys
+
+from data_prep import output_files
+from data_prep import tokenization
+
+SUMMARY_SUFFIX = output_files.SUMMARY_SUFFIX
 
 # Every skipped or repaired item, by reason (all are counted, none silent).
 SKIP_KEYS = {
@@ -60,9 +71,12 @@ def build(stats, input_files, records_per_file, run_cfg, vocab_size, elapsed,
                  "dupe_factor": run_cfg.dupe_factor,
                  "do_lower_case": run_cfg.do_lower_case,
                  "spm_model_file": run_cfg.spm_model_file,
+                 "spm_model_sha256": file_sha256(run_cfg.spm_model_file),
                  "vocab_size": vocab_size,
                  "v2_feature_names": run_cfg.v2_feature_names,
                  **extra_config},
+      # The ids dynamic masking needs (the settings are under "config").
+      "masking": _masking_ids_of(run_cfg),
       # What a reader checks against its config.
       "vocab_size": vocab_size,
       "max_seq_length": cfg.max_seq_length,
@@ -88,6 +102,92 @@ def build(stats, input_files, records_per_file, run_cfg, vocab_size, elapsed,
       "elapsed_seconds": round(elapsed, 3),
       "instances_per_second": round(inst / elapsed, 1) if elapsed else None,
   }
+
+
+def masking_ids(tok):
+  """The ids masking uses ([CLS], [SEP], [MASK], and those never drawn as a
+  random replacement: control, unknown, unused pieces): the summary's
+  "masking", read by the input pipeline's dynamic masking."""
+  allowed = set(int(i) for i in tok.replacement_ids)
+  return {"cls_id": tok.cls_id, "sep_id": tok.sep_id, "mask_id": tok.mask_id,
+          "excluded_ids": [i for i in range(tok.vocab_size)
+                           if i not in allowed]}
+
+
+def _masking_ids_of(run_cfg):
+  """masking_ids of the run's model, None if it is not a local file."""
+  if not os.path.isfile(run_cfg.spm_model_file):
+    return None
+  return masking_ids(tokenization.FullTokenizer(run_cfg.spm_model_file,
+                                                run_cfg.do_lower_case))
+
+
+def file_sha256(path):
+  """Hex SHA-256 of a local file's content; None if it is not local (gs://)."""
+  if not os.path.isfile(path):
+    return None
+  digest = hashlib.sha256()
+  with open(path, "rb") as f:
+    for block in iter(lambda: f.read(1 << 20), b""):
+      digest.update(block)
+  return digest.hexdigest()
+
+
+def value(summary, key):
+  """`key` at the top level (newer summaries) or under `config`."""
+  if key in summary:
+    return summary[key]
+  return summary.get("config", {}).get(key)
+
+
+def records_per_file(summary):
+  """file -> record count (`records_per_file`; older: `output_files`)."""
+  return summary.get("records_per_file") or summary.get("output_files") or {}
+
+
+def same_file(listed, path, summary_path):
+  """Does the name a summary lists mean `path`?
+
+  The summary lists each file as data_prep was given it (absolute, or
+  relative to where it ran). The same path, or the same name with the
+  summary in the file's directory: a data directory copied or moved with its
+  summary is still described by it.
+  """
+  if os.path.abspath(listed) == os.path.abspath(path):
+    return True
+  return (os.path.dirname(os.path.abspath(summary_path)) ==
+          os.path.dirname(os.path.abspath(path)) and
+          os.path.basename(listed) == os.path.basename(path))
+
+
+def record_count(summary, summary_path, path):
+  """The number of records the summary gives for `path`, or None."""
+  for name, count in records_per_file(summary).items():
+    if same_file(name, path, summary_path):
+      return count if isinstance(count, int) else count.get("instances")
+  return None
+
+
+def find(path):
+  """(summary path, summary dict) of the data_prep run that wrote `path`:
+  `<path>.summary.json`, or a summary beside it listing `path` among its
+  output files. (None, None) when there is none; ValueError naming a
+  corrupt summary."""
+  candidates = [path + SUMMARY_SUFFIX] + sorted(
+      glob.glob(os.path.join(glob.escape(os.path.dirname(path) or "."),
+                             "*" + SUMMARY_SUFFIX)))
+  for candidate in candidates:
+    if not os.path.isfile(candidate):
+      continue
+    with open(candidate, encoding="utf-8") as f:
+      try:
+        summary = json.load(f)
+      except json.JSONDecodeError as e:
+        raise ValueError(f"{candidate}: corrupt summary ({e})") from None
+    if candidate == path + SUMMARY_SUFFIX or record_count(
+        summary, candidate, path) is not None:
+      return candidate, summary
+  return None, None
 
 
 def report(summary, tool, stream=sys.stderr):

@@ -4,17 +4,28 @@ Reads plain or gzip files line by line with bounded memory and repairs what it
 can, counting every repair in a `collections.Counter` so nothing is lost
 silently:
   invalid_utf8_lines:   lines with invalid UTF-8 (bad bytes dropped)
-  control_char_lines:   lines with control/format characters (removed)
+  control_char_lines:   lines with control/format characters (removed; a
+                        zero-width space made a space: tokenization.py)
   huge_lines_split:     lines longer than max_line_chars (split at whitespace)
-An unreadable file raises `OSError` naming the path.
+An unreadable file raises `OSError` naming the path; a file that is not
+text (a TFRecord, or over 5% control bytes in its first 8 KB: any binary
+file, or UTF-16/32 text) raises `ValueError` naming it, before a line is read: a glob
+that also matches a previous run's TFRecords must not be tokenized as text.
 """
 
 import codecs
 import gzip
-import unicodedata
+import struct
+
+from data_prep import tfrecord_io
+from data_prep import tokenization
 
 _GZIP_MAGIC = b"\x1f\x8b"
-_KEEP_CONTROL = frozenset("\t")
+_SNIFF_BYTES = 8192
+# C0 controls except tab, newline, vertical tab, form feed, carriage
+# return; and DEL.
+_BINARY_BYTES = tuple(b for b in range(32) if b not in b"\t\n\v\f\r") + (
+    127,)
 
 
 def open_binary(path, opener=None):
@@ -35,15 +46,53 @@ def open_binary(path, opener=None):
   return raw, raw
 
 
+def not_text_reason(head):
+  """Why bytes starting a file are not text, or None if they may be.
+
+  A TFRecord starts with an 8-byte length and its masked CRC32C. Otherwise
+  more than 5% control bytes other than whitespace (NUL, ...; random or
+  compressed bytes have about 11%, UTF-16/32 text up to 75%) mean a binary
+  file. Text with a few stray control bytes or in another 8-bit encoding is
+  read (the bytes are removed or repaired, and counted).
+  """
+  if len(head) >= 12:
+    (crc,) = struct.unpack_from("<I", head, 8)
+    if crc == tfrecord_io.masked_crc32c(head[:8]):
+      return "a TFRecord file"
+  control = sum(head.count(bytes([b])) for b in _BINARY_BYTES)
+  if head and control > 0.05 * len(head):
+    return (f"a binary file ({control} of its first {len(head)} bytes are "
+            "control bytes)")
+  return None
+
+
+def check_is_text(path, f):
+  """Raises ValueError naming `path` if its first bytes are not text; `f`
+  (seekable, at its start) is left at its start."""
+  try:
+    head = f.read(_SNIFF_BYTES)
+    f.seek(0)
+  except Exception as e:  # OSError, EOFError, zlib.error (corrupt gzip)
+    raise OSError(f"Error reading input file {path}: {e}") from e
+  reason = not_text_reason(head)
+  if reason:
+    raise ValueError(f"input file {path} is {reason}, not text; leave it out "
+                     "of --input_file")
+
+
 def remove_control_chars(text):
-  """Drops Unicode Cc/Cf characters except tab. Returns (text, changed)."""
-  if text.isprintable():
-    return text, False
-  out = "".join(
-      c for c in text
-      if c in _KEEP_CONTROL or c.isprintable() or
-      unicodedata.category(c) not in ("Cc", "Cf", "Cs"))
-  return out, out != text
+  """Drops control/format characters and makes U+200B a space, as the
+  tokenizer does (`tokenization.clean_invisible`): words the tokenizer and
+  serving split stay apart. Whitespace is kept. Returns (text, changed)."""
+  return tokenization.clean_invisible(text)
+
+
+def check_text_file(path, opener=None):
+  """Raises ValueError naming `path` if it is not text (see check_is_text):
+  for launchers, before workers read it."""
+  f, _ = open_binary(path, opener)
+  with f:
+    check_is_text(path, f)
 
 
 def iter_clean_lines(path, stats, max_line_chars=100_000, progress=None,
@@ -59,6 +108,11 @@ def iter_clean_lines(path, stats, max_line_chars=100_000, progress=None,
   if max_line_chars < 1:  # 0 would loop forever on the first long line
     raise ValueError(f"max_line_chars must be >= 1, got {max_line_chars}")
   f, raw = open_binary(path, opener)
+  try:
+    check_is_text(path, f)
+  except BaseException:
+    f.close()
+    raise
   limit = max(16, max_line_chars)  # bytes per read; a char is >= 1 byte
   decoder = codecs.getincrementaldecoder("utf-8")("strict")
   pending = ""     # text of a huge line not yet emitted

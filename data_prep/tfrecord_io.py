@@ -255,10 +255,16 @@ def expand_input_files(spec):
 
 
 class RecordWriter:
-  """Writes framed records to one file, optionally GZIP compressed."""
+  """Writes framed records to one file, optionally GZIP compressed.
 
-  def __init__(self, path, compression="NONE", fileobj=None):
-    """fileobj: an open binary file to write to instead of opening `path`."""
+  Write errors (a full disk) are OSErrors naming `name` (default: the path);
+  `discard()` closes without raising, for cleanup after an error.
+  """
+
+  def __init__(self, path, compression="NONE", fileobj=None, name=None):
+    """fileobj: an open binary file to write to instead of opening `path`;
+    name: the file the user asked for, in messages (e.g. the final name of a
+    temporary file)."""
     compression = (compression or "NONE").upper()
     if compression not in ("NONE", "GZIP"):
       raise ValueError(f"compression must be NONE or GZIP, got {compression}")
@@ -266,7 +272,8 @@ class RecordWriter:
     if d and fileobj is None:
       os.makedirs(d, exist_ok=True)
     self.path = path
-    raw = open(path, "wb") if fileobj is None else fileobj
+    self.name = name or path
+    raw = self._guard(open, path, "wb") if fileobj is None else fileobj
     if compression == "GZIP":
       # mtime=0 and no file name keep the output byte-identical across runs.
       self._f = gzip.GzipFile(filename="", mode="wb", fileobj=raw,
@@ -276,11 +283,32 @@ class RecordWriter:
       self._f, self._raw = raw, None
     self.count = 0
 
+  def _guard(self, fn, *args):
+    try:
+      return fn(*args)
+    except OSError as e:
+      raise OSError(e.errno, f"Cannot write output file {self.name}: "
+                    f"{e.strerror or e}") from e
+
   def write(self, framed_record):
-    self._f.write(framed_record)
+    self._guard(self._f.write, framed_record)
     self.count += 1
 
   def close(self):
-    self._f.close()
-    if self._raw is not None:
-      self._raw.close()
+    try:
+      self._guard(self._f.close)
+    finally:
+      if self._raw is not None:
+        self._guard(self._raw.close)
+
+  def discard(self):
+    """Closes, ignoring errors: the file is being deleted (after a failure,
+    e.g. a full disk, where flushing the buffer fails again)."""
+    for f in (self._f, self._raw):
+      if f is None:
+        continue
+      try:
+        f.close()
+      except (OSError, ValueError):
+        # A file whose buffered flush failed is still closed by close().
+        pass

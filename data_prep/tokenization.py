@@ -4,7 +4,8 @@ This module is the single place where text becomes pieces and ids. Pretraining
 data creation, fine-tuning feature conversion and the export preprocessing model
 all call it so that the three can never disagree.
 
-Normalisation follows the original release's `preprocess_text`: whitespace is
+Normalisation follows the original release's `preprocess_text` (after
+dropping invisible control/format characters, `clean_invisible`): whitespace is
 collapsed, LaTeX-style quotes (`` and '') become ", the text is NFKD-normalised,
 combining marks are dropped and, optionally, the text is lowercased.
 """
@@ -26,8 +27,41 @@ SEP_PIECE = "[SEP]"
 MASK_PIECE = "[MASK]"
 
 
+# Invisible characters: one rule for the data tools' reader
+# (text_reader.py), this tokenizer and serving's in-graph normalisation
+# (albert_tf/serving/preprocessing.py), so data prep never glues words that
+# serving splits. Whitespace (including \v, \f, \x1c-\x1f, U+0085) separates
+# words, and so does the zero-width space U+200B; every other control or
+# format character (NUL, soft hyphen U+00AD, ZWNJ/ZWJ, word joiner, BOM)
+# sits inside a word and is dropped.
+WORD_BREAK_CHARS = "\u200b"
+_DROPPED_CATEGORIES = ("Cc", "Cf", "Cs")
+
+
+def is_word_break(c):
+  """True for a character that separates words (-> a space)."""
+  return c.isspace() or c in WORD_BREAK_CHARS
+
+
+def is_dropped_char(c):
+  """True for an invisible character that is removed (see above)."""
+  return (unicodedata.category(c) in _DROPPED_CATEGORIES and
+          not is_word_break(c))
+
+
+def clean_invisible(text):
+  """(text with the rule applied, changed?): U+200B becomes a space, dropped
+  characters are removed; whitespace is kept (split later)."""
+  if text.isprintable():  # no control, format or space other than " "
+    return text, False
+  out = "".join(" " if c in WORD_BREAK_CHARS else c for c in text
+                if not is_dropped_char(c))
+  return out, out != text
+
+
 def normalize_text(text, lower=True):
-  """Returns `text` normalised the way the original ALBERT tokenizer does.
+  """Returns `text` normalised the way the original ALBERT tokenizer does,
+  after the invisible-character rule above.
 
   Args:
     text: a `str` (bytes are decoded as UTF-8, invalid bytes replaced).
@@ -35,6 +69,7 @@ def normalize_text(text, lower=True):
   """
   if isinstance(text, bytes):
     text = text.decode("utf-8", errors="replace")
+  text, _ = clean_invisible(text)
   out = " ".join(text.split())
   out = out.replace("``", '"').replace("''", '"')
   if not out.isascii():  # ASCII text is already NFKD and has no combining marks.

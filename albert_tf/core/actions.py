@@ -369,6 +369,9 @@ def input_data_error(error: tf.errors.OpError, input_files: Callable[[], List[st
   message = error.message
   if _CHECKED_READER_ERROR in message:
     found = message[message.index(_CHECKED_READER_ERROR):].splitlines()[0]
+  elif pretraining_dataloader.TOKEN_ID_ERROR in message:  # ends at the "]"
+    found = message[message.index(pretraining_dataloader.TOKEN_ID_ERROR):]
+    found = found.splitlines()[0].split("]")[0]
   elif isinstance(error, tf.errors.DataLossError):
     logging.info("data error from the native reader; scanning the input "
                  "files to name the bad one")

@@ -233,26 +233,6 @@ def num_labels(task):
   return 1 if spec.labels is None else len(spec.labels)
 
 
-def check_label_rename(recorded, given):
-  """Raises ValueError unless `given` names the recorded labels in their
-  order: as many names, none empty or repeated, and no recorded name moved
-  to another id (`1,0` would invert every served label)."""
-  given = list(given)
-  if len(given) != len(recorded):
-    raise ValueError(f"label_names: {len(given)} names for the "
-                     f"{len(recorded)} labels {list(recorded)}")
-  if any(not str(name).strip() for name in given):
-    raise ValueError(f"label_names: empty name in {given}")
-  if len(set(given)) != len(given):
-    raise ValueError(f"label_names: repeated name in {given}")
-  for i, name in enumerate(given):
-    if name in recorded and list(recorded).index(name) != i:
-      raise ValueError(
-          f"label_names: {name!r} is label {list(recorded).index(name)} of "
-          f"the run ({list(recorded)}) but would name label {i}; give the "
-          "names in the recorded order")
-
-
 def convert_examples(examples, task, tokenizer, max_seq_length):
   """Yields feature dicts: the three inputs + `label_ids` (int) or
   `label_values` (regression float) + `example_index`."""

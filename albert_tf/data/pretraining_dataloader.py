@@ -11,9 +11,8 @@ Yields dicts with the Model Garden keys, int32 except masked_lm_weights:
   token_boundary: [batch, seq_length] (when the files have it)
 
 Optional dynamic masking re-masks every example each time it is read (so every
-epoch differs) from `token_boundary`, with the same rule as the data tool:
-whole-word units, n-gram spans with p(n) ~ 1/n, budget
-min(max_predictions, max(1, round(num_tokens * masked_lm_prob))), 80/10/10.
+epoch differs) from `token_boundary`, with the data tool's rule and the
+settings the data was made with (`dynamic_masking.py`).
 
 Usage with a distribution strategy:
   strategy.distribute_datasets_from_function(
@@ -26,8 +25,14 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.util import deprecation  # pylint: disable=g-direct-tensorflow-import
 
+from albert_tf.data import dynamic_masking as dynamic_masking_lib
+from data_prep import output_files
+
 _V1_NAMES = {"input_word_ids": "input_ids", "input_type_ids": "segment_ids"}
 _GZIP_MAGIC = b"\x1f\x8b"
+# Starts the in-pipeline error of a token id >= vocab_size (one line: file,
+# record, id); core/actions.py finds it in the training loop's error.
+TOKEN_ID_ERROR = "Token id out of range"
 
 
 def list_files(file_pattern):
@@ -40,7 +45,11 @@ def list_files(file_pattern):
     raise ValueError(f"No pretraining data file pattern given ({file_pattern!r})")
   files = []
   for p in patterns:
-    matched = sorted(tf.io.gfile.glob(p))
+    # `train.tfrecord-*` also matches data_prep's summary and temporary
+    # files: not records (data_prep's input globs skip them the same way).
+    is_glob = any(c in p for c in "*?[")
+    matched = sorted(f for f in tf.io.gfile.glob(p)
+                     if not (is_glob and output_files.is_tool_output(f)))
     if not matched:
       raise FileNotFoundError(f"No pretraining data files match {p}")
     files.extend(matched)
@@ -70,21 +79,24 @@ def _first_example_keys(path, compression):
   return None
 
 
-def _checked_records(path, compression, chunk=256):
-  """Yields [<=chunk] string arrays of records; errors name the file."""
+def checked_records(path, compression, chunk=256):
+  """Yields [<=chunk] string arrays of records; errors name the file and
+  the first record that could not be read."""
   path = path.decode() if isinstance(path, bytes) else path
   compression = compression.decode() if isinstance(compression, bytes) else compression
   options = tf.io.TFRecordOptions(compression_type=compression)
-  batch = []
+  batch, count = [], 0
   try:
     for record in _record_iterator(path, options):
       batch.append(record)
+      count += 1
       if len(batch) == chunk:
         yield np.array(batch, dtype=object)
         batch = []
   except (tf.errors.OpError, OSError, EOFError, gzip.BadGzipFile) as e:
-    msg = getattr(e, "message", str(e))
-    raise IOError(f"Corrupt or truncated TFRecord file {path}: {msg}") from e
+    msg = " ".join(getattr(e, "message", str(e)).split())
+    raise IOError(f"Corrupt or truncated TFRecord file {path} at record "
+                  f"{count}: {msg}") from e
   if batch:
     yield np.array(batch, dtype=object)
 
@@ -95,7 +107,7 @@ def check_record_file(path, compression="auto"):
   Used after the native reader failed (its error names no file)."""
   if compression == "auto":
     compression = detect_compression(path)
-  for _ in _checked_records(path, compression or ""):
+  for _ in checked_records(path, compression or ""):
     pass
 
 
@@ -138,111 +150,30 @@ def _decode(record, name_to_features, v2_names):
   return out
 
 
-class DynamicMasker:
-  """Re-masks an example in-graph from its token_boundary (see module doc)."""
+def _with_origin(read):
+  """read(path) -> records, as read(path) -> (path, index in file, record)."""
+  return lambda path: read(path).enumerate().map(lambda i, r: (path, i, r))
 
-  def __init__(self, vocab_size, mask_id, cls_id, sep_id, control_ids=(),
-               max_predictions_per_seq=20, masked_lm_prob=0.15, ngram=3,
-               favor_shorter_ngram=True, seed=None):
-    if vocab_size is None or mask_id is None or cls_id is None or sep_id is None:
-      raise ValueError("dynamic masking needs vocab_size, mask_id, cls_id and "
-                       "sep_id")
-    bad = set(int(i) for i in control_ids) | {mask_id, cls_id, sep_id}
-    self.replacement_ids = tf.constant(
-        [i for i in range(vocab_size) if i not in bad], tf.int32)
-    self.mask_id = mask_id
-    self.cls_id = cls_id
-    self.sep_id = sep_id
-    self.max_predictions = max_predictions_per_seq
-    self.masked_lm_prob = masked_lm_prob
-    self.ngram = ngram
-    weights = np.array([1.0 / n for n in range(1, ngram + 1)])
-    if not favor_shorter_ngram:
-      weights = weights[::-1]
-    cum = np.ones([ngram + 1, ngram], np.float32)  # row m: choice among 1..m
-    for m in range(1, ngram + 1):
-      c = np.cumsum(weights[:m]) / weights[:m].sum()
-      cum[m, :m] = c
-      cum[m, m - 1] = 1.0
-    self.cum = tf.constant(cum)
-    self.seed = seed
 
-  def _seed(self, k):
-    # Distinct op seeds: equal op seeds would give identical random streams.
-    return None if self.seed is None else self.seed * 4 + k
-
-  def __call__(self, ex):
-    seq_len = tf.shape(ex["input_word_ids"])[0]
-    # Restore the unmasked tokens from the stored labels.
-    w = ex["masked_lm_weights"] > 0                             # [P]
-    pos = tf.boolean_mask(ex["masked_lm_positions"], w)          # [m]
-    ids = tf.tensor_scatter_nd_update(
-        ex["input_word_ids"], pos[:, None],
-        tf.boolean_mask(ex["masked_lm_ids"], w))                 # [S]
-    special = ((ids == self.cls_id) | (ids == self.sep_id) |
-               (ex["input_mask"] == 0))                          # [S]
-    maskable = tf.logical_not(special)
-    prev_special = tf.concat([[True], special[:-1]], 0)          # [S]
-    unit_start = maskable & (prev_special | (ex["token_boundary"] > 0))
-    unit_of_pos = tf.cumsum(tf.cast(unit_start, tf.int32)) - 1   # [S]
-    num_units = tf.reduce_sum(tf.cast(unit_start, tf.int32))
-    unit_or_drop = tf.where(maskable, unit_of_pos, -1)          # [S]
-    sizes = tf.math.unsorted_segment_sum(
-        tf.ones_like(unit_or_drop), unit_or_drop, num_units)     # [U]
-    prefix = tf.concat([[0], tf.cumsum(sizes)], 0)               # [U+1]
-    num_tokens = tf.reduce_sum(ex["input_mask"])
-    budget = tf.minimum(
-        self.max_predictions,
-        tf.maximum(1, tf.cast(tf.round(
-            tf.cast(num_tokens, tf.float64) * self.masked_lm_prob), tf.int32)))
-    order = tf.random.shuffle(tf.range(num_units), seed=self._seed(0))
-    draws = tf.random.uniform([num_units], seed=self._seed(1))
-    ns = tf.range(1, self.ngram + 1)                             # [N]
-    unit_range = tf.range(num_units)
-
-    def body(k, selected, covered):
-      s = order[k]
-      n_max = tf.minimum(self.ngram, num_units - s)
-      n = 1 + tf.reduce_sum(tf.cast(draws[k] >= self.cum[n_max], tf.int32))
-      span = tf.gather(prefix, tf.minimum(s + ns, num_units)) - prefix[s]
-      fits = (ns <= n) & (span <= budget - selected)             # [N]
-      n_fit = tf.reduce_max(tf.where(fits, ns, 0))
-      in_span = (unit_range >= s) & (unit_range < s + n_fit)     # [U]
-      ok = (n_fit > 0) & tf.logical_not(tf.reduce_any(covered & in_span))
-      size = tf.where(ok, prefix[tf.minimum(s + n_fit, num_units)] - prefix[s],
-                      0)
-      covered = tf.where(ok, covered | in_span, covered)
-      return k + 1, selected + size, covered
-
-    _, _, covered = tf.while_loop(
-        lambda k, selected, covered: (k < num_units) & (selected < budget),
-        body, [0, 0, tf.zeros([num_units], tf.bool)])
-    covered = tf.concat([covered, [False]], 0)                  # [U+1]
-    chosen = tf.gather(covered, tf.where(maskable, unit_of_pos,
-                                         num_units))             # [S]
-    r = tf.random.uniform([seq_len], seed=self._seed(2))
-    rand_ids = tf.gather(self.replacement_ids, tf.random.uniform(
-        [seq_len], maxval=tf.shape(self.replacement_ids)[0], dtype=tf.int32,
-        seed=self._seed(3)))
-    new_ids = tf.where(r < 0.8, self.mask_id, tf.where(r < 0.9, ids, rand_ids))
-    out = dict(ex)
-    out["input_word_ids"] = tf.where(chosen, new_ids, ids)
-    positions = tf.cast(tf.where(chosen)[:, 0], tf.int32)        # [m]
-    count = tf.shape(positions)[0]
-    pad = self.max_predictions - count
-    out["masked_lm_positions"] = tf.pad(positions, [[0, pad]])
-    out["masked_lm_ids"] = tf.pad(tf.gather(ids, positions), [[0, pad]])
-    out["masked_lm_weights"] = tf.pad(tf.ones([count], tf.float32), [[0, pad]])
-    for k in ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights"):
-      out[k] = tf.ensure_shape(out[k], [self.max_predictions])
-    return out
+def assert_ids_in_vocab(ex, path, index, vocab_size):
+  """`ex`, failing (in-graph) with a message naming the file and record when
+  a token id is >= vocab_size: else the embedding lookup fails later with
+  `indices[7,5] = 1500 is not in [0, 1000)` on CPU (no file, no record),
+  and reads zeros silently on GPU."""
+  top = tf.maximum(tf.reduce_max(ex["input_word_ids"]),
+                   tf.reduce_max(ex["masked_lm_ids"]))
+  message = tf.strings.join([
+      TOKEN_ID_ERROR, ": ", path, ": record ", tf.strings.as_string(index),
+      " holds token id ", tf.strings.as_string(top),
+      f" but model.vocab_size is {vocab_size}"])
+  check = tf.debugging.Assert(top < vocab_size, [message])
+  with tf.control_dependencies([check]):
+    return {k: tf.identity(v) for k, v in ex.items()}
 
 
 def pretraining_dataset(file_pattern, seq_length, max_predictions_per_seq,
                         batch_size, is_training, input_context=None,
-                        dynamic_masking=False, vocab_size=None, mask_id=None,
-                        cls_id=2, sep_id=3, control_ids=(0, 1, 2, 3, 4),
-                        masked_lm_prob=0.15, ngram=3, favor_shorter_ngram=True,
+                        dynamic_masking=False, vocab_size=None, masking=None,
                         compression="auto", v2_feature_names="auto",
                         repeat=None, shuffle_buffer_size=10000,
                         cycle_length=8, checked_reader=True, seed=None):
@@ -256,8 +187,11 @@ def pretraining_dataset(file_pattern, seq_length, max_predictions_per_seq,
     input_context: `tf.distribute.InputContext`; files (or, with fewer files
       than pipelines, records) are sharded per input pipeline.
     dynamic_masking: re-mask every example on the fly (needs token_boundary,
-      vocab_size and mask_id; cls_id/sep_id/control_ids default to the
-      release's SentencePiece layout).
+      vocab_size and `masking`).
+    masking: with dynamic_masking, the DynamicMasker settings the data was
+      made with (`dynamic_masking.settings_for_files(files)`).
+    vocab_size: when given, every record's token ids must be below it (an
+      error naming the file and record, `assert_ids_in_vocab`).
     compression: "auto" (gzip magic of the first file), "GZIP" or "NONE".
     v2_feature_names: "auto" (from the first record), True or False.
     repeat: repeat forever; defaults to `is_training`.
@@ -297,11 +231,13 @@ def pretraining_dataset(file_pattern, seq_length, max_predictions_per_seq,
   if checked_reader:
     def read(path):
       return tf.data.Dataset.from_generator(
-          _checked_records, args=(path, compression),
+          checked_records, args=(path, compression),
           output_signature=tf.TensorSpec([None], tf.string)).unbatch()
   else:
     def read(path):
       return tf.data.TFRecordDataset(path, compression_type=compression)
+  if vocab_size is not None:  # each record with its file and index
+    read = _with_origin(read)
   ds = ds.interleave(read, cycle_length=min(cycle_length, len(files)),
                      num_parallel_calls=tf.data.AUTOTUNE,
                      deterministic=not is_training)
@@ -313,12 +249,20 @@ def pretraining_dataset(file_pattern, seq_length, max_predictions_per_seq,
     ds = ds.shuffle(shuffle_buffer_size, seed=seed)
   name_to_features = _name_to_features(seq_length, max_predictions_per_seq,
                                        v2_feature_names, has_tb, has_label)
-  ds = ds.map(lambda r: _decode(r, name_to_features, v2_feature_names),
-              num_parallel_calls=tf.data.AUTOTUNE)
+  if vocab_size is not None:
+    ds = ds.map(lambda path, index, r: assert_ids_in_vocab(
+        _decode(r, name_to_features, v2_feature_names), path, index,
+        vocab_size), num_parallel_calls=tf.data.AUTOTUNE)
+  else:
+    ds = ds.map(lambda r: _decode(r, name_to_features, v2_feature_names),
+                num_parallel_calls=tf.data.AUTOTUNE)
   if dynamic_masking:
-    masker = DynamicMasker(vocab_size, mask_id, cls_id, sep_id, control_ids,
-                           max_predictions_per_seq, masked_lm_prob, ngram,
-                           favor_shorter_ngram, seed)
+    if not masking:
+      raise ValueError("dynamic_masking needs the data's masking settings "
+                       "(masking=dynamic_masking.settings_for_files(files))")
+    masker = dynamic_masking_lib.DynamicMasker(
+        vocab_size, max_predictions_per_seq=max_predictions_per_seq,
+        seed=seed, **masking)
     ds = ds.map(masker, num_parallel_calls=tf.data.AUTOTUNE)
   per_replica = (input_context.get_per_replica_batch_size(batch_size)
                  if input_context else batch_size)

@@ -35,7 +35,10 @@ def _replay_normalization(text, lower):
   pending_space = None
   while i < n:
     c = text[i]
-    if c.isspace():
+    if tokenization.is_dropped_char(c):  # tokenization.clean_invisible
+      i += 1
+      continue
+    if tokenization.is_word_break(c):
       if chars and pending_space is None:
         pending_space = i
       i += 1

@@ -30,10 +30,9 @@ from absl import logging
 
 from albert_tf.data import finetune_features
 from albert_tf.data import squad_alignment
+from albert_tf.data import squad_checks
 
-
-class SquadFormatError(ValueError):
-  """A SQuAD JSON record that cannot be read (message names file + path)."""
+SquadFormatError = squad_checks.SquadFormatError
 
 
 @dataclasses.dataclass
@@ -50,6 +49,7 @@ class SquadExample:
 @dataclasses.dataclass
 class ReadStats:
   questions: int = 0
+  answerable: int = 0  # training questions with an answer to align
   skipped: int = 0
   realigned: int = 0
 
@@ -67,13 +67,9 @@ def read_squad_examples(path, is_training, version_2_with_negative=False,
   Training uses the first answer; evaluation keeps all gold answers.
   """
   stats = stats if stats is not None else ReadStats()
-  with open(path, encoding="utf-8") as f:
-    try:
-      data = json.load(f)
-    except json.JSONDecodeError as e:
-      raise SquadFormatError(f"{path}: not valid JSON: {e}") from e
+  data = squad_checks.load_json(path)
   articles = _field(data, "data", path, "top level")
-  examples = []
+  examples, seen_ids = [], {}
   for a, article in enumerate(articles):
     for p, paragraph in enumerate(
         _field(article, "paragraphs", path, f"data[{a}]")):
@@ -82,9 +78,10 @@ def read_squad_examples(path, is_training, version_2_with_negative=False,
       for q, qa in enumerate(_field(paragraph, "qas", path, where_p)):
         where = f"{where_p}.qas[{q}]"
         qas_id = str(_field(qa, "id", path, where))
+        squad_checks.check_new_id(seen_ids, qas_id, path, where)
         question = _field(qa, "question", path, where)
         stats.questions += 1
-        is_impossible = bool(qa.get("is_impossible", False))
+        is_impossible = squad_checks.is_impossible(qa, path, where)
         if is_impossible and not version_2_with_negative:
           raise SquadFormatError(
               f"{path}: {where}: is_impossible question in a v1.1 run; pass "
@@ -98,6 +95,7 @@ def read_squad_examples(path, is_training, version_2_with_negative=False,
           if not answers:
             raise SquadFormatError(
                 f"{path}: {where}: answerable question without answers")
+          stats.answerable += 1
           answer = answers[0]
           text = _field(answer, "text", path, f"{where}.answers[0]")
           start = int(_field(answer, "answer_start", path,
@@ -112,6 +110,7 @@ def read_squad_examples(path, is_training, version_2_with_negative=False,
             stats.realigned += 1
           example.answer_text, example.answer_start = text, start
         examples.append(example)
+  squad_checks.check_answers_found(path, stats.answerable, stats.skipped)
   if stats.skipped:
     logging.warning("%s: skipped %d of %d questions whose answer is not in "
                     "the context", path, stats.skipped, stats.questions)

@@ -4,6 +4,9 @@ The same steps as `data_prep.tokenization.FullTokenizer` (and so as the
 pretraining and fine-tuning data), written as TensorFlow + tensorflow_text ops
 so they can live inside a SavedModel:
 
+0. invisible characters, as the data tools (`tokenization.clean_invisible`):
+   control and format characters are dropped, except whitespace and the
+   zero-width space U+200B, which becomes a space;
 1. whitespace collapse: runs of the characters Python's `str.split()` splits
    on become one space, leading/trailing ones are dropped;
 2. LaTeX quotes `` and '' become ";
@@ -72,6 +75,18 @@ def whitespace_class():
 
 
 @functools.lru_cache(maxsize=None)
+def dropped_class():
+  """Invisible characters normalize_text drops (tokenization.is_dropped_char)."""
+  return _char_class(_ranges(tokenization.is_dropped_char))
+
+
+@functools.lru_cache(maxsize=None)
+def word_break_class():
+  """Non-space characters that separate words (tokenization.WORD_BREAK_CHARS)."""
+  return _char_class(_ranges(lambda c: c in tokenization.WORD_BREAK_CHARS))
+
+
+@functools.lru_cache(maxsize=None)
 def combining_class():
   """Characters with a non-zero canonical combining class."""
   return _char_class(_ranges(unicodedata.combining))
@@ -85,6 +100,9 @@ def normalize_text(text, lower=True):
   """
   text = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace",
                                       replacement_char=0xFFFD)
+  # tokenization.clean_invisible: the same rule as the data tools.
+  text = tf.strings.regex_replace(text, dropped_class(), "")
+  text = tf.strings.regex_replace(text, word_break_class(), " ")
   text = tf.strings.regex_replace(text, whitespace_class() + "+", " ")
   text = tf.strings.regex_replace(text, "^ | $", "")
   text = tf.strings.regex_replace(text, "``", '"')

@@ -18,6 +18,7 @@ MultipleChoiceModule here; SquadModule in `squad_module.py`.
 
 import tensorflow as tf
 
+from albert_tf.data import label_names as label_names_lib
 from albert_tf.serving import preprocessing
 from albert_tf.serving import serving_modules
 from albert_tf.serving.serving_modules import check_rank
@@ -185,7 +186,8 @@ class ClassificationModule(_SentenceModule):
                label_names=None, **kwargs):
     super().__init__(model, preprocessor, config, num_text_fields, **kwargs)
     num_labels = model.num_labels
-    names = list(label_names or [str(i) for i in range(num_labels)])
+    names = label_names_lib.check_names(
+        label_names or [str(i) for i in range(num_labels)])
     if len(names) != num_labels:
       raise ValueError(f"label_names has {len(names)} names for "
                        f"{num_labels} labels")

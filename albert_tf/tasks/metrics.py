@@ -154,7 +154,9 @@ def _raw_scores(dataset, predictions):
       for qa in paragraph["qas"]:
         qid = qa["id"]
         golds = gold_answers(qa)
-        has_answer[qid] = bool(golds[0])
+        # As the official v2 script: answerable if it lists answers, even
+        # ones that normalise to "" (e.g. "The"), which then only match "".
+        has_answer[qid] = bool(qa.get("answers"))
         if qid not in predictions:
           continue
         pred = predictions[qid]

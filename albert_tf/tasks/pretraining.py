@@ -8,8 +8,6 @@ trainer), so the replicas' gradients add up to the single-device gradient.
 """
 
 import dataclasses
-import glob
-import json
 import os
 from typing import Any, Dict, Optional
 
@@ -22,6 +20,8 @@ from albert_tf.checkpoints import restore as restore_lib
 from albert_tf.core import base_task
 from albert_tf.core import experiment_config
 from albert_tf.core import run_record
+from albert_tf.data import dynamic_masking
+from albert_tf.data import pretraining_checks
 from albert_tf.data import pretraining_dataloader
 from albert_tf.modeling import losses
 from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
@@ -32,6 +32,7 @@ from albert_tf.serving import serving_params
 from albert_tf.serving import task_modules
 from albert_tf.tasks import registry
 from data_prep import output_files
+from data_prep import pretraining_summary
 
 _MODEL_INPUTS = INPUT_NAMES + ("masked_lm_positions",)
 # data_prep/create_pretraining_data.py writes <first output>.summary.json.
@@ -56,10 +57,12 @@ class PretrainingDataConfig(base_config.Config):
   global_batch_size: int = 4096
   # 0: same as global_batch_size.
   eval_batch_size: int = 0
-  # Re-mask every example on the fly (needs token_boundary in the files).
+  # Re-mask every example on the fly (needs token_boundary in the files),
+  # with the masking settings and ids the data was made with (its summary).
   dynamic_masking: bool = False
-  masked_lm_prob: float = 0.15
-  mask_id: int = 4
+  # None: the data's. A value other than the data's is refused.
+  masked_lm_prob: Optional[float] = None
+  mask_id: Optional[int] = None
   shuffle_buffer_size: int = 10000
   cycle_length: int = 8
   # Seed of file/record shuffling; None: from runtime.seed.
@@ -151,54 +154,10 @@ def validate_pretraining_files(pattern: str, seq_length: int,
   return files
 
 
-def _summary_value(summary: Dict[str, Any], key: str):
-  """`key` at the top level (newer data_prep) or under `config`."""
-  if key in summary:
-    return summary[key]
-  return summary.get("config", {}).get(key)
-
-
-def _records_per_file(summary) -> Dict[str, Any]:
-  """file -> record count (`records_per_file`; older: `output_files`)."""
-  return summary.get("records_per_file") or summary.get("output_files") or {}
-
-
-def _same_file(listed: str, path: str, summary_path: str) -> bool:
-  """A summary's file name is the path as given to data_prep: absolute, or
-  relative to where it ran (then matched by name beside the summary)."""
-  if os.path.abspath(listed) == os.path.abspath(path):
-    return True
-  return (not os.path.isabs(listed) and os.path.dirname(
-      os.path.abspath(summary_path)) == os.path.dirname(os.path.abspath(path))
-          and os.path.basename(listed) == os.path.basename(path))
-
-
-def find_summary(path: str):
-  """(summary path, summary dict) of the data_prep run that wrote `path`:
-  `<path>.summary.json`, or a summary beside it listing `path` among its
-  output files. (None, None) when there is none."""
-  candidates = [path + SUMMARY_SUFFIX] + sorted(
-      glob.glob(os.path.join(os.path.dirname(path) or ".",
-                             "*" + SUMMARY_SUFFIX)))
-  for candidate in candidates:
-    if not os.path.isfile(candidate):
-      continue
-    with open(candidate, encoding="utf-8") as f:
-      try:
-        summary = json.load(f)
-      except json.JSONDecodeError as e:
-        raise ValueError(f"{candidate}: corrupt summary ({e})") from None
-    if candidate == path + SUMMARY_SUFFIX or any(
-        _same_file(k, path, candidate) for k in _records_per_file(summary)):
-      return candidate, summary
-  return None, None
-
-
-def _summary_count(summary, summary_path, path):
-  for name, count in _records_per_file(summary).items():
-    if _same_file(name, path, summary_path):
-      return count if isinstance(count, int) else count.get("instances")
-  return None
+# Which summary describes a file, and what it says: data_prep's own rules.
+_summary_value = pretraining_summary.value
+find_summary = pretraining_summary.find
+_summary_count = pretraining_summary.record_count
 
 
 def check_summaries(files, config, what: str):
@@ -230,9 +189,8 @@ def check_summaries(files, config, what: str):
       raise ValueError(f"{summary_path}: lists no instances for {path} "
                        f"{override}")
     if os.path.getsize(path) <= _COUNT_CHECK_MAX_BYTES:
-      compression = pretraining_dataloader.detect_compression(path)
-      actual = sum(1 for _ in tf.data.TFRecordDataset(
-          path, compression_type=compression))
+      # One read: the count, unreadable records and token ids, named.
+      actual = pretraining_checks.scan_file(path, config.model.vocab_size)
       if actual != count:
         raise ValueError(f"{path}: {actual} records but {summary_path} "
                          f"says {count} (truncated or replaced file?) "
@@ -299,6 +257,16 @@ class PretrainingTask(base_task.Task):
       facts["do_lower_case"] = _summary_value(summary, "do_lower_case")
     return facts
 
+  def masking_settings(self):
+    """Dynamic masking's settings: the training data's (its summaries)."""
+    data = self.data
+    if not data.dynamic_masking:
+      return None
+    return dynamic_masking.settings_for_files(
+        pretraining_dataloader.list_files(data.input_path),
+        {"data.mask_id": data.mask_id,
+         "data.masked_lm_prob": data.masked_lm_prob})
+
   def build_inputs(self, input_context, training):
     data = self.data
     batch = self.global_batch_size if training else self.eval_batch_size
@@ -307,8 +275,8 @@ class PretrainingTask(base_task.Task):
         data.seq_length, data.max_predictions_per_seq, batch,
         is_training=training, input_context=input_context,
         dynamic_masking=data.dynamic_masking and training,
-        vocab_size=self.config.model.vocab_size, mask_id=data.mask_id,
-        masked_lm_prob=data.masked_lm_prob,
+        vocab_size=self.config.model.vocab_size,
+        masking=self.masking_settings() if training else None,
         shuffle_buffer_size=data.shuffle_buffer_size,
         cycle_length=data.cycle_length,
         # The native reader's iterator can be checkpointed (data position);

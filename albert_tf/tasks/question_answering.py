@@ -3,13 +3,13 @@ is run_squad). See albert_tf/data/squad_data.py for windowing, answer
 alignment and the no-answer rule."""
 
 import dataclasses
-import json
 import os
 from typing import Optional
 
 import tensorflow as tf
 
 from albert_tf.data import finetune_features
+from albert_tf.data import squad_checks
 from albert_tf.data import squad_data
 from albert_tf.serving import serving_params
 from albert_tf.tasks import finetuning as finetune_lib
@@ -225,8 +225,7 @@ class SquadTask(finetune_lib.FinetuneTask):
     return self.head.predict_answers(self, trainer, output_dir, threshold)
 
   def evaluate(self, trainer, output_dir):
-    with open(self.data.predict_file, encoding="utf-8") as f:
-      dataset = json.load(f)["data"]
+    dataset = squad_checks.load_json(self.data.predict_file)["data"]
     metrics = self.head.evaluate(self, trainer, output_dir, dataset)
     metrics["step"] = int(trainer.global_step.numpy())
     return metrics

@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from albert_tf.data import finetune_features
 from albert_tf.data import glue_data
+from albert_tf.data import label_names
 from albert_tf.modeling.models import downstream_models
 from albert_tf.serving import serving_params
 from albert_tf.serving import task_modules
@@ -54,13 +55,14 @@ class SentenceServingParams(serving_params.ServingParams):
     if self.label_names is not None:
       if self.regression:
         raise ValueError("label_names: a regression export has no labels")
+      label_names.check_names(self.label_names)
       if len(self.label_names) != self.num_labels:
         raise ValueError(f"label_names has {len(self.label_names)} names "
                          f"for {self.num_labels} labels")
 
   def check_change(self, field, value):
     if field == "label_names" and self.label_names is not None:
-      glue_data.check_label_rename(self.label_names, value)
+      label_names.check_renaming(value, self.label_names)
 
 
 @registry.register_task

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from albert_tf.data import dynamic_masking
 from albert_tf.data import pretraining_dataloader as ip
 from data_prep import create_pretraining_data as cpd
 from data_prep import pretraining_instances as pi
@@ -112,8 +113,8 @@ def test_corrupt_and_truncated_files_name_the_file(data, tmp_path):
 
 def test_dynamic_masking(data):
   tok, files = data
-  kw = dict(dynamic_masking=True, vocab_size=tok.vocab_size,
-            mask_id=tok.mask_id, control_ids=tok.control_ids, seed=3)
+  kw = dict(dynamic_masking=True, vocab_size=tok.vocab_size, seed=3,
+            masking=dynamic_masking.settings_for_files(files["v1"][:1]))
   ds = ip.pretraining_dataset(files["v1"][0], SEQ, PRED, 16, False, **kw)
   ref = _all(ip.pretraining_dataset(files["v1"][0], SEQ, PRED, 16, False))
   e1, e2 = _all(ds), _all(ds)      # two epochs of the same dataset

@@ -176,9 +176,10 @@ def test_label_names_are_renamed_in_order_only(tmp_path_factory):
   model_dir = str(tmp / "run")
   task = sentence_prediction.ClassifierTask(config, model_dir)
   train_lib.run_experiment(task, config, model_dir, "train")
-  for names, error in ((["not_entailment", "entailment"], "would name"),
-                       (["same", "same"], "repeated"), (["", "x"], "empty"),
-                       (["a", "b", "c"], "3 names")):
+  for names, error in ((["not_entailment", "entailment"],
+                        "give the names in the recorded order"),
+                       (["same", "same"], "given twice"),
+                       (["", "x"], "is empty"), (["a", "b", "c"], "3 names")):
     with pytest.raises(ValueError, match=error):
       export_testlib.export(str(tmp / "x"), model_dir=model_dir,
                             settings={"label_names": names})

@@ -1,0 +1,64 @@
+"""What a SQuAD file must satisfy before it is trained or scored on.
+
+Each check raises `SquadFormatError` (a ValueError) in one line naming the
+file and, where there is one, the JSON path or question id:
+  * the file is JSON in UTF-8, UTF-16 or UTF-32 (as `json.loads` detects
+    them from the bytes; the SQuAD files are UTF-8);
+  * `is_impossible` is a JSON boolean: the string "false" is true in Python;
+  * question ids are unique: predictions and scores are keyed by id, so a
+    repeated id silently drops a question from the evaluation total;
+  * a training file whose answerable questions all lost their answer (not
+    in its context) would train on unanswerable windows only.
+"""
+
+import json
+
+
+class SquadFormatError(ValueError):
+  """A SQuAD JSON record that cannot be read (message names file + path)."""
+
+
+def load_json(path):
+  """The parsed file; errors name it."""
+  try:
+    with open(path, "rb") as f:
+      raw = f.read()
+  except OSError as e:
+    raise SquadFormatError(f"{path}: cannot read: {e.strerror or e}") from e
+  try:
+    return json.loads(raw)  # detects UTF-8/16/32 from the first bytes
+  except UnicodeDecodeError as e:
+    raise SquadFormatError(f"{path}: not UTF-8/16/32 text ({e.reason} at "
+                           f"byte {e.start})") from e
+  except json.JSONDecodeError as e:
+    raise SquadFormatError(f"{path}: not valid JSON: {e}") from e
+
+
+def is_impossible(qa, path, where):
+  """The question's `is_impossible` (default False); only a JSON boolean
+  (or 0/1) is accepted."""
+  value = qa.get("is_impossible", False)
+  if isinstance(value, bool):
+    return value
+  if isinstance(value, int) and value in (0, 1):
+    return bool(value)
+  raise SquadFormatError(f"{path}: {where}.is_impossible is {value!r}; it "
+                         "must be true or false (a JSON boolean)")
+
+
+def check_new_id(seen, qas_id, path, where):
+  """Records `qas_id` (in `seen`: id -> JSON path); refuses a repeat."""
+  if qas_id in seen:
+    raise SquadFormatError(f"{path}: {where}: question id {qas_id!r} is "
+                           f"also {seen[qas_id]}; ids must be unique")
+  seen[qas_id] = where
+
+
+def check_answers_found(path, answerable, skipped):
+  """Refuses a training file none of whose `answerable` questions kept its
+  answer (`skipped` were not found in their contexts)."""
+  if answerable and skipped >= answerable:
+    raise SquadFormatError(
+        f"{path}: none of the {answerable} answerable questions has its "
+        "answer text in its context (all skipped); training would see only "
+        "unanswerable windows. Are the answers from another file?")
