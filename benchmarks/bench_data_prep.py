@@ -11,11 +11,15 @@ is read on 40x (44 MB), where Beam's fixed start-up (the one-document "tiny"
 runs) is a small part of the wall time:
   peak_rss_mb_max_process: largest single process (getrusage RUSAGE_CHILDREN)
   peak_rss_mb_total: peak summed RSS of the process tree (psutil, 50 ms samples)
-Writes benchmarks/results/data_prep.json.
+Writes benchmarks/results/data_prep.json (or --json).
 
-  PYTHONPATH=. python benchmarks/bench_data_prep.py [--quick]
+  PYTHONPATH=. python benchmarks/bench_data_prep.py [--quick | --smoke]
+      [--json out.json]
+
+--smoke (the quick test): the tiny corpus, each tool once, one trial.
 """
 
+import argparse
 import collections
 import json
 import os
@@ -66,7 +70,7 @@ def _corpus(tmp, copies, sentences):
   return path
 
 
-def _run(corpus, model, out, workers, tool="local", seq=128):
+def _run(corpus, model, out, workers, tool="local", seq=128, num_trials=_TRIALS):
   cmd = [sys.executable, "-m", f"data_prep.{_TOOLS[tool]}",
          f"--input_file={corpus}", f"--output_file={out}@4",
          f"--spm_model_file={model}", f"--max_seq_length={seq}",
@@ -79,7 +83,7 @@ def _run(corpus, model, out, workers, tool="local", seq=128):
     cmd.append(f"--num_workers={workers}")
   env = dict(os.environ, PYTHONPATH=ROOT)
   trials = []
-  for _ in range(_TRIALS):
+  for _ in range(num_trials):
     r = subprocess.run([sys.executable, "-c", _RUNNER] + cmd, env=env,
                        capture_output=True, text=True, check=True)
     m = json.loads(r.stdout.strip().splitlines()[-1])
@@ -159,23 +163,33 @@ def _scaling(runs, corpus):
 
 
 def main():
-  quick = "--quick" in sys.argv
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--quick", action="store_true", help="1x only")
+  parser.add_argument("--smoke", action="store_true",
+                      help="tiny corpus, one trial (the quick test)")
+  parser.add_argument("--json", default=os.path.join(
+      ROOT, "benchmarks", "results", "data_prep.json"))
+  args = parser.parse_args()
+  quick, smoke = args.quick, args.smoke
   with tempfile.TemporaryDirectory() as tmp:
     sent = os.path.join(tmp, "botchan_sentences.txt")
     prepare_corpus.prepare([BOTCHAN], sent, doc_boundary="regex",
                            doc_regex=r"^CHAPTER [IVXLC]+\.?$")
     model = train_sentencepiece.train([sent], os.path.join(tmp, "spm4k"),
-                                      vocab_size=4000, num_threads=2)
+                                      vocab_size=1000 if smoke else 4000,
+                                      num_threads=2)
     with open(sent, encoding="utf-8") as f:
       sentences = f.read()
     one_x = _corpus(tmp, 4, sentences)
     ten_x = _corpus(tmp, 40, sentences)
     forty_x = _corpus(tmp, 160, sentences)
     tiny = _corpus(tmp, 1, sentences[:2000])
-    read_rate = _read_rate(ten_x)
+    read_rate = _read_rate(tiny if smoke else ten_x)
     runs = []
     plan = [("1x", one_x, 1, "local"), ("1x", one_x, 2, "local")]
-    if not quick:
+    if smoke:
+      plan = [("tiny", tiny, 1, "local"), ("tiny", tiny, 1, "beam")]
+    elif not quick:
       plan += [("10x", ten_x, 1, "local"), ("10x", ten_x, 2, "local"),
                ("10x", ten_x, 1, "beam"), ("10x", ten_x, 2, "beam"),
                # Seq 512 (the released models'): cost per MB for estimates.
@@ -190,7 +204,7 @@ def main():
       res = _run(corpus, model,
                  os.path.join(tmp, f"out_{size}_{workers}_{tool}_"
                               f"{seq[0] if seq else 128}"),
-                 workers, tool, *seq)
+                 workers, tool, *seq, num_trials=1 if smoke else _TRIALS)
       mb = os.path.getsize(corpus) / 2**20
       res.update(corpus=size, corpus_mb=round(mb, 2),
                  mb_dupe_pass_per_cpu_second=round(
@@ -199,7 +213,8 @@ def main():
       print(json.dumps(res), flush=True)
   result = {
       "settings": {"max_seq_length": 128, "dupe_factor": 5,
-                   "max_predictions_per_seq": 20, "vocab_size": 4000,
+                   "max_predictions_per_seq": 20,
+                   "vocab_size": 1000 if smoke else 4000,
                    "1x": "4 copies of botchan", "machine_cpus": os.cpu_count(),
                    "load_average_at_end": os.getloadavg()},
       "original_reference": {"instances": 10253, "seconds": 41,
@@ -211,8 +226,8 @@ def main():
       "timestamp": time.strftime("%Y-%m-%d %H:%M:%S"),
       "machine": run_all.machine(),
   }
-  os.makedirs(os.path.join(ROOT, "benchmarks", "results"), exist_ok=True)
-  path = os.path.join(ROOT, "benchmarks", "results", "data_prep.json")
+  path = args.json
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
   with open(path, "w") as f:
     json.dump(result, f, indent=2)
   print(f"wrote {path}")

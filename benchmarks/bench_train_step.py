@@ -3,14 +3,17 @@
 One full step = forward, MLM + SOP loss, backward, optimizer apply, on the
 same inputs (ALBERT-base, dropout 0, batch 8 x seq 128, 20 masked positions
 by default). Model Garden (AlbertEncoder + BertPretrainerV2 + its LAMB) runs
-in this process, alternating A/B with ours; keras-hub (Keras 3
-AlbertBackbone + AlbertMaskedLM head) runs in a separate process (it needs
-Keras 3) from the venv built from benchmarks/requirements.txt, alternating
-runs. Also measured here: a dense float32 matmul's GFLOP/s on this machine,
-against which our achieved GFLOP/s is reported.
+in this process, one step each per round, alternating (bench_common:
+warm-up until both steps settle, then timed rounds; the ratio is the median
+of per-round ratios); keras-hub (Keras 3 AlbertBackbone + AlbertMaskedLM
+head) runs in a separate process (it needs Keras 3) from the venv built from
+benchmarks/requirements.txt, one run per outer round, warming up until its
+own step settles. Also measured in every outer round: a dense float32
+matmul's GFLOP/s on this machine, against which our achieved GFLOP/s is
+reported, and the load average.
 
   python benchmarks/bench_train_step.py [--batch 8 --seq 128 --steps 5]
-      [--rounds 3] [--jit] [--no-keras-hub] [--json out.json]
+      [--rounds 3] [--jit] [--no-keras-hub] [--json out.json] [--smoke]
 """
 
 import argparse
@@ -24,6 +27,9 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import bench_common  # pylint: disable=g-import-not-at-top
 
 import numpy as np  # pylint: disable=g-import-not-at-top
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -32,6 +38,10 @@ BASE = dict(vocab_size=30000, embedding_size=128, hidden_size=768,
             num_hidden_layers=12, num_attention_heads=12,
             intermediate_size=3072, max_position_embeddings=512,
             type_vocab_size=2)
+# --smoke (the quick test): the same code on a 2-layer model.
+SMOKE = dict(BASE, vocab_size=1000, embedding_size=16, hidden_size=32,
+             num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+             max_position_embeddings=64)
 
 
 def train_flops(c, batch, seq, predictions):
@@ -63,25 +73,15 @@ def make_batch(batch, seq, predictions, vocab, seed=0):
   }
 
 
-def matmul_gflops(seconds=3.0):
-  """Dense float32 GEMM rate at training-like shapes."""
-  a = tf.random.normal([1024, 768])
-  b = tf.random.normal([768, 3072])
-  step = tf.function(lambda: tf.reduce_sum(tf.matmul(a, b)))
-  step()
-  n, start = 0, time.perf_counter()
-  while time.perf_counter() - start < seconds:
-    step().numpy()
-    n += 1
-  elapsed = time.perf_counter() - start
-  return 2 * 1024 * 768 * 3072 * n / elapsed / 1e9
+matmul_gflops = bench_common.matmul_gflops
 
 
-def ours_step_fn(batch, jit, gradient_checkpointing=False):
+def ours_step_fn(batch, jit, gradient_checkpointing=False, dims=None):
   from albert_tf import AlbertConfig, AlbertPretrainer
   from albert_tf.modeling import losses
   from albert_tf.optimization import optimizer_factory
-  config = AlbertConfig(**BASE, gradient_checkpointing=gradient_checkpointing)
+  config = AlbertConfig(**(dims or BASE),
+                        gradient_checkpointing=gradient_checkpointing)
   model = AlbertPretrainer(config)
   optimizer, _ = optimizer_factory.create_optimizer(
       "lamb", init_lr=1e-4, num_train_steps=1000, num_warmup_steps=10)
@@ -99,17 +99,18 @@ def ours_step_fn(batch, jit, gradient_checkpointing=False):
   return step
 
 
-def model_garden_step_fn(batch, jit):
+def model_garden_step_fn(batch, jit, dims=None):
   import tf_keras
   from official.modeling.optimization import lamb
   from official.nlp.modeling import models, networks
+  c = dims or BASE
   encoder = networks.AlbertEncoder(
-      vocab_size=BASE["vocab_size"], embedding_width=BASE["embedding_size"],
-      hidden_size=BASE["hidden_size"], num_layers=BASE["num_hidden_layers"],
-      num_attention_heads=BASE["num_attention_heads"],
-      max_sequence_length=BASE["max_position_embeddings"],
-      type_vocab_size=BASE["type_vocab_size"],
-      intermediate_size=BASE["intermediate_size"], dropout_rate=0.0,
+      vocab_size=c["vocab_size"], embedding_width=c["embedding_size"],
+      hidden_size=c["hidden_size"], num_layers=c["num_hidden_layers"],
+      num_attention_heads=c["num_attention_heads"],
+      max_sequence_length=c["max_position_embeddings"],
+      type_vocab_size=c["type_vocab_size"],
+      intermediate_size=c["intermediate_size"], dropout_rate=0.0,
       attention_dropout_rate=0.0, dict_outputs=True)
   model = models.BertPretrainerV2(
       encoder_network=encoder, mlm_activation=tf_keras.activations.gelu)
@@ -141,11 +142,10 @@ def model_garden_step_fn(batch, jit):
   return step
 
 
-def time_steps(step, steps):
+def time_step(step):
   start = time.perf_counter()
-  for _ in range(steps):
-    step().numpy()
-  return (time.perf_counter() - start) / steps
+  step().numpy()
+  return time.perf_counter() - start
 
 
 def peak_memory_mb(args, gradient_checkpointing):
@@ -157,6 +157,8 @@ def peak_memory_mb(args, gradient_checkpointing):
     cmd.append("--gradient-checkpointing")
   if args.jit:
     cmd.append("--jit")
+  if args.smoke:
+    cmd.append("--smoke")
   out = subprocess.run(cmd, check=True, capture_output=True, text=True)
   return json.loads(out.stdout.strip().splitlines()[-1])["peak_rss_mb"]
 
@@ -179,9 +181,10 @@ def own_peak_rss_mb():
 
 
 def memory_child(args):
+  dims = SMOKE if args.smoke else BASE
   batch = make_batch(args.batch, args.seq, args.predictions,
-                     BASE["vocab_size"])
-  step = ours_step_fn(batch, args.jit, args.gradient_checkpointing)
+                     dims["vocab_size"])
+  step = ours_step_fn(batch, args.jit, args.gradient_checkpointing, dims)
   step().numpy()
   step().numpy()
   print(json.dumps({"peak_rss_mb": own_peak_rss_mb()}))
@@ -205,13 +208,16 @@ def ensure_keras_hub_venv():
 
 
 def keras_hub_run(args, steps):
-  """Seconds/step of keras-hub in a fresh Keras 3 process."""
+  """Seconds/step of keras-hub in a fresh Keras 3 process (it warms up
+  until its step settles, then times `steps` steps)."""
   cmd = [keras_hub_venv(), os.path.join(ROOT, "benchmarks",
                                         "keras_hub_train_step.py"),
          "--batch", str(args.batch), "--seq", str(args.seq),
          "--predictions", str(args.predictions), "--steps", str(steps)]
   if args.jit:
     cmd.append("--jit")
+  if args.smoke:
+    cmd.append("--smoke")
   out = subprocess.run(cmd, check=True, capture_output=True, text=True)
   return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -236,52 +242,83 @@ def main():
                       help=argparse.SUPPRESS)
   parser.add_argument("--gradient-checkpointing", action="store_true",
                       help=argparse.SUPPRESS)
+  parser.add_argument("--smoke", action="store_true",
+                      help="a 2-layer model, batch 2 x seq 16, one round "
+                      "(for the quick test; keras-hub only if .venv-bench "
+                      "exists)")
   args = parser.parse_args()
+  if args.smoke:
+    args.batch, args.seq, args.predictions = 2, 16, 4
+    args.steps, args.rounds = 2, 1
+    if not os.path.exists(keras_hub_venv()):
+      print("[bench] --smoke: no .venv-bench, keras-hub skipped", flush=True)
+      args.no_keras_hub = True
   if args.memory_child:
     memory_child(args)
     return
-
+  dims = SMOKE if args.smoke else BASE
   batch = make_batch(args.batch, args.seq, args.predictions,
-                     BASE["vocab_size"])
-  flops = train_flops(BASE, args.batch, args.seq, args.predictions)
-  print(f"ALBERT-base train step, batch {args.batch} x seq {args.seq}, "
+                     dims["vocab_size"])
+  flops = train_flops(dims, args.batch, args.seq, args.predictions)
+  print(f"{'2-layer (smoke)' if args.smoke else 'ALBERT-base'} train step, "
+        f"batch {args.batch} x seq {args.seq}, "
         f"{args.predictions} predictions, XLA={'on' if args.jit else 'off'}: "
         f"{flops / 1e9:.1f} GFLOP/step", flush=True)
-  steps = {"albert_tf": ours_step_fn(batch, args.jit)}
+  steps = {"albert_tf": ours_step_fn(batch, args.jit, dims=dims)}
   if not args.no_model_garden:
-    steps["model_garden"] = model_garden_step_fn(batch, args.jit)
+    steps["model_garden"] = model_garden_step_fn(batch, args.jit, dims)
   if not args.no_keras_hub:
     ensure_keras_hub_venv()
-  for name, step in steps.items():  # Trace and warm up.
-    step().numpy()
-    step().numpy()
-  times = {name: [] for name in steps}
-  if not args.no_keras_hub:
-    times["keras_hub"] = []
-  matmul_rates = []
+  # In-process sides: one step each per round, order flipping, warm-up until
+  # every side's step settles; then `rounds` x (`steps` rounds, a matmul
+  # rate, one keras-hub process).
+  alt = bench_common.Alternation(
+      list(steps), window=1 if args.smoke else 3, max_warmup=2 if args.smoke
+      else 12, rounds=args.rounds * args.steps)
+  while alt.warming_up:
+    alt.add_round({name: time_step(steps[name]) for name in alt.order()})
+  print(f"warm-up: {len(alt.warmup['albert_tf'])} rounds, "
+        f"{'settled' if alt.settled else 'NOT settled (cap)'}: " + ", ".join(
+            f"{k} {' '.join(f'{t:.2f}' for t in v)}"
+            for k, v in alt.warmup.items()), flush=True)
+  keras_hub, matmul_rates, loads = [], [], [os.getloadavg()[0]]
   for r in range(args.rounds):
-    matmul_rates.append(matmul_gflops(2.0))
-    for name, step in steps.items():
-      times[name].append(time_steps(step, args.steps))
+    matmul_rates.append(matmul_gflops(0.5 if args.smoke else 2.0))
+    for _ in range(args.steps):
+      alt.add_round({name: time_step(steps[name]) for name in alt.order()})
     if not args.no_keras_hub:
-      times["keras_hub"].append(keras_hub_run(args, args.steps)["seconds"])
+      keras_hub.append(keras_hub_run(args, args.steps)["seconds"])
+    loads.append(os.getloadavg()[0])
     print(f"round {r + 1}/{args.rounds}: " + ", ".join(
-        f"{k} {v[-1]:.3f} s/step" for k, v in times.items()) +
-          f", matmul {matmul_rates[-1]:.0f} GFLOP/s", flush=True)
+        f"{k} {statistics.median(v[-args.steps:]):.3f} s/step"
+        for k, v in alt.timed.items()) +
+          (f", keras_hub {keras_hub[-1]:.3f} s/step" if keras_hub else "") +
+          f", matmul {matmul_rates[-1]:.0f} GFLOP/s, load {loads[-1]:.2f}",
+          flush=True)
 
   matmul = statistics.median(matmul_rates)
   result = {"batch": args.batch, "seq": args.seq,
             "predictions": args.predictions, "xla": args.jit,
             "gflop_per_step": flops / 1e9, "matmul_gflops": matmul,
-            "cpu_count": os.cpu_count(), "models": {}}
+            "matmul_gflops_rounds": matmul_rates, "loadavg_1min": loads,
+            "warmup_rounds": len(alt.warmup["albert_tf"]),
+            "settled": alt.settled, "cpu_count": os.cpu_count(),
+            "models": {}}
+  times = dict(alt.timed)
+  if keras_hub:
+    times["keras_hub"] = keras_hub
   ours = statistics.median(times["albert_tf"])
   for name, values in times.items():
     median = statistics.median(values)
+    # In-process peers: the median of per-round ratios (same load); keras-hub
+    # (other processes, other moments) only medians.
+    speedup = (alt.ratio(name, "albert_tf") if name in alt.timed
+               else median / ours)
     result["models"][name] = {
         "seconds_per_step": median,
         "gflops": flops / median / 1e9,
         "fraction_of_matmul": flops / median / 1e9 / matmul,
-        "albert_tf_speedup": median / ours,
+        "albert_tf_speedup": speedup,
     }
   print(f"\n{'model':<14}{'s/step':>9}{'GFLOP/s':>9}{'of matmul':>11}"
         f"{'ours is x faster':>18}")

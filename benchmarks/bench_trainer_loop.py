@@ -1,129 +1,198 @@
-"""Steps/s of the real pretraining loop (run_pretraining.py), with and without
-XLA, for the tiny CPU recipe and ALBERT-base.
+"""The run_pretraining loop against the bare compiled step of the same model,
+in one process, alternating, in the steady state.
 
-Writes a synthetic TFRecord file in our pretraining schema (random ids; the
-loop's speed does not depend on the text), runs `python -m
-albert_tf.run_pretraining` for a few loops of `steps_per_loop` steps, and reads
-steps/s and examples/s from its metrics.jsonl (the first loop, which traces
-and compiles, is left out).
+Data are made as users make them (botchan -> prepare_corpus ->
+train_sentencepiece -> create_pretraining_data, which writes the summary the
+trainer checks). The loop side is `Trainer.train()` as `run_pretraining`
+runs it (config from the official recipe + overrides, PretrainingTask, the
+configured strategy, metrics.jsonl, checkpoints); the bare side is one
+`tf.function` of forward + MLM/SOP loss + backward + clip + the recipe's
+optimizer on one fixed batch of the same data, the same model config, no
+input pipeline and no loop (with XLA, forward + backward compiled, as the
+trainer compiles them). Between two of the trainer's loops (its
+`eval_callback`, every `steps_per_loop` steps) the bare step runs
+`steps_per_loop` times: one round = one loop + the same number of bare
+steps, timed wall-clock. Rounds follow bench_common.Alternation (warm-up
+until the step settles, then timed rounds); the loop's cost is the median
+per-round ratio loop / bare.
 
-  python benchmarks/bench_trainer_loop.py [--configs tiny,base] [--json out.json]
+Settings: "tiny" (the tiny CPU recipe, batch 64 x seq 64) and "base"
+(ALBERT-base, batch 8 x seq 128, 20 predictions, LAMB, clip 1, dropout 0; a
+4,000-piece vocabulary from botchan instead of 30,000), each without and with
+XLA; "smoke" is a 2-layer model for the quick test.
+
+  python benchmarks/bench_trainer_loop.py [--configs tiny,base]
+      [--json out.json]
 
 `--compare_loops` instead times our outer loop (`Trainer.train`) against
-`orbit.Controller` driving an `orbit.StandardTrainer` over the same step
-function (`base_trainer.DistributedSteps.step`), each variant in its own
-process, alternating, on the tiny recipe: wall-clock steps/s between the
-first and the last loop (tracing excluded; summaries every loop, one
-checkpoint at the end, in both).
-
-  python benchmarks/bench_trainer_loop.py --compare_loops [--repeats 2]
+`orbit.Controller` over the same step, each in its own process, alternating.
 """
 
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
+import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import numpy as np  # pylint: disable=g-import-not-at-top
+import bench_common  # pylint: disable=g-import-not-at-top
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
-# name -> (recipe, overrides, seq, predictions, vocab, steps_per_loop, loops)
+from albert_tf.core import base_trainer  # pylint: disable=g-import-not-at-top
+from albert_tf.core import experiment_config  # pylint: disable=g-import-not-at-top
+from albert_tf.core import train_lib  # pylint: disable=g-import-not-at-top
+from albert_tf.core import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+from albert_tf.modeling import losses  # pylint: disable=g-import-not-at-top
+from albert_tf.optimization import optimizer_factory  # pylint: disable=g-import-not-at-top
+from albert_tf.tasks import pretraining as pretraining_task  # pylint: disable=g-import-not-at-top
+
+RECIPES = os.path.join(ROOT, "official_configs", "pretraining")
+# name -> recipe, overrides, (seq, predictions, vocab), steps_per_loop,
+#         Alternation arguments
 SETTINGS = {
-    "tiny": ("albert_tiny_cpu.yaml", "data.global_batch_size=64", 64, 10, 1000,
-             50, 4),
+    "tiny": ("albert_tiny_cpu.yaml", "data.global_batch_size=64",
+             (64, 10, 1000), 50, dict(window=3, max_warmup=12, rounds=5)),
     "base": ("albert_base_v2.yaml",
              "data.global_batch_size=8,data.seq_length=128,"
-             "data.max_predictions_per_seq=20", 128, 20, 30000, 2, 4),
+             "data.max_predictions_per_seq=20,model.vocab_size=4000",
+             (128, 20, 4000), 2, dict(window=3, max_warmup=10, rounds=5)),
+    "smoke": ("albert_tiny_cpu.yaml", "data.global_batch_size=8",
+              (64, 10, 1000), 2, dict(window=1, max_warmup=2, rounds=2)),
 }
+_DROPOUT_0 = "model.hidden_dropout_prob=0.0,model.attention_probs_dropout_prob=0.0"
 
 
-def write_records(path, num, seq, predictions, vocab, seed=0):
-  """Random examples in the original feature schema."""
-  rng = np.random.default_rng(seed)
-
-  def feature(values):
-    values = np.asarray(values)
-    if values.dtype.kind == "f":
-      return tf.train.Feature(float_list=tf.train.FloatList(value=values))
-    return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
-
-  writer = tf.io.TFRecordWriter(path)
-  for _ in range(num):
-    ids = rng.integers(5, vocab, seq)
-    ids[0], ids[seq // 2], ids[-1] = 2, 3, 3
-    positions = np.sort(rng.choice(np.arange(1, seq - 1), predictions,
-                                   replace=False))
-    features = {
-        "input_ids": ids, "input_mask": np.ones(seq, np.int64),
-        "segment_ids": (np.arange(seq) > seq // 2).astype(np.int64),
-        "token_boundary": np.ones(seq, np.int64),
-        "masked_lm_positions": positions, "masked_lm_ids": ids[positions],
-        "masked_lm_weights": np.ones(predictions, np.float32),
-        "next_sentence_labels": rng.integers(0, 2, 1),
-    }
-    writer.write(tf.train.Example(features=tf.train.Features(feature={
-        k: feature(v) for k, v in features.items()})).SerializeToString())
-  writer.close()
+class _Enough(Exception):
+  """Raised from the trainer's callback when the timed rounds are done."""
 
 
-def run(name, jit, workdir):
-  recipe, overrides, seq, pred, vocab, steps_per_loop, loops = SETTINGS[name]
-  data = os.path.join(workdir, f"{name}.tfrecord")
-  if not os.path.exists(data):
-    write_records(data, 512, seq, pred, vocab)
+def experiment(name, data, jit, max_loops):
+  recipe, overrides, _, steps_per_loop, _ = SETTINGS[name]
+  steps = steps_per_loop * max_loops
+  return experiment_config.load_experiment_config(
+      experiment_config.PretrainingExperimentConfig,
+      [os.path.join(RECIPES, recipe)],
+      f"{overrides},{_DROPOUT_0},data.input_path={data},"
+      f"trainer.train_steps={steps},trainer.steps_per_loop={steps_per_loop},"
+      f"trainer.eval_interval={steps_per_loop},"
+      f"trainer.checkpoint_interval={steps},runtime.jit_compile={jit}")
+
+
+def bare_step(config, task, features):
+  """The same model's train step alone: a fixed batch, no loop, no input."""
+  model = task.build_model()
+  optimizer, _ = base_trainer.build_optimizer(
+      config.optimizer, config.trainer.train_steps, "float32")
+  clip_norm = config.optimizer.clip_norm
+  inputs = {k: features[k] for k in pretraining_task._MODEL_INPUTS}  # pylint: disable=protected-access
+
+  def gradients():
+    with tf.GradientTape() as tape:
+      loss, _ = losses.pretraining_loss(model(inputs, training=True),
+                                        features)
+    return tape.gradient(loss, model.trainable_variables), loss
+
+  if config.runtime.jit_compile:  # what XLA compiles in the trainer too
+    gradients = tf.function(gradients, jit_compile=True)
+
+  @tf.function
+  def step():
+    grads, loss = gradients()
+    if clip_norm > 0:
+      grads, _ = optimizer_factory.clip_by_global_norm(grads, clip_norm)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    return loss
+  return step
+
+
+def measure(name, jit, workdir):
+  """{"loop_over_bare": ratio, seconds per step of each side, load, ...}."""
+  _, _, (seq, pred, vocab), steps_per_loop, alt_args = SETTINGS[name]
+  data = bench_common.pretraining_data(workdir, seq, pred, vocab)
+  alt = bench_common.Alternation(["loop", "bare"], **alt_args)
+  config = experiment(name, data, jit, alt.max_warmup + alt.rounds + 2)
+  task = pretraining_task.PretrainingTask(config)
+  strategy = train_lib.strategy_from_config(config.runtime)
   model_dir = os.path.join(workdir, f"{name}_{'xla' if jit else 'plain'}")
-  steps = steps_per_loop * loops
-  cmd = [sys.executable, "-m", "albert_tf.run_pretraining",
-         f"--config_file={os.path.join(ROOT, 'official_configs', 'pretraining', recipe)}",
-         f"--params_override={overrides},data.input_path={data},"
-         f"trainer.train_steps={steps},trainer.steps_per_loop={steps_per_loop},"
-         f"trainer.checkpoint_interval={steps},runtime.jit_compile={jit},"
-         "model.hidden_dropout_prob=0.0,model.attention_probs_dropout_prob=0.0",
-         f"--model_dir={model_dir}", "--mode=train"]
-  subprocess.run(cmd, check=True, cwd=ROOT, env=dict(os.environ,
-                                                    PYTHONPATH=ROOT))
-  with open(os.path.join(model_dir, "metrics.jsonl"), encoding="utf-8") as f:
-    rows = [json.loads(l) for l in f if l.strip()]
-  rows = [r for r in rows if r.get("mode", "train") == "train" and
-          "steps_per_sec" in r][1:]  # the first loop traces and compiles
-  return {"steps_per_sec": float(np.median([r["steps_per_sec"] for r in rows])),
-          "examples_per_sec": float(np.median([r["examples_per_sec"]
-                                               for r in rows]))}
+  trainer = trainer_lib.Trainer(task, config, model_dir, strategy)
+  features = next(iter(task.build_inputs(None, training=True)))
+  step = bare_step(config, task, features)
+  step().numpy()  # traced before timing, as the trainer's first loop is
+  before = bench_common.load()
+  last_exit = [None]
+
+  def between_loops(_):
+    # The trainer's loop ran since the last exit from here (the first loop
+    # since the start, which traces: a warm-up round like any other).
+    now = time.perf_counter()
+    loop_seconds = now - (last_exit[0] or start)
+    t0 = time.perf_counter()
+    for _ in range(steps_per_loop):
+      step().numpy()
+    alt.add_round({"loop": loop_seconds / steps_per_loop,
+                   "bare": (time.perf_counter() - t0) / steps_per_loop})
+    if alt.done:
+      raise _Enough()
+    last_exit[0] = time.perf_counter()
+
+  start = time.perf_counter()
+  try:
+    trainer.train(eval_callback=between_loops)
+  except _Enough:
+    pass
+  result = alt.summary()
+  result.update(
+      loop_over_bare=alt.ratio("loop", "bare"),
+      loop_seconds_per_step=result["sides"]["loop"]["median_s"],
+      bare_seconds_per_step=result["sides"]["bare"]["median_s"],
+      steps_per_loop=steps_per_loop, batch=config.data.global_batch_size,
+      seq=seq, vocab_size=vocab, xla=jit,
+      load_before=before, load_after=bench_common.load())
+  return result
 
 
-def _time_loop(variant, data, model_dir, steps_per_loop, loops):
-  """Runs one variant in this process; {"steps_per_sec": wall-clock rate
-  from the end of the first loop to the end of the last}."""
-  # pylint: disable=g-import-not-at-top
-  import time
-  import orbit
-  from albert_tf import run_pretraining
-  from albert_tf.core import trainer as trainer_lib
-  from albert_tf.tasks import pretraining as pretraining_task
-  steps = steps_per_loop * loops
-  config = run_pretraining.build_config(
-      [os.path.join(ROOT, "official_configs", "pretraining",
-                    SETTINGS["tiny"][0])],
-      f"{SETTINGS['tiny'][1]},data.input_path={data},"
-      f"data.eval_input_path={data},trainer.train_steps={steps},"
-      f"trainer.steps_per_loop={steps_per_loop},"
-      f"trainer.checkpoint_interval={steps}")
+def compare_loops(repeats, json_path, workdir, setting="tiny"):
+  """Our Trainer.train against orbit.Controller, one process each."""
+  import subprocess  # pylint: disable=g-import-not-at-top
+  _, _, (seq, pred, vocab), _, _ = SETTINGS[setting]
+  data = bench_common.pretraining_data(workdir, seq, pred, vocab)
+  rates = {"ours": [], "orbit": []}
+  for i in range(repeats):
+    for variant in rates:
+      out = subprocess.run(
+          [sys.executable, os.path.abspath(__file__), f"--loop_child={variant}",
+           f"--data={data}", f"--model_dir={workdir}/{variant}{i}",
+           f"--configs={setting}"],
+          check=True, cwd=ROOT, capture_output=True, text=True,
+          env=dict(os.environ, PYTHONPATH=ROOT)).stdout
+      rate = json.loads(out.strip().splitlines()[-1])["steps_per_sec"]
+      rates[variant].append(rate)
+      print(f"{variant:<6} run {i}: {rate:8.2f} steps/s", flush=True)
+  summary = {v: {"median_steps_per_sec": sorted(r)[len(r) // 2], "runs": r}
+             for v, r in rates.items()}
+  print(json.dumps(summary, indent=2))
+  if json_path:
+    with open(json_path, "w", encoding="utf-8") as f:
+      json.dump(summary, f, indent=2)
+
+
+def loop_child(variant, data, model_dir, setting, loops=4):
+  """One variant's wall-clock steps/s from the first loop's end to the last."""
+  import orbit  # pylint: disable=g-import-not-at-top
+  steps_per_loop = SETTINGS[setting][3]
+  config = experiment(setting, data, False, loops)
   trainer = trainer_lib.Trainer(pretraining_task.PretrainingTask(config),
                                 config, model_dir)
+  ends = []
   if variant == "ours":
-    trainer.train()
-    with open(os.path.join(model_dir, "metrics.jsonl"), encoding="utf-8") as f:
-      rows = [json.loads(l) for l in f]
-    ends = [(r["step"], r["time"]) for r in rows]
+    trainer.train(eval_callback=lambda step: ends.append(
+        (step, time.time())))
   else:
-    ends = []
-
     class _OrbitTrainer(orbit.StandardTrainer):
       def __init__(self):
         self.loss_sum = tf.Variable(0.0)
@@ -148,64 +217,56 @@ def _time_loop(variant, data, model_dir, steps_per_loop, loops):
         summary_interval=steps_per_loop,
         train_actions=[lambda _: ends.append(
             (int(trainer.global_step.numpy()), time.time()))])
-    controller.train(steps)
+    controller.train(steps_per_loop * loops)
   (s0, t0), (s1, t1) = ends[0], ends[-1]
   return {"steps_per_sec": (s1 - s0) / (t1 - t0), "loops": len(ends)}
 
 
-def compare_loops(repeats, json_path):
-  workdir = tempfile.mkdtemp(prefix="bench_loops_")
-  _, _, seq, pred, vocab, steps_per_loop, loops = SETTINGS["tiny"]
-  data = os.path.join(workdir, "tiny.tfrecord")
-  write_records(data, 512, seq, pred, vocab)
-  rates = {"ours": [], "orbit": []}
-  for i in range(repeats):
-    for variant in rates:
-      out = subprocess.run(
-          [sys.executable, __file__, f"--loop_child={variant}",
-           f"--data={data}", f"--model_dir={workdir}/{variant}{i}",
-           f"--steps_per_loop={steps_per_loop}", f"--loops={loops}"],
-          check=True, cwd=ROOT, capture_output=True, text=True,
-          env=dict(os.environ, PYTHONPATH=ROOT)).stdout
-      result = json.loads(out.strip().splitlines()[-1])
-      rates[variant].append(result["steps_per_sec"])
-      print(f"{variant:<6} run {i}: {result['steps_per_sec']:8.2f} steps/s",
-            flush=True)
-  summary = {v: {"median_steps_per_sec": float(np.median(r)), "runs": r}
-             for v, r in rates.items()}
-  print(json.dumps(summary, indent=2))
-  if json_path:
-    with open(json_path, "w", encoding="utf-8") as f:
-      json.dump(summary, f, indent=2)
+def report(key, r):
+  print(f"{key:<12} loop {r['loop_seconds_per_step']:.4f} s/step, bare step "
+        f"{r['bare_seconds_per_step']:.4f} s/step: loop / bare = "
+        f"{r['loop_over_bare']:.3f} ({r['timed_rounds']} timed rounds after "
+        f"{r['warmup_rounds']} warm-up, "
+        f"{'settled' if r['settled'] else 'NOT settled (cap)'}; load "
+        f"{r['load_before']['loadavg_1min']}/{r['load_after']['loadavg_1min']}"
+        f", matmul {r['load_before']['matmul_gflops']:.0f}/"
+        f"{r['load_after']['matmul_gflops']:.0f} GFLOP/s before/after)",
+        flush=True)
 
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--configs", default="tiny,base")
+  parser.add_argument("--no_xla", action="store_true",
+                      help="only without XLA")
+  parser.add_argument("--smoke", action="store_true",
+                      help="the smallest setting (for the quick test)")
   parser.add_argument("--json")
+  parser.add_argument("--workdir", help="data and runs (default: a new "
+                      "temporary directory)")
   parser.add_argument("--compare_loops", action="store_true")
   parser.add_argument("--repeats", type=int, default=2)
-  parser.add_argument("--loop_child", choices=("ours", "orbit"))
-  parser.add_argument("--data")
-  parser.add_argument("--model_dir")
-  parser.add_argument("--steps_per_loop", type=int, default=50)
-  parser.add_argument("--loops", type=int, default=4)
+  parser.add_argument("--loop_child", choices=("ours", "orbit"),
+                      help=argparse.SUPPRESS)
+  parser.add_argument("--data", help=argparse.SUPPRESS)
+  parser.add_argument("--model_dir", help=argparse.SUPPRESS)
   args = parser.parse_args()
+  configs = "smoke" if args.smoke else args.configs
   if args.loop_child:
-    print(json.dumps(_time_loop(args.loop_child, args.data, args.model_dir,
-                                args.steps_per_loop, args.loops)))
+    print(json.dumps(loop_child(args.loop_child, args.data, args.model_dir,
+                                configs.split(",")[0])))
     return
+  workdir = args.workdir or tempfile.mkdtemp(prefix="bench_trainer_loop_")
+  os.makedirs(workdir, exist_ok=True)
   if args.compare_loops:
-    compare_loops(args.repeats, args.json)
+    compare_loops(args.repeats, args.json, workdir, configs.split(",")[0])
     return
-  workdir = tempfile.mkdtemp(prefix="bench_trainer_loop_")
   results = {}
-  for name in args.configs.split(","):
-    for jit in (False, True):
+  for name in configs.split(","):
+    for jit in (False,) if args.no_xla or args.smoke else (False, True):
       key = f"{name}{' + XLA' if jit else ''}"
-      results[key] = run(name, jit, workdir)
-      print(f"{key:<12} {results[key]['steps_per_sec']:8.3f} steps/s "
-            f"{results[key]['examples_per_sec']:9.1f} examples/s", flush=True)
+      results[key] = measure(name, jit, workdir)
+      report(key, results[key])
   if args.json:
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
     with open(args.json, "w", encoding="utf-8") as f:

@@ -10,11 +10,14 @@ Prints one JSON line: {"seconds": s_per_step, ...}.
 import argparse
 import json
 import os
+import sys
 import time
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_common  # pylint: disable=g-import-not-at-top  (stdlib only)
 import keras  # pylint: disable=g-import-not-at-top
 import keras_hub  # pylint: disable=g-import-not-at-top
 import numpy as np  # pylint: disable=g-import-not-at-top
@@ -27,12 +30,17 @@ def main():
   parser.add_argument("--predictions", type=int, default=20)
   parser.add_argument("--steps", type=int, default=5)
   parser.add_argument("--jit", action="store_true")
+  parser.add_argument("--smoke", action="store_true",
+                      help="bench_train_step's 2-layer smoke model")
   args = parser.parse_args()
 
-  vocab = 30000
+  vocab, layers, heads, emb, hidden, inter = (
+      (1000, 2, 2, 16, 32, 64) if args.smoke else (30000, 12, 12, 128, 768,
+                                                   3072))
   backbone = keras_hub.models.AlbertBackbone(
-      vocabulary_size=vocab, num_layers=12, num_heads=12, embedding_dim=128,
-      hidden_dim=768, intermediate_dim=3072, num_groups=1,
+      vocabulary_size=vocab, num_layers=layers, num_heads=heads,
+      embedding_dim=emb, hidden_dim=hidden, intermediate_dim=inter,
+      num_groups=1,
       num_inner_repetitions=1, dropout=0.0, max_sequence_length=512,
       num_segments=2)
   inputs = {
@@ -66,13 +74,18 @@ def main():
        "padding_mask": np.ones_like(ids), "mask_positions": positions}
   y = {"mlm": np.take_along_axis(ids, positions, 1),
        "sop": rng.integers(0, 2, (args.batch,)).astype(np.int32)}
-  model.train_on_batch(x, y)  # Trace and warm up.
-  model.train_on_batch(x, y)
+  warmup = []  # until the step settles (bench_common's rule), at most 12
+  while len(warmup) < 12 and not bench_common.window_settled(
+      warmup, 1 if args.smoke else 3, 0.05):
+    t0 = time.perf_counter()
+    model.train_on_batch(x, y)
+    warmup.append(time.perf_counter() - t0)
   start = time.perf_counter()
   for _ in range(args.steps):
     model.train_on_batch(x, y)
   seconds = (time.perf_counter() - start) / args.steps
-  print(json.dumps({"seconds": seconds, "params": model.count_params(),
+  print(json.dumps({"seconds": seconds, "warmup_seconds": warmup,
+                    "params": model.count_params(),
                     "keras": keras.__version__,
                     "keras_hub": keras_hub.__version__}))
 

@@ -10,9 +10,16 @@ Runs (each prints its own figures as it goes):
   3. bench_inference.py: exported encoder SavedModels, batch 1 and 32.
   4. bench_data_prep.py: create_pretraining_data and the Beam pipeline:
      instances/s, peak RSS, scaling in workers.
-Writes benchmarks/results/*.json and benchmarks/results/RESULTS.md.
+Writes benchmarks/results/*.json and benchmarks/results/RESULTS.md. Every
+figure is measured against its peer or limit in the same run, sides called
+alternately after the warm-up has settled (benchmarks/bench_common.py).
 
-  python benchmarks/run_all.py [--quick]
+  python benchmarks/run_all.py [--quick | --smoke] [--results_dir DIR]
+
+--smoke runs every script on its smallest setting into --results_dir (the
+quick test, tests/benchmarks/test_benchmarks_run.py: checks that nothing
+rotted, measures nothing; keras-hub only if .venv-bench exists, so it
+downloads nothing).
 """
 
 import argparse
@@ -23,8 +30,9 @@ import subprocess
 import sys
 import time
 
+SMOKE = False  # set by --smoke: every script on its smallest setting
 HERE = os.path.dirname(os.path.abspath(__file__))
-RESULTS = os.path.join(HERE, "results")
+RESULTS = os.path.join(HERE, "results")  # --results_dir changes it
 # bench_train_step.py result files, in table order, with their row labels.
 TRAIN_STEP_RESULTS = (("train_step.json", "b8 x s128"),
                       ("train_step_xla.json", "b8 x s128, XLA"),
@@ -33,7 +41,8 @@ TRAIN_STEP_RESULTS = (("train_step.json", "b8 x s128"),
 
 
 def run(script, *args):
-  cmd = [sys.executable, os.path.join(HERE, script), *args]
+  global_args = ["--smoke"] if SMOKE else []
+  cmd = [sys.executable, os.path.join(HERE, script), *args, *global_args]
   print(f"\n=== {' '.join(cmd[1:])}", flush=True)
   start = time.time()
   subprocess.run(cmd, check=True)
@@ -91,15 +100,24 @@ def markdown(machine_line):
     lines.append(line)
   loop = load("trainer_loop.json")
   if loop:
-    lines += ["", "### run_pretraining loop (steps_per_loop steps per call)", "",
-              "| config | steps/s | examples/s |", "|---|---|---|"]
+    lines += ["", "### run_pretraining loop against the bare step of the same "
+              "model (same process, alternating)", "",
+              "| config | loop s/step | bare step s/step | loop / bare | "
+              "warm-up rounds | load avg before/after | matmul GFLOP/s "
+              "before/after |", "|---|---|---|---|---|---|---|"]
     for name, m in loop.items():
-      lines.append(f"| {name} | {m['steps_per_sec']:.3f} | "
-                   f"{m['examples_per_sec']:.1f} |")
+      lines.append(
+          f"| {name} | {m['loop_seconds_per_step']:.4f} | "
+          f"{m['bare_seconds_per_step']:.4f} | {m['loop_over_bare']:.3f} | "
+          f"{m['warmup_rounds']}{'' if m['settled'] else ' (cap)'} | "
+          f"{m['load_before']['loadavg_1min']}/"
+          f"{m['load_after']['loadavg_1min']} | "
+          f"{m['load_before']['matmul_gflops']:.0f}/"
+          f"{m['load_after']['matmul_gflops']:.0f} |")
   inference = load("inference.json")
   if inference:
     lines += ["", "### Inference, exported encoder SavedModel (seq "
-              f"{inference['seq']})", "",
+              f"{inference['seq']}; the two called alternately)", "",
               "| batch | model | p50 ms | p99 ms | examples/s |",
               "|---|---|---|---|---|"]
     for batch, r in inference["batches"].items():
@@ -107,6 +125,31 @@ def markdown(machine_line):
         m = r[name]
         lines.append(f"| {batch} | {name} | {m['p50_ms']:.1f} | "
                      f"{m['p99_ms']:.1f} | {m['examples_per_s']:.1f} |")
+    lines.append("")
+    for batch, r in inference["batches"].items():
+      target = (f" (target <= {r['target']})" if r.get("target") else "")
+      lines.append(
+          f"Batch {batch}: albert_tf / Model Garden "
+          f"{r['ours_over_model_garden']:.2f}{target}, median of "
+          f"{r['timed_rounds']} per-round ratios; outputs agree to "
+          f"{max(r['max_abs_diff'].values()):.1e}; load average "
+          f"{r['load_before']['loadavg_1min']}/"
+          f"{r['load_after']['loadavg_1min']}, matmul "
+          f"{r['load_before']['matmul_gflops']:.0f}/"
+          f"{r['load_after']['matmul_gflops']:.0f} GFLOP/s before/after.")
+    text = inference.get("text_signatures")
+    if text:
+      lines += ["", "Text-in signatures (export_serving of the same encoder): "
+                "added latency over `serve_ids` (median of per-round "
+                "differences):", "",
+                "| batch | serve_ids p50 ms | text p50 ms | tf.Example p50 ms "
+                "| text adds ms | tf.Example adds ms |",
+                "|---|---|---|---|---|---|"]
+      for batch, r in text.items():
+        lines.append(
+            f"| {batch} | {r['ids']['p50_ms']:.1f} | "
+            f"{r['text']['p50_ms']:.1f} | {r['examples']['p50_ms']:.1f} | "
+            f"{r['text_added_ms']:.1f} | {r['examples_added_ms']:.1f} |")
   data = load("data_prep.json")
   if data:
     ref = data["original_reference"]
@@ -162,12 +205,18 @@ def write_table(measured_now):
 
 
 def main():
+  global RESULTS, SMOKE  # pylint: disable=global-statement
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--quick", action="store_true",
                       help="fewer rounds; no seq-512 or data-prep runs")
+  parser.add_argument("--smoke", action="store_true",
+                      help="every script on its smallest setting (the quick "
+                      "test; measures nothing)")
+  parser.add_argument("--results_dir", default=RESULTS)
   parser.add_argument("--table_only", action="store_true",
                       help="only rebuild RESULTS.md from the JSON files")
   args = parser.parse_args()
+  RESULTS, SMOKE = os.path.abspath(args.results_dir), args.smoke
   os.makedirs(RESULTS, exist_ok=True)
   if args.table_only:
     write_table(measured_now=False)
@@ -177,7 +226,7 @@ def main():
       "--json", os.path.join(RESULTS, "train_step.json"))
   run("bench_train_step.py", *rounds, "--jit",
       "--json", os.path.join(RESULTS, "train_step_xla.json"))
-  if not args.quick:
+  if not (args.quick or args.smoke):
     run("bench_train_step.py", "--batch", "2", "--seq", "512", *rounds,
         "--no-keras-hub", "--memory", "--json",
         os.path.join(RESULTS, "train_step_seq512.json"))
@@ -186,9 +235,13 @@ def main():
         os.path.join(RESULTS, "train_step_seq512_xla.json"))
   run("bench_trainer_loop.py", "--json",
       os.path.join(RESULTS, "trainer_loop.json"))
+  if args.smoke:
+    run("bench_trainer_loop.py", "--compare_loops", "--repeats", "1",
+        "--json", os.path.join(RESULTS, "trainer_loop_vs_orbit.json"))
   run("bench_inference.py", "--json", os.path.join(RESULTS, "inference.json"))
   if not args.quick:
-    run("bench_data_prep.py")
+    run("bench_data_prep.py", "--json", os.path.join(RESULTS,
+                                                     "data_prep.json"))
   write_table(measured_now=True)
 
 

@@ -59,14 +59,19 @@ class SelfAttention(tf_keras.layers.Layer):
     layer_utils.build_in_scope(self.layer_norm, [None, self.hidden_size])
     super().build(input_shape)
 
-  def call(self, x, bias, batch, seq, training=None):
+  def fused_qkv(self, dtype):
+    """(kernel [H, 3H], bias [3H]): Q, K and V as one GEMM's weights (the
+    checkpoint keeps the original's 3 kernels)."""
+    layers = (self.query, self.key, self.value)
+    return (tf.concat([tf.cast(l.kernel, dtype) for l in layers], axis=1),
+            tf.concat([tf.cast(l.bias, dtype) for l in layers], axis=0))
+
+  def call(self, x, bias, batch, seq, training=None, qkv_weights=None):
+    """`qkv_weights`: `fused_qkv(x.dtype)` made once for several calls (a
+    shared layer: the concat of the kernels is then not redone per layer)."""
     heads, head_size = self.num_attention_heads, self.head_size
     dtype = x.dtype
-    # One GEMM for Q, K and V; the checkpoint keeps the original's 3 kernels.
-    kernel = tf.concat([tf.cast(l.kernel, dtype) for l in
-                        (self.query, self.key, self.value)], axis=1)  # [H, 3H]
-    qkv_bias = tf.concat([tf.cast(l.bias, dtype) for l in
-                          (self.query, self.key, self.value)], axis=0)
+    kernel, qkv_bias = qkv_weights or self.fused_qkv(dtype)
     qkv = tf.matmul(x, kernel) + qkv_bias  # [batch*seq, 3H]
     # tf.split, not slicing: its gradient is one concat, where each slice's
     # gradient would write a zero-filled copy of the whole [batch*seq, 3H].
@@ -220,12 +225,13 @@ class SharedTransformerStack(tf_keras.layers.Layer):
     return (sublayer_indices(layer, inner, *shape, self.share_attention),
             sublayer_indices(layer, inner, *shape, self.share_ffn))
 
-  def _layer_fn(self, layer, bias, batch, seq, training):
+  def _layer_fn(self, layer, bias, batch, seq, training, qkv_weights):
     def apply(x):
       for inner in range(self.inner_group_num):
         attention, ffn = self.block_indices(layer, inner)
-        x = self.attention_layers[attention](x, bias, batch, seq,
-                                             training=training)
+        x = self.attention_layers[attention](
+            x, bias, batch, seq, training=training,
+            qkv_weights=qkv_weights.get(attention))
         x = self.ffn_layers[ffn](x, training=training)
       return x
     if self.gradient_checkpointing:
@@ -236,9 +242,15 @@ class SharedTransformerStack(tf_keras.layers.Layer):
     batch, seq = tf.shape(x)[0], tf.shape(x)[1]
     bias = attention_bias(input_mask, x.dtype)  # [batch, 1, 1, seq]
     x = tf.reshape(x, [-1, self.hidden_size])  # [batch*seq, H]
+    # Each attention sublayer's fused Q/K/V weights once per call, not once
+    # per layer that shares it (12 concats of [H, 3H] at ALBERT-base). Not
+    # with recompute_grad: it differentiates only the variables read inside.
+    qkv_weights = {} if self.gradient_checkpointing else {
+        i: layer.fused_qkv(x.dtype)
+        for i, layer in enumerate(self.attention_layers)}
     outputs = []
     for layer in range(self.num_hidden_layers):
-      x = self._layer_fn(layer, bias, batch, seq, training)(x)
+      x = self._layer_fn(layer, bias, batch, seq, training, qkv_weights)(x)
       outputs.append(tf.reshape(x, [batch, seq, self.hidden_size]))
     return outputs
 

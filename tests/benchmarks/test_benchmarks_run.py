@@ -1,0 +1,119 @@
+"""The benchmarks cannot rot: every script runs on its smallest setting.
+
+`benchmarks/run_all.py --smoke` runs bench_train_step (with and without XLA,
+peak-memory children), bench_trainer_loop (data made by the data_prep tools,
+the trainer against the bare step, and the orbit comparison),
+bench_inference (both exported SavedModels, the text-in signatures) and
+bench_data_prep (local and Beam) on 2-layer models and a tiny corpus, into a
+temporary results directory. keras-hub runs only when `.venv-bench` exists
+(it needs its own Keras 3 venv; the test downloads nothing). The timing
+rules themselves (bench_common) are checked on made-up timings.
+"""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+
+import bench_common  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+
+def test_window_settled_compares_the_last_two_windows():
+  assert not bench_common.window_settled([5.0, 4.0], 2, 0.05)  # too few
+  assert not bench_common.window_settled([4.75, 4.0, 3.4, 3.1], 2, 0.05)
+  assert bench_common.window_settled([4.75, 3.1, 3.12, 3.1], 1, 0.05)
+  assert bench_common.window_settled([9.0, 3.1, 3.2, 3.0, 3.1], 2, 0.05)
+
+
+def test_alternation_warms_up_until_settled_then_times():
+  # A fresh process: each side slows down its first calls, then settles.
+  a = [4.75, 4.0, 3.4, 3.1, 3.1, 3.1, 3.0, 3.1, 3.1]
+  b = [5.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0]
+  alt = bench_common.Alternation(["a", "b"], window=2, tolerance=0.05,
+                                 max_warmup=10, rounds=3)
+  orders = []
+  for i, order in enumerate(alt):
+    orders.append(order)
+    alt.add_round({"a": a[i], "b": b[i]})
+  # Settled after round 6 (a's windows [3.1, 3.1] vs [3.4, 3.1] -> medians
+  # 3.25 and 3.1 differ by 4.8%); then exactly 3 timed rounds.
+  assert alt.settled and len(alt.warmup["a"]) == 6
+  assert alt.timed == {"a": a[6:9], "b": b[6:9]}
+  assert orders[:3] == [["a", "b"], ["b", "a"], ["a", "b"]]
+  assert math.isclose(alt.ratio("a", "b"), 3.1 / 3.0)
+
+
+def test_alternation_stops_warming_up_at_the_cap():
+  alt = bench_common.Alternation(["a"], window=1, tolerance=0.01,
+                                 max_warmup=3, rounds=1)
+  for seconds in (1.0, 2.0, 4.0, 8.0):
+    alt.add_round({"a": seconds})
+  assert not alt.settled and alt.warmup["a"] == [1.0, 2.0, 4.0]
+  assert alt.timed["a"] == [8.0] and alt.done
+
+
+def test_percentile_interpolates_like_numpy():
+  assert bench_common.percentile([1, 2, 3, 4], 50) == 2.5
+  assert bench_common.percentile([10, 20, 30], 99) == pytest.approx(29.8)
+
+
+def _read(results, name):
+  with open(os.path.join(results, name), encoding="utf-8") as f:
+    return json.load(f)
+
+
+def test_every_benchmark_runs_on_its_smallest_setting(tmp_path):
+  results = tmp_path / "results"
+  bench_venv = os.path.join(ROOT, ".venv-bench")
+  had_bench_venv = os.path.exists(bench_venv)
+  env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2",
+             CUDA_VISIBLE_DEVICES="", TMPDIR=str(tmp_path))
+  proc = subprocess.run(
+      [sys.executable, os.path.join(ROOT, "benchmarks", "run_all.py"),
+       "--smoke", f"--results_dir={results}"],
+      cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
+  assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+  assert os.path.exists(bench_venv) == had_bench_venv  # nothing installed
+
+  for name in ("train_step.json", "train_step_xla.json"):
+    step = _read(results, name)
+    peers = {"albert_tf", "model_garden"} | (
+        {"keras_hub"} if had_bench_venv else set())
+    assert set(step["models"]) == peers
+    assert all(m["seconds_per_step"] > 0 for m in step["models"].values())
+    assert step["models"]["albert_tf"]["albert_tf_speedup"] == 1.0
+  assert _read(results, "train_step.json")["peak_rss_mb"]["albert_tf"] > 0
+
+  loop = _read(results, "trainer_loop.json")["smoke"]
+  assert loop["timed_rounds"] == 2 and loop["warmup_rounds"] >= 1
+  assert 0 < loop["loop_over_bare"] < math.inf
+  assert loop["load_before"]["matmul_gflops"] > 0
+  orbit = _read(results, "trainer_loop_vs_orbit.json")
+  assert orbit["ours"]["runs"][0] > 0 and orbit["orbit"]["runs"][0] > 0
+
+  inference = _read(results, "inference.json")
+  for batch in ("1", "2"):
+    row = inference["batches"][batch]
+    # Same weights, two implementations: the outputs agree.
+    assert max(row["max_abs_diff"].values()) < 1e-5
+    assert row["timed_rounds"] == 3 and row["albert_tf"]["p50_ms"] > 0
+    text = inference["text_signatures"][batch]
+    assert {"text", "examples", "ids"} <= set(text)
+    assert math.isfinite(text["text_added_ms"])
+
+  runs = _read(results, "data_prep.json")["runs"]
+  assert [r["tool"] for r in runs] == ["local", "beam"]
+  assert runs[0]["instances"] == runs[1]["instances"] > 0
+
+  with open(results / "RESULTS.md", encoding="utf-8") as f:
+    table = f.read()
+  for heading in ("### Pretraining train step", "### run_pretraining loop",
+                  "### Inference", "Text-in signatures", "### Data prep"):
+    assert heading in table
