@@ -10,7 +10,7 @@ and the text-in serving signatures against the ids one.
    p99, and ours / Model Garden as the median of per-round ratios, against
    the targets (<= 0.6x at batch 1, <= 0.55x at batch 32), with the load.
 2. Text in. The same encoder (vocabulary: a 4,000-piece SentencePiece model
-   trained on botchan) exported with `export_lib.export_serving`: its
+   trained on botchan) exported with the pretraining task's `serving` export: its
    `serving_default` (text), `serve_examples` (tf.Example) and `serve_ids`
    signatures called alternately on texts that fill the sequence and on
    their ids; reported: what text in adds over ids.
@@ -39,6 +39,8 @@ from albert_tf import AlbertConfig, AlbertEncoder  # pylint: disable=g-import-no
 from albert_tf.checkpoints import canonical_weights  # pylint: disable=g-import-not-at-top
 from albert_tf.checkpoints import model_garden_checkpoint  # pylint: disable=g-import-not-at-top
 from albert_tf.serving import export_lib  # pylint: disable=g-import-not-at-top
+from albert_tf.tasks import export as tasks_export  # pylint: disable=g-import-not-at-top
+from albert_tf.tasks import pretraining  # pylint: disable=g-import-not-at-top
 
 NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 TARGETS = {1: 0.6, 32: 0.55}  # ours / Model Garden p50 (issue 22)
@@ -179,9 +181,11 @@ def text_signatures(config, seq, batches, workdir, smoke):
       workdir, SMOKE_CONFIG["vocab_size"] if smoke else 4000)
   config = AlbertConfig(**dict(config.as_dict(), vocab_size=(
       SMOKE_CONFIG["vocab_size"] if smoke else 4000)))
-  path = export_lib.export_serving(AlbertEncoder(config),
-                                   os.path.join(workdir, "text"), spm,
-                                   seq_length=seq)
+  path = tasks_export.export_model(
+      pretraining.PretrainingTask, "serving", AlbertEncoder(config),
+      pretraining.PretrainingServingParams(seq_length=seq,
+                                           spm_model_file=spm),
+      os.path.join(workdir, "text"))
   loaded = tf.saved_model.load(path)
   signatures = loaded.signatures
   with open(corpus, encoding="utf-8") as f:

@@ -75,7 +75,7 @@ def experiment(name, data, jit, max_loops):
   recipe, overrides, _, steps_per_loop, _ = SETTINGS[name]
   steps = steps_per_loop * max_loops
   return experiment_config.load_experiment_config(
-      experiment_config.PretrainingExperimentConfig,
+      pretraining_task.PretrainingExperimentConfig,
       [os.path.join(RECIPES, recipe)],
       f"{overrides},{_DROPOUT_0},data.input_path={data},"
       f"trainer.train_steps={steps},trainer.steps_per_loop={steps_per_loop},"

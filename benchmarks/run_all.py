@@ -139,7 +139,7 @@ def markdown(machine_line):
           f"{r['load_after']['matmul_gflops']:.0f} GFLOP/s before/after.")
     text = inference.get("text_signatures")
     if text:
-      lines += ["", "Text-in signatures (export_serving of the same encoder): "
+      lines += ["", "Text-in signatures (the serving export of the same encoder): "
                 "added latency over `serve_ids` (median of per-round "
                 "differences):", "",
                 "| batch | serve_ids p50 ms | text p50 ms | tf.Example p50 ms "
