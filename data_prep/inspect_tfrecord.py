@@ -21,6 +21,7 @@ from absl import app
 from absl import flags
 
 from data_prep import command_line
+from data_prep import output_files
 from data_prep import pretraining_summary
 from data_prep import tokenization
 
@@ -152,7 +153,7 @@ def check_model(path, spm_model_file, vocab_size, stream=sys.stderr):
   what = (f"--spm_model_file {spm_model_file} is not the model that wrote "
           f"{path} ({summary_path} records {recorded}")
   if recorded_hash:
-    if pretraining_summary.file_sha256(spm_model_file) != recorded_hash:
+    if output_files.file_sha256(spm_model_file) != recorded_hash:
       raise ValueError(f"{what}, sha256 {recorded_hash[:12]}..., another "
                        "content); pass that model")
     return

@@ -16,6 +16,7 @@ module imports nothing of albert_tf, so every layer above modeling/ and
 optimization/ may use it).
 """
 
+import hashlib
 import json
 import os
 
@@ -145,3 +146,15 @@ class StagedOutputs:
   def abort(self):
     for tmp in self.temp_paths:
       _remove(tmp)
+
+
+def file_sha256(path):
+  """Hex SHA-256 of a local file's content; None when there is no local
+  file (an empty path, a URL such as gs://)."""
+  if not path or not os.path.isfile(path):
+    return None
+  digest = hashlib.sha256()
+  with open(path, "rb") as f:
+    for block in iter(lambda: f.read(1 << 20), b""):
+      digest.update(block)
+  return digest.hexdigest()

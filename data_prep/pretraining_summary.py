@@ -10,7 +10,6 @@ checks the files against its config; `config` (the instance settings) and
 
 import dataclasses
 import glob
-import hashlib
 import json
 import os
 import sys
@@ -71,7 +70,7 @@ def build(stats, input_files, records_per_file, run_cfg, vocab_size, elapsed,
                  "dupe_factor": run_cfg.dupe_factor,
                  "do_lower_case": run_cfg.do_lower_case,
                  "spm_model_file": run_cfg.spm_model_file,
-                 "spm_model_sha256": file_sha256(run_cfg.spm_model_file),
+                 "spm_model_sha256": output_files.file_sha256(run_cfg.spm_model_file),
                  "vocab_size": vocab_size,
                  "v2_feature_names": run_cfg.v2_feature_names,
                  **extra_config},
@@ -120,17 +119,6 @@ def _masking_ids_of(run_cfg):
     return None
   return masking_ids(tokenization.FullTokenizer(run_cfg.spm_model_file,
                                                 run_cfg.do_lower_case))
-
-
-def file_sha256(path):
-  """Hex SHA-256 of a local file's content; None if it is not local (gs://)."""
-  if not os.path.isfile(path):
-    return None
-  digest = hashlib.sha256()
-  with open(path, "rb") as f:
-    for block in iter(lambda: f.read(1 << 20), b""):
-      digest.update(block)
-  return digest.hexdigest()
 
 
 def value(summary, key):

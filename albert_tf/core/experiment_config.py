@@ -28,28 +28,12 @@ from official.modeling.hyperparams import base_config
 
 from albert_tf.modeling import albert_config
 from albert_tf.modeling import config_overrides
+from albert_tf.optimization import optimizer_config
 from albert_tf.optimization import optimizer_factory
 
 STRATEGIES = ("auto", "tpu", "mirrored", "multi_worker_mirrored",
               "one_device", "default")
 PRECISIONS = ("auto", "float32", "bfloat16", "float16")
-
-
-@dataclasses.dataclass
-class OptimizerConfig(base_config.Config):
-  """Arguments of `optimizer_factory.create_optimizer` plus clipping."""
-  name: str = "lamb"
-  learning_rate: float = 0.00176
-  num_warmup_steps: int = 3125
-  start_warmup_step: int = 0
-  poly_power: float = 1.0
-  weight_decay_rate: float = 0.01
-  bias_correction: bool = False
-  beta_1: float = 0.9
-  beta_2: float = 0.999
-  epsilon: float = 1e-6
-  # Global-norm clipping after the cross-replica sum; <= 0 disables.
-  clip_norm: float = 1.0
 
 
 @dataclasses.dataclass
@@ -101,8 +85,8 @@ class ExperimentConfig(base_config.Config):
   """The generic experiment: everything but the task's data."""
   model: albert_config.AlbertConfig = dataclasses.field(
       default_factory=albert_config.AlbertConfig)
-  optimizer: OptimizerConfig = dataclasses.field(
-      default_factory=OptimizerConfig)
+  optimizer: optimizer_config.OptimizerConfig = dataclasses.field(
+      default_factory=optimizer_config.OptimizerConfig)
   trainer: TrainerConfig = dataclasses.field(default_factory=TrainerConfig)
   runtime: RuntimeConfig = dataclasses.field(default_factory=RuntimeConfig)
 

@@ -33,6 +33,7 @@ from albert_tf.checkpoints import identity
 from albert_tf.checkpoints import paths
 from albert_tf.core import experiment_config
 from albert_tf.core import run_lock
+from data_prep import output_files
 from data_prep.output_files import atomic_write
 
 RECORD_NAME = "run_record.json"
@@ -67,16 +68,6 @@ DATA_POSITION_FIELDS = frozenset({
 })
 # Model fields that do not change the inference graph or the weights' meaning.
 TRAINING_ONLY_MODEL_FIELDS = identity.TRAINING_ONLY_MODEL_FIELDS
-
-
-def file_sha256(path: str) -> Optional[str]:
-  if not path or not os.path.isfile(path):
-    return None
-  digest = hashlib.sha256()
-  with open(path, "rb") as f:
-    for block in iter(lambda: f.read(1 << 20), b""):
-      digest.update(block)
-  return digest.hexdigest()
 
 
 def flatten(values: Mapping[str, Any], prefix: str = "") -> Dict[str, Any]:
@@ -158,7 +149,7 @@ def with_fingerprints(facts: Mapping[str, Any]) -> Dict[str, Any]:
   """`facts` with the sha256 of their SentencePiece model (the vocabulary
   the weights belong to)."""
   facts = dict(facts)
-  facts["spm_sha256"] = file_sha256(facts.get("spm_model_file", ""))
+  facts["spm_sha256"] = output_files.file_sha256(facts.get("spm_model_file", ""))
   return facts
 
 
@@ -207,7 +198,7 @@ class ResumeCheck:
 
 def _same_spm(record: RunRecord, new_path: str) -> bool:
   recorded = record.facts.get("spm_sha256")
-  return recorded is not None and file_sha256(new_path) == recorded
+  return recorded is not None and output_files.file_sha256(new_path) == recorded
 
 
 def check_resume(record: RunRecord, config) -> ResumeCheck:

@@ -12,10 +12,10 @@ refused: every word on the command line is used or refused.
 """
 
 import dataclasses
-import hashlib
 import math
-import os
 from typing import Any, ClassVar, FrozenSet, Mapping, Optional
+
+from data_prep import output_files
 
 
 @dataclasses.dataclass
@@ -51,7 +51,8 @@ class ServingParams:
     moved elsewhere with the same content is the same model)."""
     if field == "spm_model_file" and current and value:
       return current == value or (
-          os.path.isfile(value) and _sha256(current) == _sha256(value))
+          output_files.file_sha256(value) is not None and
+          output_files.file_sha256(current) == output_files.file_sha256(value))
     return _same(current, value)
 
   def check_change(self, field: str, value: Any) -> None:
@@ -62,13 +63,6 @@ class ServingParams:
 
 def field_names(params_cls) -> FrozenSet[str]:
   return frozenset(f.name for f in dataclasses.fields(params_cls))
-
-
-def _sha256(path: str) -> str:
-  if not os.path.isfile(path):
-    return ""
-  with open(path, "rb") as f:
-    return hashlib.sha256(f.read()).hexdigest()
 
 
 def _same(a, b) -> bool:

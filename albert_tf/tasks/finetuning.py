@@ -36,11 +36,11 @@ from albert_tf.checkpoints import identity
 from albert_tf.checkpoints import restore as restore_lib
 from albert_tf.core import base_task
 from albert_tf.core import experiment_config
-from albert_tf.core import run_record
 from albert_tf.data import finetune_features
 from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
 from albert_tf.modeling.networks.albert_encoder import INPUT_NAMES
 from data_prep import tokenization
+from data_prep import output_files
 
 
 # --- Config ------------------------------------------------------------------------
@@ -114,7 +114,7 @@ def initialize_model(model, config):
   # A checkpoint of ours says which model and vocabulary it holds.
   identity.check(source,
                  model=None if tc.init_from_group0 else config.model.as_dict(),
-                 facts={"spm_sha256": run_record.file_sha256(
+                 facts={"spm_sha256": output_files.file_sha256(
                      config.data.spm_model_file)},
                  what="this run's config (trainer.init_checkpoint)")
   report = restore_lib.restore(model, source, parts="encoder",

@@ -12,12 +12,11 @@ import tensorflow as tf
 
 from albert_tf.checkpoints import conversion
 from albert_tf.checkpoints import identity
-from albert_tf.core import experiment_config as ec
 from albert_tf.core import checkpoint_config
 from albert_tf.core import run_record
-from albert_tf.core import train_lib
 from albert_tf.tasks import pretraining
 from albert_tf.tasks import sentence_prediction
+from data_prep import output_files
 from tests.testing import export_testlib
 from tests.testing import finetune_testlib
 from tests.testing import pretrain_testutil as tu
@@ -29,18 +28,8 @@ def train_file(tmp_path_factory):
       str(tmp_path_factory.getbasetemp() / "pretrain_data"))[0]
 
 
-def config(train, **overrides):
-  values = {"trainer.train_steps": 2, "trainer.steps_per_loop": 2,
-            "trainer.checkpoint_interval": 2}
-  values.update(overrides)
-  return ec.load_experiment_config(
-      pretraining.PretrainingExperimentConfig, [tu.TINY_RECIPE],
-      tu.tiny_overrides(train, **values))
-
-
-def run(c, model_dir, mode="train"):
-  return train_lib.run_experiment(pretraining.PretrainingTask(c), c,
-                                  model_dir, mode)
+# The tiny recipe, 2 steps (tests/testing/pretrain_testutil.py).
+config, run = tu.tiny_experiment, tu.run_tiny
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +55,7 @@ def test_every_checkpoint_carries_its_identity(runs, train_file):
   assert saved["updates"] == 2
   assert saved["facts"]["task"] == "pretraining"
   assert saved["facts"]["spm_sha256"] == record.facts["spm_sha256"]
-  assert saved["facts"]["spm_sha256"] == run_record.file_sha256(
+  assert saved["facts"]["spm_sha256"] == output_files.file_sha256(
       os.path.join(os.path.dirname(train_file), "spm.model"))
 
 

@@ -12,8 +12,8 @@ import pytest
 
 from albert_tf.core import experiment_config as ec
 from albert_tf.core import run_record
-from albert_tf.core import train_lib
 from albert_tf.tasks import pretraining
+from data_prep import output_files
 from tests.testing import pretrain_testutil as tu
 
 
@@ -23,18 +23,8 @@ def train_file(tmp_path_factory):
       str(tmp_path_factory.getbasetemp() / "pretrain_data"))[0]
 
 
-def config(train, **overrides):
-  values = {"trainer.train_steps": 2, "trainer.steps_per_loop": 2,
-            "trainer.checkpoint_interval": 2}
-  values.update(overrides)
-  return ec.load_experiment_config(
-      pretraining.PretrainingExperimentConfig, [tu.TINY_RECIPE],
-      tu.tiny_overrides(train, **values))
-
-
-def run(c, model_dir, mode="train"):
-  return train_lib.run_experiment(pretraining.PretrainingTask(c), c,
-                                  model_dir, mode)
+# The tiny recipe, 2 steps (tests/testing/pretrain_testutil.py).
+config, run = tu.tiny_experiment, tu.run_tiny
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +46,7 @@ def test_record_is_written_once_with_what_export_needs(run_dir):
     facts = json.load(f)
   assert facts["task"] == "pretraining" and facts["seq_length"] == 64
   assert facts["spm_model_file"].endswith("spm.model")
-  assert facts["spm_sha256"] == run_record.file_sha256(facts["spm_model_file"])
+  assert facts["spm_sha256"] == output_files.file_sha256(facts["spm_model_file"])
   record = run_record.read(run_dir)
   assert record.model["num_hidden_layers"] == 2
   assert not [n for n in os.listdir(run_dir) if ".tmp-" in n]

@@ -32,18 +32,8 @@ def train_file(tmp_path_factory):
       str(tmp_path_factory.getbasetemp() / "pretrain_data"))[0]
 
 
-def config(train, **overrides):
-  values = {"trainer.train_steps": 2, "trainer.steps_per_loop": 2,
-            "trainer.checkpoint_interval": 2, "trainer.eval_steps": 1}
-  values.update(overrides)
-  return ec.load_experiment_config(
-      ec.PretrainingExperimentConfig, [tu.TINY_RECIPE],
-      tu.tiny_overrides(train, **values))
-
-
-def run(c, model_dir, mode="train"):
-  return train_lib.run_experiment(pretraining.PretrainingTask(c), c,
-                                  str(model_dir), mode)
+# The tiny recipe, 2 steps (tests/testing/pretrain_testutil.py).
+config, run = tu.tiny_experiment, tu.run_tiny
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,10 @@ import os
 import subprocess
 import sys
 
+from albert_tf.core import experiment_config
+from albert_tf.core import train_lib
+from albert_tf.tasks import pretraining
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BOTCHAN = os.path.join(ROOT, "tests", "testdata", "botchan.txt")
 TINY_RECIPE = os.path.join(ROOT, "official_configs", "pretraining",
@@ -90,3 +94,20 @@ def tiny_overrides(train_file, eval_file="", **kw):
             "data.global_batch_size": 16}
   values.update(kw)
   return ",".join(f"{k}={v}" for k, v in values.items())
+
+
+def tiny_experiment(train_file, eval_file="", **overrides):
+  """The tiny recipe on the test data as an experiment config: 2 steps, a
+  checkpoint at step 2, one eval batch (`overrides`: "a.b" -> value)."""
+  values = {"trainer.train_steps": 2, "trainer.steps_per_loop": 2,
+            "trainer.checkpoint_interval": 2, "trainer.eval_steps": 1}
+  values.update(overrides)
+  return experiment_config.load_experiment_config(
+      pretraining.PretrainingExperimentConfig, [TINY_RECIPE],
+      tiny_overrides(train_file, eval_file, **values))
+
+
+def run_tiny(config, model_dir, mode="train"):
+  """train_lib.run_experiment of the pretraining task."""
+  return train_lib.run_experiment(pretraining.PretrainingTask(config),
+                                  config, str(model_dir), mode)
