@@ -354,8 +354,8 @@ def parse_flags(argv):
 
 
 def main(argv):
-  pretraining_config.check_required_flags()
-  run_cfg = pretraining_config.run_config_from_flags()
+  pretraining_config.check_required_flags(FLAGS)
+  run_cfg = pretraining_config.run_config_from_flags(FLAGS)
   try:
     if FLAGS["shuffle_buffer_size"].present:
       raise ValueError("--shuffle_buffer_size is not used by " + TOOL +
@@ -367,7 +367,7 @@ def main(argv):
         pipeline_args=argv[1:],
         num_workers=(FLAGS.num_workers if FLAGS["num_workers"].present
                      else None),
-        **pretraining_config.common_run_kwargs())
+        **pretraining_config.common_run_kwargs(FLAGS))
   except (OSError, ValueError) as e:
     sys.stderr.write(f"{TOOL}: error: {e}\n")
     sys.exit(1)
