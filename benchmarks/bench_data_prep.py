@@ -173,11 +173,12 @@ def main():
   quick, smoke = args.quick, args.smoke
   with tempfile.TemporaryDirectory() as tmp:
     sent = os.path.join(tmp, "botchan_sentences.txt")
-    prepare_corpus.prepare([BOTCHAN], sent, doc_boundary="regex",
-                           doc_regex=r"^CHAPTER [IVXLC]+\.?$")
-    model = train_sentencepiece.train([sent], os.path.join(tmp, "spm4k"),
-                                      vocab_size=1000 if smoke else 4000,
-                                      num_threads=2)
+    prepare_corpus.prepare([BOTCHAN], sent, prepare_corpus.CorpusConfig(
+        doc_boundary="regex", doc_regex=r"^CHAPTER [IVXLC]+\.?$"))
+    model = train_sentencepiece.train(
+        [sent], os.path.join(tmp, "spm4k"),
+        train_sentencepiece.SentencePieceConfig(
+            vocab_size=1000 if smoke else 4000, num_threads=2))
     with open(sent, encoding="utf-8") as f:
       sentences = f.read()
     one_x = _corpus(tmp, 4, sentences)

@@ -351,21 +351,17 @@ def parse_flags(argv):
   whose options are checked here, before any input is read."""
   rest = command_line.parse_flags(argv, known_only=True)
   try:
-    beam_options.pipeline_options(rest[1:], _num_workers())
+    beam_options.pipeline_options(
+        rest[1:], FLAGS.num_workers if FLAGS["num_workers"].present else None)
   except ValueError as e:
     sys.stderr.write(f"{TOOL}: error: {e}\n")
     sys.exit(1)
   return rest
 
 
-def _num_workers():
-  """--num_workers when it was given (else the runner's own setting)."""
-  return FLAGS.num_workers if FLAGS["num_workers"].present else None
-
-
 def main(argv):
-  pretraining_config.check_required_flags()
-  run_cfg = pretraining_config.run_config_from_flags()
+  pretraining_config.check_required_flags(FLAGS)
+  run_cfg = pretraining_config.run_config_from_flags(FLAGS)
   try:
     if FLAGS["shuffle_buffer_size"].present:
       raise ValueError("--shuffle_buffer_size is not used by " + TOOL +
@@ -375,8 +371,9 @@ def main(argv):
         expand_inputs(FLAGS.input_file),
         tfrecord_io.expand_output_files(FLAGS.output_file), run_cfg,
         pipeline_args=argv[1:],
-        num_workers=_num_workers(),
-        **pretraining_config.common_run_kwargs())
+        num_workers=(FLAGS.num_workers if FLAGS["num_workers"].present
+                     else None),
+        **pretraining_config.common_run_kwargs(FLAGS))
   except (OSError, ValueError) as e:
     sys.stderr.write(f"{TOOL}: error: {e}\n")
     sys.exit(1)

@@ -40,8 +40,6 @@ from data_prep import tfrecord_io
 from data_prep import tokenization
 
 FLAGS = flags.FLAGS
-RunConfig = pretraining_config.RunConfig
-define_flags = pretraining_config.define_flags
 
 # A block also ends after this much text: bounds memory per task and keeps
 # corpora of few, long documents parallel.
@@ -248,15 +246,15 @@ def _write_all(input_files, writers, run_cfg, stats, progress, num_workers,
 
 def main(argv):
   del argv
-  pretraining_config.check_required_flags()
-  run_cfg = pretraining_config.run_config_from_flags()
+  pretraining_config.check_required_flags(FLAGS)
+  run_cfg = pretraining_config.run_config_from_flags(FLAGS)
   try:
     summary = run(
         tfrecord_io.expand_input_files(FLAGS.input_file),
         tfrecord_io.expand_output_files(FLAGS.output_file), run_cfg,
         num_workers=FLAGS.num_workers,
         shuffle_buffer_size=FLAGS.shuffle_buffer_size,
-        **pretraining_config.common_run_kwargs())
+        **pretraining_config.common_run_kwargs(FLAGS))
   except (OSError, ValueError) as e:
     sys.stderr.write(f"create_pretraining_data: error: {e}\n")
     sys.exit(1)
@@ -265,7 +263,7 @@ def main(argv):
 
 def cli():
   """Console-script entry point (pyproject.toml)."""
-  define_flags()
+  pretraining_config.define_flags()
   app.run(main, flags_parser=command_line.parse_flags)
 
 

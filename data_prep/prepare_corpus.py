@@ -17,48 +17,92 @@ Example (the novel used by the tests, split at its chapter headings):
 """
 
 import collections
+import dataclasses
 import gzip
 import os
 import re
 import sys
+from typing import Optional
 
 from absl import app
 from absl import flags
 
 from data_prep import command_line
+from data_prep import flag_config
 from data_prep import output_files
 from data_prep import text_reader
 from data_prep import tfrecord_io
 
 FLAGS = flags.FLAGS
 
+DOC_BOUNDARIES = ("blank_line", "regex", "file")
+
+
+@dataclasses.dataclass(frozen=True)
+class CorpusConfig:
+  """How raw text is cut into documents, paragraphs and sentences (the
+  defaults are the command-line flags' defaults)."""
+  # What ends a document: a blank line, a line matching doc_regex, or the end
+  # of each input file.
+  doc_boundary: str = "blank_line"
+  # With doc_boundary="regex": a line matching it starts a new document.
+  doc_regex: str = r"^(CHAPTER|Chapter)\b"
+  # With doc_boundary="regex": drop the matching heading lines.
+  drop_boundary_lines: bool = False
+  # Every input line is a whole paragraph (unwrapped text).
+  lines_are_paragraphs: bool = False
+  # Documents with fewer sentences are dropped (counted).
+  min_sentences_per_doc: int = 1
+  # A longer paragraph is flushed early at a sentence boundary.
+  max_paragraph_chars: int = 1000000
+  # Longer input lines are split at whitespace.
+  max_line_chars: int = 100000
+
+  def __post_init__(self):
+    if self.doc_boundary not in DOC_BOUNDARIES:
+      raise ValueError(f"doc_boundary: unknown {self.doc_boundary!r}; "
+                       f"expected one of {DOC_BOUNDARIES}")
+    for name, minimum in (("min_sentences_per_doc", 0),
+                          ("max_paragraph_chars", 1), ("max_line_chars", 1)):
+      if getattr(self, name) < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got "
+                         f"{getattr(self, name)}")
+    if self.doc_boundary == "regex":
+      try:
+        re.compile(self.doc_regex)
+      except re.error as e:
+        raise ValueError(f"doc_regex {self.doc_regex!r}: {e}") from None
+
+
 def define_flags():
-  """Defines the command-line flags (only when run as a program)."""
+  """Defines the command-line flags (only when run as a program); their
+  defaults are CorpusConfig's."""
+  d = CorpusConfig
   flags.DEFINE_string("input_file", None,
                       "Raw text input: comma-separated files or globs (plain or .gz).")
   flags.DEFINE_string("output_file", None,
                       "Output text file (gzip-compressed if it ends in .gz).")
-  flags.DEFINE_enum("doc_boundary", "blank_line", ["blank_line", "regex", "file"],
+  flags.DEFINE_enum("doc_boundary", d.doc_boundary, DOC_BOUNDARIES,
                     "What ends a document: a blank line, a line matching "
                     "--doc_regex, or the end of each input file.")
-  flags.DEFINE_string("doc_regex", r"^(CHAPTER|Chapter)\b",
+  flags.DEFINE_string("doc_regex", d.doc_regex,
                       "With --doc_boundary=regex: a line matching this Python "
                       "regex starts a new document.")
-  flags.DEFINE_bool("drop_boundary_lines", False,
+  flags.DEFINE_bool("drop_boundary_lines", d.drop_boundary_lines,
                     "With --doc_boundary=regex: drop the matching heading lines "
                     "instead of keeping them as the document's first sentence.")
-  flags.DEFINE_bool("lines_are_paragraphs", False,
+  flags.DEFINE_bool("lines_are_paragraphs", d.lines_are_paragraphs,
                     "Treat every input line as a whole paragraph (unwrapped text, "
                     "e.g. Wikipedia dumps) instead of joining wrapped lines up to "
                     "a blank line.")
-  flags.DEFINE_integer("min_sentences_per_doc", 1,
+  flags.DEFINE_integer("min_sentences_per_doc", d.min_sentences_per_doc,
                        "Documents with fewer sentences are dropped (counted).",
                        lower_bound=0)
-  flags.DEFINE_integer("max_paragraph_chars", 1000000,
+  flags.DEFINE_integer("max_paragraph_chars", d.max_paragraph_chars,
                        "A paragraph longer than this is flushed early at a "
                        "sentence boundary (bounds memory on text without blank "
                        "lines).", lower_bound=1)
-  flags.DEFINE_integer("max_line_chars", 100000,
+  flags.DEFINE_integer("max_line_chars", d.max_line_chars,
                        "Input lines longer than this are split at whitespace.",
                        lower_bound=1)
 
@@ -167,17 +211,18 @@ class CorpusWriter:
       pass  # a flush failed (full disk); the file is closed all the same
 
 
-def prepare(input_files, output_file, doc_boundary="blank_line",
-            doc_regex=None, drop_boundary_lines=False,
-            lines_are_paragraphs=False, min_sentences_per_doc=1,
-            max_paragraph_chars=1000000, max_line_chars=100000):
-  """Converts `input_files` into `output_file`; returns a stats Counter."""
+def prepare(input_files, output_file, config: Optional[CorpusConfig] = None):
+  """Converts `input_files` into `output_file`; returns a stats Counter.
+
+  `config`: how (default: CorpusConfig(), a blank line ends a document).
+  """
+  c = config or CorpusConfig()
   output_files.check_disjoint(input_files, [output_file])
   stats = collections.Counter()
-  pattern = re.compile(doc_regex) if doc_boundary == "regex" else None
+  pattern = re.compile(c.doc_regex) if c.doc_boundary == "regex" else None
   # Written under a temporary name, renamed when complete (output_files.py).
   staged = output_files.StagedOutputs([output_file])
-  writer = CorpusWriter(staged.temp_paths[0], min_sentences_per_doc, stats,
+  writer = CorpusWriter(staged.temp_paths[0], c.min_sentences_per_doc, stats,
                         compress=output_file.endswith(".gz"), name=output_file)
   para = []
   para_chars = 0
@@ -197,28 +242,29 @@ def prepare(input_files, output_file, doc_boundary="blank_line",
   try:
     for path in input_files:
       stats["files"] += 1
-      for line in text_reader.iter_clean_lines(path, stats, max_line_chars):
+      for line in text_reader.iter_clean_lines(path, stats,
+                                               c.max_line_chars):
         stripped = line.strip()
         if pattern is not None and stripped and pattern.search(stripped):
           flush_paragraph()
           writer.end_document()
           stats["boundary_lines"] += 1
-          if not drop_boundary_lines:
+          if not c.drop_boundary_lines:
             writer.add_sentences([" ".join(stripped.split())])
           continue
         if not stripped:
           flush_paragraph()
-          if doc_boundary == "blank_line":
+          if c.doc_boundary == "blank_line":
             writer.end_document()
           continue
         para.append(stripped)
         para_chars += len(stripped)
-        if lines_are_paragraphs:
+        if c.lines_are_paragraphs:
           flush_paragraph()
-        elif para_chars > max_paragraph_chars:
+        elif para_chars > c.max_paragraph_chars:
           flush_paragraph(final=False)
       flush_paragraph()
-      if doc_boundary in ("file", "blank_line"):
+      if c.doc_boundary in ("file", "blank_line"):
         writer.end_document()
     flush_paragraph()
     writer.close()
@@ -235,12 +281,10 @@ def main(argv):
   if not FLAGS.input_file or not FLAGS.output_file:
     raise app.UsageError("--input_file and --output_file are required")
   try:
+    config = flag_config.from_flags(CorpusConfig, FLAGS)
     files = tfrecord_io.expand_input_files(FLAGS.input_file)
-    stats = prepare(files, FLAGS.output_file, FLAGS.doc_boundary,
-                    FLAGS.doc_regex, FLAGS.drop_boundary_lines,
-                    FLAGS.lines_are_paragraphs, FLAGS.min_sentences_per_doc,
-                    FLAGS.max_paragraph_chars, FLAGS.max_line_chars)
-  except (OSError, re.error, ValueError) as e:
+    stats = prepare(files, FLAGS.output_file, config)
+  except (OSError, ValueError) as e:
     sys.stderr.write(f"prepare_corpus: error: {e}\n")
     sys.exit(1)
   sys.stderr.write("[prepare_corpus] " + ", ".join(

@@ -3,6 +3,9 @@
 Shared by the local tool and the Beam pipeline (beam_pretraining_data), which
 define the same flags by calling `define_flags()`. Every flag's range is
 checked when the command line is parsed, with a one-line error naming it.
+Each tool's `main` turns the parsed flags into a `RunConfig` (and the run
+options) with the functions below, passing its FlagValues in: nothing below
+`main` reads FLAGS.
 """
 
 import dataclasses
@@ -13,8 +16,6 @@ from absl import flags
 
 from data_prep import pretraining_instances as pi
 from data_prep import tfrecord_io
-
-FLAGS = flags.FLAGS
 
 def define_flags():
   """Defines the command-line flags (only when run as a program)."""
@@ -155,42 +156,44 @@ class RunConfig:
           f"{self.spm_model_file} has {pieces} pieces")
 
 
-def run_config_from_flags():
-  """RunConfig from the parsed flags (shared with beam_pretraining_data)."""
-  task = FLAGS.sentence_pair_task or ("nsp" if FLAGS.random_next_sentence
-                                      else "sop")
-  if FLAGS.random_next_sentence and task != "nsp":
+def run_config_from_flags(flag_values):
+  """RunConfig from the parsed `flag_values` (shared with
+  beam_pretraining_data)."""
+  task = flag_values.sentence_pair_task or (
+      "nsp" if flag_values.random_next_sentence else "sop")
+  if flag_values.random_next_sentence and task != "nsp":
     raise app.UsageError("--random_next_sentence conflicts with "
                          f"--sentence_pair_task={task}")
   instance_cfg = pi.InstanceConfig(
-      max_seq_length=FLAGS.max_seq_length,
-      short_seq_prob=FLAGS.short_seq_prob,
+      max_seq_length=flag_values.max_seq_length,
+      short_seq_prob=flag_values.short_seq_prob,
       sentence_pair_task=task,
-      masked_lm_prob=FLAGS.masked_lm_prob,
-      max_predictions_per_seq=FLAGS.max_predictions_per_seq,
-      ngram=FLAGS.ngram,
-      favor_shorter_ngram=FLAGS.favor_shorter_ngram,
-      do_whole_word_mask=FLAGS.do_whole_word_mask,
-      do_permutation=FLAGS.do_permutation)
-  return RunConfig(spm_model_file=FLAGS.spm_model_file,
-                   do_lower_case=FLAGS.do_lower_case,
-                   instance=instance_cfg, random_seed=FLAGS.random_seed,
-                   dupe_factor=FLAGS.dupe_factor,
-                   v2_feature_names=FLAGS.v2_feature_names,
-                   expected_vocab_size=FLAGS.vocab_size)
+      masked_lm_prob=flag_values.masked_lm_prob,
+      max_predictions_per_seq=flag_values.max_predictions_per_seq,
+      ngram=flag_values.ngram,
+      favor_shorter_ngram=flag_values.favor_shorter_ngram,
+      do_whole_word_mask=flag_values.do_whole_word_mask,
+      do_permutation=flag_values.do_permutation)
+  return RunConfig(spm_model_file=flag_values.spm_model_file,
+                   do_lower_case=flag_values.do_lower_case,
+                   instance=instance_cfg, random_seed=flag_values.random_seed,
+                   dupe_factor=flag_values.dupe_factor,
+                   v2_feature_names=flag_values.v2_feature_names,
+                   expected_vocab_size=flag_values.vocab_size)
 
 
-def common_run_kwargs():
-  """Keyword arguments both tools' run() take, from the parsed flags."""
-  return dict(compression=FLAGS.compression,
-              docs_per_block=FLAGS.docs_per_block,
-              max_line_chars=FLAGS.max_line_chars,
-              max_lines_per_document=FLAGS.max_lines_per_document,
-              summary_file=FLAGS.summary_file,
-              progress_interval=FLAGS.progress_interval)
+def common_run_kwargs(flag_values):
+  """Keyword arguments both tools' run() take, from the parsed
+  `flag_values`."""
+  return dict(compression=flag_values.compression,
+              docs_per_block=flag_values.docs_per_block,
+              max_line_chars=flag_values.max_line_chars,
+              max_lines_per_document=flag_values.max_lines_per_document,
+              summary_file=flag_values.summary_file,
+              progress_interval=flag_values.progress_interval)
 
 
-def check_required_flags():
+def check_required_flags(flag_values):
   for name in ("input_file", "output_file", "spm_model_file"):
-    if not getattr(FLAGS, name):
+    if not flag_values[name].value:
       raise app.UsageError(f"--{name} is required")

@@ -13,14 +13,17 @@ Example:
 """
 
 import collections
+import dataclasses
 import os
 import sys
+from typing import Optional, Tuple
 
 from absl import app
 from absl import flags
 import sentencepiece as spm
 
 from data_prep import command_line
+from data_prep import flag_config
 from data_prep import output_files
 from data_prep import text_reader
 from data_prep import tfrecord_io
@@ -28,47 +31,95 @@ from data_prep import tokenization
 
 FLAGS = flags.FLAGS
 
-DEFAULT_USER_SYMBOLS = ["(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac"]
+DEFAULT_USER_SYMBOLS = ("(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac")
 CONTROL_SYMBOLS = ["[CLS]", "[SEP]", "[MASK]"]
+MODEL_TYPES = ("unigram", "bpe", "char", "word")
+
+
+@dataclasses.dataclass(frozen=True)
+class SentencePieceConfig:
+  """How the vocabulary is trained; the defaults are the release recipe (and
+  the defaults of the command-line flags of the same names)."""
+  vocab_size: int = 30000
+  model_type: str = "unigram"
+  # Fraction of characters covered by the model.
+  character_coverage: float = 0.99995
+  # Pieces always kept whole.
+  user_defined_symbols: Tuple[str, ...] = DEFAULT_USER_SYMBOLS
+  # Lower-case the training text (as create_pretraining_data --do_lower_case).
+  do_lower_case: bool = True
+  # tokenization.normalize_text (whitespace, NFKD, no combining marks).
+  normalize_input: bool = True
+  # Sentences sampled for training (0: all).
+  input_sentence_size: int = 10000000
+  shuffle_input_sentence: bool = True
+  # Longer sentences (bytes) are skipped by the trainer.
+  max_sentence_length: int = 4192
+  num_threads: int = 2
+  # Initial seed vocabulary of the unigram trainer.
+  seed_sentencepiece_size: int = 1000000
+  # SentencePiece's own normalisation rule (its default).
+  normalization_rule_name: str = "nmt_nfkc"
+  split_digits: bool = False
+  # Seed of SentencePiece's sentence sampling.
+  random_seed: int = 12345
+
+  def __post_init__(self):
+    if self.model_type not in MODEL_TYPES:
+      raise ValueError(f"model_type: unknown {self.model_type!r}; expected "
+                       f"one of {MODEL_TYPES}")
+    for name, minimum in (("vocab_size", 8), ("num_threads", 1),
+                          ("input_sentence_size", 0)):
+      if getattr(self, name) < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got "
+                         f"{getattr(self, name)}")
+    # The flag gives a list; a tuple keeps the frozen config immutable.
+    object.__setattr__(self, "user_defined_symbols",
+                       tuple(self.user_defined_symbols))
+
 
 def define_flags():
-  """Defines the command-line flags (only when run as a program)."""
+  """Defines the command-line flags (only when run as a program); their
+  defaults are SentencePieceConfig's."""
+  d = SentencePieceConfig
   flags.DEFINE_string("input_file", None,
                       "Training text: comma-separated files or globs (plain or "
                       ".gz), e.g. the output of prepare_corpus.py.")
   flags.DEFINE_string("model_prefix", None,
                       "Output prefix; writes <prefix>.model and <prefix>.vocab.")
-  flags.DEFINE_integer("vocab_size", 30000, "Vocabulary size (release: 30000).",
-                       lower_bound=8)
-  flags.DEFINE_enum("model_type", "unigram", ["unigram", "bpe", "char", "word"],
+  flags.DEFINE_integer("vocab_size", d.vocab_size,
+                       "Vocabulary size (release: 30000).", lower_bound=8)
+  flags.DEFINE_enum("model_type", d.model_type, MODEL_TYPES,
                     "SentencePiece model type (release: unigram).")
-  flags.DEFINE_float("character_coverage", 0.99995,
+  flags.DEFINE_float("character_coverage", d.character_coverage,
                      "Fraction of characters covered by the model (release: "
                      "0.99995).")
-  flags.DEFINE_list("user_defined_symbols", DEFAULT_USER_SYMBOLS,
+  flags.DEFINE_list("user_defined_symbols", list(d.user_defined_symbols),
                     "Pieces always kept whole (comma-separated; release: "
                     "( ) \" - . \u2013 \u00a3 \u20ac).")
-  flags.DEFINE_bool("do_lower_case", True,
+  flags.DEFINE_bool("do_lower_case", d.do_lower_case,
                     "Lowercase training text (must match create_pretraining_data "
                     "--do_lower_case).")
-  flags.DEFINE_bool("normalize_input", True,
+  flags.DEFINE_bool("normalize_input", d.normalize_input,
                     "Apply tokenization.normalize_text (whitespace, NFKD, drop "
                     "combining marks) to the training text.")
-  flags.DEFINE_integer("input_sentence_size", 10000000,
+  flags.DEFINE_integer("input_sentence_size", d.input_sentence_size,
                        "Maximum number of sentences sampled for training "
-                       "(0 = all).")
-  flags.DEFINE_bool("shuffle_input_sentence", True,
+                       "(0 = all).", lower_bound=0)
+  flags.DEFINE_bool("shuffle_input_sentence", d.shuffle_input_sentence,
                     "Sample sentences at random when input_sentence_size applies.")
-  flags.DEFINE_integer("max_sentence_length", 4192,
+  flags.DEFINE_integer("max_sentence_length", d.max_sentence_length,
                        "Longer training sentences are skipped by the trainer "
                        "(bytes).")
-  flags.DEFINE_integer("num_threads", 2, "Trainer threads.", lower_bound=1)
-  flags.DEFINE_integer("seed_sentencepiece_size", 1000000,
+  flags.DEFINE_integer("num_threads", d.num_threads, "Trainer threads.",
+                       lower_bound=1)
+  flags.DEFINE_integer("seed_sentencepiece_size", d.seed_sentencepiece_size,
                        "Initial seed vocabulary size for the unigram trainer.")
-  flags.DEFINE_string("normalization_rule_name", "nmt_nfkc",
+  flags.DEFINE_string("normalization_rule_name", d.normalization_rule_name,
                       "SentencePiece's own normalisation rule (its default).")
-  flags.DEFINE_bool("split_digits", False, "Split numbers into single digits.")
-  flags.DEFINE_integer("random_seed", 12345,
+  flags.DEFINE_bool("split_digits", d.split_digits,
+                    "Split numbers into single digits.")
+  flags.DEFINE_integer("random_seed", d.random_seed,
                        "Seed for SentencePiece's sentence sampling.")
 
 
@@ -88,16 +139,13 @@ def _spm_train(model_prefix, **kwargs):
   spm.SentencePieceTrainer.train(model_prefix=model_prefix, **kwargs)
 
 
-def train(input_files, model_prefix, vocab_size=30000, model_type="unigram",
-          character_coverage=0.99995, user_defined_symbols=None,
-          do_lower_case=True, normalize_input=True,
-          input_sentence_size=10000000, shuffle_input_sentence=True,
-          max_sentence_length=4192, num_threads=2,
-          seed_sentencepiece_size=1000000, normalization_rule_name="nmt_nfkc",
-          split_digits=False, random_seed=12345):
-  """Trains and writes <model_prefix>.model/.vocab; returns the model path."""
-  if user_defined_symbols is None:
-    user_defined_symbols = DEFAULT_USER_SYMBOLS
+def train(input_files, model_prefix,
+          config: Optional[SentencePieceConfig] = None):
+  """Trains and writes <model_prefix>.model/.vocab; returns the model path.
+
+  `config`: how (default: the release recipe, SentencePieceConfig()).
+  """
+  c = config or SentencePieceConfig()
   for path in input_files:
     if not os.path.isfile(path):
       raise FileNotFoundError(f"Training text not found: {path}")
@@ -108,26 +156,26 @@ def train(input_files, model_prefix, vocab_size=30000, model_type="unigram",
   tmp_prefix = output_files.temp_path(model_prefix)
   staged.temp_paths = [tmp_prefix + ".model", tmp_prefix + ".vocab"]
   stats = collections.Counter()
-  spm.set_random_generator_seed(random_seed)
+  spm.set_random_generator_seed(c.random_seed)
   try:
     _spm_train(
         tmp_prefix,
-        sentence_iterator=_sentences(input_files, normalize_input, do_lower_case,
-                                     stats),
-        vocab_size=vocab_size,
-        model_type=model_type,
-        character_coverage=character_coverage,
+        sentence_iterator=_sentences(input_files, c.normalize_input,
+                                     c.do_lower_case, stats),
+        vocab_size=c.vocab_size,
+        model_type=c.model_type,
+        character_coverage=c.character_coverage,
         pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
         pad_piece="<pad>", unk_piece="<unk>",
         control_symbols=CONTROL_SYMBOLS,
-        user_defined_symbols=[s for s in user_defined_symbols if s],
-        input_sentence_size=input_sentence_size,
-        shuffle_input_sentence=shuffle_input_sentence,
-        max_sentence_length=max_sentence_length,
-        num_threads=num_threads,
-        seed_sentencepiece_size=seed_sentencepiece_size,
-        normalization_rule_name=normalization_rule_name,
-        split_digits=split_digits,
+        user_defined_symbols=[s for s in c.user_defined_symbols if s],
+        input_sentence_size=c.input_sentence_size,
+        shuffle_input_sentence=c.shuffle_input_sentence,
+        max_sentence_length=c.max_sentence_length,
+        num_threads=c.num_threads,
+        seed_sentencepiece_size=c.seed_sentencepiece_size,
+        normalization_rule_name=c.normalization_rule_name,
+        split_digits=c.split_digits,
         minloglevel=2)
   except BaseException:
     staged.abort()
@@ -143,14 +191,9 @@ def main(argv):
   if not FLAGS.input_file or not FLAGS.model_prefix:
     raise app.UsageError("--input_file and --model_prefix are required")
   try:
+    config = flag_config.from_flags(SentencePieceConfig, FLAGS)
     train(tfrecord_io.expand_input_files(FLAGS.input_file), FLAGS.model_prefix,
-          FLAGS.vocab_size, FLAGS.model_type, FLAGS.character_coverage,
-          FLAGS.user_defined_symbols, FLAGS.do_lower_case,
-          FLAGS.normalize_input, FLAGS.input_sentence_size,
-          FLAGS.shuffle_input_sentence, FLAGS.max_sentence_length,
-          FLAGS.num_threads, FLAGS.seed_sentencepiece_size,
-          FLAGS.normalization_rule_name, FLAGS.split_digits,
-          FLAGS.random_seed)
+          config)
   except (OSError, RuntimeError, ValueError) as e:
     sys.stderr.write(f"train_sentencepiece: error: {e}\n")
     sys.exit(1)

@@ -5,7 +5,9 @@
 - No import hidden inside a function body, except of optional heavy
   third-party packages (plots, gRPC, Model Garden peers): a hidden import of
   our own code is how a cycle gets dodged.
-- Flags are defined only by entry points (absl mains and cli_flags.py).
+- Flags are defined only by entry points (absl mains and cli_flags.py);
+  in data_prep only `main` (and the flags parser) reads them and passes a
+  config object down.
 - `data_prep` imports neither TensorFlow (at module level) nor albert_tf
   (Beam workers and corpus machines run it without them).
 - No source file over 400 lines: one concept per file.
@@ -190,6 +192,43 @@ def test_only_entry_points_define_flags():
     if not is_entry_point and _defines_flags(ast.parse(source, path)):
       bad.append(path)
   assert not bad, f"library modules defining flags: {bad}"
+
+
+# Functions that may read FLAGS: the entry point and absl's flags parser.
+FLAG_READERS = ("main", "parse_flags")
+
+
+def flag_reads_below_main(tree):
+  """`function:line` of every read of FLAGS (or flags.FLAGS) inside a
+  function other than FLAG_READERS."""
+  found = []
+  for node in ast.walk(tree):
+    if (not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or
+        node.name in FLAG_READERS):
+      continue
+    for child in ast.walk(node):
+      if ((isinstance(child, ast.Name) and child.id == "FLAGS") or
+          (isinstance(child, ast.Attribute) and child.attr == "FLAGS")):
+        found.append(f"{node.name}:{child.lineno}")
+  return sorted(set(found))
+
+
+def test_data_prep_functions_below_main_read_no_flags():
+  """Each data_prep tool turns its flags into a config object in `main` and
+  passes it down, so its functions run the same from code (tests, the demo,
+  Beam workers) as from the command line."""
+  bad = [f"{path}: {where}" for path in source_files()
+         if path.startswith("data_prep")
+         for where in flag_reads_below_main(parse(path))]
+  assert not bad, f"functions below main reading FLAGS: {bad}"
+
+
+def test_flag_read_detector():
+  tree = ast.parse("FLAGS = flags.FLAGS\n"
+                   "def main(argv):\n  run(FLAGS.x)\n"
+                   "def helper():\n  return FLAGS.y + flags.FLAGS.z\n"
+                   "def pure(flag_values):\n  return flag_values.y\n")
+  assert flag_reads_below_main(tree) == ["helper:5"]
 
 
 def test_data_prep_needs_no_tensorflow():

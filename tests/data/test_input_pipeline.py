@@ -8,6 +8,7 @@ import tensorflow as tf
 from albert_tf.data import dynamic_masking
 from albert_tf.data import pretraining_dataloader as ip
 from data_prep import create_pretraining_data as cpd
+from data_prep import pretraining_config
 from data_prep import pretraining_instances as pi
 from data_prep import tokenization
 from data_prep.inspect_tfrecord import iter_examples
@@ -26,7 +27,7 @@ def data(tmp_path_factory):
   out = {}
   for name, v2, comp in (("v1", False, "NONE"), ("v2", True, "NONE"),
                          ("gz", False, "GZIP")):
-    cfg = cpd.RunConfig(model, True, pi.InstanceConfig(
+    cfg = pretraining_config.RunConfig(model, True, pi.InstanceConfig(
         max_seq_length=SEQ, max_predictions_per_seq=PRED), dupe_factor=1,
                         v2_feature_names=v2)
     files = [str(d / f"{name}-{i}.tfrecord") for i in range(2)]

@@ -19,6 +19,7 @@ import pytest
 from data_prep import beam_options
 from data_prep import beam_pretraining_data as bpd
 from data_prep import create_pretraining_data as cpd
+from data_prep import pretraining_config
 from data_prep import pretraining_instances as pi
 from data_prep import tfrecord_io
 from tests.testing.botchan_testlib import botchan_spm
@@ -32,7 +33,7 @@ TWO_PROCESSES = ["--runner=DirectRunner", "--num_workers=2"]
 
 
 def run_cfg(model):
-  return cpd.RunConfig(
+  return pretraining_config.RunConfig(
       spm_model_file=model, do_lower_case=True,
       instance=pi.InstanceConfig(max_seq_length=SEQ,
                                  max_predictions_per_seq=PRED),

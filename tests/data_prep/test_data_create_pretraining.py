@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 from data_prep import create_pretraining_data as cpd
+from data_prep import pretraining_config
 from data_prep import pretraining_instances as pi
 from data_prep import tokenization
 from data_prep.inspect_tfrecord import format_example, iter_examples
@@ -20,7 +21,7 @@ SEQ, PRED = 128, 20
 
 
 def make_cfg(model, seq=SEQ, task="sop", dupe=2, seed=12345, v2=False):
-  return cpd.RunConfig(
+  return pretraining_config.RunConfig(
       spm_model_file=model, do_lower_case=True,
       instance=pi.InstanceConfig(max_seq_length=seq, sentence_pair_task=task,
                                  max_predictions_per_seq=PRED),

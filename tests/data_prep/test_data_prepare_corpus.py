@@ -44,7 +44,8 @@ def test_file_boundaries_gzip_in_and_out(tmp_path):
     f.write("Para one. Still one.\n\nPara two.\n")
   b.write_text("Other file.\n")
   out = tmp_path / "out.txt.gz"
-  prepare_corpus.prepare([str(a), str(b)], str(out), doc_boundary="file")
+  prepare_corpus.prepare([str(a), str(b)], str(out),
+                         prepare_corpus.CorpusConfig(doc_boundary="file"))
   with gzip.open(out, "rt") as f:
     docs = [d.split("\n") for d in f.read().strip("\n").split("\n\n")]
   assert docs == [["Para one.", "Still one.", "Para two."], ["Other file."]]
@@ -52,9 +53,11 @@ def test_file_boundaries_gzip_in_and_out(tmp_path):
 
 def test_regex_boundaries_on_botchan(tmp_path):
   out = tmp_path / "botchan.txt"
-  stats = prepare_corpus.prepare([BOTCHAN], str(out), doc_boundary="regex",
-                                 doc_regex=r"^CHAPTER [IVXLC]+\.?$",
-                                 drop_boundary_lines=True)
+  stats = prepare_corpus.prepare([BOTCHAN], str(out),
+                                 prepare_corpus.CorpusConfig(
+                                     doc_boundary="regex",
+                                     doc_regex=r"^CHAPTER [IVXLC]+\.?$",
+                                     drop_boundary_lines=True))
   docs = _docs(out)
   assert len(docs) == 12 and stats["boundary_lines"] == 11
   assert docs[1][0].startswith("Because of an hereditary recklessness")

@@ -16,6 +16,7 @@ import pytest
 import sentencepiece as spm
 
 from data_prep import create_pretraining_data as cpd
+from data_prep import pretraining_config
 from data_prep import inspect_tfrecord
 from data_prep import output_files
 from data_prep import prepare_corpus
@@ -31,7 +32,7 @@ ENV = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "2"}
 
 
 def small_cfg(model, seq=64, dupe=1):
-  return cpd.RunConfig(
+  return pretraining_config.RunConfig(
       spm_model_file=model, do_lower_case=True,
       instance=pi.InstanceConfig(max_seq_length=seq, max_predictions_per_seq=10),
       dupe_factor=dupe)
@@ -90,7 +91,9 @@ def test_output_equal_to_input_is_refused_and_input_kept(spm_corpus,
   vocab_input = tmp_path / "corpus.vocab"
   vocab_input.write_bytes(before)
   with pytest.raises(ValueError, match="corpus.vocab"):
-    train_sentencepiece.train([str(vocab_input)], prefix, vocab_size=100)
+    train_sentencepiece.train(
+        [str(vocab_input)], prefix,
+        train_sentencepiece.SentencePieceConfig(vocab_size=100))
   assert victim.read_bytes() == before
   assert vocab_input.read_bytes() == before
 

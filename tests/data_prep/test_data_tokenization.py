@@ -41,7 +41,7 @@ def test_release_recipe_layout(model):
   assert sp.bos_id() == -1 and sp.eos_id() == -1
   assert all(sp.is_control(i) for i in (0, 2, 3, 4)) and sp.is_unknown(1)
   user = [sp.id_to_piece(i) for i in range(5, 13)]
-  assert user == train_sentencepiece.DEFAULT_USER_SYMBOLS
+  assert tuple(user) == train_sentencepiece.DEFAULT_USER_SYMBOLS
   with open(model[:-len(".model")] + ".vocab", encoding="utf-8") as f:
     vocab = [line.split("\t")[0] for line in f]
   assert vocab[:5] == ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"]
@@ -92,4 +92,4 @@ def test_missing_or_bad_model(tmp_path):
 def test_train_missing_input(tmp_path):
   with pytest.raises(FileNotFoundError, match="missing.txt"):
     train_sentencepiece.train([str(tmp_path / "missing.txt")],
-                              str(tmp_path / "m"), vocab_size=100)
+                              str(tmp_path / "m"))

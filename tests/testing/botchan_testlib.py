@@ -20,8 +20,11 @@ def botchan_spm(tmp_path_factory, vocab_size=3000):
   model, corpus = base / "spm.model", base / "corpus.txt"
   if not model.exists():
     base.mkdir(exist_ok=True)
-    prepare_corpus.prepare([BOTCHAN], str(corpus), doc_boundary="regex",
-                           doc_regex=r"^CHAPTER [IVXLC]+\.?$")
+    prepare_corpus.prepare([BOTCHAN], str(corpus),
+                           prepare_corpus.CorpusConfig(
+                               doc_boundary="regex",
+                               doc_regex=r"^CHAPTER [IVXLC]+\.?$"))
     train_sentencepiece.train([str(corpus)], str(base / "spm"),
-                              vocab_size=vocab_size, num_threads=1)
+                              train_sentencepiece.SentencePieceConfig(
+                                  vocab_size=vocab_size, num_threads=1))
   return str(model), str(corpus)

@@ -29,8 +29,9 @@ def spm_model(tmp_path_factory, vocab_size=1000):
   if not model.exists():
     base.mkdir(exist_ok=True)
     train_sentencepiece.train([BOTCHAN], str(base / "spm"),
-                              vocab_size=vocab_size, num_threads=1,
-                              input_sentence_size=0)
+                              train_sentencepiece.SentencePieceConfig(
+                                  vocab_size=vocab_size, num_threads=1,
+                                  input_sentence_size=0))
   return str(model)
 
 

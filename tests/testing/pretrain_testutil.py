@@ -49,9 +49,11 @@ def make_pretraining_data(base_dir, seq=SEQ, pred=PRED, dupe=3,
     _run(["-c", (
         "from data_prep import prepare_corpus, train_sentencepiece\n"
         f"prepare_corpus.prepare([{BOTCHAN!r}], {corpus!r}, "
-        "doc_boundary='regex', doc_regex=r'^CHAPTER [IVXLC]+\\.?$')\n"
+        "prepare_corpus.CorpusConfig(doc_boundary='regex', "
+        "doc_regex=r'^CHAPTER [IVXLC]+\\.?$'))\n"
         f"train_sentencepiece.train([{corpus!r}], {spm!r}, "
-        f"vocab_size={VOCAB}, num_threads=1)\n")])
+        "train_sentencepiece.SentencePieceConfig("
+        f"vocab_size={VOCAB}, num_threads=1))\n")])
   out = os.path.join(base_dir, f"{name}_s{seq}_p{pred}_d{dupe}.tfrecord")
   if not os.path.exists(out):
     _run(["data_prep/create_pretraining_data.py", f"--input_file={corpus}",
