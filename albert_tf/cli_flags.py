@@ -15,7 +15,7 @@ from typing import Any, Dict, Sequence
 from absl import flags
 from absl import logging
 
-from albert_tf.checkpoints import conversion
+from albert_tf.checkpoints import canonical_weights
 from albert_tf.core import distribute_utils
 from albert_tf.core import experiment_config
 from albert_tf.core import run_record
@@ -30,7 +30,7 @@ FLAGS = flags.FLAGS
 PREEMPTED_EXIT_CODE = 143  # 128 + SIGTERM
 # Errors a tool reports as one line (exit 1) instead of a traceback.
 USER_ERRORS = (ValueError, FileNotFoundError, PermissionError,
-               actions.TrainingError, conversion.CheckpointConversionError)
+               actions.TrainingError, canonical_weights.CheckpointConversionError)
 
 # Flags that set one config field (applied after the files and overrides).
 FLAG_FIELDS = {

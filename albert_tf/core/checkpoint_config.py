@@ -12,6 +12,7 @@ is refused.
 import os
 from typing import Optional
 
+from albert_tf.checkpoints import canonical_weights
 from albert_tf.checkpoints import conversion
 from albert_tf.checkpoints import identity
 from albert_tf.checkpoints import paths
@@ -23,7 +24,7 @@ def _beside_checkpoint(checkpoint: str) -> Optional[str]:
   """albert_config.json beside a checkpoint (release / conversion output)."""
   try:
     prefix = paths.resolve_checkpoint(checkpoint)
-  except conversion.CheckpointConversionError:
+  except canonical_weights.CheckpointConversionError:
     return None
   return conversion.find_config_file(prefix)
 

@@ -92,7 +92,6 @@ class ExperimentConfig(base_config.Config):
 
 
 T = TypeVar("T", bound=ExperimentConfig)
-RESOLVED_CONFIG_NAME = albert_config.RUN_CONFIG_NAME
 
 
 def load_experiment_config(config_cls: Type[T],

@@ -31,7 +31,7 @@ import yaml
 
 from albert_tf.checkpoints import identity
 from albert_tf.checkpoints import paths
-from albert_tf.core import experiment_config
+from albert_tf.modeling import albert_config
 from albert_tf.core import run_lock
 from data_prep import output_files
 from data_prep.output_files import atomic_write
@@ -40,7 +40,8 @@ RECORD_NAME = "run_record.json"
 # Where a run keeps its best checkpoint (core.trainer.BEST_SUBDIR).
 BEST_SUBDIR = "best"
 CHANGES_NAME = "run_record_changes.jsonl"
-CONFIG_NAME = experiment_config.RESOLVED_CONFIG_NAME
+# The resolved experiment config beside the record.
+CONFIG_NAME = albert_config.RUN_CONFIG_NAME
 
 # Fields a resumed run may change: how long and how often, where evaluation
 # reads, devices. (train_steps also moves the end of the LR decay.)

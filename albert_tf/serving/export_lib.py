@@ -29,7 +29,6 @@ from albert_tf.serving import preprocessing
 from albert_tf.serving import serving_modules
 
 PREPROCESSING_EXPORT = "preprocessing"
-CONFIG_ASSET_NAME = "albert_config.json"
 
 # --- Versioned directories ---------------------------------------------------
 
@@ -71,7 +70,7 @@ class _ConfigAsset:
 
   def __init__(self, config):
     self._dir = tempfile.mkdtemp(prefix="albert_export_")
-    self.path = os.path.join(self._dir, CONFIG_ASSET_NAME)
+    self.path = os.path.join(self._dir, albert_config.CONFIG_JSON_NAME)
     config.to_json_file(self.path)
 
   def __enter__(self):

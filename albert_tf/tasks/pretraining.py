@@ -36,7 +36,6 @@ from data_prep import pretraining_summary
 
 _MODEL_INPUTS = INPUT_NAMES + ("masked_lm_positions",)
 # data_prep/create_pretraining_data.py writes <first output>.summary.json.
-SUMMARY_SUFFIX = output_files.SUMMARY_SUFFIX
 # Record counts are checked against the summary up to this much data (a
 # full read of larger inputs would delay every start).
 _COUNT_CHECK_MAX_BYTES = 1 << 30
@@ -172,7 +171,7 @@ def check_summaries(files, config, what: str):
   for path in files:
     summary_path, summary = find_summary(path)
     if summary is None:
-      raise ValueError(f"{path}: no {os.path.basename(path)}{SUMMARY_SUFFIX}"
+      raise ValueError(f"{path}: no {os.path.basename(path)}{output_files.SUMMARY_SUFFIX}"
                        " (data_prep's record of the file) in " + what +
                        f"; regenerate with create_pretraining_data {override}")
     for key, want in (

@@ -14,7 +14,6 @@ from albert_tf.checkpoints import conversion
 from albert_tf.checkpoints import identity
 from albert_tf.core import checkpoint_config
 from albert_tf.core import run_record
-from albert_tf.tasks import pretraining
 from albert_tf.tasks import sentence_prediction
 from data_prep import output_files
 from tests.testing import export_testlib
@@ -115,14 +114,14 @@ def _other_spm(directory):
 def _data_with_spm(train, spm, path):
   """`train` under another name whose summary names SentencePiece `spm`."""
   shutil.copy(train, path)
-  with open(train + pretraining.SUMMARY_SUFFIX) as f:
+  with open(train + output_files.SUMMARY_SUFFIX) as f:
     summary = json.load(f)
   count = summary["output_files"][train]
   summary["output_files"] = summary["records_per_file"] = {path: count}
   summary["spm_model_file"] = spm
   if "config" in summary:
     summary["config"]["spm_model_file"] = spm
-  with open(path + pretraining.SUMMARY_SUFFIX, "w") as f:
+  with open(path + output_files.SUMMARY_SUFFIX, "w") as f:
     json.dump(summary, f)
   return path
 

@@ -93,11 +93,11 @@ def test_changed_batch_size_needs_data_position_reset(run_dir, train_file,
 def copy_data(train, path):
   """`train` and its summary under another name."""
   shutil.copy(train, path)
-  with open(train + pretraining.SUMMARY_SUFFIX) as f:
+  with open(train + output_files.SUMMARY_SUFFIX) as f:
     summary = json.load(f)
   count = summary["output_files"][train]
   summary["output_files"] = summary["records_per_file"] = {path: count}
-  with open(path + pretraining.SUMMARY_SUFFIX, "w") as f:
+  with open(path + output_files.SUMMARY_SUFFIX, "w") as f:
     json.dump(summary, f)
   return path
 

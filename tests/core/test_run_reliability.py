@@ -20,7 +20,7 @@ from albert_tf.core import actions
 from albert_tf.core import experiment_config as ec
 from albert_tf.core import run_record
 from albert_tf.core import train_lib
-from albert_tf.tasks import pretraining
+from data_prep import output_files
 from tests.testing import pretrain_testutil as tu
 
 HOST = socket.gethostname()
@@ -147,7 +147,7 @@ def test_read_only_run_directory_is_a_one_line_error(run_dir, train_file):
   try:
     model_dir = os.path.join(base, "run")
     shutil.copytree(run_dir, model_dir)
-    for name in (train_file, train_file + pretraining.SUMMARY_SUFFIX):
+    for name in (train_file, train_file + output_files.SUMMARY_SUFFIX):
       shutil.copy(name, base)
     data = os.path.join(base, os.path.basename(train_file))
     for dirpath, _, files in os.walk(base):

@@ -11,6 +11,7 @@ import tensorflow as tf
 from albert_tf.core import experiment_config as ec
 from albert_tf.tasks import pretraining
 from albert_tf.tasks import sentence_prediction
+from data_prep import output_files
 from tests.testing import finetune_testlib
 from tests.testing import pretrain_testutil as tu
 
@@ -37,12 +38,12 @@ def copy_with_summary(train, directory, summary_edit=None, records=None):
     with tf.io.TFRecordWriter(path) as w:
       for r in tf.data.TFRecordDataset(train).take(records):
         w.write(r.numpy())
-  with open(train + pretraining.SUMMARY_SUFFIX) as f:
+  with open(train + output_files.SUMMARY_SUFFIX) as f:
     summary = json.load(f)
   count = summary["output_files"][train]
   summary["output_files"] = summary["records_per_file"] = {path: count}
   (summary_edit or (lambda s: None))(summary)
-  with open(path + pretraining.SUMMARY_SUFFIX, "w") as f:
+  with open(path + output_files.SUMMARY_SUFFIX, "w") as f:
     json.dump(summary, f)
   return path
 
