@@ -176,9 +176,10 @@ def restore_newest_readable(checkpoint: tf.train.Checkpoint, directory: str,
 
 def keep_if_best(best_dir: str, model, global_step: tf.Variable,
                  metrics: Dict[str, float], metric: str,
-                 mode: str) -> Optional[str]:
+                 mode: str, run_identity=None) -> Optional[str]:
   """Writes the model to `<best_dir>/ckpt` (+ best.json) if `metrics[metric]`
-  beats the kept one (`mode` "max" or "min") and the weights are finite.
+  beats the kept one (`mode` "max" or "min") and the weights are finite;
+  `run_identity` (checkpoints.identity.RunIdentity) is saved with it.
   Returns the new checkpoint path, or None."""
   if metric not in metrics:
     return None
@@ -194,7 +195,11 @@ def keep_if_best(best_dir: str, model, global_step: tf.Variable,
     if not (value > best if mode == "max" else value < best):
       return None
   os.makedirs(best_dir, exist_ok=True)
-  path = object_layout.checkpoint_for(model, step=global_step).write(
+  extra = {}
+  if run_identity is not None:
+    run_identity.stamp(step)
+    extra["identity"] = run_identity.variable
+  path = object_layout.checkpoint_for(model, step=global_step, **extra).write(
       os.path.join(best_dir, "ckpt"))
   output_files.write_json(info_path, {metric: value, "step": step,
                                       "checkpoint": path, "metrics": metrics},

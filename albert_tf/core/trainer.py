@@ -326,7 +326,8 @@ class Trainer:
     tc = self.config.trainer
     if self.is_chief:
       actions.keep_if_best(self.best_dir, self.model, self.global_step,
-                           metrics, tc.best_metric, tc.best_metric_mode)
+                           metrics, tc.best_metric, tc.best_metric_mode,
+                           self._identity)
     return metrics
 
   def train_and_evaluate(self) -> Dict[str, Any]:

@@ -58,6 +58,15 @@ def test_every_checkpoint_carries_its_identity(runs, train_file):
       os.path.join(os.path.dirname(train_file), "spm.model"))
 
 
+def test_the_best_checkpoint_carries_it_too(train_file, tmp_path):
+  model_dir = str(tmp_path / "best_run")
+  run(config(train_file, **{"trainer.eval_interval": 2}), model_dir,
+      "train_and_eval")
+  saved = identity.read(os.path.join(model_dir, "best", "ckpt"))
+  assert saved["updates"] == 2
+  assert saved["model"] == run_record.read(model_dir).model
+
+
 def test_export_refuses_another_runs_checkpoint(runs):
   a, b, base = runs
   with pytest.raises(ValueError, match=r"model\.hidden_act is 'gelu' in the "
