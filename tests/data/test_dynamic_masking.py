@@ -136,7 +136,7 @@ def test_static_and_dynamic_masks_have_the_same_statistics(data):
 
 def task_inputs(path, **overrides):
   config = ec.load_experiment_config(
-      ec.PretrainingExperimentConfig, [tu.TINY_RECIPE],
+      pretraining.PretrainingExperimentConfig, [tu.TINY_RECIPE],
       tu.tiny_overrides(path, **{"data.seq_length": SEQ,
                                  "data.max_predictions_per_seq": PRED,
                                  "data.dynamic_masking": "true",

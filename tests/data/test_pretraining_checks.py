@@ -38,7 +38,7 @@ def shards(tmp_path_factory):
 
 def validate(pattern, **overrides):
   config = ec.load_experiment_config(
-      ec.PretrainingExperimentConfig, [tu.TINY_RECIPE],
+      pretraining.PretrainingExperimentConfig, [tu.TINY_RECIPE],
       tu.tiny_overrides(pattern, **overrides))
   pretraining.PretrainingTask(config).validate_inputs(training=True)
 

@@ -14,6 +14,7 @@ import string
 import numpy as np
 import pytest
 
+from albert_tf.data import squad_answers
 from albert_tf.data import squad_data
 from albert_tf.tasks import metrics as finetune_metrics
 from albert_tf.tasks import squad_v2_postprocess as pp
@@ -142,7 +143,7 @@ def _one_word_beam_case():
     tokens.append({"starts": [0, 6], "ends": [5, 10]})
     windows.append({"example_index": i, "doc_offset": 3, "window_start": 0,
                     "window_length": 2, "max_context": [True, True]})
-    results[i] = pp.BeamResult(np.array([0.0]), np.array([3]),
+    results[i] = squad_answers.BeamResult(np.array([0.0]), np.array([3]),
                                np.array([0.0]), np.array([3]), null)
   gold = [[{"text": "alpha"}], [], [{"text": "alpha"}], []]
   dataset = _dataset([{"id": f"q{i}", "answers": g}
@@ -154,7 +155,8 @@ def test_xlnet_eval_reports_the_search_that_chose_the_threshold():
   dataset, examples, windows, tokens, results = _one_word_beam_case()
   metrics, predictions, _, _ = pp.evaluate(dataset, examples, windows,
                                            tokens, results)
-  first, null_scores, _ = pp.postprocess(examples, windows, tokens, results)
+  first, null_scores, _ = squad_answers.postprocess_beam(
+      examples, windows, tokens, results)
   assert first == {"q0": "alpha", "q1": "alpha", "q2": "alpha",
                    "q3": "alpha"}
   ref_first = official(dataset, first, null_scores, na_prob_thresh=np.inf)
