@@ -52,7 +52,6 @@ from examples.demo import tools
 
 FLAGS = flags.FLAGS
 PRETRAIN_STEPS = 3000       # the demo recipe's trainer.train_steps
-LONG_PRETRAIN_STEPS = 10000
 FINETUNE_STEPS = 300
 
 
@@ -67,10 +66,6 @@ def define_flags():
   flags.DEFINE_bool("quick", False,
                     "A small, fast run (tests): fewer steps, dupe factor 1, "
                     "only ALBERT-base in the model-size table.")
-  flags.DEFINE_bool("long", False,
-                    f"A longer pretraining ({LONG_PRETRAIN_STEPS} steps, "
-                    "dupe factor 20): what the demo recipe reaches with more "
-                    "training (docs/demo.md).")
   flags.DEFINE_bool("skip_model_sizes", False,
                     "Skip the table of released model sizes (stage 6).")
   flags.DEFINE_list("sizes", None,
@@ -78,14 +73,13 @@ def define_flags():
                     "xxlarge; --quick: base).")
   flags.DEFINE_integer("pretrain_steps", None,
                        f"Pretraining steps (default {PRETRAIN_STEPS}, the "
-                       f"recipe's; --long: {LONG_PRETRAIN_STEPS}; --quick: "
-                       "150).")
+                       "recipe's; --quick: 150).")
   flags.DEFINE_integer("finetune_steps", None,
                        f"Fine-tuning steps, each of the two runs (default "
                        f"{FINETUNE_STEPS}; --quick: 60).")
   flags.DEFINE_integer("dupe_factor", None,
                        "create_pretraining_data --dupe_factor for the training "
-                       "data (default 10; --long: 20; --quick: 1).")
+                       "data (default 10; --quick: 1).")
   flags.DEFINE_integer("vocab_size", 1000,
                        "SentencePiece vocabulary size (the tiny recipe's 1000).")
   flags.DEFINE_float("heldout_fraction", 0.2,
@@ -130,21 +124,15 @@ def run_stage(run, number, count, name, title, fn):
 
 
 def settings_from_flags():
-  quick, long = FLAGS.quick, FLAGS.long
-  if quick and long:
-    raise app.UsageError("--quick and --long: pick one")
-  def pick(value, full, fast, longer=None):
-    if value is not None:
-      return value
-    return fast if quick else (longer or full) if long else full
+  quick = FLAGS.quick
+  pick = lambda value, full, fast: value if value is not None else (
+      fast if quick else full)
   return {
       "quick": quick,
-      "long": long,
       "corpus": FLAGS.corpus,
-      "pretrain_steps": pick(FLAGS.pretrain_steps, PRETRAIN_STEPS, 150,
-                             LONG_PRETRAIN_STEPS),
+      "pretrain_steps": pick(FLAGS.pretrain_steps, PRETRAIN_STEPS, 150),
       "finetune_steps": pick(FLAGS.finetune_steps, FINETUNE_STEPS, 60),
-      "dupe_factor": pick(FLAGS.dupe_factor, 10, 1, 20),
+      "dupe_factor": pick(FLAGS.dupe_factor, 10, 1),
       "vocab_size": FLAGS.vocab_size,
       "heldout_fraction": FLAGS.heldout_fraction,
       "finetune_task": FLAGS.finetune_task,

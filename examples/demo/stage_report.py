@@ -63,7 +63,7 @@ def headline(metrics):
                  "before": ft["random_init"]["dev"]["accuracy"],
                  "after": ft["pretrained"]["dev"]["accuracy"],
                  "target": None})
-    rows.append({"name": "  gain from pretraining (points)",
+    rows.append({"name": "  gain from pretraining",
                  "before": None, "after": ft["pretraining_gain"],
                  "target": TARGETS["finetune_gain"]})
   for row in rows:
