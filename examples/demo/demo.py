@@ -26,7 +26,7 @@ user would, streaming their progress; full logs go to <output_dir>/logs/):
                random init, next to their targets), then files, sizes,
                parameter counts, timings -> <output_dir>/summary.json
 
-  python -m examples.demo.demo                    # ~12 min on 2 CPU cores
+  python -m examples.demo.demo                    # ~8 min on 2 idle CPU cores
   python -m examples.demo.demo --quick --corpus=tests/testdata/botchan.txt
 """
 
