@@ -1,5 +1,7 @@
 """Stage 5 of `make demo`: fine-tuning on an order task made from held-out
-text, its export, and serving it from raw text in a fresh process."""
+text, from the pretrained and from the random weights (what pretraining
+adds), the pretrained run's export, and serving it from raw text in a fresh
+process."""
 
 import json
 import os
@@ -13,8 +15,9 @@ from examples.demo import plots
 
 
 def finetune(run):
-  """Stage 5: an order task from held-out text: fine-tune, evaluate,
-  export, serve from raw text in a fresh process."""
+  """Stage 5: an order task from held-out text: fine-tune twice (pretrained
+  / random init, same config), evaluate both, export and serve the
+  pretrained run from raw text in a fresh process."""
   task = run.settings["finetune_task"]
   build_task, description = order_tasks.FINETUNE_TASKS[task]
   data_dir = run.path("finetune", "data")
