@@ -11,9 +11,11 @@ from examples.demo import tools
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 PRETRAIN_RECIPE = os.path.join(REPO, "albert_tf", "configs", "pretraining",
-                               "albert_tiny_cpu.yaml")
-SEQ_LENGTH = 64          # the tiny recipe's data.seq_length
-MAX_PREDICTIONS = 10     # the tiny recipe's data.max_predictions_per_seq
+                               "albert_demo_cpu.yaml")
+SEQ_LENGTH = 64          # the demo recipe's data.seq_length
+MAX_PREDICTIONS = 10     # the demo recipe's data.max_predictions_per_seq
+# The demo recipe's masking (its YAML says why): pieces one by one.
+MASKING_ARGS = ("--ngram=1", "--nodo_whole_word_mask")
 
 
 @dataclasses.dataclass

@@ -8,21 +8,25 @@ user would, streaming their progress; full logs go to <output_dir>/logs/):
   2 data       prepare_corpus -> sentences/documents; held-out split;
                train_sentencepiece -> vocabulary; create_pretraining_data ->
                train + held-out TFRecords; inspect_tfrecord shows one example
-  3 pretrain   run_pretraining (tiny CPU recipe): held-out MLM/SOP accuracy of
-               the initial checkpoint (--mode=eval), training, then the final
-               checkpoint (--mode=eval); plot_metrics -> curves.png
+  3 pretrain   run_pretraining (the demo recipe, albert_demo_cpu.yaml):
+               held-out MLM/SOP accuracy of the initial checkpoint
+               (--mode=eval), training, then the final checkpoint
+               (--mode=eval); curves.png
   4 export     export_savedmodel: encoder, pretraining and serving exports; a
                fresh process fills masks in held-out sentences
-  5 finetune   run_classifier on an order task (GLUE/MRPC format) made from
-               the held-out text: which part of a sentence comes first
-               (--finetune_task); export_savedmodel (serving, text pair ->
+  5 finetune   run_classifier twice on an order task (GLUE/MRPC format) made
+               from the held-out text (which part of a sentence comes first,
+               --finetune_task), with the same settings: from the pretrained
+               checkpoint and from the random initialisation, to measure what
+               pretraining adds; export_savedmodel (serving, text pair ->
                label); a fresh process classifies the dev pairs from raw text
   6 sizes      every released ALBERT size: parameter counts next to the
                paper's and BERT's, forward pass + pretraining loss
-  7 summary    files, sizes, parameter counts, timings, metrics ->
-               <output_dir>/summary.json
+  7 summary    the learned figures first (before/after, pretrained vs
+               random init, next to their targets), then files, sizes,
+               parameter counts, timings -> <output_dir>/summary.json
 
-  python -m examples.demo.demo                    # ~10 min on 2 CPU cores
+  python -m examples.demo.demo                    # ~8 min on 2 idle CPU cores
   python -m examples.demo.demo --quick --corpus=tests/testdata/botchan.txt
 """
 
@@ -47,6 +51,8 @@ from examples.demo import stage_report
 from examples.demo import tools
 
 FLAGS = flags.FLAGS
+PRETRAIN_STEPS = 3000       # the demo recipe's trainer.train_steps
+FINETUNE_STEPS = 300
 
 
 def define_flags():
@@ -66,13 +72,11 @@ def define_flags():
                     "Released sizes for stage 6 (default base,large,xlarge,"
                     "xxlarge; --quick: base).")
   flags.DEFINE_integer("pretrain_steps", None,
-                       "Pretraining steps (default 1500, a few minutes; the "
-                       "tiny recipe has 400; --quick: 150). Under ~150 steps "
-                       "the model is still in its early phase of predicting "
-                       "only frequent pieces, and fine-tuning from it stays "
-                       "at chance.")
+                       f"Pretraining steps (default {PRETRAIN_STEPS}, the "
+                       "recipe's; --quick: 150).")
   flags.DEFINE_integer("finetune_steps", None,
-                       "Fine-tuning steps (default 300; --quick: 150).")
+                       f"Fine-tuning steps, each of the two runs (default "
+                       f"{FINETUNE_STEPS}; --quick: 60).")
   flags.DEFINE_integer("dupe_factor", None,
                        "create_pretraining_data --dupe_factor for the training "
                        "data (default 10; --quick: 1).")
@@ -81,12 +85,15 @@ def define_flags():
   flags.DEFINE_float("heldout_fraction", 0.2,
                      "Share of each document's sentences held out (evaluation, "
                      "fill-mask and the fine-tuning task).")
-  flags.DEFINE_enum("finetune_task", "split_sentence", sorted(order_tasks.FINETUNE_TASKS),
-                    "The stage-5 task, from the held-out text: split_sentence "
-                    "(the two parts of a sentence, in order or swapped) or "
-                    "sentence_order (two consecutive sentences, in order or "
-                    "swapped; the tiny model stays at chance on it, see "
-                    "docs/demo.md).")
+  flags.DEFINE_enum("finetune_task", "split_words",
+                    sorted(order_tasks.FINETUNE_TASKS),
+                    "The stage-5 task, from the held-out text: split_words "
+                    "(the two parts of a sentence without its punctuation, in "
+                    "order or swapped), split_sentence (the same with the "
+                    "punctuation: learnable from random init, so it does not "
+                    "show what pretraining adds) or sentence_order (two "
+                    "consecutive sentences: chance at this scale); see "
+                    "docs/demo.md.")
   flags.DEFINE_float("finetune_learning_rate", 5e-4,
                      "Fine-tuning learning rate (AdamW; the tiny model needs "
                      "more than the released models' 1e-5..5e-5).")
@@ -123,8 +130,8 @@ def settings_from_flags():
   return {
       "quick": quick,
       "corpus": FLAGS.corpus,
-      "pretrain_steps": pick(FLAGS.pretrain_steps, 1500, 150),
-      "finetune_steps": pick(FLAGS.finetune_steps, 300, 150),
+      "pretrain_steps": pick(FLAGS.pretrain_steps, PRETRAIN_STEPS, 150),
+      "finetune_steps": pick(FLAGS.finetune_steps, FINETUNE_STEPS, 60),
       "dupe_factor": pick(FLAGS.dupe_factor, 10, 1),
       "vocab_size": FLAGS.vocab_size,
       "heldout_fraction": FLAGS.heldout_fraction,
@@ -157,12 +164,13 @@ def main(argv):
              stage_data.fetch_corpus),
             ("data", "data: sentences, vocabulary, pretraining TFRecords",
              stage_data.build_data),
-            ("pretrain", "pretraining (tiny CPU recipe), held-out eval "
+            ("pretrain", "pretraining (demo recipe), held-out eval "
              "before/after", stage_pretrain.pretrain),
             ("export", "SavedModel exports; fill-mask in a fresh process",
              stage_export.export),
-            ("finetune", f"fine-tuning ({settings['finetune_task']}), eval, "
-             "export, serve", stage_finetune.finetune)]
+            ("finetune", f"fine-tuning ({settings['finetune_task']}) from "
+             "the pretrained and from the random weights; export, serve",
+             stage_finetune.finetune)]
   if settings["sizes"]:
     stages.append(("sizes", "released ALBERT sizes: parameters, forward + "
                    "loss", stage_report.model_sizes))

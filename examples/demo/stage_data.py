@@ -82,7 +82,7 @@ def build_data(run):
             f"--max_predictions_per_seq={context.MAX_PREDICTIONS}",
             f"--random_seed={run.settings['seed']}",
             f"--num_workers={run.settings['num_workers']}",
-            "--progress_interval=5"]
+            "--progress_interval=5", *context.MASKING_ARGS]
   run.tool("create_pretraining_data_train", [
       "-m", "data_prep.create_pretraining_data",
       f"--input_file={run.train_txt}", f"--output_file={run.train_rec}",

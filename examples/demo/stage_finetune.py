@@ -1,5 +1,7 @@
 """Stage 5 of `make demo`: fine-tuning on an order task made from held-out
-text, its export, and serving it from raw text in a fresh process."""
+text, from the pretrained and from the random weights (what pretraining
+adds), the pretrained run's export, and serving it from raw text in a fresh
+process."""
 
 import json
 import os
@@ -9,11 +11,13 @@ import yaml
 from examples.demo import context
 from examples.demo import corpus
 from examples.demo import order_tasks
+from examples.demo import plots
 
 
 def finetune(run):
-  """Stage 5: an order task from held-out text: fine-tune, evaluate,
-  export, serve from raw text in a fresh process."""
+  """Stage 5: an order task from held-out text: fine-tune twice (pretrained
+  / random init, same config), evaluate both, export and serve the
+  pretrained run from raw text in a fresh process."""
   task = run.settings["finetune_task"]
   build_task, description = order_tasks.FINETUNE_TASKS[task]
   data_dir = run.path("finetune", "data")
@@ -30,50 +34,34 @@ def finetune(run):
             encoding="utf-8") as f:
     model_section = yaml.safe_load(f)["model"]
   steps = run.settings["finetune_steps"]
-  per_loop = min(50, max(10, steps // 6))
-  config = {
-      "model": model_section,
-      "data": {"task_name": "mrpc", "data_dir": data_dir,
-               "spm_model_file": run.spm, "max_seq_length": context.SEQ_LENGTH,
-               "global_batch_size": 32, "eval_batch_size": 64,
-               "seed": run.settings["seed"]},
-      "task": {"classifier_dropout": 0.1},
-      "optimizer": {"name": "adamw",
-                    "learning_rate": run.settings["finetune_learning_rate"],
-                    "num_warmup_steps": max(1, steps // 10),
-                    "weight_decay_rate": 0.01, "epsilon": 1e-6,
-                    "clip_norm": 1.0},
-      "trainer": {"train_steps": steps, "steps_per_loop": per_loop,
-                  "checkpoint_interval": steps,
-                  "eval_interval": max(per_loop, steps // 3),
-                  "max_to_keep": 2, "best_metric": "accuracy",
-                  "best_metric_mode": "max"},
-      "runtime": {"distribution_strategy": "default",
-                  "mixed_precision_dtype": "float32",
-                  "seed": run.settings["seed"]},
-  }
-  config_path = run.path("finetune", f"{task}.yaml")
-  with open(config_path, "w", encoding="utf-8") as f:
-    f.write("# Written by examples/demo/demo.py: the tiny pretrained model, "
-            f"fine-tuned on {task}.\n")
-    yaml.safe_dump(config, f, sort_keys=False)
-  run_dir = run.path("finetune", "run")
-  run.tool("run_classifier", [
-      "-m", "albert_tf.run_classifier", f"--config_file={config_path}",
-      f"--model_dir={run_dir}",
-      f"--init_checkpoint={os.path.join(run.model_dir, 'checkpoints')}",
-      "--mode=train_and_eval"])
-  with open(os.path.join(run_dir, "eval_results.json"),
-            encoding="utf-8") as f:
-    results = json.load(f)
-  png = run.path("finetune_curves.png")
-  run.tool("plot_metrics_finetune", ["-m", "albert_tf.plot_metrics",
-                                      f"--model_dir={run_dir}",
-                                      f"--output={png}"])
+  config_path = _write_config(run, task, model_section, data_dir, steps)
+  # The same config, steps and data twice: from the pretrained checkpoint and
+  # from the random weights pretraining started from (pretrain_init ckpt-0).
+  starts = (("pretrained", os.path.join(run.model_dir, "checkpoints")),
+            ("random_init", run.path("pretrain_init", "checkpoints")))
+  results, run_dirs = {}, {}
+  for init, checkpoint in starts:
+    print(f"  fine-tuning from the {init.replace('_', ' ')} weights "
+          f"({run.rel(checkpoint)}):", flush=True)
+    run_dirs[init] = run.path("finetune", init)
+    run.tool(f"run_classifier_{init}", [
+        "-m", "albert_tf.run_classifier", f"--config_file={config_path}",
+        f"--model_dir={run_dirs[init]}", f"--init_checkpoint={checkpoint}",
+        "--mode=train_and_eval"])
+    with open(os.path.join(run_dirs[init], "eval_results.json"),
+              encoding="utf-8") as f:
+      results[init] = json.load(f)
+    print(f"  dev results ({init}, eval_results.json): "
+          f"{json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in results[init].items()})}",
+          flush=True)
+  png = plots.comparison_curves(
+      [("from pretrained", run_dirs["pretrained"]),
+       ("from random init", run_dirs["random_init"])],
+      run.path("finetune_curves.png"),
+      f"stage 5 fine-tuning ({task}, {steps} steps): pretrained vs random "
+      "initialisation")
   run.summary["finetune_curves_png"] = png
-  print(f"  dev results (eval_results.json): "
-        f"{json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in results.items()})}",
-        flush=True)
+  run_dir = run_dirs["pretrained"]
   export_dir = run.path("exports", task)
   run.tool(f"export_{task}", [
       "-m", "albert_tf.export_savedmodel", "--export_kind=serving",
@@ -94,12 +82,48 @@ def finetune(run):
       f"--label_names={','.join(order_tasks.LABEL_NAMES)}", f"--output_json={out}"])
   with open(out, encoding="utf-8") as f:
     served = json.load(f)
+  majority = max(counts["dev"]["swapped"],
+                 counts["dev"]["examples"] - counts["dev"]["swapped"])
   run.summary["metrics"]["finetuning"] = {
       "task": task, "description": description, "steps": steps,
       "examples": counts,
-      "dev": {k: v for k, v in results.items()},
-      "majority_baseline": max(counts["dev"]["swapped"],
-                               counts["dev"]["examples"] -
-                               counts["dev"]["swapped"]) /
-                           counts["dev"]["examples"],
-      "served_accuracy": served["accuracy"]}
+      "pretrained": {"dev": results["pretrained"],
+                     "served_accuracy": served["accuracy"]},
+      "random_init": {"dev": results["random_init"]},
+      "pretraining_gain": (results["pretrained"]["accuracy"] -
+                           results["random_init"]["accuracy"]),
+      "majority_baseline": majority / counts["dev"]["examples"]}
+
+
+def _write_config(run, task, model_section, data_dir, steps):
+  """The fine-tuning experiment config (both runs use it); returns its path."""
+  per_loop = min(50, max(10, steps // 6))
+  config = {
+      "model": model_section,
+      "data": {"task_name": "mrpc", "data_dir": data_dir,
+               "spm_model_file": run.spm, "max_seq_length": context.SEQ_LENGTH,
+               "global_batch_size": 32, "eval_batch_size": 64,
+               "seed": run.settings["seed"]},
+      "task": {"classifier_dropout": 0.1},
+      "optimizer": {"name": "adamw",
+                    "learning_rate": run.settings["finetune_learning_rate"],
+                    "num_warmup_steps": max(1, steps // 10),
+                    "weight_decay_rate": 0.01, "epsilon": 1e-6,
+                    "clip_norm": 1.0},
+      "trainer": {"train_steps": steps, "steps_per_loop": per_loop,
+                  "checkpoint_interval": steps,
+                  "eval_interval": max(per_loop, steps // 6),
+                  "max_to_keep": 2, "best_metric": "accuracy",
+                  "best_metric_mode": "max"},
+      "runtime": {"distribution_strategy": "default",
+                  "mixed_precision_dtype": "float32",
+                  "seed": run.settings["seed"]},
+  }
+  config_path = run.path("finetune", f"{task}.yaml")
+  tmp = config_path + ".tmp"
+  with open(tmp, "w", encoding="utf-8") as f:
+    f.write("# Written by examples/demo/demo.py: the demo model, fine-tuned "
+            f"on {task} (from the pretrained and from the random weights).\n")
+    yaml.safe_dump(config, f, sort_keys=False)
+  os.replace(tmp, config_path)
+  return config_path

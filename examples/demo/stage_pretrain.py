@@ -10,6 +10,7 @@ from albert_tf import AlbertConfig
 from albert_tf.checkpoints import paths
 from examples.demo import context
 from examples.demo import models
+from examples.demo import plots
 from examples.demo import tools
 
 
@@ -36,12 +37,13 @@ def pretrain(run):
       model_config, init_dir, run.settings["seed"], context.SEQ_LENGTH, context.MAX_PREDICTIONS)
   print(f"  {run.rel(init_ckpt)}: {enc_params:,} encoder parameters, "
         f"{all_params:,} with the MLM/SOP heads", flush=True)
-  run.summary["parameters"]["tiny_encoder"] = enc_params
-  run.summary["parameters"]["tiny_pretrainer"] = all_params
+  run.summary["parameters"]["demo_encoder"] = enc_params
+  run.summary["parameters"]["demo_pretrainer"] = all_params
   print("  held-out evaluation of the initial checkpoint:", flush=True)
   before = _eval(run, "eval_initial", init_dir, overrides)
   run.model_dir = run.path("pretrain")
-  print(f"  training {steps} steps (batch 64, seq {context.SEQ_LENGTH}) ...",
+  print(f"  training {steps} steps (batch 64, seq {context.SEQ_LENGTH}, "
+        f"recipe {os.path.basename(context.PRETRAIN_RECIPE)}) ...",
         flush=True)
   run.tool("run_pretraining", [
       "-m", "albert_tf.run_pretraining", f"--config_file={context.PRETRAIN_RECIPE}",
@@ -100,11 +102,10 @@ def _report_pretraining(run, before, after, steps):
       "steps_per_sec": (round(float(np.mean([r["steps_per_sec"]
                                              for r in train[1:] or train])),
                               2) if train else None)}
-  png = run.path("curves.png")
-  run.tool("plot_metrics", ["-m", "albert_tf.plot_metrics",
-                             f"--model_dir={run.model_dir}",
-                             f"--output={png}"])
-  run.summary["curves_png"] = png
+  run.summary["curves_png"] = plots.pretraining_curves(
+      run.model_dir, run.path("curves.png"),
+      f"stage 3 pretraining ({os.path.basename(context.PRETRAIN_RECIPE)}, "
+      f"{steps} steps): train and held-out eval")
 
 
 def _copy_latest(src_dir, dst_dir):

@@ -37,6 +37,59 @@ def model_sizes(run):
                   "bert_millions": r["bert_millions"]} for r in rows}
 
 
+# Issue 21's targets for the demo recipe (held-out text); the summary shows
+# each figure next to its target, as measured.
+TARGETS = {"masked_lm_accuracy": 0.30, "sentence_order_accuracy": 0.65,
+           "fill_mask_top5": 0.35, "finetune_gain": 0.10}
+
+
+def headline(metrics):
+  """The figures a newcomer looks for first: [{name, before, after, target,
+  reached}] (before = random initialisation) from the run's metrics."""
+  rows = []
+  pre = metrics.get("pretraining")
+  if pre:
+    for key in ("masked_lm_accuracy", "sentence_order_accuracy"):
+      rows.append({"name": f"held-out {key}", "before": pre["before"][key],
+                   "after": pre["after"][key], "target": TARGETS[key]})
+  fm = metrics.get("fill_mask")
+  if fm:
+    rows.append({"name": "fill-mask top-5 (held-out words)", "before": None,
+                 "after": fm["top5_accuracy"],
+                 "target": TARGETS["fill_mask_top5"]})
+  ft = metrics.get("finetuning")
+  if ft:
+    rows.append({"name": f"fine-tuned {ft['task']} dev accuracy",
+                 "before": ft["random_init"]["dev"]["accuracy"],
+                 "after": ft["pretrained"]["dev"]["accuracy"],
+                 "target": None})
+    rows.append({"name": "  gain from pretraining",
+                 "before": None, "after": ft["pretraining_gain"],
+                 "target": TARGETS["finetune_gain"]})
+  for row in rows:
+    row["reached"] = (None if row["target"] is None or row["after"] is None
+                      else bool(row["after"] >= row["target"]))
+  return rows
+
+
+def print_headline(rows, metrics):
+  pre, ft = metrics.get("pretraining"), metrics.get("finetuning")
+  print("  what the demo model learned (held-out text; 'before' = the random "
+        "initialisation"
+        + (f", fine-tuning {ft['steps']} steps from each" if ft else "") +
+        (f"; pretraining {pre['steps']} steps" if pre else "") + "):")
+  print(f"    {'':<38}{'before':>8}{'after':>8}{'target':>8}")
+  fmt = lambda v: "-" if v is None else f"{v:.3f}"
+  for r in rows:
+    mark = {True: "reached", False: "not reached", None: ""}[r["reached"]]
+    print(f"    {r['name']:<38}{fmt(r['before']):>8}{fmt(r['after']):>8}"
+          f"{fmt(r['target']):>8}  {mark}")
+  if ft:
+    print(f"    (fine-tuning: 'before' = from random init, 'after' = from "
+          f"the pretrained checkpoint; majority baseline "
+          f"{ft['majority_baseline']:.3f})")
+
+
 def write_summary(run):
   """Stage 7: summary.json and the closing report."""
   total = time.time() - run.t0
@@ -52,10 +105,13 @@ def write_summary(run):
       files[name] = tools.dir_size(p)
   run.summary["files"] = files
   run.summary["exports"] = run.exports
-  path = run.path("summary.json")
-  with open(path, "w", encoding="utf-8") as f:
-    json.dump(run.summary, f, indent=2, default=str)
   m = run.summary["metrics"]
+  run.summary["headline"] = headline(m)
+  path = run.path("summary.json")
+  with open(path + ".tmp", "w", encoding="utf-8") as f:
+    json.dump(run.summary, f, indent=2, default=str)
+  os.replace(path + ".tmp", path)
+  print_headline(run.summary["headline"], m)
   print(f"  output: {run.rel(run.out)}/")
   for name, size in files.items():
     print(f"    {name:<22}{tools.human_bytes(size):>10}")
@@ -72,9 +128,9 @@ def write_summary(run):
   for kind, p in run.summary["exports"].items():
     print(f"    {'export ' + kind:<22}{run.rel(p)}")
   p = run.summary["parameters"]
-  if "tiny_encoder" in p:
-    print(f"  parameters: tiny encoder {p['tiny_encoder']:,}, with MLM/SOP "
-          f"heads {p['tiny_pretrainer']:,}")
+  if "demo_encoder" in p:
+    print(f"  parameters: demo model encoder {p['demo_encoder']:,}, with MLM/SOP "
+          f"heads {p['demo_pretrainer']:,}")
   for size, r in p.get("released_sizes", {}).items():
     print(f"    ALBERT-{size:<8} {r['encoder']:>13,}  (paper "
           f"{r['paper_millions']}M, BERT {r['bert_millions'] or '-'}"
@@ -93,11 +149,13 @@ def write_summary(run):
           f"over {fm['masked_words']} masked held-out words")
   if "finetuning" in m:
     ft = m["finetuning"]
+    pre, rnd = ft["pretrained"], ft["random_init"]
     print(f"  fine-tuning {ft['task']} ({ft['steps']} steps): dev accuracy "
-          f"{ft['dev'].get('accuracy', float('nan')):.3f} "
-          f"(majority baseline {ft['majority_baseline']:.3f}), F1 "
-          f"{ft['dev'].get('f1', float('nan')):.3f}; served from the "
-          f"export: {ft['served_accuracy']:.3f}")
+          f"{pre['dev'].get('accuracy', float('nan')):.3f} from the "
+          f"pretrained checkpoint, {rnd['dev'].get('accuracy', float('nan')):.3f}"
+          f" from random init (majority baseline "
+          f"{ft['majority_baseline']:.3f}); served from the export: "
+          f"{pre['served_accuracy']:.3f}")
   print("  timings (wall / CPU seconds):")
   for name, t in run.timings.items():
     print(f"    {name:<12}{t['seconds']:>8.1f}{t['cpu_seconds']:>10.1f}")

@@ -18,10 +18,12 @@ import tensorflow_text  # pylint: disable=unused-import  (registers ops)
 
 from examples.demo import corpus
 from examples.demo import order_tasks
+from examples.demo import stage_report
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BOTCHAN = os.path.join(REPO, "tests", "testdata", "botchan.txt")
 SEQ = 64
+HIDDEN = 128  # albert_demo_cpu.yaml
 
 
 # --- Helpers (no TensorFlow) --------------------------------------------------------
@@ -100,6 +102,49 @@ def test_split_sentence_task_rows_rejoin_to_held_out_sentences(tmp_path):
                     "dev": {"examples": 5 * 2, "swapped": 5}}
   with pytest.raises(ValueError, match="too few examples"):
     order_tasks.write_split_sentence_task([doc[:3]], str(tmp_path / "small"))
+
+
+def test_words_only_drops_punctuation_keeps_words():
+  assert order_tasks.words_only('"Is it on the other side of Hakone?" '
+                                "I said -- don't, Koga-san's.") == (
+      "Is it on the other side of Hakone I said don't Koga-san's")
+  assert order_tasks.words_only("... !") == ""
+
+
+def test_split_words_task_is_split_sentence_without_punctuation(tmp_path):
+  doc = [f"Word{i}, and w{i}x; then y{i}z ends here, {i}!" for i in range(12)]
+  order_tasks.write_split_words_task([doc], str(tmp_path / "w"), seed=2)
+  order_tasks.write_split_sentence_task(
+      [[order_tasks.words_only(s) for s in doc]], str(tmp_path / "s"), seed=2)
+  words = read_task_rows(tmp_path / "w")
+  assert words == read_task_rows(tmp_path / "s")
+  for label, _, _, a, b in words["train"] + words["dev"]:
+    assert not set(a + b) & set(",;!.")
+    head = a if label == "0" else b
+    assert head.startswith("Word")
+
+
+def test_headline_compares_with_the_targets():
+  metrics = {
+      "pretraining": {"steps": 10,
+                      "before": {"masked_lm_accuracy": 0.01,
+                                 "sentence_order_accuracy": 0.5},
+                      "after": {"masked_lm_accuracy": 0.31,
+                                "sentence_order_accuracy": 0.6}},
+      "fill_mask": {"top5_accuracy": 0.35},
+      "finetuning": {"task": "split_words", "steps": 5,
+                     "pretrained": {"dev": {"accuracy": 0.7}},
+                     "random_init": {"dev": {"accuracy": 0.65}},
+                     "pretraining_gain": 0.05}}
+  rows = {r["name"].strip(): r for r in stage_report.headline(metrics)}
+  mlm = rows["held-out masked_lm_accuracy"]
+  assert (mlm["before"], mlm["after"], mlm["reached"]) == (0.01, 0.31, True)
+  assert rows["held-out sentence_order_accuracy"]["reached"] is False
+  assert rows["fill-mask top-5 (held-out words)"]["reached"] is True
+  ft = rows["fine-tuned split_words dev accuracy"]
+  assert (ft["before"], ft["after"], ft["reached"]) == (0.65, 0.7, None)
+  assert rows["gain from pretraining"]["reached"] is False
+  assert stage_report.headline({}) == []
 
 
 # --- The demo, end to end ---------------------------------------------------------------
@@ -183,7 +228,7 @@ def test_exports_load_and_answer(demo_run):
   enc = tf.saved_model.load(ex["encoder"]).signatures["serving_default"]
   pooled = enc(input_word_ids=ids, input_mask=mask,
                input_type_ids=tf.zeros_like(ids))["pooled_output"]
-  assert pooled.shape == (1, 64)
+  assert pooled.shape == (1, HIDDEN)
   pre = tf.saved_model.load(ex["pretraining"]).signatures["mlm"]
   logits = pre(input_word_ids=ids, input_mask=mask,
                input_type_ids=tf.zeros_like(ids),
@@ -191,8 +236,8 @@ def test_exports_load_and_answer(demo_run):
   assert logits.shape == (1, 2, 1000)
   serving = tf.saved_model.load(ex["serving"]).signatures["serving_default"]
   text_out = serving(text=tf.constant(["I was a hard-headed boy."]))
-  assert text_out["pooled_output"].shape == (1, 64)
-  clf = tf.saved_model.load(ex["split_sentence"]).signatures[
+  assert text_out["pooled_output"].shape == (1, HIDDEN)
+  clf = tf.saved_model.load(ex["split_words"]).signatures[
       "serving_default"]
   res = clf(text_a=tf.constant(["He sat down", "and then he left."]),
             text_b=tf.constant(["and then he left.", "He sat down"]))
@@ -204,27 +249,39 @@ def test_exports_load_and_answer(demo_run):
       fm["top5_accuracy"] <= 1
 
 
-def test_finetuning_learns_and_is_served_consistently(demo_run):
-  out, _, summary = demo_run
+def test_finetuning_runs_from_pretrained_and_random_init(demo_run):
+  out, stdout, summary = demo_run
   ft = summary["metrics"]["finetuning"]
-  assert ft["task"] == "split_sentence"
-  assert ft["dev"]["num_examples"] == ft["examples"]["dev"]["examples"]
+  assert ft["task"] == "split_words"
   for split in ("train", "dev"):
     assert ft["examples"][split]["swapped"] * 2 == \
         ft["examples"][split]["examples"]
-  # Both orders of every dev sentence: chance is exactly 0.5. The task is
-  # learnable: 150 steps from the 150-step checkpoint reach ~0.96.
+  # Both orders of every dev sentence: chance is exactly 0.5.
   assert ft["majority_baseline"] == 0.5
-  assert ft["dev"]["accuracy"] >= 0.8
+  for init in ("pretrained", "random_init"):
+    dev = ft[init]["dev"]
+    assert dev["num_examples"] == ft["examples"]["dev"]["examples"]
+    assert 0.0 <= dev["accuracy"] <= 1.0
+    with open(out / "finetune" / init / "eval_results.json",
+              encoding="utf-8") as f:
+      assert json.load(f)["accuracy"] == dev["accuracy"]
+    assert tf.train.latest_checkpoint(
+        str(out / "finetune" / init / "checkpoints")).endswith("ckpt-60")
+  assert ft["pretraining_gain"] == pytest.approx(
+      ft["pretrained"]["dev"]["accuracy"] -
+      ft["random_init"]["dev"]["accuracy"])
+  # The random run started from the pretraining run's initial weights.
+  assert "warm-started" in open(out / "logs" / "run_classifier_random_init.log",
+                                encoding="utf-8").read()
+  assert "pretrain_init/checkpoints" in stdout
   # The served SavedModel (raw text in) and the training run's evaluation
   # (cached features) score the same model on the same dev pairs.
-  assert abs(ft["served_accuracy"] - ft["dev"]["accuracy"]) <= 0.02
-  assert tf.train.latest_checkpoint(
-      str(out / "finetune" / "run" / "checkpoints")).endswith("ckpt-150")
+  assert abs(ft["pretrained"]["served_accuracy"] -
+             ft["pretrained"]["dev"]["accuracy"]) <= 0.02
 
 
 def test_summary_has_timings_files_and_parameters(demo_run):
-  out, _, summary = demo_run
+  out, stdout, summary = demo_run
   assert set(summary["timings"]) >= {"corpus", "data", "pretrain", "export",
                                      "finetune", "sizes"}
   assert all(t["seconds"] >= 0 for t in summary["timings"].values())
@@ -233,9 +290,18 @@ def test_summary_has_timings_files_and_parameters(demo_run):
     assert summary["files"][name] > 0
   with open(out / "finetune_curves.png", "rb") as f:
     assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+  names = [r["name"].strip() for r in summary["headline"]]
+  assert names == ["held-out masked_lm_accuracy",
+                   "held-out sentence_order_accuracy",
+                   "fill-mask top-5 (held-out words)",
+                   "fine-tuned split_words dev accuracy",
+                   "gain from pretraining"]
+  # The learned figures come first in the closing report.
+  report = stdout[stdout.index("[stage 7/7]"):]
+  assert report.index("what the demo model learned") < report.index("output:")
   params = summary["parameters"]
-  # Tiny recipe, vocab 1000: embeddings 1000*32 + 64 positions*32 + 2*32.
-  assert params["tiny_encoder"] > 1000 * 32 + 64 * 32
+  # Demo recipe, vocab 1000: embeddings alone are (1000 + 64 + 2) * 64.
+  assert params["demo_encoder"] > (1000 + 64 + 2) * 64
   base = params["released_sizes"]["base"]
   assert abs(base["encoder"] / 1e6 - base["paper_millions"]) < 0.5
   with open(out / "model_sizes.json", encoding="utf-8") as f:
