@@ -14,6 +14,7 @@ import yaml
 
 from albert_tf.core import experiment_config as ec
 from albert_tf.modeling import albert_config
+from albert_tf.tasks import pretraining
 from tests.testing import pretrain_testutil as tu
 
 TOOLS = ("run_pretraining", "run_classifier", "run_squad", "run_race",
@@ -63,7 +64,7 @@ def test_every_tool_refuses_words_that_are_not_flags(tmp_path):
 
 
 def load(*overrides, files=(tu.TINY_RECIPE,), flag_values=None):
-  return ec.load_experiment_config(ec.PretrainingExperimentConfig, files,
+  return ec.load_experiment_config(pretraining.PretrainingExperimentConfig, files,
                                    list(overrides), flag_values)
 
 

@@ -181,7 +181,9 @@ class Trainer:
 
   def restore_model(self, path: str) -> int:
     """Loads model weights (and step) only, e.g. for evaluation (through
-    the task: a task may read layouts of its own)."""
+    the task: a task may read layouts of its own), after checking the
+    checkpoint's identity against this run's."""
+    self._identity.check(path)
     self.task.restore_for_inference(self.model, path, step=self.global_step)
     return int(self.global_step.numpy())
 

@@ -38,7 +38,7 @@ def finetune(run):
   # The same config, steps and data twice: from the pretrained checkpoint and
   # from the random weights pretraining started from (pretrain_init ckpt-0).
   starts = (("pretrained", os.path.join(run.model_dir, "checkpoints")),
-            ("random_init", run.path("pretrain_init", "checkpoints")))
+            ("random_init", run.path("pretrain_init", "initial")))
   results, run_dirs = {}, {}
   for init, checkpoint in starts:
     print(f"  fine-tuning from the {init.replace('_', ' ')} weights "

@@ -2,7 +2,6 @@
 accuracy before and after."""
 
 import os
-import shutil
 
 import numpy as np
 
@@ -33,14 +32,17 @@ def pretrain(run):
   init_dir = run.path("pretrain_init")
   print("  writing the randomly initialised model as the initial "
         "checkpoint ...", flush=True)
+  # Beside, not inside, the eval run's directory: a run's own checkpoints
+  # are the ones it wrote (its record vouches for them).
   init_ckpt, enc_params, all_params = models.write_initial_checkpoint(
-      model_config, init_dir, run.settings["seed"], context.SEQ_LENGTH, context.MAX_PREDICTIONS)
+      model_config, os.path.join(init_dir, "initial"), run.settings["seed"],
+      context.SEQ_LENGTH, context.MAX_PREDICTIONS)
   print(f"  {run.rel(init_ckpt)}: {enc_params:,} encoder parameters, "
         f"{all_params:,} with the MLM/SOP heads", flush=True)
   run.summary["parameters"]["demo_encoder"] = enc_params
   run.summary["parameters"]["demo_pretrainer"] = all_params
   print("  held-out evaluation of the initial checkpoint:", flush=True)
-  before = _eval(run, "eval_initial", init_dir, overrides)
+  before = _eval(run, "eval_initial", init_dir, overrides, init_ckpt)
   run.model_dir = run.path("pretrain")
   print(f"  training {steps} steps (batch 64, seq {context.SEQ_LENGTH}, "
         f"recipe {os.path.basename(context.PRETRAIN_RECIPE)}) ...",
@@ -62,11 +64,13 @@ def pretrain(run):
   _report_pretraining(run, before, after, steps)
 
 
-def _eval(run, name, model_dir, overrides):
+def _eval(run, name, model_dir, overrides, checkpoint):
+  """`run_pretraining --mode=eval` of `checkpoint` in its own run dir (its
+  metrics.jsonl line is not mixed with another run's)."""
   run.tool(name, [
       "-m", "albert_tf.run_pretraining", f"--config_file={context.PRETRAIN_RECIPE}",
       f"--params_override={overrides}", f"--model_dir={model_dir}",
-      "--mode=eval"])
+      f"--checkpoint={checkpoint}", "--mode=eval"])
   records = tools.read_metrics(model_dir, "eval")
   if not records:
     raise tools.ToolError(f"{name}: no eval record in {model_dir}/metrics.jsonl")
@@ -75,14 +79,10 @@ def _eval(run, name, model_dir, overrides):
 
 def _final_eval(run, overrides):
   print("  held-out evaluation of the final checkpoint:", flush=True)
-  eval_dir = run.path("pretrain", "final_eval")
-  eval_checkpoints = os.path.join(eval_dir, paths.RUN_CHECKPOINT_SUBDIR)
-  os.makedirs(eval_checkpoints, exist_ok=True)
-  # A copy of the final checkpoint in its own run dir, so this eval's
-  # metrics.jsonl line is not mixed with the training run's.
-  _copy_latest(os.path.join(run.model_dir, paths.RUN_CHECKPOINT_SUBDIR),
-               eval_checkpoints)
-  return _eval(run, "eval_final", eval_dir, overrides)
+  final = paths.latest_checkpoint(
+      os.path.join(run.model_dir, paths.RUN_CHECKPOINT_SUBDIR))
+  return _eval(run, "eval_final", run.path("pretrain", "final_eval"),
+               overrides, final)
 
 
 def _report_pretraining(run, before, after, steps):
@@ -106,12 +106,3 @@ def _report_pretraining(run, before, after, steps):
       run.model_dir, run.path("curves.png"),
       f"stage 3 pretraining ({os.path.basename(context.PRETRAIN_RECIPE)}, "
       f"{steps} steps): train and held-out eval")
-
-
-def _copy_latest(src_dir, dst_dir):
-  base = os.path.basename(paths.latest_checkpoint(src_dir))
-  for name in os.listdir(src_dir):
-    if name.startswith(base + "."):
-      shutil.copyfile(os.path.join(src_dir, name),
-                      os.path.join(dst_dir, name))
-  paths.write_checkpoint_state(dst_dir, base)

@@ -14,6 +14,8 @@ from albert_tf.checkpoints import conversion
 from albert_tf.checkpoints import identity
 from albert_tf.core import checkpoint_config
 from albert_tf.core import run_record
+from albert_tf.core import train_lib
+from albert_tf.tasks import pretraining
 from albert_tf.tasks import sentence_prediction
 from data_prep import output_files
 from tests.testing import export_testlib
@@ -74,6 +76,16 @@ def test_export_refuses_another_runs_checkpoint(runs):
                      r"ckpt-2 was trained with 'relu'"):
     export_testlib.export(str(base / "x"), model_dir=a, checkpoint=ckpt(b))
   assert not os.path.exists(base / "x")
+
+
+def test_eval_refuses_another_models_checkpoint(runs, train_file, tmp_path):
+  _, b, _ = runs
+  c = config(train_file)
+  with pytest.raises(ValueError, match=r"model\.(hidden_act|num_hidden_"
+                     r"layers) is .* but checkpoint .*b/checkpoints/ckpt-2"):
+    train_lib.run_experiment(pretraining.PretrainingTask(c), c,
+                             str(tmp_path / "eval"), "eval",
+                             checkpoint=ckpt(b))
 
 
 def test_a_copied_checkpoint_keeps_its_model(runs, tmp_path):

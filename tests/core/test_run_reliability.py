@@ -20,6 +20,7 @@ from albert_tf.core import actions
 from albert_tf.core import experiment_config as ec
 from albert_tf.core import run_record
 from albert_tf.core import train_lib
+from albert_tf.tasks import pretraining
 from data_prep import output_files
 from tests.testing import pretrain_testutil as tu
 
@@ -67,7 +68,7 @@ def test_record_of_a_first_start_that_failed_is_replaced(run_dir, train_file,
                                 "model.intermediate_size": 64,
                                 "trainer.init_checkpoint": init})
   with pytest.raises((ValueError, conversion.CheckpointConversionError),
-                     match="shape mismatch"):
+                     match=r"model\.hidden_size is 32 in this run.s config"):
     run(wrong, model_dir)
   assert run_record.read(str(model_dir)).model["hidden_size"] == 32
   assert not run_record.has_checkpoints(str(model_dir))
@@ -90,7 +91,7 @@ def _record_by(model_dir, created_by):
   """A record without checkpoints, written by `created_by` (None: by a
   version that did not say)."""
   run_record.write(str(model_dir), ec.load_experiment_config(
-      ec.PretrainingExperimentConfig, [tu.TINY_RECIPE]),
+      pretraining.PretrainingExperimentConfig, [tu.TINY_RECIPE]),
                    {"task": "pretraining"})
   path = model_dir / run_record.RECORD_NAME
   facts = json.loads(path.read_text())
@@ -102,7 +103,7 @@ def test_record_binds_while_its_writer_may_be_starting(tmp_path):
   """A start still building its model (no checkpoint yet), on this host or
   another, or a record of an older version: checked as before. A writer
   that is gone (failed, kill -9): replaced."""
-  other = ec.load_experiment_config(ec.PretrainingExperimentConfig,
+  other = ec.load_experiment_config(pretraining.PretrainingExperimentConfig,
                                     [tu.TINY_RECIPE], "model.hidden_act=relu")
   live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
   gone = subprocess.Popen([sys.executable, "-c", "pass"])

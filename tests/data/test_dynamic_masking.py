@@ -19,6 +19,7 @@ from albert_tf.core import experiment_config as ec
 from albert_tf.data import dynamic_masking
 from albert_tf.data import pretraining_dataloader
 from albert_tf.tasks import pretraining
+from data_prep import pretraining_config
 from data_prep import create_pretraining_data as cpd
 from data_prep import pretraining_instances as pi
 from data_prep import tokenization
@@ -43,7 +44,7 @@ def data(tmp_path_factory):
   tok = tokenization.FullTokenizer(prefix + ".model")
   assert (tok.mask_id, tok.cls_id, tok.sep_id) == (2, 3, 4)
   path = str(out / "train.tfrecord")
-  cpd.run([corpus], [path], cpd.RunConfig(
+  cpd.run([corpus], [path], pretraining_config.RunConfig(
       spm_model_file=prefix + ".model", do_lower_case=True, dupe_factor=2,
       instance=pi.InstanceConfig(max_seq_length=SEQ,
                                  max_predictions_per_seq=PRED,

@@ -15,6 +15,7 @@ from albert_tf.core import actions
 from albert_tf.core import experiment_config as ec
 from albert_tf.data import pretraining_dataloader
 from albert_tf.tasks import pretraining
+from data_prep import pretraining_config
 from data_prep import create_pretraining_data as cpd
 from data_prep import pretraining_instances as pi
 from tests.testing import pretrain_testutil as tu
@@ -28,7 +29,7 @@ def shards(tmp_path_factory):
   out = tmp_path_factory.mktemp("shards") / "data"
   cpd.run([str(base / "corpus.txt")],
           [str(out / f"train.tfrecord-0000{i}-of-00002") for i in range(2)],
-          cpd.RunConfig(spm_model_file=spm, do_lower_case=True,
+          pretraining_config.RunConfig(spm_model_file=spm, do_lower_case=True,
                         instance=pi.InstanceConfig(
                             max_seq_length=tu.SEQ,
                             max_predictions_per_seq=tu.PRED)),

@@ -15,6 +15,7 @@ import sys
 
 import pytest
 
+from data_prep import pretraining_config
 from data_prep import create_pretraining_data as cpd
 from data_prep import pretraining_instances as pi
 from data_prep import text_reader
@@ -51,7 +52,7 @@ def error_line(proc):
 
 
 def cfg(model):
-  return cpd.RunConfig(
+  return pretraining_config.RunConfig(
       spm_model_file=model, do_lower_case=True,
       instance=pi.InstanceConfig(max_seq_length=64,
                                  max_predictions_per_seq=10))
