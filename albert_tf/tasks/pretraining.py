@@ -353,6 +353,7 @@ class PretrainingTask(base_task.Task):
     module_cls = task_modules.EncoderServingModule
     preprocessor = module_cls.make_preprocessor(
         params.spm_model_file, params.do_lower_case, params.seq_length)
+    model = getattr(model, "encoder", model)  # text in -> the encoder's outputs
     return module_cls(
         model, preprocessor, config, num_text_fields=params.num_text_fields,
         **assets)

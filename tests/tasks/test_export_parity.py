@@ -223,3 +223,34 @@ def test_max_windows_is_settable_for_both_squad_heads(run):
           "serving_default"]
   assert int(default(question=tf.constant(["who?"]),
                      context=tf.constant([context]))["num_windows"][0]) > 2
+
+
+def test_a_pretraining_run_exports_every_kind(tmp_path_factory):
+  """encoder (the default), pretraining (+ mlm, sop) and serving (text in,
+  the encoder's outputs) from a pretraining run, with its tokenizer."""
+  tmp = tmp_path_factory.mktemp("pretraining_exports")
+  train_file, _ = pretrain_testutil.make_pretraining_data(
+      str(tmp_path_factory.getbasetemp() / "pretrain_data"))
+  model_dir = str(tmp / "run")
+  pretrain_testutil.run_tiny(pretrain_testutil.tiny_experiment(train_file),
+                             model_dir)
+  paths = {kind: export_testlib.export(str(tmp / kind), model_dir=model_dir,
+                                       export_kind=kind)
+           for kind in ("encoder", "pretraining", "serving")}
+  paths["default"] = export_testlib.export(str(tmp / "default"),
+                                           model_dir=model_dir)
+  signatures = {k: sorted(tf.saved_model.load(p).signatures)
+                for k, p in paths.items()}
+  assert signatures["default"] == signatures["encoder"] == ["serving_default"]
+  assert signatures["pretraining"] == ["mlm", "serving_default", "sop"]
+  assert signatures["serving"] == ["serve_examples", "serve_ids",
+                                   "serving_default"]
+  served = tf.saved_model.load(paths["serving"]).signatures["serve_ids"]
+  encoder = tf.saved_model.load(paths["encoder"]).signatures[
+      "serving_default"]
+  ids = _sample_inputs(served)
+  np.testing.assert_allclose(served(**ids)["pooled_output"].numpy(),
+                             encoder(**ids)["pooled_output"].numpy(),
+                             rtol=1e-5, atol=1e-6)
+  text = tf.saved_model.load(paths["serving"]).signatures["serving_default"]
+  assert text(text=tf.constant(["the cat sat ."]))["pooled_output"].shape[0] == 1
