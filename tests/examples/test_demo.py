@@ -209,7 +209,7 @@ def test_pretraining_learned_and_checkpoints_exist(demo_run):
   assert tf.train.latest_checkpoint(str(out / "pretrain" / "checkpoints")
                                     ).endswith("ckpt-150")
   assert tf.train.latest_checkpoint(
-      str(out / "pretrain_init" / "checkpoints")).endswith("ckpt-0")
+      str(out / "pretrain_init" / "initial")).endswith("ckpt-0")
   p = summary["metrics"]["pretraining"]
   # At init the MLM loss is about ln(vocab) = 6.9; 150 steps must lower it.
   assert abs(p["before"]["masked_lm_loss"] - np.log(1000)) < 0.3
@@ -273,7 +273,7 @@ def test_finetuning_runs_from_pretrained_and_random_init(demo_run):
   # The random run started from the pretraining run's initial weights.
   assert "warm-started" in open(out / "logs" / "run_classifier_random_init.log",
                                 encoding="utf-8").read()
-  assert "pretrain_init/checkpoints" in stdout
+  assert "pretrain_init/initial" in stdout
   # The served SavedModel (raw text in) and the training run's evaluation
   # (cached features) score the same model on the same dev pairs.
   assert abs(ft["pretrained"]["served_accuracy"] -
