@@ -121,6 +121,13 @@ def matmul_gflops(seconds=2.0):
   return 2 * 1024 * 768 * 3072 * n / elapsed / 1e9
 
 
+def stamp():
+  """When and where: {"timestamp", "machine"} for a result file."""
+  import run_all  # pylint: disable=g-import-not-at-top
+  return {"timestamp": time.strftime("%Y-%m-%d %H:%M:%S"),
+          "machine": run_all.machine()}
+
+
 def load(matmul_seconds=2.0):
   """The machine's state now: 1-minute load average, CPUs, matmul rate."""
   return {"loadavg_1min": round(os.getloadavg()[0], 2),

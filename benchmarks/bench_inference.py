@@ -234,7 +234,7 @@ def main():
     config = AlbertConfig.from_preset("albert_base_v2")
     seq, batches = args.seq, [int(b) for b in args.batches.split(",")]
   workdir = tempfile.mkdtemp(prefix="bench_inference_")
-  results = {"seq": seq, "cpu_count": os.cpu_count(),
+  results = {"seq": seq, "cpu_count": os.cpu_count(), **bench_common.stamp(),
              "batches": encoder_comparison(config, seq, batches, workdir,
                                            args.smoke)}
   if not args.no_text:

@@ -151,6 +151,7 @@ def measure(name, jit, workdir):
       loop_seconds_per_step=result["sides"]["loop"]["median_s"],
       bare_seconds_per_step=result["sides"]["bare"]["median_s"],
       steps_per_loop=steps_per_loop, batch=config.data.global_batch_size,
+      **bench_common.stamp(),
       seq=seq, vocab_size=vocab, xla=jit,
       load_before=before, load_after=bench_common.load())
   return result

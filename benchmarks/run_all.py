@@ -114,12 +114,18 @@ def markdown(machine_line):
           f"{m['load_after']['loadavg_1min']} | "
           f"{m['load_before']['matmul_gflops']:.0f}/"
           f"{m['load_after']['matmul_gflops']:.0f} |")
+    first = next(iter(loop.values()))
+    if "machine" in first:
+      lines += ["", f"Measured {first['timestamp']} on {first['machine']}."]
   inference = load("inference.json")
   if inference:
     lines += ["", "### Inference, exported encoder SavedModel (seq "
               f"{inference['seq']}; the two called alternately)", "",
               "| batch | model | p50 ms | p99 ms | examples/s |",
               "|---|---|---|---|---|"]
+    if "machine" in inference:
+      lines[-2:-2] = [f"Measured {inference['timestamp']} on "
+                      f"{inference['machine']}.", ""]
     for batch, r in inference["batches"].items():
       for name in ("albert_tf", "model_garden"):
         m = r[name]
