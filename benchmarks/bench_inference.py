@@ -226,6 +226,8 @@ def main():
                       help="a 2-layer model, seq 16, batches 1 and 2")
   parser.add_argument("--no_text", action="store_true",
                       help="skip the text-in signatures")
+  parser.add_argument("--no_encoder", action="store_true",
+                      help="skip the comparison with Model Garden")
   parser.add_argument("--json")
   args = parser.parse_args()
   if args.smoke:
@@ -234,9 +236,10 @@ def main():
     config = AlbertConfig.from_preset("albert_base_v2")
     seq, batches = args.seq, [int(b) for b in args.batches.split(",")]
   workdir = tempfile.mkdtemp(prefix="bench_inference_")
-  results = {"seq": seq, "cpu_count": os.cpu_count(), **bench_common.stamp(),
-             "batches": encoder_comparison(config, seq, batches, workdir,
-                                           args.smoke)}
+  results = {"seq": seq, "cpu_count": os.cpu_count(), **bench_common.stamp()}
+  if not args.no_encoder:
+    results["batches"] = encoder_comparison(config, seq, batches, workdir,
+                                            args.smoke)
   if not args.no_text:
     results["text_signatures"] = text_signatures(config, seq, batches,
                                                  workdir, args.smoke)
