@@ -333,7 +333,7 @@ def test_mirrored_strategy_matches_single_device():
   env = dict(os.environ, PYTHONPATH=_REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2")
   proc = subprocess.run(
       [sys.executable, os.path.abspath(__file__), "--distributed-check"],
-      env=env, capture_output=True, text=True, timeout=240, check=False)
+      env=env, capture_output=True, text=True, timeout=600, check=False)
   assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
   result = json.loads(proc.stdout.strip().splitlines()[-1])
   assert result["replicas"] == 2

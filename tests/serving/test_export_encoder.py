@@ -199,7 +199,7 @@ def test_saved_model_cli_show_and_run(setup):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
   shown = subprocess.run([SAVED_MODEL_CLI, "show", "--all", "--dir",
                           setup["pre_dir"]], capture_output=True, text=True,
-                         env=env, timeout=120, check=True).stdout
+                         env=env, timeout=600, check=True).stdout
   for name in ("signature_def['serving_default']", "signature_def['mlm']",
                "signature_def['sop']", "masked_lm_positions", "mlm_logits",
                "sop_logits", "pooled_output"):
@@ -213,7 +213,7 @@ def test_saved_model_cli_show_and_run(setup):
   subprocess.run([SAVED_MODEL_CLI, "run", "--dir", setup["enc_dir"],
                   "--tag_set", "serve", "--signature_def", "serving_default",
                   "--inputs", ";".join(feeds), "--outdir", str(outdir)],
-                 capture_output=True, text=True, env=env, timeout=120,
+                 capture_output=True, text=True, env=env, timeout=600,
                  check=True)
   pooled = np.load(outdir / "pooled_output.npy")
   expected = setup["pretrainer"].encoder(

@@ -116,7 +116,7 @@ def tiny_config(vocab_size=SPM_VOCAB_SIZE, **overrides):
   return albert_config.AlbertConfig(**values)
 
 
-def run_isolated(code, cwd, timeout=120, extra_imports=()):
+def run_isolated(code, cwd, timeout=600, extra_imports=()):
   """Runs `code` after the import blocker in a new process; returns the JSON
   object the code prints on its last stdout line (`emit(obj)`)."""
   script = _ISOLATION_PREAMBLE
