@@ -1,7 +1,6 @@
 """The demo's in-process model work: the released sizes' parameter table
 (stage 6) and the initial checkpoint of the tiny model (stage 3)."""
 
-import os
 import time
 
 import numpy as np
@@ -10,7 +9,6 @@ import tf_keras
 
 from albert_tf import AlbertConfig, AlbertPretrainer, pretraining_loss
 from albert_tf.checkpoints import object_layout
-from albert_tf.checkpoints import paths
 
 # The paper's rounded counts (Table 2) and the BERT models it compares with.
 PAPER_MILLIONS = {"base": 12, "large": 18, "xlarge": 60, "xxlarge": 235}
@@ -84,9 +82,10 @@ def format_table(rows):
   return "\n".join(lines)
 
 
-def write_initial_checkpoint(model_config, model_dir, seed, seq_length,
+def write_initial_checkpoint(model_config, directory, seed, seq_length,
                              max_predictions):
-  """Writes the randomly initialised pretraining model as ckpt-0.
+  """Writes the randomly initialised pretraining model as
+  `<directory>/ckpt-0` (with a checkpoint state file).
 
   `run_pretraining --mode=eval` evaluates it (the "before" numbers) and the
   training run warm-starts from it (--init_checkpoint), so "before" and
@@ -100,8 +99,6 @@ def write_initial_checkpoint(model_config, model_dir, seed, seq_length,
          "masked_lm_positions": np.ones((1, max_predictions), np.int32)})
   step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
   ckpt = object_layout.checkpoint_for(model, step=step)
-  manager = tf.train.CheckpointManager(
-      ckpt, os.path.join(model_dir, paths.RUN_CHECKPOINT_SUBDIR),
-      max_to_keep=1)
+  manager = tf.train.CheckpointManager(ckpt, directory, max_to_keep=1)
   path = manager.save(checkpoint_number=0)
   return path, model.encoder.count_params(), model.count_params()
