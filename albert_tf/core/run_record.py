@@ -67,8 +67,6 @@ DATA_POSITION_FIELDS = frozenset({
     "data.global_batch_size", "data.shuffle_buffer_size", "data.cycle_length",
     "data.seed", "trainer.save_data_position",
 })
-# Model fields that do not change the inference graph or the weights' meaning.
-TRAINING_ONLY_MODEL_FIELDS = identity.TRAINING_ONLY_MODEL_FIELDS
 
 
 def flatten(values: Mapping[str, Any], prefix: str = "") -> Dict[str, Any]:
