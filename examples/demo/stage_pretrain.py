@@ -4,6 +4,7 @@ accuracy before and after."""
 import os
 
 import numpy as np
+import yaml
 
 from albert_tf import AlbertConfig
 from albert_tf.checkpoints import paths
@@ -44,7 +45,9 @@ def pretrain(run):
   print("  held-out evaluation of the initial checkpoint:", flush=True)
   before = _eval(run, "eval_initial", init_dir, overrides, init_ckpt)
   run.model_dir = run.path("pretrain")
-  print(f"  training {steps} steps (batch 64, seq {context.SEQ_LENGTH}, "
+  with open(context.PRETRAIN_RECIPE) as f:
+    batch = yaml.safe_load(f)["data"]["global_batch_size"]
+  print(f"  training {steps} steps (batch {batch}, seq {context.SEQ_LENGTH}, "
         f"recipe {os.path.basename(context.PRETRAIN_RECIPE)}) ...",
         flush=True)
   run.tool("run_pretraining", [
