@@ -4,10 +4,10 @@ accuracy before and after."""
 import os
 
 import numpy as np
-import yaml
 
-from albert_tf import AlbertConfig
 from albert_tf.checkpoints import paths
+from albert_tf.core import experiment_config
+from albert_tf.tasks import pretraining
 from examples.demo import context
 from examples.demo import models
 from examples.demo import plots
@@ -28,8 +28,11 @@ def pretrain(run):
       f"trainer.eval_interval={max(per_loop, steps // 6)}",
       f"runtime.seed={run.settings['seed']}"])
   run.pretrain_overrides = overrides
-  model_config = AlbertConfig.from_yaml(context.PRETRAIN_RECIPE).replace(
-      vocab_size=run.settings["vocab_size"])
+  # The recipe as run_pretraining resolves it from the same file and overrides.
+  recipe = experiment_config.load_experiment_config(
+      pretraining.PretrainingExperimentConfig, [context.PRETRAIN_RECIPE],
+      overrides)
+  model_config = recipe.model
   init_dir = run.path("pretrain_init")
   print("  writing the randomly initialised model as the initial "
         "checkpoint ...", flush=True)
@@ -45,9 +48,8 @@ def pretrain(run):
   print("  held-out evaluation of the initial checkpoint:", flush=True)
   before = _eval(run, "eval_initial", init_dir, overrides, init_ckpt)
   run.model_dir = run.path("pretrain")
-  with open(context.PRETRAIN_RECIPE) as f:
-    batch = yaml.safe_load(f)["data"]["global_batch_size"]
-  print(f"  training {steps} steps (batch {batch}, seq {context.SEQ_LENGTH}, "
+  print(f"  training {steps} steps (batch {recipe.data.global_batch_size}, "
+        f"seq {recipe.data.seq_length}, "
         f"recipe {os.path.basename(context.PRETRAIN_RECIPE)}) ...",
         flush=True)
   run.tool("run_pretraining", [
