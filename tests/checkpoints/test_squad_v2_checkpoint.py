@@ -19,9 +19,9 @@ from albert_tf.modeling.models.albert_squad_v2 import AlbertSquadV2
 from albert_tf.core import train_lib
 from albert_tf.tasks import question_answering
 from albert_tf.tasks import squad_v2_postprocess
-from tests.checkpoints import test_convert_checkpoint as tcc
 from tests.modeling import test_squad_v2_head as th
 from tests.testing import finetune_testlib
+from tests.testing import tf1_reference
 
 NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 
@@ -29,15 +29,15 @@ NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 def _original_run(directory, cfg, seed=0, **kwargs):
   """(prefix, weights) of a run_squad_v2.py checkpoint: encoder + v2 head
   (+ Adam slots and global_step)."""
-  weights = tcc.original_weights(cfg, seed, heads=False)
+  weights = tf1_reference.original_weights(cfg, seed, heads=False)
   weights.update(th.random_head_weights(np.random.RandomState(seed + 1),
                                         cfg["hidden_size"]))
-  prefix = tcc.save_original(directory, weights, cfg, adam=True, **kwargs)
+  prefix = tf1_reference.save_original(directory, weights, cfg, adam=True, **kwargs)
   return prefix, weights
 
 
 def _reference(weights, cfg, inputs, start_n_top, end_n_top):
-  enc = tcc.reference_forward(weights, cfg, inputs["input_word_ids"],
+  enc = tf1_reference.reference_forward(weights, cfg, inputs["input_word_ids"],
                               inputs["input_mask"], inputs["input_type_ids"])
   mask, types = inputs["input_mask"], inputs["input_type_ids"]
   positions = np.arange(mask.shape[1])[None]
@@ -50,13 +50,13 @@ def _reference(weights, cfg, inputs, start_n_top, end_n_top):
 
 
 def test_original_v2_checkpoint_loads_and_matches_numpy(tmp_path):
-  cfg = dict(tcc.SINGLE, max_position_embeddings=12)
+  cfg = dict(tf1_reference.SINGLE, max_position_embeddings=12)
   prefix, weights = _original_run(str(tmp_path / "tf1"), cfg)
   model = AlbertSquadV2(AlbertConfig(**cfg), start_n_top=3, end_n_top=2)
   report = squad_v2_checkpoint.load_tf1_squad_v2(model, prefix)
   assert sorted(report.mapped.values()) == sorted(weights)
   assert not report.extras
-  inputs = {k: v for k, v in tcc.inputs_for(cfg).items() if k in NAMES}
+  inputs = {k: v for k, v in tf1_reference.inputs_for(cfg).items() if k in NAMES}
   inputs["input_type_ids"][:, 0] = 0
   ours = {k: np.asarray(v) for k, v in model(inputs).items()}
   ref = _reference(weights, cfg, inputs, 3, 2)
@@ -71,12 +71,12 @@ def test_original_v2_checkpoint_loads_and_matches_numpy(tmp_path):
 
 
 def test_incomplete_or_misfit_head_is_a_named_error(tmp_path):
-  cfg = dict(tcc.SINGLE)
-  weights = tcc.original_weights(cfg, 0, heads=False)
+  cfg = dict(tf1_reference.SINGLE)
+  weights = tf1_reference.original_weights(cfg, 0, heads=False)
   head = th.random_head_weights(np.random.RandomState(1), cfg["hidden_size"])
   partial = dict(weights, **{k: v for k, v in head.items()
                              if not k.startswith("answer_class/")})
-  prefix = tcc.save_original(str(tmp_path / "partial"), partial, cfg)
+  prefix = tf1_reference.save_original(str(tmp_path / "partial"), partial, cfg)
   model = AlbertSquadV2(AlbertConfig(**cfg))
   before = [v.numpy().copy() for v in model.encoder.variables]
   with pytest.raises(cw.CheckpointConversionError,
@@ -86,7 +86,7 @@ def test_incomplete_or_misfit_head_is_a_named_error(tmp_path):
     np.testing.assert_array_equal(old, new.numpy())
   wide = dict(weights, **head)
   wide["end_logits/dense_0/kernel"] = np.zeros([5, 16], np.float32)
-  prefix = tcc.save_original(str(tmp_path / "wide"), wide, cfg)
+  prefix = tf1_reference.save_original(str(tmp_path / "wide"), wide, cfg)
   with pytest.raises(cw.CheckpointConversionError,
                      match=r"end_logits/dense_0/kernel has shape \(5, 16\)"):
     squad_v2_checkpoint.load_tf1_squad_v2(model, prefix)
