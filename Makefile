@@ -22,11 +22,13 @@ venv:
 demo: venv
 	$(PY) -m examples.demo.demo $(DEMO_ARGS)
 
-# The suite in parallel (pytest-xdist): TEST_WORKERS processes, tests handed
-# out one by one as workers free up; each worker has its own tmp directory.
+# The suite in parallel (pytest-xdist): TEST_WORKERS processes, test files
+# handed out whole as workers free up, files with tests marked `slow` first
+# (tests/conftest.py), so a module fixture runs once; each worker has its own
+# tmp directory.
 TEST_WORKERS ?= auto
 test: venv
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal tests $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder tests $(PYTEST_ARGS)
 
 bench: venv
 	$(PY) benchmarks/run_all.py

@@ -159,7 +159,11 @@ def peak_memory_mb(args, gradient_checkpointing):
     cmd.append("--jit")
   if args.smoke:
     cmd.append("--smoke")
-  out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+  # Keras 3 there: a TF_USE_LEGACY_KERAS=1 of ours (the test suite's) must
+  # not reach it.
+  env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
+  out = subprocess.run(cmd, check=True, capture_output=True, text=True,
+                       env=env)
   return json.loads(out.stdout.strip().splitlines()[-1])["peak_rss_mb"]
 
 
@@ -218,7 +222,11 @@ def keras_hub_run(args, steps):
     cmd.append("--jit")
   if args.smoke:
     cmd.append("--smoke")
-  out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+  # Keras 3 there: a TF_USE_LEGACY_KERAS=1 of ours (the test suite's) must
+  # not reach it.
+  env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
+  out = subprocess.run(cmd, check=True, capture_output=True, text=True,
+                       env=env)
   return json.loads(out.stdout.strip().splitlines()[-1])
 
 

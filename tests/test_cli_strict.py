@@ -38,6 +38,7 @@ def error_line(proc, code=1):
   return lines[0]
 
 
+@pytest.mark.slow
 def test_every_tool_refuses_words_that_are_not_flags(tmp_path):
   """`train_steps=5` without dashes, an unquoted glob's second match:
   absl passed them to main, which ignored them."""

@@ -36,7 +36,10 @@ def _fresh_venv(path):
 
 
 def _clean_env():
-  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+  # As a user's shell has it: no PYTHONPATH, and tf.keras left to TensorFlow
+  # (the suite itself runs with TF_USE_LEGACY_KERAS=1: tests/conftest.py).
+  env = {k: v for k, v in os.environ.items()
+         if k not in ("PYTHONPATH", "TF_USE_LEGACY_KERAS")}
   env["TF_CPP_MIN_LOG_LEVEL"] = "3"
   return env
 
@@ -63,6 +66,7 @@ def _source_copy(dest):
   return dest
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("editable", [False, True])
 def test_pip_install_then_tools_run_outside_the_repo(tmp_path, editable):
   python = _fresh_venv(str(tmp_path / "venv"))

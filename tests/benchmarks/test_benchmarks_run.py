@@ -69,6 +69,7 @@ def _read(results, name):
     return json.load(f)
 
 
+@pytest.mark.slow
 def test_every_benchmark_runs_on_its_smallest_setting(tmp_path):
   results = tmp_path / "results"
   bench_venv = os.path.join(ROOT, ".venv-bench")

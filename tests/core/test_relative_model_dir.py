@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import tensorflow as tf
 
 from albert_tf.core import actions
@@ -30,6 +31,7 @@ def _pretrain(cwd, model_dir, train_file, steps):
               f"--model_dir={model_dir}", f"--train_steps={steps}")
 
 
+@pytest.mark.slow
 def test_pretraining_resumes_with_a_relative_model_dir(tmp_path):
   train_file, _ = tu.make_pretraining_data(
       str(tmp_path.parent / "relative_pretrain_data"))

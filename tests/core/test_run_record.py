@@ -129,6 +129,7 @@ def tool(*args):
                         text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_export_from_run_dir_needs_no_retyping_and_refuses_other_model(
     run_dir, tmp_path):
   ok = tool("albert_tf.export_savedmodel", f"--model_dir={run_dir}",
@@ -145,6 +146,7 @@ def test_export_from_run_dir_needs_no_retyping_and_refuses_other_model(
   assert not os.path.exists(tmp_path / "bad")
 
 
+@pytest.mark.slow
 def test_convert_reads_the_record_and_refuses_other_model(run_dir, tmp_path):
   ckpt = os.path.join(run_dir, "checkpoints", "ckpt-2")
   bad = tool("albert_tf.convert_checkpoint", "--from=albert_tf", "--to=tf1",

@@ -44,6 +44,7 @@ def read_metrics(model_dir, mode="train"):
     return [r for r in map(json.loads, f) if r["mode"] == mode]
 
 
+@pytest.mark.slow
 def test_tiny_pretraining_learns_mlm_and_sop(data, tmp_path):
   """400 CPU steps of the tiny recipe (AdamW 1e-3, batch 64) on
   create_pretraining_data.py output: MLM and SOP accuracy rise well above
@@ -89,6 +90,7 @@ def test_tiny_pretraining_learns_mlm_and_sop(data, tmp_path):
   assert best["masked_lm_accuracy"] == final["masked_lm_accuracy"]
 
 
+@pytest.mark.slow
 def test_jit_compile_static_shapes_and_same_loss(data, tmp_path):
   """The forward/backward step compiles with XLA, every shape static, and
   gives the same losses as the non-XLA step."""

@@ -68,6 +68,7 @@ def write_records(path, records):
       writer.write(record)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("save_data_position", [True, False])
 def test_corrupt_input_file_is_named_and_progress_saved(
     train_file, tmp_path, save_data_position):

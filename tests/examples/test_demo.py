@@ -25,6 +25,10 @@ BOTCHAN = os.path.join(REPO, "tests", "testdata", "botchan.txt")
 SEQ = 64
 HIDDEN = 128  # albert_demo_cpu.yaml
 
+# The longest test module: handed out early (`make test` gives each worker
+# whole files, so the demo below runs once).
+pytestmark = pytest.mark.slow
+
 
 # --- Helpers (no TensorFlow) --------------------------------------------------------
 

@@ -199,6 +199,7 @@ def test_a_task_defined_here_trains_through_the_shared_loop(trained_run):
                                      "ckpt-2.index"))
 
 
+@pytest.mark.slow
 def test_export_in_a_fresh_process_and_serve_without_albert_tf(trained_run):
   tmp, model_dir, _ = trained_run
   # A fresh process knows nothing of this module: the run record names it.

@@ -191,6 +191,7 @@ def test_label_names_are_renamed_in_order_only(tmp_path_factory):
   assert out["label"][0].numpy().decode() == ["yes", "no"][label_id]
 
 
+@pytest.mark.slow
 def test_max_windows_is_settable_for_both_squad_heads(run):
   """Through the command lines: export_savedmodel for the simple head,
   run_squad --mode=export for the xlnet head (the other path of each is
@@ -225,6 +226,7 @@ def test_max_windows_is_settable_for_both_squad_heads(run):
                      context=tf.constant([context]))["num_windows"][0]) > 2
 
 
+@pytest.mark.slow
 def test_a_pretraining_run_exports_every_kind(tmp_path_factory):
   """encoder (the default), pretraining (+ mlm, sop) and serving (text in,
   the encoder's outputs) from a pretraining run, with its tokenizer."""

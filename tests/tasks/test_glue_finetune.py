@@ -48,6 +48,7 @@ def _write_rte(directory, seed=0):
   return test_rows
 
 
+@pytest.mark.slow
 def test_finetune_predict_export_serve(tmp_path_factory):
   tmp = tmp_path_factory.mktemp("glue_e2e")
   spm = finetune_testlib.spm_model(tmp_path_factory)

@@ -72,6 +72,7 @@ def model_weights(checkpoint_prefix):
           if k.startswith("model/") or k.startswith("encoder/")}
 
 
+@pytest.mark.slow
 def test_kill9_resume_matches_uninterrupted_and_sigterm_saves(train_file,
                                                               tmp_path):
   """kill -9 mid-run, restart: resumes at the last checkpoint's step and, with
@@ -148,6 +149,7 @@ print("CURVES " + json.dumps(curves))
 """
 
 
+@pytest.mark.slow
 def test_mirrored_two_cpus_and_accumulation_match_one_device(train_file,
                                                              tmp_path):
   """Same global batch (32): 1 device, MirroredStrategy over 2 logical CPUs,
@@ -180,6 +182,7 @@ def _free_ports(n):
   return ports
 
 
+@pytest.mark.slow
 def test_multi_worker_mirrored_two_workers_agree(train_file, tmp_path):
   ports = _free_ports(2)
   cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}

@@ -15,6 +15,7 @@ from albert_tf.tasks import export as tasks_export
 from tests.testing import finetune_testlib
 
 
+@pytest.mark.slow
 def test_squad_v2_xlnet_head_finetune(tmp_path_factory):
   tmp = tmp_path_factory.mktemp("squad_xlnet")
   files = finetune_testlib.write_synthetic_squad(tmp, {"train": 800,

@@ -130,7 +130,11 @@ def run_isolated(code, cwd, timeout=600, extra_imports=()):
   path = os.path.join(cwd, "isolated_check.py")
   with open(path, "w", encoding="utf-8") as f:
     f.write(script)
-  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+  # A serving user's environment: no albert_tf on the path, and tf.keras
+  # left to TensorFlow (the suite's TF_USE_LEGACY_KERAS=1 names tf_keras,
+  # which the import blocker hides).
+  env = {k: v for k, v in os.environ.items()
+         if k not in ("PYTHONPATH", "TF_USE_LEGACY_KERAS")}
   env["CUDA_VISIBLE_DEVICES"] = ""
   proc = subprocess.run([PYTHON, path], cwd=cwd, env=env, capture_output=True,
                         text=True, timeout=timeout, check=False)
