@@ -159,11 +159,7 @@ def peak_memory_mb(args, gradient_checkpointing):
     cmd.append("--jit")
   if args.smoke:
     cmd.append("--smoke")
-  # Keras 3 there: a TF_USE_LEGACY_KERAS=1 of ours (the test suite's) must
-  # not reach it.
-  env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
-  out = subprocess.run(cmd, check=True, capture_output=True, text=True,
-                       env=env)
+  out = subprocess.run(cmd, check=True, capture_output=True, text=True)
   return json.loads(out.stdout.strip().splitlines()[-1])["peak_rss_mb"]
 
 
