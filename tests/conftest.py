@@ -10,8 +10,8 @@ The environment set here reaches the tools tests start as subprocesses too:
   through it scikit-learn) eagerly, 1.5-2 s of every process start (4.5 s
   instead of 6.2 s for `import albert_tf.run_pretraining`, idle machine).
   albert_tf uses `tf_keras` only, which the variable makes `tf.keras` as
-  well; tests/test_packaging.py runs the installed tools without it, as a
-  user's shell has them.
+  well; tests that run a tool or served model as a user would take their
+  environment from tests/testing/user_env.py, which leaves it out.
 - Parallel runs (`make test`: pytest-xdist): each worker's TensorFlow gets
   cores / workers intra-op threads. By default every worker sizes its pool
   to all cores, and 2 workers on 2 cores run 4 busy threads: 201 s -> 163 s

@@ -13,6 +13,8 @@ import venv
 
 import pytest
 
+from tests.testing import user_env
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = ("albert-run-pretraining", "albert-run-classifier",
            "albert-run-squad", "albert-run-race", "albert-export-savedmodel",
@@ -36,12 +38,7 @@ def _fresh_venv(path):
 
 
 def _clean_env():
-  # As a user's shell has it: no PYTHONPATH, and tf.keras left to TensorFlow
-  # (the suite itself runs with TF_USE_LEGACY_KERAS=1: tests/conftest.py).
-  env = {k: v for k, v in os.environ.items()
-         if k not in ("PYTHONPATH", "TF_USE_LEGACY_KERAS")}
-  env["TF_CPP_MIN_LOG_LEVEL"] = "3"
-  return env
+  return user_env.environ(TF_CPP_MIN_LOG_LEVEL="3")
 
 
 def _install(python, *args, cwd):

@@ -32,13 +32,15 @@ def _original_run(directory, cfg, seed=0, **kwargs):
   weights = tf1_reference.original_weights(cfg, seed, heads=False)
   weights.update(th.random_head_weights(np.random.RandomState(seed + 1),
                                         cfg["hidden_size"]))
-  prefix = tf1_reference.save_original(directory, weights, cfg, adam=True, **kwargs)
+  prefix = tf1_reference.save_original(directory, weights, cfg, adam=True,
+                                       **kwargs)
   return prefix, weights
 
 
 def _reference(weights, cfg, inputs, start_n_top, end_n_top):
-  enc = tf1_reference.reference_forward(weights, cfg, inputs["input_word_ids"],
-                              inputs["input_mask"], inputs["input_type_ids"])
+  enc = tf1_reference.reference_forward(
+      weights, cfg, inputs["input_word_ids"], inputs["input_mask"],
+      inputs["input_type_ids"])
   mask, types = inputs["input_mask"], inputs["input_type_ids"]
   positions = np.arange(mask.shape[1])[None]
   last = mask.sum(1, keepdims=True) - 1
@@ -56,7 +58,8 @@ def test_original_v2_checkpoint_loads_and_matches_numpy(tmp_path):
   report = squad_v2_checkpoint.load_tf1_squad_v2(model, prefix)
   assert sorted(report.mapped.values()) == sorted(weights)
   assert not report.extras
-  inputs = {k: v for k, v in tf1_reference.inputs_for(cfg).items() if k in NAMES}
+  inputs = {k: v for k, v in tf1_reference.inputs_for(cfg).items()
+            if k in NAMES}
   inputs["input_type_ids"][:, 0] = 0
   ours = {k: np.asarray(v) for k, v in model(inputs).items()}
   ref = _reference(weights, cfg, inputs, 3, 2)
@@ -76,7 +79,8 @@ def test_incomplete_or_misfit_head_is_a_named_error(tmp_path):
   head = th.random_head_weights(np.random.RandomState(1), cfg["hidden_size"])
   partial = dict(weights, **{k: v for k, v in head.items()
                              if not k.startswith("answer_class/")})
-  prefix = tf1_reference.save_original(str(tmp_path / "partial"), partial, cfg)
+  prefix = tf1_reference.save_original(str(tmp_path / "partial"), partial,
+                                       cfg)
   model = AlbertSquadV2(AlbertConfig(**cfg))
   before = [v.numpy().copy() for v in model.encoder.variables]
   with pytest.raises(cw.CheckpointConversionError,

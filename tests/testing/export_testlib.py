@@ -26,6 +26,7 @@ import sentencepiece as spm
 
 from albert_tf.tasks import all_tasks  # pylint: disable=unused-import
 from albert_tf.tasks import export as tasks_export
+from tests.testing import user_env
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TESTDATA = os.path.join(REPO_ROOT, "tests", "testdata")
@@ -130,12 +131,9 @@ def run_isolated(code, cwd, timeout=600, extra_imports=()):
   path = os.path.join(cwd, "isolated_check.py")
   with open(path, "w", encoding="utf-8") as f:
     f.write(script)
-  # A serving user's environment: no albert_tf on the path, and tf.keras
-  # left to TensorFlow (the suite's TF_USE_LEGACY_KERAS=1 names tf_keras,
-  # which the import blocker hides).
-  env = {k: v for k, v in os.environ.items()
-         if k not in ("PYTHONPATH", "TF_USE_LEGACY_KERAS")}
-  env["CUDA_VISIBLE_DEVICES"] = ""
+  # A serving user's environment (the suite's TF_USE_LEGACY_KERAS=1 would
+  # name tf_keras, which the import blocker hides).
+  env = user_env.environ(CUDA_VISIBLE_DEVICES="")
   proc = subprocess.run([PYTHON, path], cwd=cwd, env=env, capture_output=True,
                         text=True, timeout=timeout, check=False)
   if proc.returncode != 0:
