@@ -16,8 +16,8 @@ The environment set here reaches the tools tests start as subprocesses too:
   cores / workers intra-op threads. By default every worker sizes its pool
   to all cores, and 2 workers on 2 cores run 4 busy threads: 201 s -> 163 s
   for the same three test files.
-- Tests marked `slow` come first in the collection, so with `make test`'s
-  `--dist loadfile --no-loadscope-reorder` the files holding them are handed
+- Files holding a test marked `slow` come first in the collection, so with
+  `make test`'s `--dist loadfile --no-loadscope-reorder` they are handed
   out first and the long ones do not finish alone at the end.
 """
 import os
@@ -46,7 +46,14 @@ def pytest_configure(config):
       "markers", "slow: a test of tens of seconds or more; handed out first")
 
 
+def slow_files_first(items):
+  """Files holding a `slow` test first; stable, and whole files keep
+  pytest's order inside them, which groups a parametrized module fixture's
+  tests by parameter (sorting the tests themselves set each one up twice)."""
+  slow = {item.path for item in items if item.get_closest_marker("slow")}
+  items.sort(key=lambda item: item.path not in slow)
+
+
 def pytest_collection_modifyitems(items):
-  # Stable: slow tests first, each part in pytest's order. Every worker
-  # collects the same order, which xdist requires.
-  items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+  # Every worker collects the same order, which xdist requires.
+  slow_files_first(items)

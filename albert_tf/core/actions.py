@@ -62,7 +62,7 @@ def error_summary(error: Exception) -> str:
 # --- Weights -----------------------------------------------------------------
 
 
-@tf.function
+@tf.function(autograph=False)
 def _global_norm(variables):
   # One fused reduction. Its square overflows float32 for any weight above
   # ~1e19, so a diverged (huge but finite) weight also fails the check.

@@ -116,7 +116,7 @@ class DistributedSteps:
     normalizers = ctx.all_reduce(tf.distribute.ReduceOp.SUM, normalizers)
     compute = self.compute_gradients
     if self.jit_compile:
-      compute = tf.function(compute, jit_compile=True)
+      compute = tf.function(compute, jit_compile=True, autograph=False)
     grads, sums = compute(features, normalizers)
     variables = self.model.trainable_variables
     # Dense before the all-reduce: replicas' IndexedSlices (embedding
@@ -158,22 +158,37 @@ class DistributedSteps:
   def build_train_loop(self) -> Callable:
     """tf.function(iterator, num_steps) -> (summed sums, mean grad norm,
     number of steps with a non-finite loss)."""
-    @tf.function
+    # The step is one tf.function, traced once: its outputs' structure
+    # gives the loop's zero sums, and the loop's body is its only call. (A
+    # first step outside the loop traced, optimised and, with jit_compile,
+    # XLA-compiled the whole step twice: seconds of every run's start.)
+    # autograph=False here and in every step function: nothing in the step
+    # branches on a tensor.
+    step = tf.function(self.step, autograph=False)
+
+    @tf.function(autograph=False)
     def train_loop(iterator, num_steps):
-      # The first step outside the loop fixes the structure of the sums.
-      sums, norm_sum, finite = self.step(iterator)
-      bad_steps = tf.cast(tf.logical_not(finite), tf.int32)
-      for _ in tf.range(num_steps - 1):
-        s, n, f = self.step(iterator)
-        sums = add_sums(sums, s)
-        norm_sum += n
-        bad_steps += tf.cast(tf.logical_not(f), tf.int32)
+      zeros = tf.nest.map_structure(
+          lambda t: tf.zeros(t.shape, t.dtype),
+          step.get_concrete_function(iterator).structured_outputs)
+      sums, norm_sum, finite = zeros
+
+      def body(i, sums, norm_sum, bad_steps):
+        s, n, f = step(iterator)
+        return (i + 1, add_sums(sums, s), norm_sum + n,
+                bad_steps + tf.cast(tf.logical_not(f), tf.int32))
+
+      _, sums, norm_sum, bad_steps = tf.while_loop(
+          lambda i, *_: i < num_steps, body,
+          (tf.constant(0, num_steps.dtype), sums, norm_sum,
+           tf.zeros(finite.shape, tf.int32)),
+          maximum_iterations=num_steps)
       return sums, norm_sum / tf.cast(num_steps, norm_sum.dtype), bad_steps
     return train_loop
 
   def build_eval_step(self) -> Callable:
     """tf.function(distributed features) -> sums reduced over replicas."""
-    @tf.function
+    @tf.function(autograph=False)
     def eval_step(features):
       sums = self.strategy.run(
           lambda f: self.task.compute_sums(self.model, f, training=False),
@@ -187,7 +202,7 @@ class DistributedSteps:
     features)` (default: the model's outputs)."""
     output_fn = output_fn or (lambda model, f: model(f, training=False))
 
-    @tf.function
+    @tf.function(autograph=False)
     def predict_step(features):
       return self.strategy.run(lambda f: output_fn(self.model, f),
                                args=(features,))

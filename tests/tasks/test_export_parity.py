@@ -192,13 +192,12 @@ def test_label_names_are_renamed_in_order_only(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("run", ["squad_simple", "squad_xlnet"], indirect=True)
 def test_max_windows_is_settable_for_both_squad_heads(run):
   """Through the command lines: export_savedmodel for the simple head,
   run_squad --mode=export for the xlnet head (the other path of each is
   the in-process export above)."""
   case, _, _, model_dir, tmp = run
-  if not case.startswith("squad"):
-    pytest.skip("SQuAD only")
   export_dir = str(tmp / "max_windows")
   args = (["-m", "albert_tf.export_savedmodel", f"--model_dir={model_dir}"]
           if case == "squad_simple" else
