@@ -367,3 +367,34 @@ def test_sequence_longer_than_positions_is_an_error():
   with pytest.raises(tf.errors.InvalidArgumentError,
                      match="max_position_embeddings=8"):
     dynamic(inputs)
+
+
+def test_no_layer_of_ours_is_rewritten_by_autograph(monkeypatch):
+  """Keras rewrites a subclassed layer's `call` with AutoGraph when it is
+  traced (building a functional model included), seconds of every process;
+  ours opt out (layer_utils.UnconvertedLayer): no albert_tf code is
+  converted building the pretrainer and tracing it in a default
+  (autograph=True) tf.function."""
+  from tensorflow.python.autograph.impl import api  # pylint: disable=g-import-not-at-top
+  from albert_tf.modeling.layers import (  # pylint: disable=g-import-not-at-top
+      downstream_heads, embedding, pretraining_heads, squad_v2_head,
+      transformer)
+  converted = []
+  convert = api._convert_actual  # pylint: disable=protected-access
+  monkeypatch.setattr(api, "_convert_actual", lambda entity, ctx: (
+      converted.append(getattr(entity, "__module__", "")),
+      convert(entity, ctx))[1])
+  config = tiny_config()
+  model = AlbertPretrainer(config)
+  inputs = random_inputs(config)
+  inputs["masked_lm_positions"] = np.array([[1, 2]] * 3, np.int32)
+  eager = model(inputs)["mlm_logits"]
+  traced = tf.function(model)(inputs)["mlm_logits"]
+  np.testing.assert_allclose(traced, eager, atol=1e-6)
+  assert converted and not [m for m in converted if m.startswith("albert_tf")]
+  # Every layer class of ours opts out, not only those the pretrainer uses.
+  for module in (downstream_heads, embedding, pretraining_heads,
+                 squad_v2_head, transformer):
+    for value in vars(module).values():
+      if isinstance(value, type) and issubclass(value, tf_keras.layers.Layer):
+        assert issubclass(value, layer_utils.UnconvertedLayer), value

@@ -19,7 +19,7 @@ import tf_keras
 from albert_tf.modeling.layers import layer_utils
 
 
-class _OutputProjection(tf_keras.layers.Layer):
+class _OutputProjection(layer_utils.UnconvertedLayer):
   """x [..., H] -> x @ output_weights^T + output_bias, [..., num_outputs].
 
   Base for the heads below; keeps the original's [num_outputs, H] layout.

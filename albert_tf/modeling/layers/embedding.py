@@ -12,7 +12,7 @@ from albert_tf.modeling.layers import layer_utils
 
 
 @tf_keras.utils.register_keras_serializable(package="albert_tf")
-class FactorizedEmbedding(tf_keras.layers.Layer):
+class FactorizedEmbedding(layer_utils.UnconvertedLayer):
   """Word + position + token-type embeddings (E wide), LayerNorm, dropout, E->H.
 
   The E->H projection exists only when E != H, as in the original.

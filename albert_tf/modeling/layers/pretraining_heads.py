@@ -13,7 +13,7 @@ def gather_positions(sequence, positions):
 
 
 @tf_keras.utils.register_keras_serializable(package="albert_tf")
-class MaskedLMHead(tf_keras.layers.Layer):
+class MaskedLMHead(layer_utils.UnconvertedLayer):
   """Dense H->E with the activation, LayerNorm, tied output embedding + bias.
 
   The output projection is the encoder's E-wide word table (transposed), so
@@ -61,7 +61,7 @@ class MaskedLMHead(tf_keras.layers.Layer):
 
 
 @tf_keras.utils.register_keras_serializable(package="albert_tf")
-class SentenceOrderHead(tf_keras.layers.Layer):
+class SentenceOrderHead(layer_utils.UnconvertedLayer):
   """Pooled output [batch, H] -> sentence-order logits [batch, 2] (float32).
 
   Weights are stored as the original's `output_weights` [2, H] and

@@ -58,7 +58,7 @@ def mask_logits(logits, p_mask):
 
 
 @tf_keras.utils.register_keras_serializable(package="albert_tf")
-class XLNetSquadHead(tf_keras.layers.Layer):
+class XLNetSquadHead(layer_utils.UnconvertedLayer):
   """Sequence output [batch, seq, H] -> the original v2 outputs.
 
   `call(sequence_output, input_mask, input_type_ids, start_positions=None)`:

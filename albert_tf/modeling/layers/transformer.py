@@ -26,7 +26,7 @@ def attention_bias(input_mask, dtype):
 
 
 @tf_keras.utils.register_keras_serializable(package="albert_tf")
-class SelfAttention(tf_keras.layers.Layer):
+class SelfAttention(layer_utils.UnconvertedLayer):
   """Multi-head self-attention, output projection, residual, LayerNorm.
 
   Call: `layer(x, bias, batch, seq)` with x [batch*seq, H] and the additive
@@ -105,7 +105,7 @@ class SelfAttention(tf_keras.layers.Layer):
 
 
 @tf_keras.utils.register_keras_serializable(package="albert_tf")
-class FeedForward(tf_keras.layers.Layer):
+class FeedForward(layer_utils.UnconvertedLayer):
   """Dense H->I with the activation, dense I->H, residual, LayerNorm.
 
   Call: `layer(x)` with x [batch*seq, H]; returns [batch*seq, H].
@@ -171,7 +171,7 @@ def num_sublayers(num_layers, num_groups, inner_group_num, shared):
 
 
 @tf_keras.utils.register_keras_serializable(package="albert_tf")
-class SharedTransformerStack(tf_keras.layers.Layer):
+class SharedTransformerStack(layer_utils.UnconvertedLayer):
   """`num_hidden_layers` layers built from shared attention and FFN sublayers.
 
   Call: `layer(x, input_mask)` with x [batch, seq, H] and input_mask
