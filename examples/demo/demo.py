@@ -64,8 +64,9 @@ def define_flags():
                       "Everything is written here (the download cache in "
                       "<output_dir>/cache/ survives reruns).")
   flags.DEFINE_bool("quick", False,
-                    "A small, fast run (tests): fewer steps, dupe factor 1, "
-                    "only ALBERT-base in the model-size table.")
+                    "A small, fast run (tests): fewer steps and evaluations, "
+                    "dupe factor 1, only ALBERT-base in the model-size "
+                    "table.")
   flags.DEFINE_bool("skip_model_sizes", False,
                     "Skip the table of released model sizes (stage 6).")
   flags.DEFINE_list("sizes", None,
@@ -73,10 +74,10 @@ def define_flags():
                     "xxlarge; --quick: base).")
   flags.DEFINE_integer("pretrain_steps", None,
                        f"Pretraining steps (default {PRETRAIN_STEPS}, the "
-                       "recipe's; --quick: 150).")
+                       "recipe's; --quick: 100).")
   flags.DEFINE_integer("finetune_steps", None,
                        f"Fine-tuning steps, each of the two runs (default "
-                       f"{FINETUNE_STEPS}; --quick: 60).")
+                       f"{FINETUNE_STEPS}; --quick: 40).")
   flags.DEFINE_integer("dupe_factor", None,
                        "create_pretraining_data --dupe_factor for the training "
                        "data (default 10; --quick: 1).")
@@ -132,8 +133,10 @@ def settings_from_flags():
   return {
       "quick": quick,
       "corpus": FLAGS.corpus,
-      "pretrain_steps": pick(FLAGS.pretrain_steps, PRETRAIN_STEPS, 150),
-      "finetune_steps": pick(FLAGS.finetune_steps, FINETUNE_STEPS, 60),
+      "pretrain_steps": pick(FLAGS.pretrain_steps, PRETRAIN_STEPS, 100),
+      "finetune_steps": pick(FLAGS.finetune_steps, FINETUNE_STEPS, 40),
+      # Held-out evaluations during each training run (the curves' points).
+      "evals": 2 if quick else 6,
       "dupe_factor": pick(FLAGS.dupe_factor, 10, 1),
       "vocab_size": FLAGS.vocab_size,
       "heldout_fraction": FLAGS.heldout_fraction,

@@ -25,7 +25,8 @@ def pretrain(run):
       f"trainer.train_steps={steps}",
       f"trainer.steps_per_loop={per_loop}",
       f"trainer.checkpoint_interval={max(per_loop, steps // 2)}",
-      f"trainer.eval_interval={max(per_loop, steps // 6)}",
+      "trainer.eval_interval="
+      f"{max(per_loop, steps // run.settings['evals'])}",
       f"runtime.seed={run.settings['seed']}"])
   run.pretrain_overrides = overrides
   # The recipe as run_pretraining resolves it from the same file and overrides.

@@ -175,7 +175,7 @@ def test_prints_every_stage_and_streams_tools(demo_run):
     assert f"[stage {i}/7]" in stdout
   # The tools' own progress lines are streamed.
   assert "[create_pretraining_data] wrote" in stdout
-  assert "step 150/150" in stdout
+  assert "step 100/100" in stdout
   assert "ALBERT-base" in stdout and "12M" in stdout
 
 
@@ -211,11 +211,11 @@ def test_tfrecords_parse_and_match_the_summary(demo_run):
 def test_pretraining_learned_and_checkpoints_exist(demo_run):
   out, _, summary = demo_run
   assert tf.train.latest_checkpoint(str(out / "pretrain" / "checkpoints")
-                                    ).endswith("ckpt-150")
+                                    ).endswith("ckpt-100")
   assert tf.train.latest_checkpoint(
       str(out / "pretrain_init" / "initial")).endswith("ckpt-0")
   p = summary["metrics"]["pretraining"]
-  # At init the MLM loss is about ln(vocab) = 6.9; 150 steps must lower it.
+  # At init the MLM loss is about ln(vocab) = 6.9; 100 steps must lower it.
   assert abs(p["before"]["masked_lm_loss"] - np.log(1000)) < 0.3
   assert p["after"]["masked_lm_loss"] < p["before"]["masked_lm_loss"] - 0.5
   assert p["after"]["masked_lm_accuracy"] > p["before"]["masked_lm_accuracy"]
@@ -270,7 +270,7 @@ def test_finetuning_runs_from_pretrained_and_random_init(demo_run):
               encoding="utf-8") as f:
       assert json.load(f)["accuracy"] == dev["accuracy"]
     assert tf.train.latest_checkpoint(
-        str(out / "finetune" / init / "checkpoints")).endswith("ckpt-60")
+        str(out / "finetune" / init / "checkpoints")).endswith("ckpt-40")
   assert ft["pretraining_gain"] == pytest.approx(
       ft["pretrained"]["dev"]["accuracy"] -
       ft["random_init"]["dev"]["accuracy"])
