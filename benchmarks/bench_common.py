@@ -106,6 +106,10 @@ def percentile(values, q):
   return values[lo] + (values[hi] - values[lo]) * (pos - lo)
 
 
+# --smoke measures nothing: its matmul-rate checks only have to run.
+SMOKE_MATMUL_SECONDS = 0.1
+
+
 def matmul_gflops(seconds=2.0):
   """Dense float32 GEMM rate (GFLOP/s) at training-like shapes."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top

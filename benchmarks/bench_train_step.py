@@ -38,9 +38,9 @@ BASE = dict(vocab_size=30000, embedding_size=128, hidden_size=768,
             num_hidden_layers=12, num_attention_heads=12,
             intermediate_size=3072, max_position_embeddings=512,
             type_vocab_size=2)
-# --smoke (the quick test): the same code on a 2-layer model.
+# --smoke (the quick test): the same code on a 1-layer model.
 SMOKE = dict(BASE, vocab_size=1000, embedding_size=16, hidden_size=32,
-             num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+             num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
              max_position_embeddings=64)
 
 
@@ -247,7 +247,7 @@ def main():
   parser.add_argument("--gradient-checkpointing", action="store_true",
                       help=argparse.SUPPRESS)
   parser.add_argument("--smoke", action="store_true",
-                      help="a 2-layer model, batch 2 x seq 16, one round "
+                      help="a 1-layer model, batch 2 x seq 16, one round "
                       "(for the quick test; keras-hub only if .venv-bench "
                       "exists)")
   args = parser.parse_args()
@@ -264,7 +264,7 @@ def main():
   batch = make_batch(args.batch, args.seq, args.predictions,
                      dims["vocab_size"])
   flops = train_flops(dims, args.batch, args.seq, args.predictions)
-  print(f"{'2-layer (smoke)' if args.smoke else 'ALBERT-base'} train step, "
+  print(f"{'1-layer (smoke)' if args.smoke else 'ALBERT-base'} train step, "
         f"batch {args.batch} x seq {args.seq}, "
         f"{args.predictions} predictions, XLA={'on' if args.jit else 'off'}: "
         f"{flops / 1e9:.1f} GFLOP/step", flush=True)
@@ -287,7 +287,8 @@ def main():
             for k, v in alt.warmup.items()), flush=True)
   keras_hub, matmul_rates, loads = [], [], [os.getloadavg()[0]]
   for r in range(args.rounds):
-    matmul_rates.append(matmul_gflops(0.5 if args.smoke else 2.0))
+    matmul_rates.append(matmul_gflops(
+        bench_common.SMOKE_MATMUL_SECONDS if args.smoke else 2.0))
     for _ in range(args.steps):
       alt.add_round({name: time_step(steps[name]) for name in alt.order()})
     if not args.no_keras_hub:

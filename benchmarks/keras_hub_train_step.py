@@ -31,11 +31,11 @@ def main():
   parser.add_argument("--steps", type=int, default=5)
   parser.add_argument("--jit", action="store_true")
   parser.add_argument("--smoke", action="store_true",
-                      help="bench_train_step's 2-layer smoke model")
+                      help="bench_train_step's 1-layer smoke model")
   args = parser.parse_args()
 
   vocab, layers, heads, emb, hidden, inter = (
-      (1000, 2, 2, 16, 32, 64) if args.smoke else (30000, 12, 12, 128, 768,
+      (1000, 1, 2, 16, 32, 64) if args.smoke else (30000, 12, 12, 128, 768,
                                                    3072))
   backbone = keras_hub.models.AlbertBackbone(
       vocabulary_size=vocab, num_layers=layers, num_heads=heads,

@@ -4,7 +4,7 @@
 peak-memory children), bench_trainer_loop (data made by the data_prep tools,
 the trainer against the bare step, and the orbit comparison),
 bench_inference (both exported SavedModels, the text-in signatures) and
-bench_data_prep (local and Beam) on 2-layer models and a tiny corpus, into a
+bench_data_prep (local and Beam) on 1-layer models and a tiny corpus, into a
 temporary results directory. keras-hub runs only when `.venv-bench` exists
 (it needs its own Keras 3 venv; the test downloads nothing). The timing
 rules themselves (bench_common) are checked on made-up timings.
