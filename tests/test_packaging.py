@@ -8,6 +8,7 @@ only albert_tf itself (`--no-deps`) and needs no network.
 import os
 import shutil
 import subprocess
+import sys
 import sysconfig
 import venv
 
@@ -25,7 +26,9 @@ SCRIPTS = ("albert-run-pretraining", "albert-run-classifier",
 
 
 def _fresh_venv(path):
-  venv.EnvBuilder(with_pip=True).create(path)
+  # No pip of its own (ensurepip: 4 s): this interpreter's pip installs into
+  # it (`pip --python`).
+  venv.EnvBuilder(with_pip=False).create(path)
   python = os.path.join(path, "bin", "python")
   site = subprocess.run(
       [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
@@ -43,8 +46,8 @@ def _clean_env():
 
 def _install(python, *args, cwd):
   result = subprocess.run(
-      [python, "-m", "pip", "install", "-q", "--no-deps",
-       "--no-build-isolation", *args], cwd=cwd, env=_clean_env(),
+      [sys.executable, "-m", "pip", "--python", python, "install", "-q",
+       "--no-deps", "--no-build-isolation", *args], cwd=cwd, env=_clean_env(),
       capture_output=True, text=True, timeout=600)
   assert result.returncode == 0, result.stdout + result.stderr
 
