@@ -34,9 +34,7 @@ def _pretrain(cwd, model_dir, train_file, steps):
 @pytest.mark.slow
 def test_pretraining_resumes_with_a_relative_model_dir(tmp_path,
                                                       tmp_path_factory):
-  # The data the other run tests share (made once per worker).
-  train_file, _ = tu.make_pretraining_data(
-      str(tmp_path_factory.getbasetemp() / "pretrain_data"))
+  train_file, _ = tu.worker_pretraining_data(tmp_path_factory)
   work = tmp_path / "work"
   work.mkdir()
   _pretrain(str(work), "runs/a", train_file, 2)

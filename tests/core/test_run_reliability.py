@@ -29,8 +29,7 @@ HOST = socket.gethostname()
 
 @pytest.fixture(scope="module")
 def train_file(tmp_path_factory):
-  return tu.make_pretraining_data(
-      str(tmp_path_factory.getbasetemp() / "pretrain_data"))[0]
+  return tu.worker_pretraining_data(tmp_path_factory)[0]
 
 
 # The tiny recipe, 2 steps (tests/testing/pretrain_testutil.py).

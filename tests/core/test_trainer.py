@@ -23,8 +23,7 @@ from tests.testing import pretrain_testutil as tu
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-  base = str(tmp_path_factory.getbasetemp() / "pretrain_data")
-  train, spm = tu.make_pretraining_data(base)
+  train, spm = tu.worker_pretraining_data(tmp_path_factory)
   return train, train, spm
 
 

@@ -29,8 +29,7 @@ from tests.testing import pretrain_testutil as tu
 
 @pytest.fixture(scope="module")
 def train_file(tmp_path_factory):
-  base = str(tmp_path_factory.getbasetemp() / "pretrain_data")
-  return tu.make_pretraining_data(base)[0]
+  return tu.worker_pretraining_data(tmp_path_factory)[0]
 
 
 def make_trainer(train_file, model_dir, task_class=None,

@@ -31,9 +31,8 @@ SEQ, PRED = 64, 14
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
   """(tokenizer, TFRecord path) with non-default ids and settings."""
-  base = tmp_path_factory.getbasetemp() / "pretrain_data"
-  tu.make_pretraining_data(str(base))
-  corpus = str(base / "corpus.txt")
+  tu.worker_pretraining_data(tmp_path_factory)  # writes the corpus too
+  corpus = str(tu.worker_data_dir(tmp_path_factory) / "corpus.txt")
   out = tmp_path_factory.mktemp("dynamic")
   prefix = str(out / "layout")
   spm.SentencePieceTrainer.train(

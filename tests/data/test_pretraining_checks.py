@@ -24,10 +24,9 @@ from tests.testing import pretrain_testutil as tu
 @pytest.fixture(scope="module")
 def shards(tmp_path_factory):
   """train.tfrecord-0000{0,1}-of-00002 + summary, absolute paths in it."""
-  base = tmp_path_factory.getbasetemp() / "pretrain_data"
-  _, spm = tu.make_pretraining_data(str(base))
+  _, spm = tu.worker_pretraining_data(tmp_path_factory)
   out = tmp_path_factory.mktemp("shards") / "data"
-  cpd.run([str(base / "corpus.txt")],
+  cpd.run([str(tu.worker_data_dir(tmp_path_factory) / "corpus.txt")],
           [str(out / f"train.tfrecord-0000{i}-of-00002") for i in range(2)],
           pretraining_config.RunConfig(spm_model_file=spm, do_lower_case=True,
                         instance=pi.InstanceConfig(

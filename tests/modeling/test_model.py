@@ -4,9 +4,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tf_keras
+from tensorflow.python.autograph.impl import api as autograph_api
 
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
+from albert_tf.modeling.layers import downstream_heads
+from albert_tf.modeling.layers import embedding
 from albert_tf.modeling.layers import layer_utils
+from albert_tf.modeling.layers import pretraining_heads
+from albert_tf.modeling.layers import squad_v2_head
+from albert_tf.modeling.layers import transformer
 from albert_tf.modeling import losses
 from official.nlp.modeling import networks
 
@@ -375,13 +381,9 @@ def test_no_layer_of_ours_is_rewritten_by_autograph(monkeypatch):
   start; ours opt out (layer_utils.UnconvertedLayer): no albert_tf code is
   converted building the pretrainer and tracing it in a default
   (autograph=True) tf.function."""
-  from tensorflow.python.autograph.impl import api  # pylint: disable=g-import-not-at-top
-  from albert_tf.modeling.layers import (  # pylint: disable=g-import-not-at-top
-      downstream_heads, embedding, pretraining_heads, squad_v2_head,
-      transformer)
   converted = []
-  convert = api._convert_actual  # pylint: disable=protected-access
-  monkeypatch.setattr(api, "_convert_actual", lambda entity, ctx: (
+  convert = autograph_api._convert_actual  # pylint: disable=protected-access
+  monkeypatch.setattr(autograph_api, "_convert_actual", lambda entity, ctx: (
       converted.append(getattr(entity, "__module__", "")),
       convert(entity, ctx))[1])
   config = tiny_config()

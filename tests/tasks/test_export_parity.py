@@ -230,8 +230,7 @@ def test_a_pretraining_run_exports_every_kind(tmp_path_factory):
   """encoder (the default), pretraining (+ mlm, sop) and serving (text in,
   the encoder's outputs) from a pretraining run, with its tokenizer."""
   tmp = tmp_path_factory.mktemp("pretraining_exports")
-  train_file, _ = pretrain_testutil.make_pretraining_data(
-      str(tmp_path_factory.getbasetemp() / "pretrain_data"))
+  train_file, _ = pretrain_testutil.worker_pretraining_data(tmp_path_factory)
   model_dir = str(tmp / "run")
   pretrain_testutil.run_tiny(pretrain_testutil.tiny_experiment(train_file),
                              model_dir)

@@ -18,8 +18,7 @@ from tests.testing import pretrain_testutil as tu
 
 @pytest.fixture(scope="module")
 def train_file(tmp_path_factory):
-  return tu.make_pretraining_data(
-      str(tmp_path_factory.getbasetemp() / "pretrain_data"))[0]
+  return tu.worker_pretraining_data(tmp_path_factory)[0]
 
 
 def validate(train, **overrides):

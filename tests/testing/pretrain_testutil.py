@@ -63,6 +63,19 @@ def make_pretraining_data(base_dir, seq=SEQ, pred=PRED, dupe=3,
   return out, spm + ".model"
 
 
+def worker_data_dir(tmp_path_factory):
+  """The pytest worker's shared data directory: every test file that trains
+  on the default data finds it made (once per worker, each worker has its
+  own base directory)."""
+  return tmp_path_factory.getbasetemp() / "pretrain_data"
+
+
+def worker_pretraining_data(tmp_path_factory):
+  """(tfrecord_path, spm_model_path) of `make_pretraining_data`'s defaults
+  in `worker_data_dir`."""
+  return make_pretraining_data(str(worker_data_dir(tmp_path_factory)))
+
+
 def make_question_reply_data(base_dir, dupe=20):
   """Real text with a sentence-order cue a 2-layer model can find quickly.
 
