@@ -16,15 +16,19 @@ from albert_tf.core import experiment_config as ec
 from albert_tf.modeling import albert_config
 from albert_tf.tasks import pretraining
 from tests.testing import pretrain_testutil as tu
+from tests.testing import tool_server
 
 TOOLS = ("run_pretraining", "run_classifier", "run_squad", "run_race",
          "export_savedmodel", "convert_checkpoint", "plot_metrics")
 
 
 def start(module, *args, cwd=tu.ROOT):
-  return subprocess.Popen([sys.executable, "-m", module, *args], cwd=cwd,
-                          env=tu.subprocess_env(), stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True)
+  # albert_tf's tools import TensorFlow: run in a fork of the tool server.
+  popen = (tool_server.start if module.startswith("albert_tf.")
+           else subprocess.Popen)
+  return popen([sys.executable, "-m", module, *args], cwd=cwd,
+               env=tu.subprocess_env(), stdout=subprocess.PIPE,
+               stderr=subprocess.PIPE, text=True)
 
 
 def error_line(proc, code=1):

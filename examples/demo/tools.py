@@ -53,6 +53,9 @@ def run_tool(args, log_path, env=None, show=True, show_filter=None,
   cmd = [sys.executable] + list(args)
   full_env = dict(os.environ)
   full_env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+  # The tools use tf_keras only; without this `import tensorflow` imports
+  # Keras 3 too (and with it scikit-learn and matplotlib): ~1.5 s a tool.
+  full_env.setdefault("TF_USE_LEGACY_KERAS", "1")
   full_env["PYTHONUNBUFFERED"] = "1"
   repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
   full_env["PYTHONPATH"] = os.pathsep.join(

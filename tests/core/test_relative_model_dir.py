@@ -4,7 +4,6 @@ directory again), from the same and from another working directory, through
 the command-line tools as a user types them."""
 
 import os
-import subprocess
 import sys
 
 import pytest
@@ -12,10 +11,11 @@ import tensorflow as tf
 
 from albert_tf.core import actions
 from tests.testing import pretrain_testutil as tu
+from tests.testing import tool_server
 
 
 def _cli(module, cwd, *args):
-  proc = subprocess.run([sys.executable, "-m", module, *args], cwd=cwd,
+  proc = tool_server.run([sys.executable, "-m", module, *args], cwd=cwd,
                         env=tu.subprocess_env(), capture_output=True,
                         text=True, timeout=600)
   assert proc.returncode == 0, proc.stderr[-3000:]

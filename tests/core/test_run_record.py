@@ -5,7 +5,6 @@ that fits the weights' shapes but not the weights)."""
 import json
 import os
 import shutil
-import subprocess
 import sys
 
 import pytest
@@ -15,6 +14,7 @@ from albert_tf.core import run_record
 from albert_tf.tasks import pretraining
 from data_prep import output_files
 from tests.testing import pretrain_testutil as tu
+from tests.testing import tool_server
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +123,7 @@ def test_other_task_in_same_dir_is_refused(run_dir):
 
 
 def tool(*args):
-  return subprocess.run([sys.executable, "-m"] + list(args), cwd=tu.ROOT,
+  return tool_server.run([sys.executable, "-m"] + list(args), cwd=tu.ROOT,
                         env=tu.subprocess_env(), capture_output=True,
                         text=True, timeout=300)
 

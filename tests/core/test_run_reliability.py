@@ -23,6 +23,7 @@ from albert_tf.core import train_lib
 from albert_tf.tasks import pretraining
 from data_prep import output_files
 from tests.testing import pretrain_testutil as tu
+from tests.testing import tool_server
 
 HOST = socket.gethostname()
 
@@ -197,7 +198,7 @@ def test_plot_metrics_skips_a_line_cut_by_kill9(tmp_path, caplog):
     rows = plot_metrics.read_metrics(str(path))["train"]
   assert [r["step"] for r in rows] == [10, 20]
   assert f"{path}:3: skipped a line cut short" in caplog.text
-  proc = subprocess.run(
+  proc = tool_server.run(
       [sys.executable, "-m", "albert_tf.plot_metrics",
        f"--metrics_file={path}", f"--output={tmp_path / 'c.png'}"],
       cwd=tu.ROOT, env=tu.subprocess_env(), capture_output=True, text=True,

@@ -14,6 +14,7 @@ from absl import flags
 from data_prep import beam_options
 from data_prep import command_line
 from data_prep import tfrecord_io
+from tests.testing import tool_server
 from tests.testing.botchan_testlib import botchan_spm
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -39,9 +40,12 @@ def two_inputs(spm_corpus, tmp_path_factory):
 
 
 def start(module, *args):
-  return subprocess.Popen([sys.executable, "-m", f"data_prep.{module}",
-                           *args], env=ENV, cwd=ROOT, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True)
+  # inspect_tfrecord imports TensorFlow: a fork of the tool server.
+  popen = (tool_server.start if module == "inspect_tfrecord"
+           else subprocess.Popen)
+  return popen([sys.executable, "-m", f"data_prep.{module}", *args], env=ENV,
+               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+               text=True)
 
 
 def one_line_error(proc):

@@ -19,6 +19,7 @@ from data_prep import pretraining_config
 from data_prep import create_pretraining_data as cpd
 from data_prep import pretraining_instances as pi
 from data_prep import text_reader
+from tests.testing import tool_server
 from tests.testing.botchan_testlib import botchan_spm
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -37,9 +38,10 @@ def spm_corpus(tmp_path_factory):
 
 
 def run_tool(module, *args):
-  return subprocess.run([sys.executable, "-m", f"data_prep.{module}", *args],
-                        capture_output=True, text=True, env=ENV, cwd=ROOT,
-                        timeout=180)
+  # inspect_tfrecord imports TensorFlow: a fork of the tool server.
+  run = tool_server.run if module == "inspect_tfrecord" else subprocess.run
+  return run([sys.executable, "-m", f"data_prep.{module}", *args],
+             capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=180)
 
 
 def error_line(proc):

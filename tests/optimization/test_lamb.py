@@ -3,7 +3,6 @@
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 
@@ -14,6 +13,7 @@ import tf_keras
 
 from albert_tf.optimization import lamb
 from albert_tf.optimization import optimizer_factory
+from tests.testing import tool_server
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NUM_STEPS = 5
@@ -331,7 +331,7 @@ def test_get_config_round_trip():
 
 def test_mirrored_strategy_matches_single_device():
   env = dict(os.environ, PYTHONPATH=_REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2")
-  proc = subprocess.run(
+  proc = tool_server.run(
       [sys.executable, os.path.abspath(__file__), "--distributed-check"],
       env=env, capture_output=True, text=True, timeout=600, check=False)
   assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]

@@ -6,7 +6,6 @@ the module its run record names) and serves in a TensorFlow-only process."""
 
 import dataclasses
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -26,6 +25,7 @@ from albert_tf.serving import task_modules
 from albert_tf.tasks import registry
 from tests.testing import export_testlib
 from tests.testing import pretrain_testutil
+from tests.testing import tool_server
 
 SEQ, TAGS, BATCH = 16, 2, 8
 
@@ -203,7 +203,7 @@ def test_a_task_defined_here_trains_through_the_shared_loop(trained_run):
 def test_export_in_a_fresh_process_and_serve_without_albert_tf(trained_run):
   tmp, model_dir, _ = trained_run
   # A fresh process knows nothing of this module: the run record names it.
-  proc = subprocess.run(
+  proc = tool_server.run(
       [sys.executable, "-m", "albert_tf.export_savedmodel",
        f"--model_dir={model_dir}", f"--export_dir={tmp / 'export'}"],
       cwd=pretrain_testutil.ROOT, env=pretrain_testutil.subprocess_env(),

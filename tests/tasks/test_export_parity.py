@@ -7,7 +7,6 @@ run, and takes the settable ones (--max_windows for both SQuAD heads,
 
 import os
 import random
-import subprocess
 import sys
 
 import numpy as np
@@ -23,6 +22,7 @@ from albert_tf.tasks import sentence_prediction
 from tests.testing import export_testlib
 from tests.testing import finetune_testlib
 from tests.testing import pretrain_testutil
+from tests.testing import tool_server
 
 SEQ = 32
 
@@ -203,7 +203,7 @@ def test_max_windows_is_settable_for_both_squad_heads(run):
           if case == "squad_simple" else
           ["-m", "albert_tf.run_squad", f"--model_dir={model_dir}",
            "--mode=export"])
-  proc = subprocess.run(
+  proc = tool_server.run(
       [sys.executable] + args + [f"--export_dir={export_dir}",
                                  "--max_windows=2"],
       cwd=pretrain_testutil.ROOT, env=pretrain_testutil.subprocess_env(),

@@ -4,7 +4,6 @@ submission file, and the exported serving model maps text -> label."""
 
 import os
 import random
-import subprocess
 import sys
 
 import numpy as np
@@ -17,6 +16,7 @@ from albert_tf.tasks import sentence_prediction
 from albert_tf.tasks import export as tasks_export
 from tests.testing import finetune_testlib
 from tests.testing import pretrain_testutil
+from tests.testing import tool_server
 
 
 def _rows(rng, sentences, n):
@@ -103,7 +103,7 @@ def test_finetune_predict_export_serve(tmp_path_factory):
 
   # export_savedmodel --model_dir: the run record gives the model, labels,
   # text fields, seq length and SentencePiece model; nothing is retyped.
-  proc = subprocess.run(
+  proc = tool_server.run(
       [sys.executable, "-m", "albert_tf.export_savedmodel",
        f"--model_dir={model_dir}", f"--export_dir={tmp / 'cli_export'}"],
       env=pretrain_testutil.subprocess_env(), cwd=pretrain_testutil.ROOT,

@@ -15,6 +15,7 @@ import pytest
 import tensorflow as tf
 
 from tests.testing import pretrain_testutil as tu
+from tests.testing import tool_server
 
 
 @pytest.fixture(scope="module")
@@ -28,8 +29,8 @@ def cli(model_dir, overrides, *extra, env=None):
           f"--model_dir={model_dir}"] + list(extra)
   log = open(os.path.join(os.path.dirname(model_dir),
                           os.path.basename(model_dir) + ".log"), "a")
-  return subprocess.Popen(args, cwd=tu.ROOT, env=env or tu.subprocess_env(),
-                          stdout=log, stderr=subprocess.STDOUT)
+  return tool_server.start(args, cwd=tu.ROOT, env=env or tu.subprocess_env(),
+                           stdout=log, stderr=subprocess.STDOUT)
 
 
 def log_text(model_dir):
@@ -153,7 +154,7 @@ def test_mirrored_two_cpus_and_accumulation_match_one_device(train_file,
                                                              tmp_path):
   """Same global batch (32): 1 device, MirroredStrategy over 2 logical CPUs,
   and 2 CPUs x 2 accumulation micro-batches give the same loss curve."""
-  proc = subprocess.run(
+  proc = tool_server.run(
       [sys.executable, "-c", _EQUIVALENCE_SCRIPT, train_file, str(tmp_path),
        tu.TINY_RECIPE], cwd=tu.ROOT, env=tu.subprocess_env(),
       capture_output=True, text=True, timeout=300)
@@ -197,7 +198,7 @@ def test_multi_worker_mirrored_two_workers_agree(train_file, tmp_path):
             f"--config_file={tu.TINY_RECIPE}",
             f"--params_override={overrides}", f"--model_dir={model_dir}",
             "--strategy=multi_worker_mirrored"]
-    procs.append(subprocess.Popen(
+    procs.append(tool_server.start(
         args, cwd=tu.ROOT, env=env, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True))
   outs = []

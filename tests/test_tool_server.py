@@ -1,0 +1,111 @@
+"""tests/testing/tool_server.py: a tool run in a fork of the preloaded server
+behaves as the same run in a fresh `python` process (output, exit codes,
+flags, working directory, environment, signals), and runs that a fork
+could get wrong go to a real subprocess."""
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from tests.testing import pretrain_testutil as tu
+from tests.testing import tool_server
+
+# What a process saw: its argv, cwd, sys.path[0], an environment variable,
+# whether albert_tf's run_pretraining module was imported, and stdin.
+PROBE = r"""
+import os, sys
+print(sys.argv, os.getcwd(), sys.path[0], os.environ.get("PROBE"),
+      "albert_tf.run_pretraining" in sys.modules, sys.stdin.read())
+print("to stderr", file=sys.stderr)
+code = sys.argv[1]
+if code == "raise":
+  raise ValueError("probe failed")
+sys.exit(int(code) if code.isdigit() else code)
+"""
+
+
+def both(args, **kwargs):
+  """(fork, subprocess) results of the same run."""
+  forked = tool_server.run(args, **kwargs)
+  real = subprocess.run(args, **kwargs)
+  return forked, real
+
+
+@pytest.mark.parametrize("code", ["0", "3", "raise", "a message"])
+def test_a_fork_prints_and_exits_like_a_process(tmp_path, code):
+  env = tu.subprocess_env(PROBE="x")
+  assert tool_server.forkable([sys.executable, "-c", PROBE], env)
+  forked, real = both([sys.executable, "-c", PROBE, code], cwd=str(tmp_path),
+                      env=env, capture_output=True, text=True, input="in",
+                      timeout=120)
+  assert forked.returncode == real.returncode == {
+      "0": 0, "3": 3, "raise": 1, "a message": 1}[code]
+  assert forked.stdout == real.stdout
+  assert f"'-c', '{code}'] {tmp_path}  x False in" in real.stdout
+  if code == "raise":  # the traceback's frames differ; its last line not
+    assert forked.stderr.splitlines()[-1] == real.stderr.splitlines()[-1]
+  else:
+    assert forked.stderr == real.stderr
+
+
+def test_a_script_and_a_module_see_what_python_gives_them(tmp_path):
+  script = tmp_path / "probe.py"
+  script.write_text(PROBE)
+  env = tu.subprocess_env(PROBE="y", PYTHONPATH=f"{tu.ROOT}")
+  forked, real = both([sys.executable, str(script), "0"], cwd=tu.ROOT,
+                      env=env, capture_output=True, text=True, timeout=120)
+  assert forked.stdout == real.stdout and forked.returncode == 0
+  assert f"{tmp_path} y False" in forked.stdout  # sys.path[0]: its folder
+  # `-m`: every flag of the tool, as in a fresh process (the server
+  # defined none of its own).
+  forked, real = both([sys.executable, "-m", "albert_tf.plot_metrics",
+                       "--helpfull"], cwd=str(tmp_path), env=env,
+                      capture_output=True, text=True, timeout=120)
+  assert forked.stdout == real.stdout and "--metrics_file" in forked.stdout
+  assert forked.returncode == real.returncode
+
+
+def test_signals_reach_the_fork():
+  env = tu.subprocess_env()
+  sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+  proc = tool_server.start(sleeper, env=env, stdout=subprocess.PIPE)
+  assert isinstance(proc, tool_server.ForkedTool)
+  proc.send_signal(signal.SIGTERM)
+  assert proc.wait(timeout=30) == -signal.SIGTERM
+  proc = tool_server.start(sleeper, env=env, stdout=subprocess.PIPE)
+  with pytest.raises(subprocess.TimeoutExpired):
+    proc.communicate(timeout=0.5)
+  assert proc.poll() is None  # still running, as with Popen
+  proc.kill()
+  assert proc.wait(timeout=30) == -signal.SIGKILL
+  with pytest.raises(subprocess.TimeoutExpired):
+    tool_server.run(sleeper, env=env, timeout=0.5)  # and killed
+
+
+def test_runs_a_fork_could_get_wrong_go_to_a_subprocess():
+  env = tu.subprocess_env()
+  assert tool_server.forkable([sys.executable, "-m", "albert_tf.x"], env)
+  # Read while importing TensorFlow: the server imported it without them.
+  assert not tool_server.forkable([sys.executable, "-m", "albert_tf.x"],
+                                  dict(env, TF_PROBE_SETTING="1"))
+  assert not tool_server.forkable([sys.executable, "-m", "albert_tf.x"],
+                                  dict(env, PYTHONPATH="/elsewhere"))
+  # Read at run time: a fork is fine.
+  assert tool_server.forkable([sys.executable, "-m", "albert_tf.x"],
+                              dict(env, TF_CONFIG="{}"))
+  for args in (["/usr/bin/python3", "-m", "albert_tf.x"],
+               [sys.executable, "-X", "importtime", "-m", "albert_tf.x"],
+               [sys.executable, "tool.sh"], "python -m albert_tf.x"):
+    assert not tool_server.forkable(args, env)
+  proc = tool_server.start([sys.executable, "-X", "dev", "-c", "pass"],
+                           env=env)
+  assert isinstance(proc, subprocess.Popen) and proc.wait(timeout=60) == 0
+  os.environ["TOOL_SERVER"] = "0"
+  try:
+    assert not tool_server.forkable([sys.executable, "-m", "albert_tf.x"],
+                                    env)
+  finally:
+    del os.environ["TOOL_SERVER"]

@@ -1,0 +1,400 @@
+"""The suite's tool runs without paying `import tensorflow` each time.
+
+Tests run the command-line tools (`python -m albert_tf.run_pretraining
+...`) as a user does, in a process of their own; ~4 CPU-s of each such run
+is importing TensorFlow, tf_keras, TF Text and albert_tf. `run` and `start`
+take the arguments of `subprocess.run` / `subprocess.Popen` and run the tool
+in a fork of a per-worker server that has imported those modules once and
+nothing more: no TensorFlow runtime (the eager context is created in the
+fork, so logical devices, XLA and strategies are configured there as in a
+fresh process), no flag of any tool, no tool module. The fork is a process
+of its own (signals, kill -9 and exit codes as for a subprocess) and gets the
+request's argv, working directory, environment and standard streams, runs
+the tool the way `python -m` / `-c` / `python script.py` does (sys.path[0],
+`__main__`, SystemExit codes, tracebacks, atexit) and its exit status
+comes back as the process's.
+
+Only for tools that import TensorFlow (it defines absl flags of its own).
+A run goes to a real subprocess instead when the fork could differ from
+one: another interpreter, interpreter options other than -m / -c, or an
+environment that differs in a variable read while importing (PYTHON*,
+TF_*, XLA_*, ... other than the ones read at run time, RUNTIME_ENV). A test
+that a process has not imported something (a served model without
+albert_tf) keeps using `subprocess` directly.
+
+  python -m tests.testing.tool_server SOCKET   (started by the client)
+"""
+
+import atexit
+import importlib
+import json
+import os
+import runpy
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import types
+
+from absl import flags
+
+# Environment variables a process reads while importing the preloaded modules
+# (or may: the prefixes), so a request's must equal the server's...
+IMPORT_ENV_PREFIXES = ("PYTHON", "TF_", "XLA_", "KERAS", "OMP_", "MKL_",
+                       "OPENBLAS", "LD_", "MALLOC", "TCMALLOC")
+# ...except these, read when a run uses them (or emulated per run).
+RUNTIME_ENV = frozenset({"TF_CONFIG", "PYTHONUNBUFFERED",
+                         "CUDA_VISIBLE_DEVICES"})
+# What every TensorFlow tool imports (TensorFlow defines absl flags of its own
+# while importing: a tool that does not import it must not run in a fork)...
+PRELOAD_TF = ("absl.app", "tensorflow", "tf_keras", "tensorflow_text")
+# ...and albert_tf's shared modules, which must define no flag.
+PRELOAD_OURS = ("albert_tf.cli_flags",)
+READY = "tool_server ready"
+
+
+def _import_env(env):
+  return {k: v for k, v in env.items()
+          if k.startswith(IMPORT_ENV_PREFIXES) and k not in RUNTIME_ENV}
+
+
+# --- Server ---------------------------------------------------------------------
+
+
+def _preload():
+  """Imports PRELOAD_TF and PRELOAD_OURS; refuses to serve if ours defined a
+  flag (a tool run in a fork would accept it) or anything started the
+  TensorFlow runtime (a fork would then not be a fresh process)."""
+  # Imported here: in the server only (the client is the pytest worker).
+  for name in PRELOAD_TF:
+    importlib.import_module(name)
+  before = set(flags.FLAGS)
+  for name in PRELOAD_OURS:
+    importlib.import_module(name)
+  added = set(flags.FLAGS) - before
+  if added:
+    raise RuntimeError(f"preloading defined flags {sorted(added)}")
+  from tensorflow.python.eager import context  # pylint: disable=g-import-not-at-top
+  if context.context()._context_handle is not None:  # pylint: disable=protected-access
+    raise RuntimeError("preloading started the TensorFlow runtime")
+
+
+def _run_tool(request):
+  """In the fork: becomes the requested process; never returns."""
+  code = 1
+  try:
+    os.setpgrp()  # the client's kill reaches the tool's own children
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    if request["env"].get("PYTHONUNBUFFERED"):
+      sys.stdout.reconfigure(write_through=True)
+      sys.stderr.reconfigure(write_through=True)
+    atexit._clear()  # pylint: disable=protected-access
+    sys.modules["__main__"] = types.ModuleType("__main__")  # not the server's
+    args = request["args"]
+    if args[0] == "-c":
+      sys.argv = ["-c"] + args[2:]
+      sys.path[0] = ""
+      exec(compile(args[1], "<string>", "exec"),  # pylint: disable=exec-used
+           sys.modules["__main__"].__dict__)  # pylint: disable=exec-used
+    elif args[0] == "-m":
+      sys.argv = [args[1]] + args[2:]  # runpy puts the file in argv[0]
+      sys.path[0] = request["cwd"]
+      runpy._run_module_as_main(args[1], alter_argv=True)  # pylint: disable=protected-access
+    else:
+      path = os.path.abspath(args[0])
+      sys.argv = [args[0]] + args[1:]
+      sys.path[0] = os.path.dirname(path)
+      runpy.run_path(path, run_name="__main__")
+    code = 0
+  except SystemExit as e:
+    if e.code is None:
+      code = 0
+    elif isinstance(e.code, int):
+      code = e.code
+    else:
+      print(e.code, file=sys.stderr)
+      code = 1
+  except BaseException:  # pylint: disable=broad-except
+    traceback.print_exc()
+    code = 1
+  try:
+    threading._shutdown()  # pylint: disable=protected-access
+    atexit._run_exitfuncs()  # pylint: disable=protected-access
+    sys.stdout.flush()
+    sys.stderr.flush()
+  finally:
+    os._exit(code & 0xFF)  # pylint: disable=protected-access
+
+
+def _serve_connection(conn):
+  """In the first fork: forks the tool, reports its pid, then its status;
+  never returns (whatever fails, this fork must not go on as a server)."""
+  try:
+    data, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
+    request = json.loads(data)
+    pid = os.fork()
+    if pid == 0:
+      conn.close()
+      for fd, target in zip(fds, (0, 1, 2)):
+        os.dup2(fd, target)
+      for fd in fds:
+        os.close(fd)
+      _run_tool(request)
+    try:
+      os.setpgid(pid, pid)  # also done in the fork: whichever runs first
+    except OSError:
+      pass  # the fork did it (or has already exited)
+    for fd in fds:
+      os.close(fd)
+    conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+    _, status = os.waitpid(pid, 0)
+    conn.sendall(json.dumps({"returncode": os.waitstatus_to_exitcode(status)})
+                 .encode() + b"\n")
+    conn.close()
+  finally:
+    os._exit(0)  # pylint: disable=protected-access
+
+
+def serve(socket_path):
+  _preload()
+  listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+  listener.bind(socket_path)
+  listener.listen(16)
+  print(READY, flush=True)
+  children = set()
+  while True:
+    # Stops when the client (the pytest worker) closes our stdin or dies.
+    ready, _, _ = select.select([listener, sys.stdin], [], [], 1.0)
+    if sys.stdin in ready and not os.read(sys.stdin.fileno(), 1):
+      return
+    if listener in ready:
+      conn, _ = listener.accept()
+      sys.stdout.flush()
+      sys.stderr.flush()
+      pid = os.fork()
+      if pid == 0:
+        listener.close()
+        _serve_connection(conn)
+      conn.close()
+      children.add(pid)
+    for pid in list(children):
+      if os.waitpid(pid, os.WNOHANG)[0]:
+        children.discard(pid)
+
+
+# --- Client ---------------------------------------------------------------------
+
+
+class _Server:
+  """The worker's server: started on first use, stopped at exit."""
+
+  def __init__(self):
+    self.dir = tempfile.mkdtemp(prefix="tool_server_")
+    self.socket_path = os.path.join(self.dir, "socket")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))))
+    self.env = dict(os.environ)
+    self.env["PYTHONPATH"] = root
+    self.proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.testing.tool_server", self.socket_path],
+        cwd=root, env=self.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        text=True)
+    line = self.proc.stdout.readline()
+    if line.strip() != READY:
+      self.proc.kill()
+      raise RuntimeError(f"tool_server did not start: {line!r}")
+    self.import_env = _import_env(self.env)
+    atexit.register(self.stop)
+
+  def stop(self):
+    if self.proc.poll() is None:
+      self.proc.stdin.close()
+      try:
+        self.proc.wait(timeout=10)
+      except subprocess.TimeoutExpired:
+        self.proc.kill()
+    shutil.rmtree(self.dir, ignore_errors=True)
+
+
+_server = None
+_server_lock = threading.Lock()
+
+
+def _get_server():
+  global _server
+  with _server_lock:
+    if _server is None:
+      _server = _Server()
+    return _server
+
+
+def forkable(args, env):
+  """Whether `args` (a subprocess argv) can run in a fork of the server."""
+  if os.environ.get("TOOL_SERVER") == "0":
+    return False
+  if not isinstance(args, (list, tuple)) or len(args) < 2:
+    return False
+  if args[0] != sys.executable:
+    return False
+  if args[1] in ("-m", "-c"):
+    if len(args) < 3:
+      return False
+  elif args[1].startswith("-") or not args[1].endswith(".py"):
+    return False
+  return _import_env(env) == _get_server().import_env
+
+
+class ForkedTool:
+  """A tool running in a fork of the server: the part of `subprocess.Popen`
+  the tests use (wait, poll, communicate, send_signal, kill, returncode,
+  pid, args)."""
+
+  def __init__(self, args, cwd=None, env=None, stdin=None, stdout=None,
+               stderr=None, text=False, input_bytes=None):
+    self.args = list(args)
+    self.text = text
+    self.returncode = None
+    self._files = {}
+    fds = [self._stdin_fd(stdin, input_bytes)]
+    for name, spec in (("stdout", stdout), ("stderr", stderr)):
+      if spec == subprocess.STDOUT:
+        fds.append(fds[1])
+      elif spec == subprocess.PIPE:
+        self._files[name] = tempfile.TemporaryFile()
+        fds.append(self._files[name].fileno())
+      elif spec == subprocess.DEVNULL:
+        self._files[name + "_null"] = open(os.devnull, "wb")  # pylint: disable=consider-using-with
+        fds.append(self._files[name + "_null"].fileno())
+      elif spec is None:
+        fds.append(1 if name == "stdout" else 2)
+      else:  # a file object or descriptor
+        fds.append(spec if isinstance(spec, int) else spec.fileno())
+    request = {"args": self.args[1:], "cwd": os.path.abspath(cwd or os.getcwd()),
+               "env": dict(os.environ if env is None else env)}
+    self._conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    self._conn.connect(_get_server().socket_path)
+    socket.send_fds(self._conn, [json.dumps(request).encode()], fds)
+    self._buffer = b""
+    self.pid = self._message(None)["pid"]
+
+  def _stdin_fd(self, stdin, input_bytes):
+    if input_bytes is not None:
+      f = tempfile.TemporaryFile()
+      f.write(input_bytes)
+      f.seek(0)
+      self._files["stdin"] = f
+      return f.fileno()
+    if stdin is None or stdin == subprocess.DEVNULL:
+      self._files["stdin"] = open(os.devnull, "rb")  # pylint: disable=consider-using-with
+      return self._files["stdin"].fileno()
+    return stdin if isinstance(stdin, int) else stdin.fileno()
+
+  def _message(self, timeout):
+    """The server's next line (a dict), None once it closed the connection."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while b"\n" not in self._buffer:
+      left = None if deadline is None else max(0, deadline - time.monotonic())
+      if not select.select([self._conn], [], [], left)[0]:
+        raise subprocess.TimeoutExpired(self.args, timeout)
+      chunk = self._conn.recv(4096)
+      if not chunk:
+        return None
+      self._buffer += chunk
+    line, self._buffer = self._buffer.split(b"\n", 1)
+    return json.loads(line)
+
+  def wait(self, timeout=None):
+    if self.returncode is None:
+      message = self._message(timeout)
+      # No status: the server's fork died, which a real process cannot.
+      self.returncode = message["returncode"] if message else -1
+      self._conn.close()
+    return self.returncode
+
+  def poll(self):
+    if self.returncode is None:
+      ready, _, _ = select.select([self._conn], [], [], 0)
+      if ready:
+        self.wait()
+    return self.returncode
+
+  def send_signal(self, sig):
+    """To the tool's process (its own handlers run, as in a subprocess)."""
+    if self.returncode is None:
+      try:
+        os.kill(self.pid, sig)
+      except ProcessLookupError:
+        pass  # already gone
+
+  def kill(self):
+    """SIGKILL to the tool and whatever it started."""
+    if self.returncode is None:
+      try:
+        os.killpg(self.pid, signal.SIGKILL)
+      except ProcessLookupError:
+        pass  # already gone
+
+  def _read(self, name):
+    f = self._files.get(name)
+    if f is None:
+      return None
+    f.seek(0)
+    data = f.read()
+    f.close()
+    return data.decode(errors="replace") if self.text else data
+
+  def communicate(self, timeout=None):
+    self.wait(timeout)  # TimeoutExpired leaves it running, as Popen's does
+    for f in (self._files.pop("stdin", None),
+              self._files.pop("stdout_null", None),
+              self._files.pop("stderr_null", None)):
+      if f:
+        f.close()
+    return self._read("stdout"), self._read("stderr")
+
+
+def start(args, *, cwd=None, env=None, stdin=None, stdout=None, stderr=None,
+          text=False):
+  """`subprocess.Popen(args, ...)`, in a fork of the server when it can be."""
+  if forkable(args, os.environ if env is None else env):
+    return ForkedTool(args, cwd=cwd, env=env, stdin=stdin, stdout=stdout,
+                      stderr=stderr, text=text)
+  return subprocess.Popen(args, cwd=cwd, env=env, stdin=stdin, stdout=stdout,  # pylint: disable=consider-using-with
+                          stderr=stderr, text=text)
+
+
+def run(args, *, cwd=None, env=None, input=None, capture_output=False,  # pylint: disable=redefined-builtin
+        stdout=None, stderr=None, text=False, timeout=None, check=False):
+  """`subprocess.run(args, ...)`, in a fork of the server when it can be."""
+  if not forkable(args, os.environ if env is None else env):
+    return subprocess.run(args, cwd=cwd, env=env, input=input,
+                          capture_output=capture_output, stdout=stdout,
+                          stderr=stderr, text=text, timeout=timeout,
+                          check=check)
+  if capture_output:
+    stdout = stderr = subprocess.PIPE
+  data = input.encode() if isinstance(input, str) else input
+  proc = ForkedTool(args, cwd=cwd, env=env, stdout=stdout, stderr=stderr,
+                    text=text, input_bytes=data)
+  try:
+    out, err = proc.communicate(timeout=timeout)
+  except subprocess.TimeoutExpired:
+    proc.kill()  # as subprocess.run does
+    proc.wait()
+    raise
+  result = subprocess.CompletedProcess(args, proc.returncode, out, err)
+  if check:
+    result.check_returncode()
+  return result
+
+
+if __name__ == "__main__":
+  serve(sys.argv[1])
