@@ -1,7 +1,8 @@
 """tests/testing/tool_server.py: a tool run in a fork of the preloaded server
 behaves as the same run in a fresh `python` process (output, exit codes,
-flags, working directory, environment, signals), and runs that a fork
-could get wrong go to a real subprocess."""
+flags, working directory, environment, signals), a server's imports saw the
+run's environment, and runs that a fork could get wrong go to a real
+subprocess."""
 
 import os
 import signal
@@ -85,17 +86,29 @@ def test_signals_reach_the_fork():
     tool_server.run(sleeper, env=env, timeout=0.5)  # and killed
 
 
+def test_each_import_environment_gets_a_server_of_its_own():
+  env = tu.subprocess_env()
+  probe = [sys.executable, "-c", "pass"]
+  assert tool_server.run(probe, env=env).returncode == 0
+  server = tool_server.server_for(env)
+  # Read at run time (or emulated per run): the same server.
+  assert tool_server.server_for(dict(env, TF_CONFIG="{}",
+                                     PYTHONUNBUFFERED="")) is server
+  # Read while importing TensorFlow: a server whose imports saw it.
+  changed = dict(env, TF_PROBE_SETTING="1")
+  assert tool_server.run(probe, env=changed).returncode == 0
+  other = tool_server.server_for(changed)
+  assert other is not server and server.proc.poll() is not None  # stopped
+  assert other.import_env["TF_PROBE_SETTING"] == "1"
+
+
 def test_runs_a_fork_could_get_wrong_go_to_a_subprocess():
   env = tu.subprocess_env()
   assert tool_server.forkable([sys.executable, "-m", "albert_tf.x"], env)
-  # Read while importing TensorFlow: the server imported it without them.
-  assert not tool_server.forkable([sys.executable, "-m", "albert_tf.x"],
-                                  dict(env, TF_PROBE_SETTING="1"))
+  # The server imported albert_tf from the repository: a process that
+  # cannot must not get it from a fork.
   assert not tool_server.forkable([sys.executable, "-m", "albert_tf.x"],
                                   dict(env, PYTHONPATH="/elsewhere"))
-  # Read at run time: a fork is fine.
-  assert tool_server.forkable([sys.executable, "-m", "albert_tf.x"],
-                              dict(env, TF_CONFIG="{}"))
   for args in (["/usr/bin/python3", "-m", "albert_tf.x"],
                [sys.executable, "-X", "importtime", "-m", "albert_tf.x"],
                [sys.executable, "tool.sh"], "python -m albert_tf.x"):

@@ -15,12 +15,13 @@ the tool the way `python -m` / `-c` / `python script.py` does (sys.path[0],
 comes back as the process's.
 
 Only for tools that import TensorFlow (it defines absl flags of its own).
-A run goes to a real subprocess instead when the fork could differ from
-one: another interpreter, interpreter options other than -m / -c, or an
-environment that differs in a variable read while importing (PYTHON*,
-TF_*, XLA_*, ... other than the ones read at run time, RUNTIME_ENV). A test
-that a process has not imported something (a served model without
-albert_tf) keeps using `subprocess` directly.
+The server's imports saw the environment of the run: a run whose
+variables read while importing (PYTHON*, TF_*, XLA_*, LD_*, ... but not
+RUNTIME_ENV's) differ from the server's gets a server started in its own.
+A run goes to a real subprocess instead when a fork could differ from it
+otherwise: another interpreter, interpreter options other than -m / -c, a
+PYTHONPATH without the repository. A test that a process has not imported
+something (a served model without albert_tf) keeps using `subprocess`.
 
   python -m tests.testing.tool_server SOCKET   (started by the client)
 """
@@ -193,25 +194,25 @@ def serve(socket_path):
 # --- Client ---------------------------------------------------------------------
 
 
-class _Server:
-  """The worker's server: started on first use, stopped at exit."""
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
 
-  def __init__(self):
+
+class _Server:
+  """A server started in `env` (what its imports saw), stopped at exit."""
+
+  def __init__(self, env):
     self.dir = tempfile.mkdtemp(prefix="tool_server_")
     self.socket_path = os.path.join(self.dir, "socket")
-    root = os.path.dirname(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__))))
-    self.env = dict(os.environ)
-    self.env["PYTHONPATH"] = root
+    self.import_env = _import_env(env)
     self.proc = subprocess.Popen(
         [sys.executable, "-m", "tests.testing.tool_server", self.socket_path],
-        cwd=root, env=self.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         text=True)
     line = self.proc.stdout.readline()
     if line.strip() != READY:
       self.proc.kill()
       raise RuntimeError(f"tool_server did not start: {line!r}")
-    self.import_env = _import_env(self.env)
     atexit.register(self.stop)
 
   def stop(self):
@@ -228,16 +229,21 @@ _server = None
 _server_lock = threading.Lock()
 
 
-def _get_server():
+def server_for(env):
+  """The worker's server for `env`'s import-time variables: one at a time,
+  replaced when they change (a module the worker imports may set one:
+  OpenCV adds to LD_LIBRARY_PATH)."""
   global _server
   with _server_lock:
-    if _server is None:
-      _server = _Server()
+    if _server is None or _server.import_env != _import_env(env):
+      if _server is not None:
+        _server.stop()
+      _server = _Server(env)
     return _server
 
 
 def forkable(args, env):
-  """Whether `args` (a subprocess argv) can run in a fork of the server."""
+  """Whether `args` (a subprocess argv) can run in a fork of a server."""
   if os.environ.get("TOOL_SERVER") == "0":
     return False
   if not isinstance(args, (list, tuple)) or len(args) < 2:
@@ -249,7 +255,8 @@ def forkable(args, env):
       return False
   elif args[1].startswith("-") or not args[1].endswith(".py"):
     return False
-  return _import_env(env) == _get_server().import_env
+  # The server imported albert_tf from ROOT: so must the process.
+  return ROOT in env.get("PYTHONPATH", "").split(os.pathsep)
 
 
 class ForkedTool:
@@ -277,10 +284,11 @@ class ForkedTool:
         fds.append(1 if name == "stdout" else 2)
       else:  # a file object or descriptor
         fds.append(spec if isinstance(spec, int) else spec.fileno())
+    env = dict(os.environ if env is None else env)
     request = {"args": self.args[1:], "cwd": os.path.abspath(cwd or os.getcwd()),
-               "env": dict(os.environ if env is None else env)}
+               "env": env}
     self._conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    self._conn.connect(_get_server().socket_path)
+    self._conn.connect(server_for(env).socket_path)
     socket.send_fds(self._conn, [json.dumps(request).encode()], fds)
     self._buffer = b""
     self.pid = self._message(None)["pid"]
