@@ -45,8 +45,10 @@ import types
 
 from absl import flags
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
 # Environment variables a process reads while importing the preloaded modules
-# (or may: the prefixes), so a request's must equal the server's...
+# (or may: the prefixes): a run is forked by a server started with its own...
 IMPORT_ENV_PREFIXES = ("PYTHON", "TF_", "XLA_", "KERAS", "OMP_", "MKL_",
                        "OPENBLAS", "LD_", "MALLOC", "TCMALLOC")
 # ...except these, read when a run uses them (or emulated per run).
@@ -192,10 +194,6 @@ def serve(socket_path):
 
 
 # --- Client ---------------------------------------------------------------------
-
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
 
 
 class _Server:
