@@ -106,7 +106,7 @@ def _run_tool(request):
       sys.argv = ["-c"] + args[2:]
       sys.path[0] = ""
       exec(compile(args[1], "<string>", "exec"),  # pylint: disable=exec-used
-           sys.modules["__main__"].__dict__)  # pylint: disable=exec-used
+           sys.modules["__main__"].__dict__)
     elif args[0] == "-m":
       sys.argv = [args[1]] + args[2:]  # runpy puts the file in argv[0]
       sys.path[0] = request["cwd"]
@@ -323,6 +323,12 @@ class ForkedTool:
       # No status: the server's fork died, which a real process cannot.
       self.returncode = message["returncode"] if message else -1
       self._conn.close()
+      # What the tool read from or wrote away is done with; its output
+      # files stay for communicate().
+      for name in ("stdin", "stdout_null", "stderr_null"):
+        f = self._files.pop(name, None)
+        if f:
+          f.close()
     return self.returncode
 
   def poll(self):
@@ -359,11 +365,6 @@ class ForkedTool:
 
   def communicate(self, timeout=None):
     self.wait(timeout)  # TimeoutExpired leaves it running, as Popen's does
-    for f in (self._files.pop("stdin", None),
-              self._files.pop("stdout_null", None),
-              self._files.pop("stderr_null", None)):
-      if f:
-        f.close()
     return self._read("stdout"), self._read("stderr")
 
 
