@@ -27,10 +27,11 @@ def cli(model_dir, overrides, *extra, env=None):
   args = [sys.executable, "-m", "albert_tf.run_pretraining",
           f"--config_file={tu.TINY_RECIPE}", f"--params_override={overrides}",
           f"--model_dir={model_dir}"] + list(extra)
-  log = open(os.path.join(os.path.dirname(model_dir),
-                          os.path.basename(model_dir) + ".log"), "a")
-  return tool_server.start(args, cwd=tu.ROOT, env=env or tu.subprocess_env(),
-                           stdout=log, stderr=subprocess.STDOUT)
+  # The started tool holds its own copy of the log's descriptor.
+  with open(model_dir + ".log", "a") as log:
+    return tool_server.start(args, cwd=tu.ROOT,
+                             env=env or tu.subprocess_env(), stdout=log,
+                             stderr=subprocess.STDOUT)
 
 
 def log_text(model_dir):
