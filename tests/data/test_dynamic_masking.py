@@ -31,8 +31,7 @@ SEQ, PRED = 64, 14
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
   """(tokenizer, TFRecord path) with non-default ids and settings."""
-  tu.worker_pretraining_data(tmp_path_factory)  # writes the corpus too
-  corpus = str(tu.worker_data_dir(tmp_path_factory) / "corpus.txt")
+  corpus = tu.worker_corpus(tmp_path_factory)
   out = tmp_path_factory.mktemp("dynamic")
   prefix = str(out / "layout")
   spm.SentencePieceTrainer.train(

@@ -26,7 +26,7 @@ def shards(tmp_path_factory):
   """train.tfrecord-0000{0,1}-of-00002 + summary, absolute paths in it."""
   _, spm = tu.worker_pretraining_data(tmp_path_factory)
   out = tmp_path_factory.mktemp("shards") / "data"
-  cpd.run([str(tu.worker_data_dir(tmp_path_factory) / "corpus.txt")],
+  cpd.run([tu.worker_corpus(tmp_path_factory)],
           [str(out / f"train.tfrecord-0000{i}-of-00002") for i in range(2)],
           pretraining_config.RunConfig(spm_model_file=spm, do_lower_case=True,
                         instance=pi.InstanceConfig(

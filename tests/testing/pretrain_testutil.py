@@ -76,6 +76,13 @@ def worker_pretraining_data(tmp_path_factory):
   return make_pretraining_data(str(worker_data_dir(tmp_path_factory)))
 
 
+def worker_corpus(tmp_path_factory):
+  """The sentence-per-line botchan corpus `worker_pretraining_data` is made
+  from (written with it)."""
+  worker_pretraining_data(tmp_path_factory)
+  return str(worker_data_dir(tmp_path_factory) / "corpus.txt")
+
+
 def make_question_reply_data(base_dir, dupe=20):
   """Real text with a sentence-order cue a 2-layer model can find quickly.
 
