@@ -19,6 +19,7 @@ import tensorflow as tf
 import tensorflow_text  # pylint: disable=unused-import  (registers ops)
 
 from examples.demo import corpus
+from examples.demo import demo
 from examples.demo import order_tasks
 from examples.demo import stage_report
 from tests.testing import tool_server
@@ -104,9 +105,9 @@ def test_long_and_quick_settings():
   assert code == 0, err[-2000:]
   long_run = json.loads(out)
   assert {k: long_run[k] for k in ("corpus", "pretrain_steps", "dupe_factor",
-                                   "heldout_fraction", "sizes")} == {
-      "corpus": "sotu", "pretrain_steps": 15000, "dupe_factor": 3,
-      "heldout_fraction": 0.05, "sizes": []}
+                                   "heldout_fraction", "evals", "sizes")} == {
+      "corpus": "sotu", "pretrain_steps": demo.LONG_PRETRAIN_STEPS,
+      "dupe_factor": 3, "heldout_fraction": 0.05, "evals": 12, "sizes": []}
   code, out, _ = demo_settings("--long", "--pretrain_steps=20",
                                "--corpus=my.txt", "--heldout_fraction=0.1")
   given = json.loads(out)
