@@ -89,8 +89,8 @@ def define_flags():
                     "xxlarge; --quick: base).")
   flags.DEFINE_integer("pretrain_steps", None,
                        f"Pretraining steps (default {PRETRAIN_STEPS}, the "
-                       f"recipe's; --quick: 100; --long: {LONG_PRETRAIN_STEPS})."
-                       )
+                       "recipe's; --quick: 100; --long: "
+                       f"{LONG_PRETRAIN_STEPS}).")
   flags.DEFINE_integer("finetune_steps", None,
                        f"Fine-tuning steps, each of the two runs (default "
                        f"{FINETUNE_STEPS}; --quick: 40).")
