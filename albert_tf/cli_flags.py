@@ -21,6 +21,7 @@ from albert_tf.core import experiment_config
 from albert_tf.core import run_record
 from albert_tf.core import train_lib
 from albert_tf.core import actions
+from albert_tf.serving import lite_export
 from albert_tf.serving import preprocessing
 from albert_tf.tasks import all_tasks  # pylint: disable=unused-import
 from albert_tf.tasks import export as tasks_export
@@ -157,6 +158,19 @@ def define_export_flags():
                     list(preprocessing.TRUNCATION_MODES),
                     "Preprocessing export: how a too-long pair is cut "
                     "(default longest_first).")
+  flags.DEFINE_enum("format", "savedmodel", list(lite_export.FORMATS),
+                    "savedmodel: <export_dir>/<version>/saved_model.pb; "
+                    "tflite: <export_dir>/<version>/model.tflite + model.json "
+                    "(text in, TF Text's TFLite kernels, no Flex ops).")
+  flags.DEFINE_enum("precision", "float32", sorted(
+      {p for ps in lite_export.PRECISIONS.values() for p in ps}),
+                    "savedmodel: float32 | bfloat16; tflite: float32 | "
+                    "float16 | dynamic_int8 | int8 (int8 calibrates on the "
+                    "run's data).")
+  flags.DEFINE_integer("representative_examples", None,
+                       "--precision=int8: examples of the run's training "
+                       "data that calibrate activation ranges (default "
+                       f"{lite_export.DEFAULT_REPRESENTATIVE_EXAMPLES}).")
 
 
 def define_max_windows_flag():
@@ -227,7 +241,9 @@ def export_request() -> tasks_export.ExportRequest:
       allow_random_head=bool(FLAGS.allow_random_head),
       config_files=config_sources(), params_override=FLAGS.params_override,
       settings=export_settings(), truncation=FLAGS.truncation,
-      max_first_segment_length=FLAGS.max_first_segment_length)
+      max_first_segment_length=FLAGS.max_first_segment_length,
+      export_format=FLAGS.format, precision=FLAGS.precision,
+      representative_examples=FLAGS.representative_examples)
 
 
 def run_training(task_cls):

@@ -8,7 +8,10 @@ restored, and exported with the task's serving module and params
 the decoding and display settings (--label_names in their order,
 --max_windows, --doc_stride, --max_answer_length) may differ from the run;
 any other flag or --config_file that disagrees is refused, as is a flag the
-task's export does not have.
+task's export does not have. --format=tflite writes a .tflite that takes
+text on device (albert_tf/serving/lite_export.py), in --precision float32,
+float16, dynamic_int8 or int8; --precision=bfloat16 writes a SavedModel
+that computes in bfloat16.
 
   python -m albert_tf.export_savedmodel --model_dir=mnli_run --export_dir=/m
   python -m albert_tf.export_savedmodel --export_kind=encoder \
@@ -22,6 +25,7 @@ from absl import flags
 
 from albert_tf import cli_flags
 from albert_tf.serving import export_lib
+from albert_tf.serving import lite_export
 from albert_tf.tasks import export as tasks_export
 
 FLAGS = flags.FLAGS
@@ -37,6 +41,11 @@ def main(argv):
     path = tasks_export.export(cli_flags.export_request())
   except cli_flags.USER_ERRORS as e:
     cli_flags.fail(e)
+  if FLAGS.format == "tflite":
+    print(lite_export.describe(path))
+    print(f"Run with: python -m albert_tf.predict_lite --model={path} "
+          "--input_file=...")
+    return
   print(export_lib.describe_signatures(path))
   print(f"Check with: saved_model_cli show --all --dir {path}")
 

@@ -35,6 +35,8 @@ MASK_PIECE = "[MASK]"
 # format character (NUL, soft hyphen U+00AD, ZWNJ/ZWJ, word joiner, BOM)
 # sits inside a word and is dropped.
 WORD_BREAK_CHARS = "\u200b"
+# The original's LaTeX-quote rule, applied after whitespace is collapsed.
+QUOTE_REPLACEMENTS = (("``", '"'), ("''", '"'))
 _DROPPED_CATEGORIES = ("Cc", "Cf", "Cs")
 
 
@@ -71,7 +73,8 @@ def normalize_text(text, lower=True):
     text = text.decode("utf-8", errors="replace")
   text, _ = clean_invisible(text)
   out = " ".join(text.split())
-  out = out.replace("``", '"').replace("''", '"')
+  for old, new in QUOTE_REPLACEMENTS:
+    out = out.replace(old, new)
   if not out.isascii():  # ASCII text is already NFKD and has no combining marks.
     out = unicodedata.normalize("NFKD", out)
     out = "".join(c for c in out if not unicodedata.combining(c))

@@ -220,13 +220,20 @@ class TextPreprocessor(tf.Module):
     self.do_lower_case = do_lower_case
     self.truncation = truncation
     self.max_first_segment_length = max_first_segment_length
+    self.spm_model_path = spm_model_file
     self.sp_model_file = tf.saved_model.Asset(spm_model_file)
-    with open(spm_model_file, "rb") as f:
+    self._build_tokenizer(python_tokenizer)
+
+  def _build_tokenizer(self, python_tokenizer):
+    """The in-graph SentencePiece tokenizer and "<digit>," fix."""
+    with open(self.spm_model_path, "rb") as f:
       model_proto = f.read()
     self._tokenizer = tf_text.SentencepieceTokenizer(
         model=model_proto, out_type=tf.int32, nbest_size=0, add_bos=False,
         add_eos=False)
-    self._expansion = _expansion_table(python_tokenizer)
+    rows = expansion_rows(python_tokenizer)
+    self._expansion = (None if rows is None else
+                       tf.ragged.constant(rows, dtype=tf.int32, ragged_rank=1))
 
   # --- Plain graph-building helpers (usable inside other tf.functions). ---
 
@@ -285,8 +292,10 @@ class TextPreprocessor(tf.Module):
     """List of 1 or 2 string [batch] tensors -> packed model inputs."""
     return self.pack([self.tokenize_ids(t) for t in texts], seq_length)
 
-  def detokenize(self, ids):
-    """Ragged int32 ids [batch, (n)] -> normalised text [batch]."""
+  def detokenize(self, ids, max_length=None):
+    """Ragged int32 ids [batch, (n)] -> normalised text [batch].
+    max_length: a static bound on n (the TFLite preprocessor needs one)."""
+    del max_length
     return self._tokenizer.detokenize(ids)
 
   # --- Saved functions (TF-Hub preprocessing model API). ---
@@ -308,8 +317,9 @@ class TextPreprocessor(tf.Module):
     return self.preprocess([text_a, text_b])
 
 
-def _expansion_table(python_tokenizer):
-  """Ragged int32 [vocab, (n)]: id -> ids after the "<digit>," fix, or None.
+def expansion_rows(python_tokenizer):
+  """id -> ids after the "<digit>," fix, one list per id; None when no id
+  changes.
 
   Computed by running the Python tokenizer's own fix on each id, so the
   graph cannot drift from data_prep.
@@ -320,4 +330,4 @@ def _expansion_table(python_tokenizer):
   rows = [list(fix([i])) for i in range(python_tokenizer.vocab_size)]
   if all(len(r) == 1 and r[0] == i for i, r in enumerate(rows)):
     return None
-  return tf.ragged.constant(rows, dtype=tf.int32, ragged_rank=1)
+  return rows

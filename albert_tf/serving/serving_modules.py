@@ -94,6 +94,14 @@ def check_model_inputs(features, max_seq_length, vocab_size, type_vocab_size):
     return {k: tf.identity(features[k]) for k in INPUT_NAMES}
 
 
+def as_float32(outputs):
+  """`outputs` (a nest) with floating tensors in float32: a model built in
+  bfloat16 (export --precision=bfloat16) serves the same dtypes."""
+  return tf.nest.map_structure(
+      lambda t: tf.cast(t, tf.float32) if t.dtype.is_floating else t,
+      outputs)
+
+
 def stack_layers(encoder_outputs):
   """List of L x [batch, seq, H] -> [batch, L, seq, H] (batch first, as TF
   Serving's row format needs)."""
@@ -107,6 +115,10 @@ class ModelModule(tf.Module):
   # reusable SavedModel API reads them from the loaded object.
   variables = None
   trainable_variables = None
+  # False when the graph becomes a .tflite: TFLite's converter drops
+  # asserts and has no kernel for the rank check's ops, so the .tflite
+  # runner checks inputs instead (albert_tf/serving/lite.py).
+  in_graph_checks = True
 
   def __init__(self, model, config, config_file=None, spm_model_file=None,
                do_lower_case=None, name=None):
@@ -139,7 +151,15 @@ class ModelModule(tf.Module):
   def encoder(self):
     return self._encoder_ref.value
 
+  def check_rank(self, tensor, rank, name, shape_doc):
+    """`check_rank` when this module checks in the graph."""
+    if not self.in_graph_checks:
+      return tensor
+    return check_rank(tensor, rank, name, shape_doc)
+
   def _check(self, features):
+    if not self.in_graph_checks:
+      return {k: features[k] for k in INPUT_NAMES}
     c = self._config
     return check_model_inputs(features, c.max_position_embeddings,
                               c.vocab_size, c.type_vocab_size)
@@ -160,7 +180,7 @@ class EncoderModule(ModelModule):
 
   def _encode(self, inputs, training=False):
     features = self._check(inputs)
-    outputs = self.encoder(features, training=training)
+    outputs = as_float32(self.encoder(features, training=training))
     return {
         "sequence_output": outputs["sequence_output"],
         "pooled_output": outputs["pooled_output"],
@@ -203,7 +223,7 @@ class PretrainingModule(EncoderModule):
 
   def _mlm(self, inputs):
     features = self._check(inputs)
-    positions = check_rank(inputs["masked_lm_positions"], 2,
+    positions = self.check_rank(inputs["masked_lm_positions"], 2,
                            "masked_lm_positions", "[batch, num_positions]")
     seq_length = tf.shape(features["input_word_ids"])[1]
     checks = [
@@ -221,12 +241,13 @@ class PretrainingModule(EncoderModule):
       positions = tf.identity(positions)
     sequence_output = self.encoder(features,
                                    training=False)["sequence_output"]
-    return {"mlm_logits": self.model.mlm_head(sequence_output, positions)}
+    return as_float32(
+        {"mlm_logits": self.model.mlm_head(sequence_output, positions)})
 
   def _sop(self, inputs):
     features = self._check(inputs)
     pooled = self.encoder(features, training=False)["pooled_output"]
-    return {"sop_logits": self.model.sop_head(pooled)}
+    return as_float32({"sop_logits": self.model.sop_head(pooled)})
 
   @tf.function(autograph=False, input_signature=[dict(
       input_word_ids=ids_spec(), input_mask=ids_spec(),

@@ -29,11 +29,14 @@ def best_spans(start_logits, end_logits, in_context, max_answer_length):
   """
   seq_length = tf.shape(start_logits)[1]
   positions = tf.range(seq_length)
-  offset = positions[None, :] - positions[:, None]  # [seq, seq]: end-start
+  # expand_dims, not [:, None]: TFLite's strided slice has no new-axis form.
+  offset = (tf.expand_dims(positions, 0) -
+            tf.expand_dims(positions, 1))  # [seq, seq]: end - start
   in_band = (offset >= 0) & (offset < max_answer_length)
-  allowed = (in_band[None] & in_context[:, :, None] &
-             in_context[:, None, :])  # [b, start, end]
-  scores = start_logits[:, :, None] + end_logits[:, None, :]  # [b, s, s]
+  allowed = (tf.expand_dims(in_band, 0) & tf.expand_dims(in_context, 2) &
+             tf.expand_dims(in_context, 1))  # [b, start, end]
+  scores = (tf.expand_dims(start_logits, 2) +
+            tf.expand_dims(end_logits, 1))  # [b, s, s]
   scores = tf.where(allowed, scores, _NEG)
   best = tf.argmax(tf.reshape(scores, [-1, seq_length * seq_length]),
                    axis=-1, output_type=tf.int32)  # [b]
@@ -74,8 +77,10 @@ class SquadModule(task_modules.TaskServingModule):
         model_outputs["start_logits"], model_outputs["end_logits"],
         in_context, self.max_answer_length)
     positions = tf.range(tf.shape(ids)[1])
-    keep = ((positions[None, :] >= start[:, None]) &
-            (positions[None, :] <= end[:, None]) & found[:, None])
+    positions = tf.expand_dims(positions, 0)  # [1, seq]
+    keep = ((positions >= tf.expand_dims(start, 1)) &
+            (positions <= tf.expand_dims(end, 1)) &
+            tf.expand_dims(found, 1))  # [b, seq]
     span_ids = tf.ragged.boolean_mask(ids, keep)  # [b, (span)]
     result = {
         "start_logits": model_outputs["start_logits"],
@@ -83,7 +88,8 @@ class SquadModule(task_modules.TaskServingModule):
         "answer_start": start,
         "answer_end": end,
         "answer_score": score,
-        "answer_text": self.preprocessor.detokenize(span_ids),
+        "answer_text": self.preprocessor.detokenize(
+            span_ids, max_length=self.max_answer_length),
     }
     if "answerable_logits" in model_outputs:
       result["answerable_probability"] = tf.sigmoid(

@@ -26,6 +26,7 @@ of each window, and skips spans with no visible text.
 import tensorflow as tf
 
 from albert_tf.modeling.models import albert_squad_v2
+from albert_tf.serving import serving_modules
 from albert_tf.serving import squad_module
 
 _NEG = -1e9
@@ -73,6 +74,11 @@ class SquadWindowServingModule(squad_module.SquadModule):
   unchanged (one window per row; the raw beam for `AlbertSquadV2`).
   """
 
+
+  tflite_refusal = (
+      "SQuAD's doc-stride windows need ragged ops TFLite has no kernels "
+      "for; export with --doc_stride=0 (one window per question, the "
+      "passage cut to seq_length; simple head only)")
 
   def __init__(self, model, preprocessor, config, doc_stride=128,
                max_query_length=64, max_windows=32,
@@ -130,7 +136,8 @@ class SquadWindowServingModule(squad_module.SquadModule):
     window per row); other models as `SquadModule`."""
     if not self.beam:
       return super().task_outputs(features)
-    return dict(self.model(self._check(features), training=False))
+    return dict(serving_modules.as_float32(
+        self.model(self._check(features), training=False)))
 
   def _context_mask(self, w):
     """bool [N, seq]: the window's context tokens; int64 [N, seq]: their
@@ -190,7 +197,8 @@ class SquadWindowServingModule(squad_module.SquadModule):
   def text_outputs(self, texts):
     question, context = self._same_batch(texts["question"], texts["context"])
     w = self._windows(question, context)
-    outputs = self.model(self._check(w["packed"]), training=False)
+    outputs = serving_modules.as_float32(
+        self.model(self._check(w["packed"]), training=False))
     spans = self._beam_spans if self.beam else self._logit_spans
     score, first, last = spans(w, outputs)  # [N], window positions
     example, c = w["example"], w["context_ids"]

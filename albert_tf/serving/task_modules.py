@@ -21,7 +21,6 @@ import tensorflow as tf
 from albert_tf.data import label_names as label_names_lib
 from albert_tf.serving import preprocessing
 from albert_tf.serving import serving_modules
-from albert_tf.serving.serving_modules import check_rank
 from albert_tf.serving.serving_modules import INPUT_NAMES
 
 
@@ -93,7 +92,8 @@ class TaskServingModule(serving_modules.ModelModule):
   def task_outputs(self, features):
     """Model inputs (serve_ids, or packed text) -> task outputs."""
     features = self.checked_ids(features)
-    return self.outputs(features, self.model(features, training=False))
+    return self.outputs(features, serving_modules.as_float32(
+        self.model(features, training=False)))
 
   def text_outputs(self, texts):
     """Dict field -> string tensor; returns the task outputs (a module that
@@ -115,9 +115,9 @@ class TaskServingModule(serving_modules.ModelModule):
 
     @tf.function(autograph=False, input_signature=[text_specs])
     def serve_text_dict(texts):
-      texts = {name: check_rank(t, t.shape.rank, name,
-                                "[batch, num_choices]" if t.shape.rank == 2
-                                else "[batch]")
+      texts = {name: self.check_rank(t, t.shape.rank, name,
+                                     "[batch, num_choices]"
+                                     if t.shape.rank == 2 else "[batch]")
                for name, t in texts.items()}
       return self.text_outputs(texts)
 
@@ -147,7 +147,7 @@ class TaskServingModule(serving_modules.ModelModule):
     @tf.function(autograph=False, input_signature=[
         tf.TensorSpec([None], tf.string, name="examples")])
     def serve_examples(examples):
-      examples = check_rank(examples, 1, "examples",
+      examples = self.check_rank(examples, 1, "examples",
                             "[batch] of serialized tf.Example")
       return serve_text_dict(tf.io.parse_example(examples, feature_spec))
 
@@ -241,7 +241,8 @@ class MultipleChoiceModule(TaskServingModule):
 
   def checked_ids(self, features):
     num_choices = self.num_choices
-    features = {k: check_rank(features[k], 3, k, "[batch, num_choices, seq]")
+    features = {k: self.check_rank(features[k], 3, k,
+                                   "[batch, num_choices, seq]")
                 for k in INPUT_NAMES}
     check = tf.debugging.assert_equal(
         tf.shape(features["input_word_ids"])[1], num_choices,

@@ -17,21 +17,30 @@ serving module and params.
                  kind (`--export_kind=pretraining`), and the flags.
 """
 
+import contextlib
 import dataclasses
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Type
 
 from absl import logging
+import numpy as np
+import tf_keras
 
+from albert_tf.checkpoints import identity as identity_lib
 from albert_tf.checkpoints import paths
 from albert_tf.checkpoints import restore as restore_lib
 from albert_tf.core import base_task
 from albert_tf.core import checkpoint_config
+from albert_tf.core import distribute_utils
 from albert_tf.core import run_record
 from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
+from albert_tf.modeling.networks.albert_encoder import INPUT_NAMES
 from albert_tf.serving import export_lib
+from albert_tf.serving import lite_export
 from albert_tf.serving import preprocessing
+from albert_tf.serving import serving_modules
 from albert_tf.serving import serving_params
 from albert_tf.tasks import registry
+from data_prep import output_files
 
 ENCODER = base_task.ENCODER_EXPORT
 
@@ -62,19 +71,76 @@ def check_params(params, model_config) -> None:
                                   model_config.vocab_size)
 
 
+@dataclasses.dataclass
+class ExportForm:
+  """What an export writes besides its kind: the format (`savedmodel`,
+  `tflite`), the precision, and for a .tflite what it says it came from
+  (`source`) and int8's calibration examples."""
+  export_format: str = "savedmodel"
+  precision: str = "float32"
+  source: Dict[str, Any] = dataclasses.field(default_factory=dict)
+  # int8: examples of the run's own data (dicts of numpy ids, one example).
+  calibration_examples: Optional[List[Dict[str, Any]]] = None
+
+
+@contextlib.contextmanager
+def precision_scope(precision: str):
+  """Models built inside compute in `precision` (Keras' mixed policy: the
+  weights stay float32, so checkpoints restore as they are)."""
+  previous = tf_keras.mixed_precision.global_policy()
+  # A .tflite's precisions are the converter's: its model is float32.
+  tf_keras.mixed_precision.set_global_policy(
+      distribute_utils.policy_name(precision) if precision == "bfloat16"
+      else "float32")
+  try:
+    yield
+  finally:
+    tf_keras.mixed_precision.set_global_policy(previous)
+
+
+def _export_tflite(task_cls, kind, model, params, export_dir, version, form):
+  config = _encoder_config(model)
+  if kind == ENCODER:
+    module = serving_modules.EncoderModule(getattr(model, "encoder", model),
+                                           config)
+  else:
+    module = task_cls.serving_module(
+        kind, model, params, dict(config_file=None, spm_model_file=None,
+                                  do_lower_case=None))
+  spm = params.spm_model_file
+  metadata = {
+      "kind": kind,
+      "task": task_cls.name if task_cls else None,
+      "serving_params": {k: v for k, v in dataclasses.asdict(params).items()
+                         if k != "spm_model_file"},
+      "spm_model_file": spm or None,
+      "vocabulary_sha256": output_files.file_sha256(spm) if spm else None,
+      "model_config": config.to_json_dict(),
+      "source": form.source,
+  }
+  return lite_export.export_tflite(module, export_dir, form.precision,
+                                   metadata, form.calibration_examples,
+                                   version)
+
+
 def export_model(task_cls: Type[base_task.Task], kind: str, model, params,
-                 export_dir: str, version: Optional[int] = None) -> str:
+                 export_dir: str, version: Optional[int] = None,
+                 form: Optional[ExportForm] = None) -> str:
   """Exports `model` as `kind`; returns the version directory written."""
+  form = form or ExportForm()
   config = _encoder_config(model)
   check_params(params, config)
+  if kind != ENCODER and kind not in task_cls.export_kinds:
+    raise ValueError(f"--export_kind={kind} is not an export of task "
+                     f"{task_cls.name!r} (its kinds: "
+                     f"{', '.join((ENCODER,) + tuple(task_cls.export_kinds))})")
+  if form.export_format == "tflite":
+    return _export_tflite(task_cls, kind, model, params, export_dir, version,
+                          form)
   if kind == ENCODER:
     return export_lib.export_encoder(
         model, export_dir, params.spm_model_file or None,
         params.do_lower_case, version)
-  if kind not in task_cls.export_kinds:
-    raise ValueError(f"--export_kind={kind} is not an export of task "
-                     f"{task_cls.name!r} (its kinds: "
-                     f"{', '.join((ENCODER,) + tuple(task_cls.export_kinds))})")
   return export_lib.export_module(
       lambda assets: task_cls.serving_module(kind, model, params, assets),
       config, export_dir, params.spm_model_file or None,
@@ -93,10 +159,12 @@ def run_params(task: base_task.Task, recorded_facts: Mapping[str, Any],
 def export_run(task: base_task.Task, model, kind: str, export_dir: str,
                recorded_facts: Mapping[str, Any],
                given: Optional[Mapping[str, Any]] = None,
-               version: Optional[int] = None) -> str:
+               version: Optional[int] = None,
+               form: Optional[ExportForm] = None) -> str:
   """Exports a run's restored `model` (built by `task.build_model()`)."""
   params = run_params(task, recorded_facts, given or {})
-  return export_model(type(task), kind, model, params, export_dir, version)
+  return export_model(type(task), kind, model, params, export_dir, version,
+                      form)
 
 
 def run_exporter(settings: Optional[Mapping[str, Any]] = None):
@@ -159,6 +227,11 @@ class ExportRequest:
   # The preprocessing export only.
   truncation: Optional[str] = None
   max_first_segment_length: Optional[int] = None
+  # What is written: a SavedModel or a .tflite, in which precision
+  # (serving/lite_export.py); int8's calibration examples from the run.
+  export_format: str = "savedmodel"
+  precision: str = "float32"
+  representative_examples: Optional[int] = None
 
 
 def _run_dir(request: ExportRequest) -> str:
@@ -193,6 +266,49 @@ def _export_preprocessing(request: ExportRequest, params, model_config):
       version=request.version)
 
 
+def _form(request: ExportRequest, checkpoint: Optional[str]) -> ExportForm:
+  """The request's format and precision; the weights' source."""
+  source = {"random_init": True}
+  if checkpoint:
+    source = {"checkpoint": checkpoint,
+              "identity": identity_lib.read(checkpoint)}
+  return ExportForm(request.export_format, request.precision, source)
+
+
+def _calibration_examples(task, count: int) -> List[Dict[str, Any]]:
+  """`count` examples of the run's own training data (numpy arrays of one
+  example: the model inputs, and masked_lm_positions where there are)."""
+  keys = set(INPUT_NAMES) | {"masked_lm_positions"}
+  examples = []
+  for batch in task.build_inputs(None, training=True):
+    features = batch[0] if isinstance(batch, tuple) else batch
+    arrays = {k: np.asarray(v) for k, v in features.items() if k in keys}
+    for i in range(len(arrays["input_word_ids"])):
+      examples.append({k: v[i] for k, v in arrays.items()})
+      if len(examples) == count:
+        return examples
+  return examples
+
+
+def _check_form(request: ExportRequest) -> None:
+  """A format, precision and kind that make sense together."""
+  lite_export.check_precision(request.export_format, request.precision)
+  if (request.representative_examples is not None and
+      request.precision != "int8"):
+    raise ValueError("--representative_examples calibrates --precision=int8 "
+                     f"only, not {request.precision}")
+  if (request.representative_examples is not None and
+      request.representative_examples < 1):
+    raise ValueError("--representative_examples must be >= 1, got "
+                     f"{request.representative_examples}")
+  if (request.export_kind == export_lib.PREPROCESSING_EXPORT and
+      (request.export_format, request.precision) != ("savedmodel",
+                                                      "float32")):
+    raise ValueError("--export_kind=preprocessing is a float32 SavedModel "
+                     "only (it has no weights; a .tflite of a task's serving "
+                     "kind takes text itself)")
+
+
 def _export_of_run(request: ExportRequest, model_dir: str) -> str:
   task, record = registry.task_of_run(model_dir, request.config_files,
                                       request.params_override,
@@ -211,12 +327,19 @@ def _export_of_run(request: ExportRequest, model_dir: str) -> str:
   if kind == export_lib.PREPROCESSING_EXPORT:
     params = run_params(task, record.facts, request.settings)
     return _export_preprocessing(request, params, task.config.model)
-  model = task.build_model()
+  with precision_scope(request.precision):
+    model = task.build_model()
+  checkpoint = None
   if not request.random_init:
     checkpoint = paths.resolve_checkpoint(request.checkpoint or model_dir)
     logging.info("%s", task.restore_for_inference(model, checkpoint).summary())
+  form = _form(request, checkpoint)
+  if request.precision == "int8":
+    form.calibration_examples = _calibration_examples(
+        task, request.representative_examples or
+        lite_export.DEFAULT_REPRESENTATIVE_EXAMPLES)
   return export_run(task, model, kind, request.export_dir, record.facts,
-                    request.settings, request.version)
+                    request.settings, request.version, form)
 
 
 def _export_of_flags(request: ExportRequest) -> str:
@@ -237,19 +360,21 @@ def _export_of_flags(request: ExportRequest) -> str:
     raise ValueError("--checkpoint is required (or --random_init for a smoke "
                      "test)")
   check_params(params, model_config)
-  model = model_for_flags(task_cls, kind, model_config, params)
+  with precision_scope(request.precision):
+    model = model_for_flags(task_cls, kind, model_config, params)
   if request.checkpoint:
     logging.info("%s", restore_lib.restore(
         model, request.checkpoint,
         allow_missing_heads=request.allow_random_head).summary())
   return export_model(task_cls, kind, model, params, request.export_dir,
-                      request.version)
+                      request.version, _form(request, request.checkpoint))
 
 
 def export(request: ExportRequest) -> str:
   """Runs `request`; returns the version directory written."""
   if not request.export_dir:
     raise ValueError("--export_dir is required")
+  _check_form(request)
   # A taken version or a bad path fails here, before a model is built.
   export_lib.version_dir(request.export_dir, request.version)
   spm = request.settings.get("spm_model_file")

@@ -21,7 +21,9 @@ from albert_tf.modeling.layers import layer_utils
 
 def attention_bias(input_mask, dtype):
   """[batch, seq] 1/0 mask -> additive bias [batch, 1, 1, seq] (0 or -10000)."""
-  mask = tf.cast(input_mask, dtype)[:, tf.newaxis, tf.newaxis, :]
+  # expand_dims, not [:, None, None, :]: TFLite's strided slice has no
+  # new-axis form.
+  mask = tf.expand_dims(tf.expand_dims(tf.cast(input_mask, dtype), 1), 1)
   return (1.0 - mask) * tf.cast(-10000.0, dtype)
 
 

@@ -1,0 +1,194 @@
+"""Runs a .tflite export: load it with TF Text's TFLite kernels, call a
+signature by name with a batch of strings (or ids), get numpy arrays back.
+
+  model = LiteModel("export/1")            # or .../model.tflite
+  model.signatures                         # {"serving_default": {...}, ...}
+  model("serving_default", text_a=["a man is eating"], text_b=["a man eats"])
+  # {"label": array([b"entailment"]), "logits": array([[...]]), ...}
+
+The interpreter is LiteRT's (`ai_edge_litert`, the successor of
+`tf.lite.Interpreter`, which TF 2.20 deprecates): it loads TF Text's kernels
+through the same registrar functions and runs the same flatbuffer; without
+the package, TensorFlow's own `InterpreterWithCustomOps` is used.
+
+A .tflite has no input checks of its own (TFLite drops asserts), so the
+runner checks every call first and fails in one line (ValueError) naming
+the input: an unknown or missing input, a wrong dtype or rank, batch sizes
+that differ, ids outside the vocabulary, a sequence longer than the
+position table, a mask that is not 0/1. Text gets `lite_tokenizer.pre_rules`
+(the two normalisation rules the folded tokenizer cannot hold), so the ids
+are data_prep's.
+"""
+
+import json
+import os
+
+import numpy as np
+import tensorflow_text as tf_text
+
+from albert_tf.serving import lite_tokenizer
+
+try:  # pylint: disable=g-import-not-at-top
+  from ai_edge_litert import interpreter as _litert
+  INTERPRETER = "ai_edge_litert"
+except ImportError:  # LiteRT not installed: TensorFlow's interpreter.
+  from tensorflow.lite.python import interpreter as _litert
+  INTERPRETER = "tf.lite"
+
+_IDS = ("input_word_ids", "input_mask", "input_type_ids")
+TFLITE_NAME = "model.tflite"
+METADATA_NAME = "model.json"  # what the .tflite is, beside it
+
+
+def interpreter(tflite_path=None, model_content=None, num_threads=None):
+  """An interpreter of the .tflite with TF Text's kernels registered."""
+  return _litert.InterpreterWithCustomOps(
+      custom_op_registerers=tf_text.tflite_registrar.SELECT_TFTEXT_OPS,
+      model_path=tflite_path, model_content=model_content,
+      num_threads=num_threads)
+
+
+def model_path(path):
+  """The .tflite file of `path`: the file, a version directory, or an
+  export directory (its highest integer version)."""
+  if os.path.isfile(path):
+    return path
+  candidate = os.path.join(path, TFLITE_NAME)
+  if os.path.isfile(candidate):
+    return candidate
+  if os.path.isdir(path):
+    versions = sorted((int(v) for v in os.listdir(path) if v.isdigit() and
+                       os.path.isfile(os.path.join(
+                           path, v, TFLITE_NAME))), reverse=True)
+    if versions:
+      return os.path.join(path, str(versions[0]), TFLITE_NAME)
+  raise ValueError(f"{path}: no {TFLITE_NAME} there (pass the "
+                   "file, its version directory or the export directory)")
+
+
+class LiteModel:
+  """A .tflite export, ready to call (see module doc).
+
+  Attributes: `path` (the .tflite), `info` (its model.json, {} without
+  one), `signatures` ({name: {"inputs": {name: (dtype, shape)},
+  "outputs": ...}}), `interpreter` ("ai_edge_litert" or "tf.lite").
+  """
+
+  def __init__(self, path, num_threads=None):
+    self.path = model_path(path)
+    info_path = os.path.join(os.path.dirname(self.path),
+                             METADATA_NAME)
+    self.info = {}
+    if os.path.isfile(info_path):
+      with open(info_path, encoding="utf-8") as f:
+        self.info = json.load(f)
+    try:
+      self._interpreter = interpreter(self.path, num_threads=num_threads)
+    except ValueError as e:
+      raise ValueError(f"{self.path}: not a loadable .tflite "
+                       f"({str(e).splitlines()[0]})") from e
+    self.interpreter = INTERPRETER
+    self._runners = {}
+    self.signatures = {}
+    for name in self._interpreter.get_signature_list():
+      runner = self._interpreter.get_signature_runner(name)
+      self._runners[name] = runner
+      self.signatures[name] = {
+          side: {key: (np.dtype(d["dtype"]), tuple(d["shape_signature"]))
+                 for key, d in details.items()}
+          for side, details in (("inputs", runner.get_input_details()),
+                                ("outputs", runner.get_output_details()))}
+    text = self.info.get("text") or {}
+    self._lower = bool(text.get("do_lower_case", True))
+    self._model_config = self.info.get("model_config") or {}
+
+  def __call__(self, signature="serving_default", **inputs):
+    """Runs `signature` on `inputs` (name -> array-like, batch first);
+    returns {output name: numpy array}."""
+    if signature not in self._runners:
+      raise ValueError(f"{self.path}: no signature {signature!r} (it has "
+                       f"{', '.join(sorted(self._runners))})")
+    arrays = self._checked(signature, inputs)
+    try:
+      return self._runners[signature](**arrays)
+    except (RuntimeError, ValueError) as e:  # the interpreter's own error
+      raise ValueError(f"{self.path} signature {signature!r}: "
+                       f"{str(e).strip().splitlines()[0]}") from e
+
+  # --- input checks ---
+
+  def _checked(self, signature, inputs):
+    specs = self.signatures[signature]["inputs"]
+    unknown = sorted(set(inputs) - set(specs))
+    missing = sorted(set(specs) - set(inputs))
+    if unknown or missing:
+      raise ValueError(
+          f"signature {signature!r} takes {', '.join(sorted(specs))}"
+          + (f"; unknown: {', '.join(unknown)}" if unknown else "")
+          + (f"; missing: {', '.join(missing)}" if missing else ""))
+    arrays = {name: self._array(name, inputs[name], *specs[name])
+              for name in specs}
+    batch = {name: a.shape[0] for name, a in arrays.items()}
+    if len(set(batch.values())) > 1:
+      raise ValueError(f"inputs of {signature!r} must have the same batch "
+                       f"size, got {batch}")
+    if _IDS[0] in arrays:
+      self._check_ids(arrays)
+    return arrays
+
+  def _array(self, name, value, dtype, shape):
+    rank = len(shape)
+    if dtype == np.object_ or dtype.kind in "SU":  # a string input
+      array = np.asarray(value, dtype=object)
+      if array.ndim != rank:
+        raise ValueError(f"{name} must have rank {rank} (strings "
+                         f"{list(shape)}), got shape {list(array.shape)}")
+      flat = [self._text(name, x) for x in array.reshape(-1)]
+      return np.array(flat, dtype=object).reshape(array.shape)
+    array = np.asarray(value)
+    if array.dtype.kind not in "iu" or array.dtype.itemsize > 8:
+      raise ValueError(f"{name} must hold integers ({np.dtype(dtype).name} "
+                       f"{list(shape)}), got {array.dtype.name}")
+    if array.ndim != rank:
+      raise ValueError(f"{name} must have rank {rank} ({np.dtype(dtype).name}"
+                       f" {list(shape)}), got shape {list(array.shape)}")
+    info = np.iinfo(dtype)
+    if array.size and (array.min() < info.min or array.max() > info.max):
+      raise ValueError(f"{name} holds values outside {np.dtype(dtype).name}")
+    return array.astype(dtype)
+
+  def _text(self, name, value):
+    if isinstance(value, bytes):
+      try:
+        value = value.decode("utf-8")
+      except UnicodeDecodeError:
+        value = value.decode("utf-8", errors="replace")  # as data_prep
+    if not isinstance(value, str):
+      raise ValueError(f"{name} must hold strings, got "
+                       f"{type(value).__name__}")
+    return lite_tokenizer.pre_rules(value, self._lower).encode("utf-8")
+
+  def _check_ids(self, arrays):
+    ids = arrays["input_word_ids"]
+    for name in _IDS[1:]:
+      if name in arrays and arrays[name].shape != ids.shape:
+        raise ValueError(f"{name} must have the shape of input_word_ids "
+                         f"{list(ids.shape)}, got {list(arrays[name].shape)}")
+    config = self._model_config
+    if ids.shape[-1] < 1:
+      raise ValueError("input_word_ids: sequence length must be >= 1")
+    limits = (("input_word_ids", config.get("vocab_size")),
+              ("input_type_ids", config.get("type_vocab_size")))
+    for name, limit in limits:
+      a = arrays.get(name)
+      if a is not None and a.size and (a.min() < 0 or
+                                       (limit and a.max() >= limit)):
+        raise ValueError(f"{name} must be in [0, {limit}), got values in "
+                         f"[{a.min()}, {a.max()}]")
+    most = config.get("max_position_embeddings")
+    if most and ids.shape[-1] > most:
+      raise ValueError(f"input_word_ids: sequence length {ids.shape[-1]} > "
+                       f"max_position_embeddings = {most}")
+    mask = arrays.get("input_mask")
+    if mask is not None and mask.size and not np.isin(mask, (0, 1)).all():
+      raise ValueError("input_mask must hold only 0 and 1")

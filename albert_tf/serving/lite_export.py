@@ -1,0 +1,382 @@
+"""Serving modules as TFLite (LiteRT) flatbuffers: text in, on device.
+
+`export_tflite(module, ...)` writes `<export_dir>/<version>/model.tflite`
+and `model.json` beside it (what the file is: kind, task, labels, lengths,
+vocabulary sha256, precision, the checkpoint it came from, its signatures).
+
+The module is the same serving module the SavedModel export saves, with two
+changes: its text preprocessor is `LitePreprocessor` (ALBERT's
+normalisation folded into the SentencePiece model, tokenized by TF Text's
+`FastSentencepieceTokenizer`, which has a TFLite kernel;
+`lite_tokenizer.py`), and its inputs are checked by the runner
+(`serving/lite.py`) instead of in the graph. The signatures keep their
+SavedModel names, inputs and outputs (`serving_default` text in,
+`serve_ids` ids in); `serve_examples` is left out (tf.Example parsing has
+no TFLite kernel). The converter may use only TFLite builtins and TF Text's
+TFLite kernels: a graph that would need a Flex (Select TF) op fails to
+convert, and the written file is checked for any other custom op.
+
+Precisions (`PRECISIONS["tflite"]`):
+  float32       as trained.
+  float16       weights stored in float16 (half the size), computed in
+                float32.
+  dynamic_int8  weights in int8, activations quantized on the fly per
+                batch (`Optimize.DEFAULT`).
+  int8          weights and activations in int8 where a kernel allows,
+                activation ranges calibrated on examples of the run's own
+                data (`calibration_samples`: ids, and their text).
+"""
+
+import json
+import os
+import shutil
+import tempfile
+
+import numpy as np
+import sentencepiece as spm
+from sentencepiece import sentencepiece_model_pb2
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from albert_tf.modeling.networks.albert_encoder import INPUT_NAMES
+from albert_tf.serving import export_lib
+from albert_tf.serving import lite
+from albert_tf.serving import lite_tokenizer
+from albert_tf.serving import preprocessing
+from data_prep import tokenization
+
+FORMATS = ("savedmodel", "tflite")
+PRECISIONS = {"savedmodel": ("float32", "bfloat16"),
+              "tflite": ("float32", "float16", "dynamic_int8", "int8")}
+TFLITE_NAME = lite.TFLITE_NAME
+# int8's calibration examples when --representative_examples is not given.
+DEFAULT_REPRESENTATIVE_EXAMPLES = 100
+METADATA_NAME = lite.METADATA_NAME
+# Signatures left out of a .tflite, and why.
+LEFT_OUT = {"serve_examples": "tf.Example parsing has no TFLite kernel"}
+
+
+def check_precision(export_format, precision):
+  """Raises ValueError in one line for a format/precision pair that makes no
+  sense (e.g. a bfloat16 .tflite, an int8 SavedModel)."""
+  if export_format not in FORMATS:
+    raise ValueError(f"--format must be one of {', '.join(FORMATS)}, got "
+                     f"{export_format!r}")
+  allowed = PRECISIONS[export_format]
+  if precision not in allowed:
+    raise ValueError(f"--precision={precision} is not a {export_format} "
+                     f"precision (one of {', '.join(allowed)})")
+
+
+# --- Text in: the folded tokenizer ---------------------------------------------
+
+
+class LitePreprocessor(preprocessing.TextPreprocessor):
+  """`TextPreprocessor` whose tokenizer runs in TFLite: the folded model in
+  `FastSentencepieceTokenizer`, the "<digit>," fix as dense gathers."""
+
+  @classmethod
+  def like(cls, preprocessor):
+    """A LitePreprocessor with `preprocessor`'s settings."""
+    return cls(preprocessor.spm_model_path,
+               do_lower_case=preprocessor.do_lower_case,
+               seq_length=preprocessor.seq_length,
+               truncation=preprocessor.truncation,
+               max_first_segment_length=preprocessor.max_first_segment_length)
+
+  def _build_tokenizer(self, python_tokenizer):
+    self._pieces = None  # detokenize's piece tables, built when used
+    self._tokenizer = tf_text.FastSentencepieceTokenizer(
+        lite_tokenizer.folded_model(self.spm_model_path, self.do_lower_case))
+    rows = preprocessing.expansion_rows(python_tokenizer)
+    self._expansion = None
+    if rows is not None:
+      width = max(len(r) for r in rows)
+      table = np.full([len(rows), width], -1, np.int32)
+      for i, row in enumerate(rows):
+        table[i, :len(row)] = row
+      self._expansion = tf.constant(table)  # [vocab, width], -1 padded
+      self._expansion_counts = tf.constant(
+          np.array([len(r) for r in rows], np.int64))  # [vocab]
+
+  def tokenize_ids(self, text):
+    """String [batch] -> ragged int32 ids [batch, (tokens)], no truncation
+    (the caller applied `lite_tokenizer.pre_rules`)."""
+    ids = self._tokenizer.tokenize(text)  # [batch, (tokens)]
+    if self._expansion is None:
+      return ids
+    values = ids.flat_values  # [n]
+    rows = tf.gather(self._expansion, values)  # [n, width]
+    new_values = tf.boolean_mask(rows, rows >= 0)  # [n']
+    # Row limits move by the pieces each earlier token became.
+    counts = tf.gather(self._expansion_counts, values)  # [n]
+    ends = tf.concat([tf.zeros([1], tf.int64), tf.cumsum(counts)], 0)
+    splits = tf.gather(ends, tf.cast(ids.row_splits, tf.int64))  # [batch+1]
+    return tf.RaggedTensor.from_row_splits(new_values, splits,
+                                           validate=False)
+
+
+  def detokenize(self, ids, max_length=None):
+    """Ragged int32 ids [batch, (n <= max_length)] -> text [batch].
+
+    TF Text's TFLite detokenizer writes one string whatever the batch (and
+    past its output with more), so the text is joined here from piece
+    strings instead (the SentencePiece decoder's rules: "\u2581" is a
+    space, the first one dropped, control pieces empty) with TF Text's
+    TFLite ngram join, whose width must be static: `max_length`.
+    """
+    if max_length is None:
+      raise ValueError("a .tflite detokenizes spans of a static maximum "
+                       "length (max_length)")
+    if self._pieces is None:
+      self._pieces = _piece_tables(self.spm_model_path)
+    table, size = self._pieces  # first-piece texts, then the others
+    blank = size - 1  # ""
+    dense = tf.cast(ids.to_tensor(default_value=blank,
+                                  shape=[None, max_length]),
+                    tf.int32)  # [batch, max_length]
+    later = tf.cast(tf.range(max_length) > 0, tf.int32) * size  # [max_length]
+    pieces = tf.gather(table, dense + later)  # [batch, max_length]
+    joined = tf_text.ngrams(pieces, max_length, axis=-1,
+                            reduction_type=tf_text.Reduction.STRING_JOIN,
+                            string_separator="")  # [batch, 1]
+    return tf.reshape(joined, [-1])
+
+
+def _piece_tables(spm_model_file):
+  """(table, size): a string tensor [2 * size], each id's text as the first
+  piece of a text, then after it; index size - 1 (= vocab) is ""."""
+  with open(spm_model_file, "rb") as f:
+    proto = sentencepiece_model_pb2.ModelProto.FromString(f.read())
+  if proto.trainer_spec.byte_fallback:
+    raise ValueError(f"{spm_model_file}: byte-fallback pieces cannot be "
+                     "joined into text piece by piece in a .tflite")
+  processor = spm.SentencePieceProcessor(model_proto=proto.SerializeToString())
+  rest = []
+  for i in range(processor.get_piece_size()):
+    if processor.is_control(i):
+      rest.append("")
+    elif processor.is_unknown(i):
+      rest.append(processor.decode([i]))
+    else:
+      rest.append(processor.id_to_piece(i).replace("\u2581", " "))
+  first = [p[1:] if p.startswith(" ") else p for p in rest]
+  return tf.constant(first + [""] + rest + [""]), len(rest) + 1
+
+
+def for_tflite(module):
+  """`module` made ready for conversion (in place): the lite preprocessor,
+  no in-graph checks. Returns its TFLite signatures. A module that cannot
+  run in TFLite says why (`tflite_refusal`): refused here, before any
+  file is written."""
+  refusal = getattr(module, "tflite_refusal", None)
+  if refusal:
+    raise ValueError(f"no TFLite form: {refusal}")
+  module.in_graph_checks = False
+  if getattr(module, "preprocessor", None) is not None:
+    module.preprocessor = LitePreprocessor.like(module.preprocessor)
+  signatures = dict(module.signatures())
+  for name in LEFT_OUT:
+    signatures.pop(name, None)
+  return signatures
+
+
+# --- int8 calibration samples ---------------------------------------------------
+
+
+def _segment_text(row, segment, decode, special_ids):
+  """Text of segment `segment` (0 or 1) of one packed row of ids."""
+  ids = row["input_word_ids"]
+  keep = ((row["input_type_ids"] == segment) & (row["input_mask"] == 1) &
+          ~np.isin(ids, special_ids))
+  return decode(ids[keep].tolist())
+
+
+def calibration_samples(signatures, examples, preprocessor):
+  """(signature key, inputs) samples calibrating every signature: ids-in
+  inputs take each example's ids (a batch of one), text-in inputs the
+  decoded text of its segments (the first text input segment 0, the second
+  segment 1; a [batch, choices] input one text per choice).
+
+  examples: dicts of numpy arrays of one example ([seq], or [choices, seq]
+    for multiple choice). preprocessor: the module's text preprocessor (None
+    for ids-only modules).
+  """
+  decode, special_ids = None, None
+  if preprocessor is not None:
+    tokenizer = tokenization.FullTokenizer(preprocessor.spm_model_path)
+    decode = tokenizer.decode_ids
+    special_ids = [tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id]
+  samples = []
+  for key, fn in sorted(signatures.items()):
+    specs = fn.input_signature
+    for example in examples:
+      choices = example["input_word_ids"].ndim == 2  # [choices, seq]
+      inputs, segment = {}, 0
+      for spec in specs:
+        if spec.dtype != tf.string:
+          inputs[spec.name] = example[spec.name][None]
+          continue
+        if spec.shape.rank == 2:  # one text per choice
+          texts = [_segment_text({k: example[k][c] for k in INPUT_NAMES},
+                                 segment, decode, special_ids)
+                   for c in range(example["input_word_ids"].shape[0])]
+        else:
+          row = ({k: example[k][0] for k in INPUT_NAMES} if choices
+                 else example)
+          texts = _segment_text(row, segment, decode, special_ids)
+        inputs[spec.name] = np.array([texts], dtype=object)
+        segment += 1
+      samples.append((key, inputs))
+  return samples
+
+
+# --- Conversion -------------------------------------------------------------------
+
+
+def _converter(saved_model_dir, signature_keys, precision, representative):
+  converter = tf.lite.TFLiteConverter.from_saved_model(
+      saved_model_dir, signature_keys=signature_keys)
+  # Builtins and TF Text's kernels only: a Flex op fails the conversion.
+  converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+  converter.allow_custom_ops = True
+  if precision == "float16":
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.target_spec.supported_types = [tf.float16]
+  elif precision == "dynamic_int8":
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+  elif precision == "int8":
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.representative_dataset = lambda: iter(representative)
+    # The calibrator runs the model, text ops included (TFLite 2.20 reads
+    # this private field for it; there is no public one).
+    converter.target_spec._experimental_custom_op_registerers = list(  # pylint: disable=protected-access
+        tf_text.tflite_registrar.SELECT_TFTEXT_OPS)
+  return converter
+
+
+def custom_ops(tflite_bytes):
+  """Names of the custom (non-builtin) ops a .tflite uses."""
+  # pylint: disable=g-import-not-at-top
+  from tensorflow.lite.python import schema_py_generated as schema
+  model = schema.ModelT.InitFromPackedBuf(bytearray(tflite_bytes), 0)
+  return sorted({code.customCode.decode() for code in model.operatorCodes
+                 if code.customCode})
+
+
+def check_ops(tflite_bytes):
+  """Raises ValueError (one line) unless a LiteRT interpreter with TF Text's
+  kernels and nothing else (no Flex delegate) can run the model."""
+  flex = [op for op in custom_ops(tflite_bytes) if op.startswith("Flex")]
+  if flex:
+    raise ValueError(f"the converted model needs Flex (Select TF) ops: "
+                     f"{', '.join(flex)}")
+  try:
+    interpreter = lite.interpreter(model_content=tflite_bytes)
+    interpreter.allocate_tensors()
+  except (RuntimeError, ValueError) as e:
+    raise ValueError("the converted model does not load with TF Text's "
+                     f"TFLite kernels: {str(e).strip().splitlines()[0]}"
+                     ) from e
+
+
+def convert(module, precision, calibration_examples=None):
+  """Bytes of the .tflite of `module` (a serving module, changed in place
+  by `for_tflite`). calibration_examples: int8's examples of the run's own
+  data (see `calibration_samples`)."""
+  signatures = for_tflite(module)
+  representative = None
+  if precision == "int8":
+    if not calibration_examples:
+      raise ValueError("--precision=int8 calibrates on the run's own data: "
+                       "export from a run directory (--model_dir)")
+    representative = calibration_samples(signatures, calibration_examples,
+                                         getattr(module, "preprocessor", None))
+  with tempfile.TemporaryDirectory(prefix="albert_tflite_") as tmp:
+    saved = os.path.join(tmp, "saved_model")
+    tf.saved_model.save(module, saved, signatures=signatures)
+    converter = _converter(saved, sorted(signatures), precision,
+                           representative)
+    try:
+      tflite_bytes = converter.convert()
+    except Exception as e:  # the converter raises ConverterError and others
+      first = str(e).strip().splitlines()[0] if str(e).strip() else type(e)
+      raise ValueError(f"cannot convert to TFLite with builtins and TF Text "
+                       f"kernels only: {first}") from e
+  check_ops(tflite_bytes)
+  return tflite_bytes
+
+
+def signature_table(tflite_bytes):
+  """{signature: {"inputs": {name: [dtype, shape]}, "outputs": ...}}."""
+  interpreter = lite.interpreter(model_content=tflite_bytes)
+  table = {}
+  for name in interpreter.get_signature_list():
+    runner = interpreter.get_signature_runner(name)
+    table[name] = {
+        side: {key: [np.dtype(d["dtype"]).name,
+                     [int(x) for x in d["shape_signature"]]]
+               for key, d in sorted(details.items())}
+        for side, details in (("inputs", runner.get_input_details()),
+                              ("outputs", runner.get_output_details()))}
+  return table
+
+
+def export_tflite(module, export_dir, precision, metadata,
+                  calibration_examples=None, version=None):
+  """Writes `<export_dir>/<version>/model.tflite` + `model.json`
+  (`metadata` plus precision, signatures, size, tokenizer); returns the
+  version directory. Written beside it under a hidden name, then renamed."""
+  final = export_lib.version_dir(export_dir, version)
+  tflite_bytes = convert(module, precision, calibration_examples)
+  preprocessor = getattr(module, "preprocessor", None)
+  info = dict(metadata)
+  info.update({
+      "format": "tflite",
+      "precision": precision,
+      "file": TFLITE_NAME,
+      "size_bytes": len(tflite_bytes),
+      "signatures": signature_table(tflite_bytes),
+      "left_out_signatures": {k: v for k, v in LEFT_OUT.items()},
+      "custom_ops": custom_ops(tflite_bytes),
+      "in_graph_checks": False,
+  })
+  if preprocessor is not None:
+    info["text"] = {
+        "seq_length": preprocessor.seq_length,
+        "do_lower_case": bool(preprocessor.do_lower_case),
+        "truncation": preprocessor.truncation,
+        "max_first_segment_length": preprocessor.max_first_segment_length,
+        "pre_rules": "lite_tokenizer.pre_rules: drop NUL; final capital "
+                     "sigma -> U+03C2 when lower-casing",
+    }
+  tf.io.gfile.makedirs(export_dir)
+  tmp = os.path.join(export_dir,
+                     f".tmp-{os.path.basename(final)}-{os.getpid()}")
+  if tf.io.gfile.exists(tmp):
+    tf.io.gfile.rmtree(tmp)
+  tf.io.gfile.makedirs(tmp)
+  try:
+    with tf.io.gfile.GFile(os.path.join(tmp, TFLITE_NAME), "wb") as f:
+      f.write(tflite_bytes)
+    with tf.io.gfile.GFile(os.path.join(tmp, METADATA_NAME), "w") as f:
+      f.write(json.dumps(info, indent=2, sort_keys=True, default=str) + "\n")
+    tf.io.gfile.rename(tmp, final)
+  except BaseException:
+    shutil.rmtree(tmp, ignore_errors=True)
+    raise
+  return final
+
+
+def describe(path):
+  """Text listing a .tflite export's signatures (from its model.json)."""
+  with tf.io.gfile.GFile(os.path.join(path, METADATA_NAME)) as f:
+    info = json.load(f)
+  lines = [f"TFLite {os.path.join(path, TFLITE_NAME)} ({info['precision']}, "
+           f"{info['size_bytes']:,} bytes)"]
+  for name, sides in sorted(info["signatures"].items()):
+    lines.append(f"  signature {name!r}")
+    for side, short in (("inputs", "in "), ("outputs", "out")):
+      for key, (dtype, shape) in sorted(sides[side].items()):
+        lines.append(f"    {short} {key}: {dtype} {shape}")
+  return "\n".join(lines)
