@@ -17,6 +17,7 @@ import zlib
 import pytest
 
 from data_prep import beam_options
+from data_prep import beam_pipeline
 from data_prep import beam_pretraining_data as bpd
 from data_prep import create_pretraining_data as cpd
 from data_prep import pretraining_config
@@ -97,19 +98,19 @@ def test_same_instances_as_the_local_tool(local_and_beam):
 def test_shuffle_elements_round_trip_and_shrink_the_shuffle(local_and_beam):
   local, _ = local_and_beam
   framed = [tfrecord_io.frame_record(p) for p in read_records(local)]
-  keyed = [(bpd.record_key(7, 0, i), r) for i, r in enumerate(framed)]
+  keyed = [(beam_pipeline.record_key(7, 0, i), r) for i, r in enumerate(framed)]
   sizes = {}
   for batch in (keyed[:1], keyed[:4], keyed):
-    packed = bpd.pack_records(batch)
-    assert bpd.unpack_records(packed) == batch
+    packed = beam_pipeline.pack_records(batch)
+    assert beam_pipeline.unpack_records(packed) == batch
     sizes[len(batch)] = (len(packed), sum(len(r) for _, r in batch))
   # Padded tf.Examples: one record (key included) crosses the shuffle
   # smaller, a block's worth in under a third (seq 64 here).
   assert sizes[1][0] < sizes[1][1]
   assert 3 * sizes[len(keyed)][0] < sizes[len(keyed)][1]
-  assert bpd.unpack_records(bpd.pack_records([])) == []
+  assert beam_pipeline.unpack_records(beam_pipeline.pack_records([])) == []
   with pytest.raises(ValueError, match="2 records for 3 keys"):
-    bpd.unpack_records(zlib.compress(
+    beam_pipeline.unpack_records(zlib.compress(
         struct.pack("<I3Q", 3, 1, 2, 3) + framed[0] + framed[1]))
 
 
