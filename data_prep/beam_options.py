@@ -28,9 +28,9 @@ _DIRECT = ("directrunner", "direct")
 _DATAFLOW = ("dataflowrunner", "dataflow")
 _DASK = ("daskrunner", "dask",
          "apache_beam.runners.dask.dask_runner.daskrunner")
-# Dask partitions of the instance stage when --dask_npartitions is not given:
-# a few per worker process of a small cluster (see _spread).
-DASK_PARTITIONS = 32
+# Dask partitions of the read and instance stages without --dask_npartitions:
+# a few per worker process of a small cluster (beam_pipeline._read_partitions).
+DASK_PARTITIONS = 16
 
 
 def is_direct(runner_name):

@@ -112,9 +112,14 @@ def keyed_part(element, kinds):
 
 
 class ReadBlocks(beam.DoFn):
-  """None -> the local tool's blocks (first document index, documents),
-  tagged ("block", n mod parts) for the n-th block, then the summed stats
-  ("stats") and the text's characters ("chars", block_chars).
+  """Read partition i of `parts` -> the local tool's blocks (first document
+  index, documents) whose number is i mod parts, as ("block", block); then,
+  from partition 0 only, the summed stats ("stats") and the characters of
+  its blocks ("chars", block_chars).
+
+  Every partition reads all of the input (document indices are global);
+  with parts > 1 (Dask) that is `parts` times the read, a few percent of the
+  CPU (docs/data_prep.md).
   """
 
   def __init__(self, input_files, docs_per_block, max_line_chars,
@@ -124,22 +129,25 @@ class ReadBlocks(beam.DoFn):
     self._interval = progress_interval
     self._parts = parts
 
-  def process(self, unused_element):
+  def process(self, part):
     files, docs_per_block, max_line_chars, max_lines = self._args
     stats = collections.Counter()
     total = sum(m.size_in_bytes for r in FileSystems.match(files)
                 for m in r.metadata_list)
-    progress = cpd.Progress(total, self._interval, tool=f"{TOOL} read")
+    progress = cpd.Progress(total, self._interval if part == 0 else 0,
+                            tool=f"{TOOL} read")
     chars = 0
     blocks = cpd.iter_blocks(files, stats, docs_per_block, max_line_chars,
                              max_lines, progress.add_bytes, open_any)
     for n, block in enumerate(blocks):
-      chars += block_chars(block)
-      yield ("block", n % self._parts), block
+      if n % self._parts == part:
+        chars += block_chars(block)
+        yield "block", block
       progress.maybe_report(stats)
-    _count(stats)
-    yield "stats", dict(stats)
-    yield "chars", chars
+    if part == 0:
+      _count(stats)
+      yield "stats", dict(stats)
+      yield "chars", chars
 
 
 class MakeInstances(beam.DoFn):
@@ -220,20 +228,20 @@ def write_result(grouped, temp_dir):
     f.write(json.dumps({"counts": counts, "stats": dict(stats)}).encode())
 
 
-def _spread(read, parts):
-  """The blocks of `read`, spread over the workers.
+def _read_partitions(p, parts):
+  """One element per read partition (0 .. parts-1).
 
-  Reshuffle does it on runners that redistribute (Direct, Dataflow, Flink,
-  Spark). Beam 2.77's DaskRunner makes Reshuffle a no-op and keeps each
-  step's partitions, so the one read task would be the only partition: there
-  the blocks go round-robin into `parts` collections, flattened (one Dask
-  partition each).
+  One Create on most runners: Reshuffle then spreads the blocks (Direct,
+  Dataflow, Flink, Spark). Beam 2.77's DaskRunner puts a Create's elements in
+  one partition, keeps every step's partitions and makes Reshuffle a no-op;
+  a worker that read the blocks would also make all their instances. There
+  each partition gets a Create of its own, flattened: `parts` tasks with no
+  inputs, which Dask spreads over the workers.
   """
   if parts == 1:
-    return (read | "SelectBlocks" >> beam.FlatMap(select, ("block", 0))
-            | "SpreadBlocks" >> beam.Reshuffle())
-  return ([read | f"SelectBlocks{i}" >> beam.FlatMap(select, ("block", i))
-           for i in range(parts)] | "SpreadBlocks" >> beam.Flatten())
+    return p | "Start" >> beam.Create([0])
+  return ([p | f"Start{i}" >> beam.Create([i]) for i in range(parts)]
+          | "Starts" >> beam.Flatten())
 
 
 def build_pipeline(p, input_files, run_cfg, model_bytes, num_shards, temp_dir,
@@ -241,24 +249,26 @@ def build_pipeline(p, input_files, run_cfg, model_bytes, num_shards, temp_dir,
                    max_lines_per_document, progress_interval, workers=None,
                    parts=1):
   """Adds the transforms to pipeline `p` (`workers`: see MakeInstances;
-  `parts`: see _spread).
+  `parts`: see _read_partitions).
 
   Only transforms every runner translates faithfully: no tagged outputs (see
   select), one side input, on the DirectRunner only (the DaskRunner would
   compute a side input again in every task that reads it), and the result
   gathered with a GroupByKey on one key.
   """
-  read = (p | "Start" >> beam.Create([None])
-          | "ReadBlocks" >> beam.ParDo(ReadBlocks(
-              input_files, docs_per_block, max_line_chars,
-              max_lines_per_document, progress_interval, parts)))
+  read = _read_partitions(p, parts) | "ReadBlocks" >> beam.ParDo(ReadBlocks(
+      input_files, docs_per_block, max_line_chars, max_lines_per_document,
+      progress_interval, parts))
   progress = {}
   if workers:
     chars = read | "SelectChars" >> beam.FlatMap(select, "chars")
     progress["total_chars"] = beam.pvalue.AsSingleton(chars)
-  made = (_spread(read, parts) | "MakeInstances" >> beam.ParDo(
+  blocks = read | "SelectBlocks" >> beam.FlatMap(select, "block")
+  if parts == 1:
+    blocks = blocks | "SpreadBlocks" >> beam.Reshuffle()
+  made = blocks | "MakeInstances" >> beam.ParDo(
       MakeInstances(run_cfg, model_bytes, num_shards, workers,
-                    progress_interval), **progress))
+                    progress_interval), **progress)
   # Integer keys: Dask groups by hash(key), which for str differs between
   # worker processes.
   counts = (made | "SelectRecords" >> beam.FlatMap(select, "records")

@@ -176,10 +176,11 @@ def main(argv):
     sys.exit(1)
   except Exception as e:  # pylint: disable=broad-except
     # Runners wrap worker errors in their own types with long multi-line
-    # texts: the last line names the cause (e.g. the unreadable file).
+    # texts: the last line names the cause (e.g. the unreadable file); the
+    # type, what happened (Dask's KilledWorker: workers died).
     lines = [l.strip() for l in str(e).splitlines() if l.strip()]
-    sys.stderr.write(f"{TOOL}: error: pipeline failed: "
-                     f"{lines[-1] if lines else type(e).__name__}\n")
+    sys.stderr.write(f"{TOOL}: error: pipeline failed: {type(e).__name__}"
+                     f"{': ' + lines[-1] if lines else ''}\n")
     sys.exit(1)
   pretraining_summary.report(summary, TOOL)
 
