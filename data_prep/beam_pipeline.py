@@ -105,9 +105,9 @@ def select(element, kind):
     yield element[1]
 
 
-def keyed_part(element, kinds):
-  """(kind, value) elements of `kinds`, all under one key (the result's)."""
-  if element[0] in kinds:
+def keyed_part(element, kind):
+  """(kind, value) elements of `kind`, all under one key (the result's)."""
+  if element[0] == kind:
     yield 0, element
 
 
@@ -157,7 +157,7 @@ class MakeInstances(beam.DoFn):
   One element per (block, shard), compressed: fewer, smaller elements for
   the runner's data plane and shuffle. With `workers` (the DirectRunner's,
   which splits the blocks evenly) each worker logs its progress against its
-  share of the text; other runners show theirs in their UI.
+  share of the text; Dataflow, Flink and Spark show theirs in their UI.
   """
 
   def __init__(self, run_cfg, model_bytes, num_shards, workers=None,
@@ -269,17 +269,15 @@ def build_pipeline(p, input_files, run_cfg, model_bytes, num_shards, temp_dir,
   made = blocks | "MakeInstances" >> beam.ParDo(
       MakeInstances(run_cfg, model_bytes, num_shards, workers,
                     progress_interval), **progress)
-  # Integer keys: Dask groups by hash(key), which for str differs between
-  # worker processes.
   counts = (made | "SelectRecords" >> beam.FlatMap(select, "records")
             .with_output_types(typing.Tuple[int, bytes])
             | "GroupByShard" >> beam.GroupByKey()
             | "WriteShards" >> beam.Map(write_shard, temp_dir, compression)
             | "TagCounts" >> beam.Map(lambda count: ("count", count)))
   parts_of_result = [
-      read | "ReadStats" >> beam.FlatMap(keyed_part, ("stats",)),
-      made | "BlockStats" >> beam.FlatMap(keyed_part, ("stats",)),
-      counts | "Counts" >> beam.FlatMap(keyed_part, ("count",))]
+      read | "ReadStats" >> beam.FlatMap(keyed_part, "stats"),
+      made | "BlockStats" >> beam.FlatMap(keyed_part, "stats"),
+      counts | "Counts" >> beam.FlatMap(keyed_part, "count")]
   _ = (parts_of_result | "AllParts" >> beam.Flatten()
        | "Together" >> beam.GroupByKey()
        | "WriteResult" >> beam.Map(write_result, temp_dir))

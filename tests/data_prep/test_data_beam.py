@@ -252,5 +252,6 @@ def test_documented_commands_pass_the_option_checks():
        os.path.join(ROOT, "docs", "data_prep.md")],
       capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=120)
   assert proc.returncode == 0, proc.stderr[-2000:]
-  assert proc.stdout.split() == ["DirectRunner", "DataflowRunner",
-                                 "FlinkRunner", "SparkRunner"]
+  assert proc.stdout.split() == ["DirectRunner", "DaskRunner",
+                                 "DataflowRunner", "FlinkRunner",
+                                 "SparkRunner"]
