@@ -201,17 +201,18 @@ def runner_rows(data):
   lines = ["", "### Data prep by runner (2 workers each; dupe 5, seq 128; "
            "Dask: a local cluster of 2 worker processes, its CPU included)",
            "", f"Measured {data['timestamp']} on {data['machine']} "
-           f"({data['cpu']['model']}, {len(data['cpu']['flags'])} CPU flags "
-           "in data_prep_runners.json); the machine was shared, load average "
-           f"{data['load_average_at_start'][0]:.2f} at the start and "
-           f"{data['load_average_at_end'][0]:.2f} at the end (2 cores). Dask "
-           f"cluster start-up {data['dask_cluster_startup_seconds']} s "
-           "(not in the rows). Each row: the fastest of its trials.", "",
-           "| runner | corpus | MB | instances | wall s | CPU s | "
-           "instances/s |", "|---|---|---|---|---|---|---|"]
+           f"({len(data['cpu']['flags'])} CPU flags in "
+           "data_prep_runners.json) while other work was running on it: "
+           f"load average {data['load_average_at_start'][0]:.2f} at the start"
+           f", {data['load_average_at_end'][0]:.2f} at the end. Each row is "
+           "the fastest of its trials. Dask cluster start-up "
+           f"{data['dask_cluster_startup_seconds']} s, not in the rows.", "",
+           "| runner | corpus | MB | instances | wall s | wall s, all trials "
+           "| CPU s | instances/s |", "|---|---|---|---|---|---|---|---|"]
   for r in data["runs"]:
     lines.append(f"| {r['runner']} | {r['corpus']} | {r['corpus_mb']} | "
                  f"{r['instances']} | {r['wall_seconds']:.1f} | "
+                 f"{', '.join(map(str, r['wall_seconds_all_trials']))} | "
                  f"{r['cpu_seconds']:.1f} | {r['instances_per_second']:.0f} |")
   return lines
 
