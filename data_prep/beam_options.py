@@ -7,7 +7,8 @@ one thread when several workers are asked for in the default `in_memory`
 mode. Either way a run would go ahead with a setting the user did not get (a
 mistyped `--dupe_factor` would fall back to 40), so both are refused here
 with a one-line ValueError, and our `--num_workers` becomes the runner's own
-worker option.
+worker option. The DaskRunner (the optional dask extra) is known by its
+short name here; the Dask options this pipeline would not use are refused.
 """
 
 import os
@@ -110,7 +111,7 @@ def pipeline_options(beam_args, num_workers=None):
   if is_direct(runner):
     args += _direct_worker_args(args, known, num_workers)
   elif is_dask(runner):
-    _check_dask(args, num_workers)
+    _check_dask(args, known, num_workers)
   elif num_workers is not None:
     if runner.lower() not in _DATAFLOW:
       raise ValueError(f"--num_workers is not used by {runner}: set the "
@@ -119,19 +120,23 @@ def pipeline_options(beam_args, num_workers=None):
   return PipelineOptions(args), runner, args
 
 
-def _check_dask(args, num_workers):
+def _check_dask(args, known, num_workers):
   """ValueError for a DaskRunner run that would not do what it says."""
   if dask_runner is None:
     raise ValueError("--runner=DaskRunner needs the dask extra: pip install "
-                     "'apache-beam[dask]==2.77.0' (requirements.txt pins it)")
+                     "-e '.[dask]' (apache-beam[dask], dask and distributed "
+                     "as requirements.txt pins them)")
   if num_workers is not None:
     raise ValueError("--num_workers is not used by DaskRunner: the Dask "
                      "cluster has its worker processes (dask worker "
                      "--nworkers; docs/data_prep.md)")
   if _given(args, "dask_partition_size"):
     raise ValueError("--dask_partition_size is not used by this pipeline "
-                     "(its one Create has one element): set "
-                     "--dask_npartitions, the instance stage's partitions")
+                     "(its Creates have one element each): set "
+                     "--dask_npartitions, the read and instance partitions")
+  if known.get("npartitions") is not None and known["npartitions"] < 1:
+    raise ValueError(f"--dask_npartitions={known['npartitions']}: must be "
+                     "at least 1")
 
 
 def direct_workers(options, runner_name):
