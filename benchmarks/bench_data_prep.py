@@ -93,13 +93,17 @@ class DaskCluster:
     start = time.time()
     self.procs = [subprocess.Popen(
         [dask, "scheduler", "--host", "127.0.0.1", "--port", "0",
-         "--no-dashboard", "--scheduler-file", info], env=env,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+         "--dashboard-address", "127.0.0.1:0", "--scheduler-file", info],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
     self.procs.append(subprocess.Popen(
         [dask, "worker", "--scheduler-file", info, "--nworkers", str(workers),
-         "--nthreads", "1", "--host", "127.0.0.1", "--no-dashboard"],
+         "--nthreads", "1", "--host", "127.0.0.1",
+         "--dashboard-address", "127.0.0.1:0"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     while not os.path.exists(info):
+      if self.procs[0].poll() is not None or time.time() - start > 120:
+        self.close()
+        raise RuntimeError("dask scheduler did not start")
       time.sleep(0.1)
     with Client(scheduler_file=info, timeout=60) as client:
       client.wait_for_workers(workers, timeout=120)

@@ -25,7 +25,7 @@ from tests.testing.beam_testlib import read_records
 from tests.testing.beam_testlib import run_cfg
 from tests.testing.beam_testlib import small_corpus
 
-pytestmark = pytest.mark.slow  # a cluster and 3 command-line runs: ~30 s
+pytestmark = pytest.mark.slow  # a cluster, 3 command-line runs: 20-55 s
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))

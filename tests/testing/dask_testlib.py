@@ -20,7 +20,8 @@ def local_cluster(root, workers=2, close_timeout=30):
   within close_timeout seconds."""
   cluster = LocalCluster(n_workers=workers, processes=True,
                          threads_per_worker=1, host="127.0.0.1",
-                         dashboard_address=None, env={"PYTHONPATH": root})
+                         dashboard_address="127.0.0.1:0",
+                         env={"PYTHONPATH": root})
   client = Client(cluster)
   try:
     client.wait_for_workers(workers, timeout=120)
