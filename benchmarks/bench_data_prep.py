@@ -13,8 +13,17 @@ runs) is a small part of the wall time:
   peak_rss_mb_total: peak summed RSS of the process tree (psutil, 50 ms samples)
 Writes benchmarks/results/data_prep.json (or --json).
 
+--runners: the local tool, Beam's DirectRunner and Beam's DaskRunner, 2
+workers each, on the same corpora (tiny: the fixed cost; 10x). The Dask
+cluster is started the way docs/data_prep.md shows (`dask scheduler`, `dask
+worker --nworkers 2 --nthreads 1` on 127.0.0.1) and kept for all its runs;
+its CPU seconds are the launcher's plus those the scheduler and worker
+processes spent during the run (its peak RSS: the launcher's only). Prints
+and writes (data_prep_runners.json) the CPU model and flags and the load
+average before and after: the machine may be shared.
+
   PYTHONPATH=. python benchmarks/bench_data_prep.py [--quick | --smoke]
-      [--json out.json]
+      [--runners] [--json out.json]
 
 --smoke (the quick test): the tiny corpus, each tool once, one trial.
 """
@@ -38,7 +47,8 @@ from data_prep import prepare_corpus  # pylint: disable=g-import-not-at-top
 from data_prep import train_sentencepiece  # pylint: disable=g-import-not-at-top
 
 _TRIALS = 2  # each configuration runs this often; the fastest run is kept
-_TOOLS = {"local": "create_pretraining_data", "beam": "beam_pretraining_data"}
+_TOOLS = {"local": "create_pretraining_data", "beam": "beam_pretraining_data",
+          "dask": "beam_pretraining_data"}
 BOTCHAN = os.path.join(ROOT, "tests", "testdata", "botchan.txt")
 # Measures one child: wall time, CPU time, max RSS of any process, total RSS.
 _RUNNER = r"""
@@ -70,7 +80,56 @@ def _corpus(tmp, copies, sentences):
   return path
 
 
-def _run(corpus, model, out, workers, tool="local", seq=128, num_trials=_TRIALS):
+class DaskCluster:
+  """`dask scheduler` and `dask worker --nworkers N --nthreads 1` on
+  127.0.0.1, the repository on the workers' path; CPU seconds of all its
+  processes (cpu())."""
+
+  def __init__(self, workers, tmp):
+    from distributed import Client  # pylint: disable=g-import-not-at-top
+    dask = os.path.join(os.path.dirname(sys.executable), "dask")
+    info = os.path.join(tmp, "scheduler.json")
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    start = time.time()
+    self.procs = [subprocess.Popen(
+        [dask, "scheduler", "--host", "127.0.0.1", "--port", "0",
+         "--dashboard-address", "127.0.0.1:0", "--scheduler-file", info],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    self.procs.append(subprocess.Popen(
+        [dask, "worker", "--scheduler-file", info, "--nworkers", str(workers),
+         "--nthreads", "1", "--host", "127.0.0.1",
+         "--dashboard-address", "127.0.0.1:0"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    while not os.path.exists(info):
+      if self.procs[0].poll() is not None or time.time() - start > 120:
+        self.close()
+        raise RuntimeError("dask scheduler did not start")
+      time.sleep(0.1)
+    with Client(scheduler_file=info, timeout=60) as client:
+      client.wait_for_workers(workers, timeout=120)
+      self.address = client.scheduler.address
+    self.startup_seconds = round(time.time() - start, 2)
+
+  def cpu(self):
+    total = 0.0
+    for p in self.procs:
+      proc = psutil.Process(p.pid)
+      for q in [proc] + proc.children(recursive=True):
+        times = q.cpu_times()
+        total += times.user + times.system
+    return total
+
+  def close(self):
+    for p in reversed(self.procs):
+      p.terminate()
+      try:
+        p.wait(timeout=30)
+      except subprocess.TimeoutExpired:
+        p.kill()
+
+
+def _run(corpus, model, out, workers, tool="local", seq=128, num_trials=_TRIALS,
+         cluster=None):
   cmd = [sys.executable, "-m", f"data_prep.{_TOOLS[tool]}",
          f"--input_file={corpus}", f"--output_file={out}@4",
          f"--spm_model_file={model}", f"--max_seq_length={seq}",
@@ -79,16 +138,22 @@ def _run(corpus, model, out, workers, tool="local", seq=128, num_trials=_TRIALS)
   if tool == "beam":  # one SDK worker process per worker, like the pool
     cmd += ["--runner=DirectRunner", "--direct_running_mode=multi_processing",
             f"--direct_num_workers={workers}"]
+  elif tool == "dask":  # a few read partitions per worker process
+    cmd += ["--runner=DaskRunner", f"--dask_client_address={cluster.address}",
+            f"--dask_npartitions={4 * workers}"]
   else:
     cmd.append(f"--num_workers={workers}")
   env = dict(os.environ, PYTHONPATH=ROOT)
   trials = []
   for _ in range(num_trials):
+    cluster_cpu = cluster.cpu() if cluster else 0.0
     r = subprocess.run([sys.executable, "-c", _RUNNER] + cmd, env=env,
                        capture_output=True, text=True, check=True)
     m = json.loads(r.stdout.strip().splitlines()[-1])
     if m["rc"]:
       raise RuntimeError(r.stderr)
+    if cluster:
+      m["cpu"] += cluster.cpu() - cluster_cpu
     trials.append(m)
   # The 2-core machine is shared: the fastest trial is the least disturbed.
   m = min(trials, key=lambda t: t["wall"])
@@ -162,14 +227,58 @@ def _scaling(runs, corpus):
   return out
 
 
+def cpu_info():
+  """The CPU's model name and flags, from /proc/cpuinfo."""
+  info = {}
+  with open("/proc/cpuinfo", encoding="utf-8") as f:
+    for line in f:
+      key, _, value = line.partition(":")
+      info.setdefault(key.strip(), value.strip())
+  return {"model": info.get("model name", ""),
+          "flags": info.get("flags", "").split()}
+
+
+def _runners(tmp, model, corpora, num_trials, workers=2):
+  """The local tool, DirectRunner and DaskRunner on each (name, corpus)."""
+  names = {"local": "local tool", "beam": "DirectRunner", "dask": "DaskRunner"}
+  cluster = DaskCluster(workers, tmp)
+  runs = []
+  try:
+    # Not timed: a Dask worker imports Beam and data_prep at its first task.
+    _run(corpora[0][1], model, os.path.join(tmp, "warm_up"), workers, "dask",
+         num_trials=1, cluster=cluster)
+    for size, corpus in corpora:
+      for tool in names:
+        res = _run(corpus, model, os.path.join(tmp, f"runners_{size}_{tool}"),
+                   workers, tool, num_trials=num_trials,
+                   cluster=cluster if tool == "dask" else None)
+        res.update(corpus=size, runner=names[tool],
+                   corpus_mb=round(os.path.getsize(corpus) / 2**20, 2))
+        runs.append(res)
+        print(json.dumps(res), flush=True)
+  finally:
+    cluster.close()
+  instances = {size: {r["instances"] for r in runs if r["corpus"] == size}
+               for size, _ in corpora}
+  if any(len(counts) != 1 for counts in instances.values()):
+    raise RuntimeError(f"the runners made different instances: {instances}")
+  return {"runs": runs, "dask_cluster_startup_seconds": cluster.startup_seconds,
+          "workers": workers}
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--quick", action="store_true", help="1x only")
   parser.add_argument("--smoke", action="store_true",
                       help="tiny corpus, one trial (the quick test)")
-  parser.add_argument("--json", default=os.path.join(
-      ROOT, "benchmarks", "results", "data_prep.json"))
+  parser.add_argument("--runners", action="store_true",
+                      help="local tool vs DirectRunner vs DaskRunner")
+  parser.add_argument("--json", default=None, help="default: "
+                      "benchmarks/results/data_prep[_runners].json")
   args = parser.parse_args()
+  args.json = args.json or os.path.join(
+      ROOT, "benchmarks", "results",
+      "data_prep_runners.json" if args.runners else "data_prep.json")
   quick, smoke = args.quick, args.smoke
   with tempfile.TemporaryDirectory() as tmp:
     sent = os.path.join(tmp, "botchan_sentences.txt")
@@ -185,6 +294,22 @@ def main():
     ten_x = _corpus(tmp, 40, sentences)
     forty_x = _corpus(tmp, 160, sentences)
     tiny = _corpus(tmp, 1, sentences[:2000])
+    if args.runners:
+      cpu, load_before = cpu_info(), os.getloadavg()
+      print(f"CPU: {cpu['model']}; flags: {' '.join(cpu['flags'])}; load "
+            f"average {load_before[0]:.2f}", flush=True)
+      result = _runners(tmp, model, [("tiny", tiny)] + (
+          [] if smoke else [("10x", ten_x)]), 1 if smoke else _TRIALS)
+      result.update(
+          settings={"max_seq_length": 128, "dupe_factor": 5,
+                    "max_predictions_per_seq": 20,
+                    "10x": "40 copies of botchan"},
+          cpu=cpu, machine=run_all.machine(),
+          load_average_at_start=load_before,
+          load_average_at_end=os.getloadavg(),
+          timestamp=time.strftime("%Y-%m-%d %H:%M:%S"))
+      _write(args.json, result)
+      return
     read_rate = _read_rate(tiny if smoke else ten_x)
     runs = []
     plan = [("1x", one_x, 1, "local"), ("1x", one_x, 2, "local")]
@@ -227,7 +352,10 @@ def main():
       "timestamp": time.strftime("%Y-%m-%d %H:%M:%S"),
       "machine": run_all.machine(),
   }
-  path = args.json
+  _write(args.json, result)
+
+
+def _write(path, result):
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
   with open(path, "w") as f:
     json.dump(result, f, indent=2)

@@ -9,7 +9,8 @@ Runs (each prints its own figures as it goes):
      with and without XLA).
   3. bench_inference.py: exported encoder SavedModels, batch 1 and 32.
   4. bench_data_prep.py: create_pretraining_data and the Beam pipeline:
-     instances/s, peak RSS, scaling in workers.
+     instances/s, peak RSS, scaling in workers; with --runners the local
+     tool, the DirectRunner and the DaskRunner on the same corpora.
 Writes benchmarks/results/*.json and benchmarks/results/RESULTS.md. Every
 figure is measured against its peer or limit in the same run, sides called
 alternately after the warm-up has settled (benchmarks/bench_common.py).
@@ -189,7 +190,31 @@ def markdown(machine_line):
             f"| {corpus} | {f['local_speedup_2_over_1_workers']}x | "
             f"{f['beam_speedup_2_over_1_workers']}x | "
             f"{f['beam_speedup_2_over_1_workers_after_startup']}x |")
+  lines += runner_rows(load("data_prep_runners.json"))
   return "\n".join(lines) + "\n"
+
+
+def runner_rows(data):
+  """RESULTS.md lines of bench_data_prep.py --runners (none without it)."""
+  if not data:
+    return []
+  lines = ["", "### Data prep by runner (2 workers each; dupe 5, seq 128; "
+           "Dask: a local cluster of 2 worker processes, its CPU included)",
+           "", f"Measured {data['timestamp']} on {data['machine']} "
+           f"({len(data['cpu']['flags'])} CPU flags in "
+           "data_prep_runners.json) while other work was running on it: "
+           f"load average {data['load_average_at_start'][0]:.2f} at the start"
+           f", {data['load_average_at_end'][0]:.2f} at the end. Each row is "
+           "the fastest of its trials. Dask cluster start-up "
+           f"{data['dask_cluster_startup_seconds']} s, not in the rows.", "",
+           "| runner | corpus | MB | instances | wall s | wall s, all trials "
+           "| CPU s | instances/s |", "|---|---|---|---|---|---|---|---|"]
+  for r in data["runs"]:
+    lines.append(f"| {r['runner']} | {r['corpus']} | {r['corpus_mb']} | "
+                 f"{r['instances']} | {r['wall_seconds']:.1f} | "
+                 f"{', '.join(map(str, r['wall_seconds_all_trials']))} | "
+                 f"{r['cpu_seconds']:.1f} | {r['instances_per_second']:.0f} |")
+  return lines
 
 
 def write_table(measured_now):
@@ -248,6 +273,9 @@ def main():
   if not args.quick:
     run("bench_data_prep.py", "--json", os.path.join(RESULTS,
                                                      "data_prep.json"))
+  if not (args.quick or args.smoke):
+    run("bench_data_prep.py", "--runners", "--json",
+        os.path.join(RESULTS, "data_prep_runners.json"))
   write_table(measured_now=True)
 
 

@@ -7,7 +7,8 @@ one thread when several workers are asked for in the default `in_memory`
 mode. Either way a run would go ahead with a setting the user did not get (a
 mistyped `--dupe_factor` would fall back to 40), so both are refused here
 with a one-line ValueError, and our `--num_workers` becomes the runner's own
-worker option.
+worker option. The DaskRunner (the optional dask extra) is known by its
+short name here; the Dask options this pipeline would not use are refused.
 """
 
 import os
@@ -15,15 +16,30 @@ import os
 from apache_beam.options.pipeline_options import DirectOptions
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.fn_api_runner import fn_runner
+from apache_beam.runners.runner import PipelineState
 
 from data_prep import command_line
 
+try:  # The optional extra apache-beam[dask]; imported, it defines --dask_*.
+  from apache_beam.runners.dask import dask_runner
+except ImportError:
+  dask_runner = None
+
 _DIRECT = ("directrunner", "direct")
 _DATAFLOW = ("dataflowrunner", "dataflow")
+_DASK = ("daskrunner", "dask",
+         "apache_beam.runners.dask.dask_runner.daskrunner")
+# Dask partitions of the read and instance stages without --dask_npartitions:
+# a few per worker process of a small cluster (beam_pipeline._read_partitions).
+DASK_PARTITIONS = 16
 
 
 def is_direct(runner_name):
   return runner_name.lower() in _DIRECT
+
+
+def is_dask(runner_name):
+  return runner_name.lower() in _DASK
 
 
 def _given(args, name):
@@ -94,12 +110,33 @@ def pipeline_options(beam_args, num_workers=None):
   runner = known.get("runner") or "DirectRunner"
   if is_direct(runner):
     args += _direct_worker_args(args, known, num_workers)
+  elif is_dask(runner):
+    _check_dask(args, known, num_workers)
   elif num_workers is not None:
     if runner.lower() not in _DATAFLOW:
       raise ValueError(f"--num_workers is not used by {runner}: set the "
                        "runner's own parallelism (Flink: --parallelism)")
     args.append(f"--num_workers={num_workers}")
   return PipelineOptions(args), runner, args
+
+
+def _check_dask(args, known, num_workers):
+  """ValueError for a DaskRunner run that would not do what it says."""
+  if dask_runner is None:
+    raise ValueError("--runner=DaskRunner needs the dask extra: pip install "
+                     "-e '.[dask]' (apache-beam[dask], dask and distributed "
+                     "as requirements.txt pins them)")
+  if num_workers is not None:
+    raise ValueError("--num_workers is not used by DaskRunner: the Dask "
+                     "cluster has its worker processes (dask worker "
+                     "--nworkers; docs/data_prep.md)")
+  if _given(args, "dask_partition_size"):
+    raise ValueError("--dask_partition_size is not used by this pipeline "
+                     "(its Creates have one element each): set "
+                     "--dask_npartitions, the read and instance partitions")
+  if known.get("npartitions") is not None and known["npartitions"] < 1:
+    raise ValueError(f"--dask_npartitions={known['npartitions']}: must be "
+                     "at least 1")
 
 
 def direct_workers(options, runner_name):
@@ -109,12 +146,37 @@ def direct_workers(options, runner_name):
   return options.view_as(DirectOptions).direct_num_workers or os.cpu_count()
 
 
+def partitions(options, runner_name):
+  """Collections the blocks are dealt into: the DaskRunner's partitions of
+  the instance stage (--dask_npartitions), 1 on other runners."""
+  if not is_dask(runner_name):
+    return 1
+  return (options.view_as(dask_runner.DaskOptions).npartitions
+          or DASK_PARTITIONS)
+
+
 def make_runner(runner_name):
-  """The DirectRunner means Beam's FnApiRunner here; others as named.
+  """The DirectRunner means Beam's FnApiRunner here, DaskRunner Beam's
+  DaskRunner (Beam knows it only by its full class name); others as named.
 
   Beam 2.77's DirectRunner first tries the Prism runner, which it downloads
   from GitHub and which ignores --direct_num_workers; the FnApiRunner (its
   fallback) runs offline and honours --direct_num_workers and
   --direct_running_mode. None: Beam builds the runner from the options.
   """
-  return fn_runner.FnApiRunner() if is_direct(runner_name) else None
+  if is_direct(runner_name):
+    return fn_runner.FnApiRunner()
+  return dask_runner.DaskRunner() if is_dask(runner_name) else None
+
+
+def release(pipeline):
+  """Stops what a run left on a cluster: the DaskRunner's client, which Beam
+  leaves open (it would keep reconnecting to a cluster that shut down) with
+  the run's tasks still scheduled when it failed. No-op for other runners."""
+  result = getattr(pipeline, "result", None)
+  client = getattr(result, "client", None)
+  if client is None:
+    return
+  if result.state != PipelineState.DONE:
+    result.cancel()
+  client.close()

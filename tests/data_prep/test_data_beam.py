@@ -17,52 +17,25 @@ import zlib
 import pytest
 
 from data_prep import beam_options
+from data_prep import beam_pipeline
 from data_prep import beam_pretraining_data as bpd
 from data_prep import create_pretraining_data as cpd
-from data_prep import pretraining_config
-from data_prep import pretraining_instances as pi
 from data_prep import tfrecord_io
-from tests.testing.botchan_testlib import botchan_spm
+from tests.testing.beam_testlib import instance_flags
+from tests.testing.beam_testlib import read_records
+from tests.testing.beam_testlib import run_cfg
+from tests.testing.beam_testlib import small_corpus
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENV = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "2"}
-SEQ, PRED, DUPE = 64, 10, 2
 IN_MEMORY = ["--runner=DirectRunner", "--direct_num_workers=1"]
 # The local tool's flag: beam_options makes it 2 SDK worker processes.
 TWO_PROCESSES = ["--runner=DirectRunner", "--num_workers=2"]
 
 
-def run_cfg(model):
-  return pretraining_config.RunConfig(
-      spm_model_file=model, do_lower_case=True,
-      instance=pi.InstanceConfig(max_seq_length=SEQ,
-                                 max_predictions_per_seq=PRED),
-      dupe_factor=DUPE)
-
-
-def read_records(path):
-  """Payloads of a TFRecord file, read with the framing spec (not our writer)."""
-  with open(path, "rb") as f:
-    data = f.read()
-  if data[:2] == b"\x1f\x8b":
-    data = gzip.decompress(data)
-  out, pos = [], 0
-  while pos < len(data):
-    (n,) = struct.unpack_from("<Q", data, pos)
-    out.append(data[pos + 12:pos + 12 + n])
-    pos += 12 + n + 4
-  return out
-
-
 @pytest.fixture(scope="module")
 def spm_corpus(tmp_path_factory):
-  model, corpus = botchan_spm(tmp_path_factory)
-  with open(corpus, encoding="utf-8") as f:
-    docs = f.read().split("\n\n")[:6]
-  small = tmp_path_factory.mktemp("beam_in") / "small.txt"
-  small.write_text("\n\n".join("\n".join(d.split("\n")[:50]) for d in docs)
-                   + "\n", encoding="utf-8")
-  return model, str(small)
+  return small_corpus(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
@@ -76,9 +49,7 @@ def local_and_beam(spm_corpus, tmp_path_factory):
   proc = subprocess.run(
       [sys.executable, "-m", "data_prep.beam_pretraining_data",
        f"--input_file={corpus}", f"--output_file={out}/beam.tfrecord@3",
-       f"--spm_model_file={model}", f"--max_seq_length={SEQ}",
-       f"--max_predictions_per_seq={PRED}", f"--dupe_factor={DUPE}",
-       "--docs_per_block=2"] + TWO_PROCESSES,
+       "--docs_per_block=2"] + instance_flags(model) + TWO_PROCESSES,
       capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=300)
   assert proc.returncode == 0, proc.stderr[-3000:]
   shards = tfrecord_io.expand_output_files(f"{out}/beam.tfrecord@3")
@@ -97,19 +68,19 @@ def test_same_instances_as_the_local_tool(local_and_beam):
 def test_shuffle_elements_round_trip_and_shrink_the_shuffle(local_and_beam):
   local, _ = local_and_beam
   framed = [tfrecord_io.frame_record(p) for p in read_records(local)]
-  keyed = [(bpd.record_key(7, 0, i), r) for i, r in enumerate(framed)]
+  keyed = [(beam_pipeline.record_key(7, 0, i), r) for i, r in enumerate(framed)]
   sizes = {}
   for batch in (keyed[:1], keyed[:4], keyed):
-    packed = bpd.pack_records(batch)
-    assert bpd.unpack_records(packed) == batch
+    packed = beam_pipeline.pack_records(batch)
+    assert beam_pipeline.unpack_records(packed) == batch
     sizes[len(batch)] = (len(packed), sum(len(r) for _, r in batch))
   # Padded tf.Examples: one record (key included) crosses the shuffle
   # smaller, a block's worth in under a third (seq 64 here).
   assert sizes[1][0] < sizes[1][1]
   assert 3 * sizes[len(keyed)][0] < sizes[len(keyed)][1]
-  assert bpd.unpack_records(bpd.pack_records([])) == []
+  assert beam_pipeline.unpack_records(beam_pipeline.pack_records([])) == []
   with pytest.raises(ValueError, match="2 records for 3 keys"):
-    bpd.unpack_records(zlib.compress(
+    beam_pipeline.unpack_records(zlib.compress(
         struct.pack("<I3Q", 3, 1, 2, 3) + framed[0] + framed[1]))
 
 
@@ -281,5 +252,6 @@ def test_documented_commands_pass_the_option_checks():
        os.path.join(ROOT, "docs", "data_prep.md")],
       capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=120)
   assert proc.returncode == 0, proc.stderr[-2000:]
-  assert proc.stdout.split() == ["DirectRunner", "DataflowRunner",
-                                 "FlinkRunner", "SparkRunner"]
+  assert proc.stdout.split() == ["DirectRunner", "DaskRunner",
+                                 "DataflowRunner", "FlinkRunner",
+                                 "SparkRunner"]
