@@ -5,10 +5,10 @@ and `model.json` beside it (what the file is: kind, task, labels, lengths,
 vocabulary sha256, precision, the checkpoint it came from, its signatures).
 
 The module is the same serving module the SavedModel export saves, with two
-changes: its text preprocessor is `LitePreprocessor` (ALBERT's
-normalisation folded into the SentencePiece model, tokenized by TF Text's
-`FastSentencepieceTokenizer`, which has a TFLite kernel;
-`lite_tokenizer.py`), and its inputs are checked by the runner
+changes: its text preprocessor is `lite_preprocessing.LitePreprocessor`
+(ALBERT's normalisation folded into the SentencePiece model, tokenized by
+TF Text's `FastSentencepieceTokenizer`, which has a TFLite kernel), and its
+inputs are checked by the runner
 (`serving/lite.py`) instead of in the graph. The signatures keep their
 SavedModel names, inputs and outputs (`serving_default` text in,
 `serve_ids` ids in); `serve_examples` is left out (tf.Example parsing has
@@ -22,9 +22,10 @@ Precisions (`PRECISIONS["tflite"]`):
                 float32.
   dynamic_int8  weights in int8, activations quantized on the fly per
                 batch (`Optimize.DEFAULT`).
-  int8          weights and activations in int8 where a kernel allows,
-                activation ranges calibrated on examples of the run's own
-                data (`calibration_samples`: ids, and their text).
+  int8          the fully connected layers' weights and activations in
+                int8 (`INT8_FLOAT_OPS` stay float32), activation ranges
+                calibrated on examples of the run's own data
+                (`calibration_samples`: ids, and their text).
 """
 
 import json
@@ -33,22 +34,28 @@ import shutil
 import tempfile
 
 import numpy as np
-import sentencepiece as spm
-from sentencepiece import sentencepiece_model_pb2
 import tensorflow as tf
+from tensorflow.lite.python import convert as tflite_convert
+from tensorflow.lite.python import schema_py_generated as schema
 import tensorflow_text as tf_text
 
 from albert_tf.modeling.networks.albert_encoder import INPUT_NAMES
 from albert_tf.serving import export_lib
 from albert_tf.serving import lite
-from albert_tf.serving import lite_tokenizer
-from albert_tf.serving import preprocessing
+from albert_tf.serving import lite_preprocessing
 from data_prep import tokenization
 
 FORMATS = ("savedmodel", "tflite")
 PRECISIONS = {"savedmodel": ("float32", "bfloat16"),
               "tflite": ("float32", "float16", "dynamic_int8", "int8")}
 TFLITE_NAME = lite.TFLITE_NAME
+# Ops int8 leaves in float32: in int8, ALBERT's attention mask (-10000
+# added to the scores), softmax and LayerNorm (mean, variance, rsqrt) lose
+# the model (a fine-tuned classifier's outputs became constant), and one
+# int8 scale for the whole word-embedding table (GATHER) erases the
+# differences between words. Still not reliable: docs/lite.md.
+INT8_FLOAT_OPS = ("GATHER", "BATCH_MATMUL", "ADD", "SUB", "MUL", "SOFTMAX",
+                  "MEAN", "SQUARED_DIFFERENCE", "RSQRT", "GELU", "TANH")
 # int8's calibration examples when --representative_examples is not given.
 DEFAULT_REPRESENTATIVE_EXAMPLES = 100
 METADATA_NAME = lite.METADATA_NAME
@@ -68,102 +75,6 @@ def check_precision(export_format, precision):
                      f"precision (one of {', '.join(allowed)})")
 
 
-# --- Text in: the folded tokenizer ---------------------------------------------
-
-
-class LitePreprocessor(preprocessing.TextPreprocessor):
-  """`TextPreprocessor` whose tokenizer runs in TFLite: the folded model in
-  `FastSentencepieceTokenizer`, the "<digit>," fix as dense gathers."""
-
-  @classmethod
-  def like(cls, preprocessor):
-    """A LitePreprocessor with `preprocessor`'s settings."""
-    return cls(preprocessor.spm_model_path,
-               do_lower_case=preprocessor.do_lower_case,
-               seq_length=preprocessor.seq_length,
-               truncation=preprocessor.truncation,
-               max_first_segment_length=preprocessor.max_first_segment_length)
-
-  def _build_tokenizer(self, python_tokenizer):
-    self._pieces = None  # detokenize's piece tables, built when used
-    self._tokenizer = tf_text.FastSentencepieceTokenizer(
-        lite_tokenizer.folded_model(self.spm_model_path, self.do_lower_case))
-    rows = preprocessing.expansion_rows(python_tokenizer)
-    self._expansion = None
-    if rows is not None:
-      width = max(len(r) for r in rows)
-      table = np.full([len(rows), width], -1, np.int32)
-      for i, row in enumerate(rows):
-        table[i, :len(row)] = row
-      self._expansion = tf.constant(table)  # [vocab, width], -1 padded
-      self._expansion_counts = tf.constant(
-          np.array([len(r) for r in rows], np.int64))  # [vocab]
-
-  def tokenize_ids(self, text):
-    """String [batch] -> ragged int32 ids [batch, (tokens)], no truncation
-    (the caller applied `lite_tokenizer.pre_rules`)."""
-    ids = self._tokenizer.tokenize(text)  # [batch, (tokens)]
-    if self._expansion is None:
-      return ids
-    values = ids.flat_values  # [n]
-    rows = tf.gather(self._expansion, values)  # [n, width]
-    new_values = tf.boolean_mask(rows, rows >= 0)  # [n']
-    # Row limits move by the pieces each earlier token became.
-    counts = tf.gather(self._expansion_counts, values)  # [n]
-    ends = tf.concat([tf.zeros([1], tf.int64), tf.cumsum(counts)], 0)
-    splits = tf.gather(ends, tf.cast(ids.row_splits, tf.int64))  # [batch+1]
-    return tf.RaggedTensor.from_row_splits(new_values, splits,
-                                           validate=False)
-
-
-  def detokenize(self, ids, max_length=None):
-    """Ragged int32 ids [batch, (n <= max_length)] -> text [batch].
-
-    TF Text's TFLite detokenizer writes one string whatever the batch (and
-    past its output with more), so the text is joined here from piece
-    strings instead (the SentencePiece decoder's rules: "\u2581" is a
-    space, the first one dropped, control pieces empty) with TF Text's
-    TFLite ngram join, whose width must be static: `max_length`.
-    """
-    if max_length is None:
-      raise ValueError("a .tflite detokenizes spans of a static maximum "
-                       "length (max_length)")
-    if self._pieces is None:
-      self._pieces = _piece_tables(self.spm_model_path)
-    table, size = self._pieces  # first-piece texts, then the others
-    blank = size - 1  # ""
-    dense = tf.cast(ids.to_tensor(default_value=blank,
-                                  shape=[None, max_length]),
-                    tf.int32)  # [batch, max_length]
-    later = tf.cast(tf.range(max_length) > 0, tf.int32) * size  # [max_length]
-    pieces = tf.gather(table, dense + later)  # [batch, max_length]
-    joined = tf_text.ngrams(pieces, max_length, axis=-1,
-                            reduction_type=tf_text.Reduction.STRING_JOIN,
-                            string_separator="")  # [batch, 1]
-    return tf.reshape(joined, [-1])
-
-
-def _piece_tables(spm_model_file):
-  """(table, size): a string tensor [2 * size], each id's text as the first
-  piece of a text, then after it; index size - 1 (= vocab) is ""."""
-  with open(spm_model_file, "rb") as f:
-    proto = sentencepiece_model_pb2.ModelProto.FromString(f.read())
-  if proto.trainer_spec.byte_fallback:
-    raise ValueError(f"{spm_model_file}: byte-fallback pieces cannot be "
-                     "joined into text piece by piece in a .tflite")
-  processor = spm.SentencePieceProcessor(model_proto=proto.SerializeToString())
-  rest = []
-  for i in range(processor.get_piece_size()):
-    if processor.is_control(i):
-      rest.append("")
-    elif processor.is_unknown(i):
-      rest.append(processor.decode([i]))
-    else:
-      rest.append(processor.id_to_piece(i).replace("\u2581", " "))
-  first = [p[1:] if p.startswith(" ") else p for p in rest]
-  return tf.constant(first + [""] + rest + [""]), len(rest) + 1
-
-
 def for_tflite(module):
   """`module` made ready for conversion (in place): the lite preprocessor,
   no in-graph checks. Returns its TFLite signatures. A module that cannot
@@ -174,7 +85,8 @@ def for_tflite(module):
     raise ValueError(f"no TFLite form: {refusal}")
   module.in_graph_checks = False
   if getattr(module, "preprocessor", None) is not None:
-    module.preprocessor = LitePreprocessor.like(module.preprocessor)
+    module.preprocessor = lite_preprocessing.LitePreprocessor.like(
+        module.preprocessor)
   signatures = dict(module.signatures())
   for name in LEFT_OUT:
     signatures.pop(name, None)
@@ -255,10 +167,19 @@ def _converter(saved_model_dir, signature_keys, precision, representative):
   return converter
 
 
+def _int8_matmuls(converter):
+  """The int8 model with `INT8_FLOAT_OPS` left in float32: calibrate, then
+  quantize with a denylist (what TFLite's public quantization debugger
+  does, without its nondeterministic debug model)."""
+  converter.experimental_mlir_quantizer = True
+  converter._experimental_calibrate_only = True  # pylint: disable=protected-access
+  calibrated = converter.convert()
+  return tflite_convert.mlir_quantize(
+      calibrated, denylisted_ops=list(INT8_FLOAT_OPS), fully_quantize=False)
+
+
 def custom_ops(tflite_bytes):
   """Names of the custom (non-builtin) ops a .tflite uses."""
-  # pylint: disable=g-import-not-at-top
-  from tensorflow.lite.python import schema_py_generated as schema
   model = schema.ModelT.InitFromPackedBuf(bytearray(tflite_bytes), 0)
   return sorted({code.customCode.decode() for code in model.operatorCodes
                  if code.customCode})
@@ -298,7 +219,8 @@ def convert(module, precision, calibration_examples=None):
     converter = _converter(saved, sorted(signatures), precision,
                            representative)
     try:
-      tflite_bytes = converter.convert()
+      tflite_bytes = (_int8_matmuls(converter) if precision == "int8"
+                      else converter.convert())
     except Exception as e:  # the converter raises ConverterError and others
       first = str(e).strip().splitlines()[0] if str(e).strip() else type(e)
       raise ValueError(f"cannot convert to TFLite with builtins and TF Text "

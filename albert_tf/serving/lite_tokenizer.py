@@ -14,8 +14,8 @@ characters dropped, word breaks to a space, NFKD without combining marks,
 lower-casing when the run lower-cases) and `own` the model's own normaliser
 (e.g. `nmt_nfkc`), so the folded model's pieces are those of `own` applied to
 `normalize_text`'s output. Keys of several characters carry what is not
-per character: the quote rule (`tokenization.QUOTE_REPLACEMENTS`) and the
-compositions `own` makes across characters (Hangul jamo; canonical pairs of
+per character: the quote rule (`tokenization.QUOTE_REPLACEMENTS`, also
+with one invisible character inside the pair) and the compositions `own` makes across characters (Hangul jamo; canonical pairs of
 two starters such as Bengali vowel signs).
 
 Two rules are not a map of character sequences and are applied by
@@ -129,8 +129,13 @@ def _folded_rules(own_proto, lower):
       ends_with.setdefault(ruled[-1], []).append(c)
     if ruled and ruled[0] in seconds:
       starts_with.setdefault(ruled[0], []).append(c)
+  dropped = [c for c, ruled_c in rules.items() if ruled_c == ""]
   for old, new in tokenization.QUOTE_REPLACEMENTS:
     rules[old] = normalize(new)
+    # The rule runs after invisible characters are dropped: one between
+    # the two quote characters still makes the pair.
+    for c in dropped:
+      rules[old[0] + c + old[1:]] = normalize(new)
 
   def add(key):
     ruled = "".join(character_rule(c, lower) for c in key)

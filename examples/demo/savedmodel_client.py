@@ -156,6 +156,56 @@ def read_pairs(tsv):
   return out
 
 
+def batch1_latency_ms(call, pairs, count=50, warmup=3):
+  """p50 milliseconds of `call([a], [b])` over the first `count` pairs."""
+  times = []
+  for i, (a, b, _) in enumerate(pairs[:count + warmup]):
+    t0 = time.perf_counter()
+    call([a], [b])
+    if i >= warmup:
+      times.append((time.perf_counter() - t0) * 1000)
+  return float(np.median(times)) if times else None
+
+
+def classify_pairs(path, call, pairs, label_names, show):
+  """Scores `pairs` with `call(texts_a, texts_b) -> (labels, probabilities)`
+  in batches of 64; prints a few; returns the result dict."""
+  t0 = time.time()
+  labels, probs = [], []
+  for start in range(0, len(pairs), 64):
+    chunk = pairs[start:start + 64]
+    chunk_labels, chunk_probs = call([a for a, _, _ in chunk],
+                                     [b for _, b, _ in chunk])
+    # An export labelled with the task's ids ("0", "1") is shown by name.
+    labels += [label_names[int(l)] if l.decode().isdigit() else l.decode()
+               for l in chunk_labels]
+    probs += chunk_probs.tolist()
+  elapsed = time.time() - t0
+  truths = [label_names[int(t)] for _, _, t in pairs]
+  correct = sum(p == t for p, t in zip(labels, truths))
+  print(f"{len(pairs)} dev pairs classified from raw text in {elapsed:.2f} s "
+        f"({len(pairs) / max(elapsed, 1e-9):.0f} pairs/s)", flush=True)
+  examples = []
+  for (a, b, _), label, truth, p in list(zip(pairs, labels, truths,
+                                              probs))[:show]:
+    mark = "ok" if label == truth else "  "
+    print(f"  [{mark}] {label:<9} p={max(p):.2f}  truth {truth:<9} "
+          f"A: {a[:60]!r}  B: {b[:60]!r}")
+    examples.append({"text_a": a, "text_b": b, "label": label,
+                     "truth": truth, "probabilities": p})
+  latency = batch1_latency_ms(call, pairs)
+  result = {"export": path, "examples_scored": len(pairs),
+            "accuracy": correct / len(pairs), "examples": examples,
+            "labels": labels, "pairs_per_second": len(pairs) / elapsed,
+            "batch1_p50_ms": latency,
+            "predicted_label_counts": {n: labels.count(n)
+                                       for n in label_names}}
+  print(f"serving accuracy {result['accuracy']:.3f} over {len(pairs)} dev "
+        f"pairs (predicted: {result['predicted_label_counts']}); one pair "
+        f"at a time: p50 {latency:.2f} ms", flush=True)
+  return result
+
+
 def classify(args):
   path = version_dir(args.export_dir)
   t0 = time.time()
@@ -164,38 +214,14 @@ def classify(args):
   print(f"loaded {path} in {time.time() - t0:.1f} s (inputs: "
         f"{sorted(serve.structured_input_signature[1])}, outputs: "
         f"{sorted(serve.structured_outputs)})", flush=True)
-  pairs = read_pairs(args.tsv)
-  label_names = args.label_names.split(",")
-  t0 = time.time()
-  labels, probs = [], []
-  for start in range(0, len(pairs), 64):
-    chunk = pairs[start:start + 64]
-    out = serve(text_a=tf.constant([a for a, _, _ in chunk]),
-                text_b=tf.constant([b for _, b, _ in chunk]))
-    # An export labelled with the task's ids ("0", "1") is shown by name.
-    labels += [label_names[int(l)] if l.decode().isdigit() else l.decode()
-               for l in out["label"].numpy()]
-    probs += out["probabilities"].numpy().tolist()
-  elapsed = time.time() - t0
-  truths = [label_names[int(t)] for _, _, t in pairs]
-  correct = sum(p == t for p, t in zip(labels, truths))
-  print(f"{len(pairs)} dev pairs classified from raw text in {elapsed:.2f} s "
-        f"({len(pairs) / max(elapsed, 1e-9):.0f} pairs/s)", flush=True)
-  examples = []
-  for (a, b, _), label, truth, p in list(zip(pairs, labels, truths,
-                                              probs))[:args.show]:
-    mark = "ok" if label == truth else "  "
-    print(f"  [{mark}] {label:<9} p={max(p):.2f}  truth {truth:<9} "
-          f"A: {a[:60]!r}  B: {b[:60]!r}")
-    examples.append({"text_a": a, "text_b": b, "label": label,
-                     "truth": truth, "probabilities": p})
-  result = {"export": path, "examples_scored": len(pairs),
-            "accuracy": correct / len(pairs), "examples": examples,
-            "predicted_label_counts": {n: labels.count(n)
-                                       for n in label_names}}
-  print(f"serving accuracy {result['accuracy']:.3f} over {len(pairs)} dev "
-        f"pairs (predicted: {result['predicted_label_counts']})", flush=True)
-  write_json(args.output_json, result)
+
+  def call(texts_a, texts_b):
+    out = serve(text_a=tf.constant(texts_a), text_b=tf.constant(texts_b))
+    return out["label"].numpy(), out["probabilities"].numpy()
+
+  write_json(args.output_json, classify_pairs(
+      path, call, read_pairs(args.tsv), args.label_names.split(","),
+      args.show))
 
 
 def write_json(path, value):

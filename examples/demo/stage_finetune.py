@@ -12,6 +12,7 @@ from examples.demo import context
 from examples.demo import corpus
 from examples.demo import order_tasks
 from examples.demo import plots
+from examples.demo import tools
 
 
 def finetune(run):
@@ -82,6 +83,7 @@ def finetune(run):
       f"--label_names={','.join(order_tasks.LABEL_NAMES)}", f"--output_json={out}"])
   with open(out, encoding="utf-8") as f:
     served = json.load(f)
+  lite = _serve_lite(run, task, run_dir, data_dir, served)
   majority = max(counts["dev"]["swapped"],
                  counts["dev"]["examples"] - counts["dev"]["swapped"])
   run.summary["metrics"]["finetuning"] = {
@@ -89,10 +91,42 @@ def finetune(run):
       "examples": counts,
       "pretrained": {"dev": results["pretrained"],
                      "served_accuracy": served["accuracy"]},
+      "lite": lite,
       "random_init": {"dev": results["random_init"]},
       "pretraining_gain": (results["pretrained"]["accuracy"] -
                            results["random_init"]["accuracy"]),
       "majority_baseline": majority / counts["dev"]["examples"]}
+
+
+def _serve_lite(run, task, run_dir, data_dir, served):
+  """The fine-tuned run as a dynamic_int8 .tflite (text in), served in a
+  fresh process: size, one-pair latency and labels beside the SavedModel's."""
+  export_dir = run.path("exports", f"{task}_tflite")
+  run.tool(f"export_{task}_tflite", [
+      "-m", "albert_tf.export_savedmodel", f"--model_dir={run_dir}",
+      f"--label_names={','.join(order_tasks.LABEL_NAMES)}",
+      "--format=tflite", "--precision=dynamic_int8",
+      f"--export_dir={export_dir}", "--version=1"])
+  run.exports[f"{task}_tflite"] = os.path.join(export_dir, "1")
+  print("  a fresh process serves the .tflite (dynamic_int8): raw text pair "
+        "-> label", flush=True)
+  out = run.path("exports", f"{task}_tflite_predictions.json")
+  run.tool(f"serve_{task}_tflite", [
+      "-m", "examples.demo.lite_client",
+      f"--model={run.exports[f'{task}_tflite']}",
+      f"--tsv={os.path.join(data_dir, 'dev.tsv')}",
+      f"--label_names={','.join(order_tasks.LABEL_NAMES)}",
+      f"--output_json={out}"])
+  with open(out, encoding="utf-8") as f:
+    lite = json.load(f)
+  agreement = sum(a == b for a, b in zip(lite["labels"], served["labels"]))
+  return {"precision": "dynamic_int8",
+          "tflite_bytes": lite["file_bytes"],
+          "saved_model_bytes": tools.dir_size(run.exports[task]),
+          "tflite_batch1_p50_ms": lite["batch1_p50_ms"],
+          "saved_model_batch1_p50_ms": served["batch1_p50_ms"],
+          "label_agreement": agreement / len(served["labels"]),
+          "accuracy": lite["accuracy"]}
 
 
 def _write_config(run, task, model_section, data_dir, steps):

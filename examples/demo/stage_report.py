@@ -156,6 +156,16 @@ def write_summary(run):
           f" from random init (majority baseline "
           f"{ft['majority_baseline']:.3f}); served from the export: "
           f"{pre['served_accuracy']:.3f}")
+    lite = ft.get("lite")
+    if lite:
+      print(f"  on device ({lite['precision']} .tflite, text in): "
+            f"{tools.human_bytes(lite['tflite_bytes'])} vs SavedModel "
+            f"{tools.human_bytes(lite['saved_model_bytes'])}; one pair "
+            f"{lite['tflite_batch1_p50_ms']:.2f} ms vs "
+            f"{lite['saved_model_batch1_p50_ms']:.2f} ms (p50); labels "
+            f"agree with the SavedModel's on "
+            f"{100 * lite['label_agreement']:.1f}% of dev pairs; accuracy "
+            f"{lite['accuracy']:.3f}")
   print("  timings (wall / CPU seconds):")
   for name, t in run.timings.items():
     print(f"    {name:<12}{t['seconds']:>8.1f}{t['cpu_seconds']:>10.1f}")

@@ -2,6 +2,7 @@
 learnable sentence-pair task in GLUE (RTE) format, writes the GLUE
 submission file, and the exported serving model maps text -> label."""
 
+import json
 import os
 import random
 import sys
@@ -113,6 +114,50 @@ def test_finetune_predict_export_serve(tmp_path_factory):
       "serving_default"]
   out = serve(text_a=tf.constant([r[1] for r in test_rows]),
               text_b=tf.constant([r[2] for r in test_rows]))
+  assert [s.decode() for s in out["label"].numpy()] == predicted
+
+  _check_lite_exports(tmp, model_dir, test_rows, predicted)
+
+
+def _check_lite_exports(tmp, model_dir, test_rows, predicted):
+  """The run as .tflite from the command line: int8 calibrated on the run's
+  training data (its model.json names the run's checkpoint and identity),
+  dynamic_int8 served by predict_lite from a TSV with the float32 labels;
+  and as a bfloat16 SavedModel with the same labels."""
+  for precision in ("int8", "dynamic_int8"):
+    proc = tool_server.run(
+        [sys.executable, "-m", "albert_tf.export_savedmodel",
+         f"--model_dir={model_dir}", f"--export_dir={tmp / precision}",
+         "--format=tflite", f"--precision={precision}"] +
+        (["--representative_examples=16"] if precision == "int8" else []),
+        env=pretrain_testutil.subprocess_env(), cwd=pretrain_testutil.ROOT,
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert f"({precision}," in proc.stdout
+  info = json.loads((tmp / "int8" / "1" / "model.json").read_text())
+  assert info["source"]["checkpoint"].startswith(model_dir)
+  assert info["source"]["identity"]["facts"]["task"] == "sentence_prediction"
+  assert info["serving_params"]["label_names"] == list(
+      glue_data.get_task("rte").labels)
+  tsv = tmp / "test_pairs.tsv"
+  tsv.write_text("text_a\ttext_b\tlabel\n" + "".join(
+      f"{r[1]}\t{r[2]}\t{r[3]}\n" for r in test_rows), encoding="utf-8")
+  proc = tool_server.run(
+      [sys.executable, "-m", "albert_tf.predict_lite",
+       f"--model={tmp / 'dynamic_int8'}", f"--input_file={tsv}",
+       f"--output_file={tmp / 'lite_predictions.jsonl'}"],
+      env=pretrain_testutil.subprocess_env(), cwd=pretrain_testutil.ROOT,
+      capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr
+  rows = [json.loads(line) for line in
+          (tmp / "lite_predictions.jsonl").read_text().splitlines()]
+  assert [r["label"] for r in rows] == predicted
+  bf16 = tasks_export.export(tasks_export.ExportRequest(
+      export_dir=str(tmp / "bf16"), model_dir=model_dir,
+      precision="bfloat16"))
+  out = tf.saved_model.load(bf16).signatures["serving_default"](
+      text_a=tf.constant([r[1] for r in test_rows]),
+      text_b=tf.constant([r[2] for r in test_rows]))
   assert [s.decode() for s in out["label"].numpy()] == predicted
 
 
