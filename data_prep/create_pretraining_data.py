@@ -150,8 +150,10 @@ def run(input_files, output_files, run_cfg, num_workers=1, compression="NONE",
         max_lines_per_document=20000, summary_file=None, progress_interval=5.0):
   """Creates the TFRecords; returns the summary dict (also written as JSON).
 
-  Shards are written under temporary names and renamed at the end; a stale
-  summary is deleted first and the new one written last (output_files.py).
+  The outputs are claimed first (a second run writing them at once is
+  refused), shards are written under temporary names and renamed at the end;
+  a stale summary is deleted first and the new one written last
+  (output_files.py).
   """
   summary_file = summary_file or output_files[0] + output_files_mod.SUMMARY_SUFFIX
   output_files_mod.check_disjoint(input_files, list(output_files) +
@@ -176,19 +178,19 @@ def run(input_files, output_files, run_cfg, num_workers=1, compression="NONE",
                max_lines_per_document)
     for w in writers:
       w.close()
+    progress.maybe_report(stats, final=True)
+    summary = pretraining_summary.build(
+        stats, input_files,
+        {final: w.count for final, w in zip(output_files, writers)}, run_cfg,
+        tok.vocab_size, time.time() - start,
+        {"compression": compression, "num_workers": num_workers,
+         "shuffle_buffer_size": shuffle_buffer_size,
+         "docs_per_block": docs_per_block})
   except BaseException:
     for w in writers:
       w.discard()  # close() would fail again on a full disk
     staged.abort()
     raise
-  progress.maybe_report(stats, final=True)
-  summary = pretraining_summary.build(
-      stats, input_files,
-      {final: w.count for final, w in zip(output_files, writers)}, run_cfg,
-      tok.vocab_size, time.time() - start,
-      {"compression": compression, "num_workers": num_workers,
-       "shuffle_buffer_size": shuffle_buffer_size,
-       "docs_per_block": docs_per_block})
   staged.commit(summary)
   summary["summary_file"] = summary_file
   return summary

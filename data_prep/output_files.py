@@ -4,6 +4,9 @@ Promises (see docs/reliability.md, "Data preparation"):
   * an output that is also an input is refused before anything is opened;
   * our own outputs (summaries, temporary files) are never read as corpus text
     when a glob matches them;
+  * a run claims each output with a lock file (`.name.lock`: pid, host)
+    while it writes it, so a second run writing the same output at once is
+    refused instead of sharing the temporary file;
   * outputs are written under temporary names and renamed only when the run
     has finished, and the summary (the "this run is complete" marker) is
     deleted first and written last. A killed run (SIGKILL, full disk) leaves
@@ -20,9 +23,16 @@ import hashlib
 import json
 import os
 
+from data_prep import owner_lock
+
 SUMMARY_SUFFIX = ".summary.json"
 _TEMP_PREFIX = "."
 _TEMP_SUFFIX = ".incomplete"
+_LOCK_SUFFIX = ".lock"
+
+
+class OutputInUseError(OSError):
+  """Another live run is writing the same output file."""
 
 
 def temp_path(path):
@@ -39,7 +49,23 @@ def is_tool_output(path):
   """True for files only our tools write (summaries, temporary files)."""
   base = os.path.basename(path)
   return base.endswith(SUMMARY_SUFFIX) or (
-      base.startswith(_TEMP_PREFIX) and base.endswith(_TEMP_SUFFIX))
+      base.startswith(_TEMP_PREFIX) and base.endswith((_TEMP_SUFFIX,
+                                                       _LOCK_SUFFIX)))
+
+
+def lock_path(path):
+  """The hidden lock file a writer of `path` holds ('dir/.name.lock')."""
+  d, base = os.path.split(path)
+  return os.path.join(d, f"{_TEMP_PREFIX}{base}{_LOCK_SUFFIX}")
+
+
+def _in_use(lock, owner):
+  output = os.path.join(os.path.dirname(lock), os.path.basename(lock)[
+      len(_TEMP_PREFIX):-len(_LOCK_SUFFIX)])
+  return (f"output {output} is being written by another run (pid "
+          f"{owner.get('pid')} on host {owner.get('host')}, lock file "
+          f"{lock}); wait for it or choose another output name (delete the "
+          "lock file if that run is gone)")
 
 
 def check_disjoint(input_files, output_files, input_flag="--input_file",
@@ -121,31 +147,51 @@ def write_json(path, obj, indent=2, **json_kwargs):
 class StagedOutputs:
   """Final paths -> temporary paths; commit() renames, abort() deletes.
 
-  Creating it deletes a stale `summary_file`, so outputs of an earlier run
-  are never described by a summary that is not theirs.
+  Creating it claims every output (its lock file; OutputInUseError while
+  another live run holds one) and then deletes a stale `summary_file`, so
+  outputs of an earlier run are never described by a summary that is not
+  theirs. commit() and abort() release the claim.
   """
 
   def __init__(self, final_paths, summary_file=None):
     self.final_paths = list(final_paths)
     self.temp_paths = [temp_path(p) for p in self.final_paths]
     self.summary_file = summary_file
-    if summary_file:
-      _remove(summary_file)
     for p in self.final_paths:
       d = os.path.dirname(p)
       if d:
         os.makedirs(d, exist_ok=True)
+    self._locks = []
+    try:
+      for p in self.final_paths:
+        lock = owner_lock.OwnerLock(lock_path(p), OutputInUseError, _in_use)
+        lock.acquire()
+        self._locks.append(lock)
+    except BaseException:
+      self._release()
+      raise
+    if summary_file:
+      _remove(summary_file)
+
+  def _release(self):
+    for lock in self._locks:
+      lock.release()
+    self._locks = []
 
   def commit(self, summary=None):
     """Renames every temporary file to its final name, then the summary."""
-    for tmp, final in zip(self.temp_paths, self.final_paths):
-      os.replace(tmp, final)
-    if self.summary_file and summary is not None:
-      write_json(self.summary_file, summary)
+    try:
+      for tmp, final in zip(self.temp_paths, self.final_paths):
+        os.replace(tmp, final)
+      if self.summary_file and summary is not None:
+        write_json(self.summary_file, summary)
+    finally:
+      self._release()
 
   def abort(self):
     for tmp in self.temp_paths:
       _remove(tmp)
+    self._release()
 
 
 def file_sha256(path):
