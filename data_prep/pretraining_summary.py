@@ -178,6 +178,37 @@ def find(path):
   return None, None
 
 
+def check_one_tokenizer(described, what):
+  """Raises ValueError when the files were tokenized differently.
+
+  `described`: [(file, summary path, summary)]. Two SentencePiece models
+  (by content hash) or lower-casing settings in one training input make the
+  same id mean different pieces; the error names both files, both summaries
+  and both models. Summaries older than the hash are not compared.
+  """
+  first = None
+  for path, summary_path, summary in described:
+    if first is None:
+      first = (path, summary_path, summary)
+      continue
+    for key in ("spm_model_sha256", "do_lower_case"):
+      mine, theirs = value(first[2], key), value(summary, key)
+      if mine is None or theirs is None or mine == theirs:
+        continue
+      raise ValueError(
+          f"{what} mixes data tokenized differently: {first[0]} was made "
+          f"with {_tokenizer_words(first[2])} ({first[1]}) but {path} with "
+          f"{_tokenizer_words(summary)} ({summary_path}); the same token id "
+          "means another piece in each: use one vocabulary's files (move "
+          "the others away)")
+
+
+def _tokenizer_words(summary):
+  sha = value(summary, "spm_model_sha256") or "unknown"
+  return (f"SentencePiece model {value(summary, 'spm_model_file')} (sha256 "
+          f"{sha[:12]}, do_lower_case={value(summary, 'do_lower_case')})")
+
+
 def report(summary, tool, stream=sys.stderr):
   """Human-readable summary on stderr."""
   stream.write(

@@ -11,7 +11,10 @@ import tensorflow as tf
 from albert_tf.core import experiment_config as ec
 from albert_tf.tasks import pretraining
 from albert_tf.tasks import sentence_prediction
+from data_prep import create_pretraining_data as cpd
 from data_prep import output_files
+from data_prep import pretraining_config
+from data_prep import pretraining_instances as pi
 from tests.testing import finetune_testlib
 from tests.testing import pretrain_testutil as tu
 
@@ -104,3 +107,42 @@ def test_finetuning_spm_must_match_model_vocab(tmp_path_factory, tmp_path):
   with pytest.raises(ValueError, match=r"spm.model: 1000 pieces but "
                      r"model.vocab_size is 1200"):
     task.validate_inputs(training=True)
+
+
+def test_files_of_two_vocabularies_are_refused(train_file, tmp_path_factory,
+                                               tmp_path):
+  """Shards of an earlier data prep with another SentencePiece model (of the
+  same size) left beside the new ones: one glob matched both and trained."""
+  from sentencepiece import sentencepiece_model_pb2  # pylint: disable=g-import-not-at-top
+  model = tu.worker_pretraining_data(tmp_path_factory)[1]
+  proto = sentencepiece_model_pb2.ModelProto()
+  proto.ParseFromString(open(model, "rb").read())
+  a, b = proto.pieces[100], proto.pieces[200]  # same size, other ids
+  a.piece, b.piece = b.piece, a.piece
+  other = tmp_path / "other.model"
+  other.write_bytes(proto.SerializeToString())
+  new = copy_with_summary(train_file, tmp_path)
+  old = str(tmp_path / "old.tfrecord")
+  cpd.run([tu.worker_corpus(tmp_path_factory)], [old],
+          pretraining_config.RunConfig(
+              spm_model_file=str(other), do_lower_case=True,
+              instance=pi.InstanceConfig(max_seq_length=tu.SEQ,
+                                         max_predictions_per_seq=tu.PRED)),
+          progress_interval=0)
+  with pytest.raises(ValueError) as info:
+    validate(str(tmp_path / "*.tfrecord"))
+  message = str(info.value)
+  assert "\n" not in message
+  assert (f"data.input_path mixes data tokenized differently: {new} was made "
+          f"with SentencePiece model {model} (sha256 ") in message
+  assert (f"but {old} with SentencePiece model {other} (sha256 "
+          f"{output_files.file_sha256(str(other))[:12]}") in message
+  # Training and evaluation files must agree too.
+  with pytest.raises(ValueError, match="data.eval_input_path and "
+                     "data.input_path mixes data tokenized differently"):
+    config = ec.load_experiment_config(
+        pretraining.PretrainingExperimentConfig, [tu.TINY_RECIPE],
+        tu.tiny_overrides(new, eval_file=old))
+    task = pretraining.PretrainingTask(config)
+    task.validate_inputs(training=True)
+    task.validate_inputs(training=False)
