@@ -43,6 +43,8 @@ def define_flags():
                     "pretrainer (+ MLM/SOP heads), encoder, or auto.")
   flags.DEFINE_bool("init_from_group0", False, "Every group from group_0.")
   flags.DEFINE_integer("global_step", None, "--to=tf1: write global_step.")
+  flags.DEFINE_bool("overwrite", False, "Replace the checkpoint already in "
+                    "--output_dir (refused without this flag).")
 
 
 def main(argv):
@@ -60,7 +62,8 @@ def main(argv):
         init_from_group0=flag_values.init_from_group0,
         spm_model_file=flag_values.spm_model_file,
         output_name=flag_values.output_name,
-        global_step=flag_values.global_step)
+        global_step=flag_values.global_step,
+        overwrite=flag_values.overwrite)
   except cli_flags.USER_ERRORS as e:
     cli_flags.fail(e)
   print(report.summary())
