@@ -8,8 +8,8 @@ silently:
                         zero-width space made a space: tokenization.py)
   huge_lines_split:     lines longer than max_line_chars (split at whitespace)
 An unreadable file raises `OSError` naming the path; a file that is not
-text (a TFRecord, or over 5% control bytes in its first 8 KB: any binary
-file, or UTF-16/32 text) raises `ValueError` naming it, before a line is read: a glob
+text (a TFRecord, UTF-16/32 text, or over 5% control bytes in its first
+8 KB: any binary file) raises `ValueError` naming it, before a line is read: a glob
 that also matches a previous run's TFRecords must not be tokenized as text.
 """
 
@@ -59,10 +59,32 @@ def not_text_reason(head):
     (crc,) = struct.unpack_from("<I", head, 8)
     if crc == tfrecord_io.masked_crc32c(head[:8]):
       return "a TFRecord file"
+  wide = wide_encoding(head)
+  if wide:
+    return f"{wide} text"
   control = sum(head.count(bytes([b])) for b in _BINARY_BYTES)
   if head and control > 0.05 * len(head):
     return (f"a binary file ({control} of its first {len(head)} bytes are "
             "control bytes)")
+  return None
+
+
+def wide_encoding(head):
+  """"UTF-16" / "UTF-32" when bytes starting a file are text in one of them
+  (a byte-order mark, or a NUL in the same 1 or 3 of every 2 or 4 bytes, as
+  in ASCII text so encoded), else None."""
+  if head.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")):
+    return "UTF-32"
+  if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+    return "UTF-16"
+  n = len(head) - len(head) % 4
+  if n < 8:
+    return None
+  nul = [head[k:n:4].count(0) > 0.9 * (n // 4) for k in range(4)]
+  if sum(nul) == 3:
+    return "UTF-32"
+  if nul in ([False, True, False, True], [True, False, True, False]):
+    return "UTF-16"
   return None
 
 
@@ -75,6 +97,10 @@ def check_is_text(path, f):
   except Exception as e:  # OSError, EOFError, zlib.error (corrupt gzip)
     raise OSError(f"Error reading input file {path}: {e}") from e
   reason = not_text_reason(head)
+  if reason and reason.startswith("UTF-"):
+    encoding = reason.split()[0]
+    raise ValueError(f"input file {path} is {reason}, not UTF-8; convert it "
+                     f"first (iconv -f {encoding} -t UTF-8)")
   if reason:
     raise ValueError(f"input file {path} is {reason}, not text; leave it out "
                      "of --input_file")
