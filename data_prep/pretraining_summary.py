@@ -24,6 +24,8 @@ SKIP_KEYS = {
     "invalid_utf8_lines": "lines with invalid UTF-8 (bad bytes dropped)",
     "control_char_lines": "lines with control characters (removed)",
     "huge_lines_split": "lines over max_line_chars (split at whitespace)",
+    "bare_cr_line_ends": "lines ended by a bare carriage return (read as "
+                         "line ends)",
     "empty_documents": "empty documents (skipped)",
     "long_documents_split": "documents over max_lines_per_document (cut)",
     "lines_without_tokens": "lines with no SentencePiece tokens (skipped)",

@@ -7,14 +7,17 @@ silently:
   control_char_lines:   lines with control/format characters (removed; a
                         zero-width space made a space: tokenization.py)
   huge_lines_split:     lines longer than max_line_chars (split at whitespace)
+  bare_cr_line_ends:    lines ended by a carriage return alone (a line end,
+                        as LF and CRLF)
 An unreadable file raises `OSError` naming the path; a file that is not
 text (a TFRecord, UTF-16/32 text, or over 5% control bytes in its first
 8 KB: any binary file) raises `ValueError` naming it, before a line is read: a glob
 that also matches a previous run's TFRecords must not be tokenized as text.
 """
 
-import codecs
 import gzip
+import io
+import re
 import struct
 
 from data_prep import tfrecord_io
@@ -26,6 +29,8 @@ _SNIFF_BYTES = 8192
 # return; and DEL.
 _BINARY_BYTES = tuple(b for b in range(32) if b not in b"\t\n\v\f\r") + (
     127,)
+# What errors="surrogateescape" makes of bytes that are not UTF-8.
+_INVALID_UTF8 = re.compile("[\udc80-\udcff]")
 
 
 def open_binary(path, opener=None):
@@ -139,17 +144,23 @@ def iter_clean_lines(path, stats, max_line_chars=100_000, progress=None,
   except BaseException:
     f.close()
     raise
-  limit = max(16, max_line_chars)  # bytes per read; a char is >= 1 byte
-  decoder = codecs.getincrementaldecoder("utf-8")("strict")
+  limit = max(16, max_line_chars)  # characters per read
+  # Universal line ends: LF, CRLF and a bare CR (old Mac files; mixed
+  # files) each end a line, so blank lines still end documents. newline=""
+  # keeps the ends, to count bare CRs. Invalid UTF-8 bytes come through as
+  # lone surrogates, removed and counted per line.
+  text_f = io.TextIOWrapper(f, encoding="utf-8", errors="surrogateescape",
+                            newline="")
   pending = ""     # text of a huge line not yet emitted
   in_huge = False
+  after_cr = False  # the last read ended at a CR: a LF next belongs to it
   last_pos = 0
   lineno = 0
   try:
-    with f:
+    with text_f:
       while True:
         try:
-          chunk = f.readline(limit)
+          chunk = text_f.readline(limit)
         except (OSError, EOFError, gzip.BadGzipFile) as e:
           raise OSError(f"Error reading input file {path} after line "
                         f"{lineno}: {e}") from e
@@ -159,14 +170,20 @@ def iter_clean_lines(path, stats, max_line_chars=100_000, progress=None,
           last_pos = pos
         if not chunk:
           break
-        complete = chunk.endswith(b"\n")
-        try:
-          text = decoder.decode(chunk, final=complete)
-        except UnicodeDecodeError:
-          decoder.reset()
-          text = chunk.decode("utf-8", errors="ignore")
+        if after_cr and chunk.startswith("\n"):
+          stats["bare_cr_line_ends"] -= 1  # a CRLF cut by the read limit
+          chunk = chunk[1:]
+          if not chunk:
+            after_cr = False
+            continue
+        after_cr = chunk.endswith("\r")
+        if after_cr:
+          stats["bare_cr_line_ends"] += 1
+        complete = chunk.endswith(("\n", "\r"))
+        text = chunk.rstrip("\r\n") if complete else chunk
+        if _INVALID_UTF8.search(text):
+          text = _INVALID_UTF8.sub("", text)
           stats["invalid_utf8_lines"] += 1
-        text = text.rstrip("\r\n") if complete else text
         text, changed = remove_control_chars(text)
         if changed:
           stats["control_char_lines"] += 1
@@ -177,7 +194,7 @@ def iter_clean_lines(path, stats, max_line_chars=100_000, progress=None,
             in_huge = True
             stats["huge_lines_split"] += 1
           if len(text) < max_line_chars and chunk:
-            # Short read without newline: end of file or a split char.
+            # Short read without a line end: end of file.
             pending = text
             continue
           cut = text.rfind(" ", 0, max_line_chars)

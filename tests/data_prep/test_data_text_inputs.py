@@ -2,12 +2,17 @@
 encodings, a vocabulary of other text, files given twice. Each test fails on
 the code before its fix."""
 
+import collections
 import os
 import subprocess
 import sys
 
 import pytest
 
+from data_prep import create_pretraining_data as cpd
+from data_prep import pretraining_config
+from data_prep import pretraining_instances as pi
+from data_prep import text_reader
 from data_prep import tfrecord_io
 from data_prep import train_sentencepiece
 from tests.testing.botchan_testlib import botchan_spm
@@ -64,3 +69,41 @@ def test_train_sentencepiece_names_a_file_that_is_not_text(spm_corpus,
   assert proc.stderr.strip().splitlines() == [
       f"train_sentencepiece: error: no text to train on: {empty} holds no "
       "non-blank line"]
+
+
+def _documents(path, stats, **kw):
+  return list(text_reader.iter_documents([str(path)], stats, **kw))
+
+
+def test_a_bare_cr_ends_a_line(spm_corpus, tmp_path):
+  """CR-only and mixed CRLF / CR / LF files read 3 documents as 1, so
+  sentence-order pairs spanned unrelated documents."""
+  docs = [["First one.", "Two."], ["Second doc."], ["Third a.", "Third b."]]
+  lf = "\n\n".join("\n".join(d) for d in docs) + "\n"
+  mixed = "First one.\r\nTwo.\r\r\nSecond doc.\n\rThird a.\rThird b.\r\n"
+  for name, text in (("lf", lf), ("cr", lf.replace("\n", "\r")),
+                     ("crlf", lf.replace("\n", "\r\n")), ("mixed", mixed)):
+    path = tmp_path / f"{name}.txt"
+    path.write_bytes(text.encode("utf-8"))
+    stats = collections.Counter()
+    assert _documents(path, stats) == docs, name
+    assert stats["bare_cr_line_ends"] == {"lf": 0, "cr": 7, "crlf": 0,
+                                          "mixed": 3}[name], name
+  # A CRLF cut by the read limit is one line end, not two.
+  path = tmp_path / "cut.txt"
+  path.write_bytes(b"x" * 15 + b"\r\nnext\r\n\r\nlast\n")
+  stats = collections.Counter()
+  assert _documents(path, stats, max_line_chars=16) == [["x" * 15, "next"],
+                                                        ["last"]]
+  assert stats["bare_cr_line_ends"] == 0
+  # Through create_pretraining_data: three documents, counted in the summary.
+  model, _ = spm_corpus
+  out = tmp_path / "cr.tfrecord"
+  summary = cpd.run([str(tmp_path / "cr.txt")], [str(out)],
+                    pretraining_config.RunConfig(
+                        spm_model_file=model, do_lower_case=True,
+                        instance=pi.InstanceConfig(max_seq_length=16,
+                                                   max_predictions_per_seq=2)),
+                    progress_interval=0)
+  assert summary["documents_read"] == 3
+  assert summary["skipped_or_repaired"]["bare_cr_line_ends"] == 7
