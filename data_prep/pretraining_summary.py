@@ -46,6 +46,11 @@ SKIP_KEYS = {
 }
 
 
+# Above this share of <unk> pieces the vocabulary does not fit the text
+# (English text with an English model: well under 0.1%).
+UNKNOWN_WARN_FRACTION = 0.02
+
+
 def feature_names(v2_feature_names):
   ids, seg = (("input_word_ids", "input_type_ids") if v2_feature_names
               else ("input_ids", "segment_ids"))
@@ -94,6 +99,11 @@ def build(stats, input_files, records_per_file, run_cfg, vocab_size, elapsed,
       "tokens": stats["tokens"],
       "document_tokens": stats["document_tokens"],
       "masked_tokens": stats["masked_tokens"],
+      # <unk> pieces among all tokens the text was encoded to.
+      "unknown_tokens": stats["unknown_tokens"],
+      "unknown_token_fraction": (
+          round(stats["unknown_tokens"] / stats["encoded_tokens"], 6)
+          if stats["encoded_tokens"] else 0.0),
       "mask_budget": stats["mask_budget"],
       "masked_by_ngram": ngram,
       "ngram_drawn_full_choice": drawn,
@@ -224,4 +234,18 @@ def report(summary, tool, stream=sys.stderr):
     n = summary["skipped_or_repaired"][key]
     if n:
       stream.write(f"  {n:>8} {desc}\n")
+  warning = unknown_warning(summary)
+  if warning:
+    stream.write(f"{tool}: warning: {warning}\n")
   stream.write(f"  summary: {summary['summary_file']}\n")
+
+
+def unknown_warning(summary):
+  """The warning for a vocabulary that does not cover the text, or None."""
+  fraction = summary.get("unknown_token_fraction") or 0.0
+  if fraction <= UNKNOWN_WARN_FRACTION:
+    return None
+  return (f"{fraction:.1%} of the tokens ({summary['unknown_tokens']}) are "
+          f"<unk>: the SentencePiece model {value(summary, 'spm_model_file')} "
+          "does not cover this text (another language or script?); train "
+          "the vocabulary on this text")

@@ -3,7 +3,9 @@ encodings, a vocabulary of other text, files given twice. Each test fails on
 the code before its fix."""
 
 import collections
+import io
 import os
+import random
 import subprocess
 import sys
 
@@ -12,8 +14,10 @@ import pytest
 from data_prep import create_pretraining_data as cpd
 from data_prep import pretraining_config
 from data_prep import pretraining_instances as pi
+from data_prep import pretraining_summary
 from data_prep import text_reader
 from data_prep import tfrecord_io
+from data_prep import tokenization
 from data_prep import train_sentencepiece
 from tests.testing.botchan_testlib import botchan_spm
 
@@ -107,3 +111,49 @@ def test_a_bare_cr_ends_a_line(spm_corpus, tmp_path):
                     progress_interval=0)
   assert summary["documents_read"] == 3
   assert summary["skipped_or_repaired"]["bare_cr_line_ends"] == 7
+
+
+def _small_cfg(model):
+  return pretraining_config.RunConfig(
+      spm_model_file=model, do_lower_case=True,
+      instance=pi.InstanceConfig(max_seq_length=32, max_predictions_per_seq=4))
+
+
+def test_unknown_pieces_are_counted_and_warned_about(spm_corpus, tmp_path):
+  """CJK text with an English model gave instances of almost all <unk>, and
+  no warning."""
+  model, corpus = spm_corpus
+  tok = tokenization.FullTokenizer(model, True)
+  cjk = tmp_path / "cjk.txt"
+  rng = random.Random(0)
+  cjk.write_text("\n\n".join(
+      "\n".join("".join(chr(rng.randrange(0x4E00, 0x9FA0)) for _ in range(12))
+                + "\u3002" for _ in range(4)) for _ in range(5)) + "\n",
+                 encoding="utf-8")
+  english = tmp_path / "english.txt"
+  with open(corpus, encoding="utf-8") as f:
+    english.write_text("".join(f.readlines()[:300]), encoding="utf-8")
+  results = {}
+  for name, path in (("english", str(english)), ("cjk", str(cjk))):
+    summary = cpd.run([path], [str(tmp_path / f"{name}.tfrecord")],
+                      _small_cfg(model), progress_interval=0)
+    summary["summary_file"] = "s.json"
+    out = io.StringIO()
+    pretraining_summary.report(summary, "create_pretraining_data", out)
+    results[name] = summary, out.getvalue()
+  # The counts against an independent encoding of the same lines.
+  with open(cjk, encoding="utf-8") as f:
+    ids = [tok.encode_ids(line) for line in f.read().split("\n") if line]
+  unknown = sum(i.count(tok.unk_id) for i in ids)
+  summary, report = results["cjk"]
+  assert summary["unknown_tokens"] == unknown > 0
+  assert summary["unknown_token_fraction"] == pytest.approx(
+      unknown / sum(map(len, ids)), abs=1e-6)
+  assert summary["unknown_token_fraction"] > 0.3
+  assert (f"create_pretraining_data: warning: "
+          f"{summary['unknown_token_fraction']:.1%} of the tokens ({unknown}) "
+          f"are <unk>: the SentencePiece model {model} does not cover this "
+          "text") in report
+  summary, report = results["english"]
+  assert summary["unknown_token_fraction"] < 0.001
+  assert "warning" not in report
