@@ -22,6 +22,7 @@ optimization/ may use it).
 import hashlib
 import json
 import os
+import sys
 
 from data_prep import owner_lock
 
@@ -82,6 +83,24 @@ def check_disjoint(input_files, output_files, input_flag="--input_file",
     if is_tool_output(p):
       raise ValueError(f"{input_flag} {p} is an output of a data_prep tool "
                        "(summary or temporary file), not corpus text")
+
+
+def read_once(files, warn=None):
+  """`files` with each real path once (first place kept), saying which were
+  given more than once (the same file twice in --input_file, or matched by
+  two overlapping globs, was read each time)."""
+  warn = warn or (lambda message: sys.stderr.write(message + "\n"))
+  seen = {}
+  unique = []
+  for path in files:
+    key = path if "://" in path else os.path.realpath(path)
+    if key in seen:
+      warn(f"warning: input file {path} is given more than once (also as "
+           f"{seen[key]}); reading it once")
+      continue
+    seen[key] = path
+    unique.append(path)
+  return unique
 
 
 def _remove(path):

@@ -157,3 +157,33 @@ def test_unknown_pieces_are_counted_and_warned_about(spm_corpus, tmp_path):
   summary, report = results["english"]
   assert summary["unknown_token_fraction"] < 0.001
   assert "warning" not in report
+
+
+def test_a_file_given_twice_is_read_once(spm_corpus, tmp_path):
+  """`--input_file=a.txt,a.txt` or two overlapping globs read a.txt twice
+  (every instance twice, no word said)."""
+  _, corpus = spm_corpus
+  text = tmp_path / "in" / "a.txt"
+  text.parent.mkdir()
+  with open(corpus, encoding="utf-8") as f:
+    text.write_text("".join(f.readlines()[:200]), encoding="utf-8")
+  link = tmp_path / "in" / "link.txt"
+  link.symlink_to(text)
+  spec = f"{text},{tmp_path}/in/*.txt,{tmp_path}/in/a*"
+  assert tfrecord_io.expand_input_files(spec) == [str(text)]
+  out = tmp_path / "corpus.txt"
+  proc = run_tool("prepare_corpus", f"--input_file={spec}",
+                  f"--output_file={out}")
+  assert proc.returncode == 0, proc.stderr
+  warnings = [l for l in proc.stderr.splitlines() if "warning" in l]
+  assert warnings == [
+      f"warning: input file {tmp_path}/in/a.txt is given more than once "
+      f"(also as {text}); reading it once",
+      f"warning: input file {link} is given more than once (also as "
+      f"{text}); reading it once",
+      f"warning: input file {tmp_path}/in/a.txt is given more than once "
+      f"(also as {text}); reading it once"]
+  once = tmp_path / "once.txt"
+  assert run_tool("prepare_corpus", f"--input_file={text}",
+                  f"--output_file={once}").returncode == 0
+  assert out.read_bytes() == once.read_bytes()
