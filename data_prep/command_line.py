@@ -10,6 +10,7 @@ and (through albert_tf/cli_flags.py) of albert_tf, parses its flags with
 """
 
 import math
+import signal
 import sys
 from typing import List, Sequence
 
@@ -69,3 +70,13 @@ def parse_flags(argv: Sequence[str], known_only: bool = False) -> List[str]:
   if bad:
     _fail(f"{', '.join(bad)}: not a finite number")
   return rest
+
+
+def exit_on_sigterm():
+  """SIGTERM (kill, a scheduler's stop) exits like Ctrl-C, through the
+  tools' cleanup: temporary outputs deleted, output claims released. Its
+  default action ended the process at once and left them behind."""
+  def _exit(signum, frame):
+    del frame
+    raise SystemExit(128 + signum)
+  signal.signal(signal.SIGTERM, _exit)

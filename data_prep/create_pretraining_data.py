@@ -136,12 +136,12 @@ class Progress:
     self.last = now
     el = max(1e-9, now - self.start)
     frac = min(1.0, self.done / self.total)
-    eta = el * (1 - frac) / frac if frac > 0 else float("nan")
+    eta = f"{el * (1 - frac) / frac:.0f}s" if frac > 0 else "unknown"
     self.stream.write(
         f"[{self.tool}] {frac:6.1%} of input, "
         f"{stats['documents_read']} docs ({stats['documents_read'] / el:.1f}/s), "
         f"{stats['instances']} instances ({stats['instances'] / el:.1f}/s), "
-        f"elapsed {el:.0f}s, ETA {eta:.0f}s\n")
+        f"elapsed {el:.0f}s, ETA {eta}\n")
     self.stream.flush()
 
 
@@ -176,6 +176,8 @@ def run(input_files, output_files, run_cfg, num_workers=1, compression="NONE",
     _write_all(input_files, writers, run_cfg, stats, progress, num_workers,
                shuffle_buffer_size, docs_per_block, max_line_chars,
                max_lines_per_document)
+    if not stats["instances"]:
+      raise ValueError(_no_instances(input_files, stats))
     for w in writers:
       w.close()
     progress.maybe_report(stats, final=True)
@@ -194,6 +196,17 @@ def run(input_files, output_files, run_cfg, num_workers=1, compression="NONE",
   staged.commit(summary)
   summary["summary_file"] = summary_file
   return summary
+
+
+def _no_instances(input_files, stats):
+  """The error for a run that made no instance (nothing is written)."""
+  shown = ", ".join(input_files[:3]) + (
+      f" and {len(input_files) - 3} more" if len(input_files) > 3 else "")
+  if not stats["documents_read"]:
+    return f"no instances: the input ({shown}) holds no text; nothing written"
+  return (f"no instances: the {stats['documents_read']} documents of the "
+          f"input ({shown}) gave none ({stats['documents_used']} had enough "
+          "tokens); nothing written")
 
 
 def _write_all(input_files, writers, run_cfg, stats, progress, num_workers,
@@ -248,6 +261,7 @@ def _write_all(input_files, writers, run_cfg, stats, progress, num_workers,
 
 def main(argv):
   del argv
+  command_line.exit_on_sigterm()
   pretraining_config.check_required_flags(FLAGS)
   run_cfg = pretraining_config.run_config_from_flags(FLAGS)
   try:

@@ -189,6 +189,10 @@ class StagedOutputs:
     except BaseException:
       self._release()
       raise
+    replaced = [p for p in self.final_paths if os.path.exists(p)]
+    if replaced:  # said, as any other change to what is on disk
+      more = f" and {len(replaced) - 1} more" if len(replaced) > 1 else ""
+      sys.stderr.write(f"note: replacing the existing {replaced[0]}{more}\n")
     if summary_file:
       _remove(summary_file)
 

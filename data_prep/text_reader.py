@@ -19,6 +19,7 @@ import gzip
 import io
 import re
 import struct
+import sys
 
 from data_prep import tfrecord_io
 from data_prep import tokenization
@@ -156,6 +157,7 @@ def iter_clean_lines(path, stats, max_line_chars=100_000, progress=None,
   after_cr = False  # the last read ended at a CR: a LF next belongs to it
   last_pos = 0
   lineno = 0
+  invalid_lines, first_invalid = 0, 0
   try:
     with text_f:
       while True:
@@ -184,6 +186,8 @@ def iter_clean_lines(path, stats, max_line_chars=100_000, progress=None,
         if _INVALID_UTF8.search(text):
           text = _INVALID_UTF8.sub("", text)
           stats["invalid_utf8_lines"] += 1
+          invalid_lines += 1
+          first_invalid = first_invalid or lineno + 1
         text, changed = remove_control_chars(text)
         if changed:
           stats["control_char_lines"] += 1
@@ -213,10 +217,21 @@ def iter_clean_lines(path, stats, max_line_chars=100_000, progress=None,
         yield text
       if pending:
         yield pending
+    if invalid_lines:
+      _warn_not_utf8(path, invalid_lines, first_invalid)
   except OSError:
     raise
   except Exception as e:  # zlib.error and friends from corrupt gzip streams
     raise OSError(f"Error reading input file {path}: {e}") from e
+
+
+def _warn_not_utf8(path, lines, first):
+  """Names a file with bytes that are not UTF-8 (their bytes were dropped
+  and counted; the file is most likely in an 8-bit encoding)."""
+  sys.stderr.write(
+      f"warning: input file {path} is not UTF-8: {lines} line(s) had bytes "
+      f"that are not (first: line {first}; Latin-1 or Windows-1252 text?), "
+      "dropped; convert it first (iconv -f LATIN1 -t UTF-8)\n")
 
 
 def iter_documents(paths, stats, max_line_chars=100_000,

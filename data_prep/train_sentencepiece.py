@@ -225,6 +225,7 @@ def train(input_files, model_prefix,
 
 def main(argv):
   del argv
+  command_line.exit_on_sigterm()
   if not FLAGS.input_file or not FLAGS.model_prefix:
     raise app.UsageError("--input_file and --model_prefix are required")
   try:

@@ -183,6 +183,11 @@ def check_summaries(files, config, what: str):
       if got is not None and got != want[1]:
         raise ValueError(f"{summary_path}: {key} is {got} but {want[0]} is "
                          f"{want[1]}; use matching data {override}")
+    if (summary.get("masked_tokens") == 0 and summary.get("instances")
+        and not config.data.dynamic_masking):
+      raise ValueError(f"{summary_path}: {path} holds no masked token (made "
+                       "with masked_lm_prob=0?): the masked LM would learn "
+                       f"nothing; regenerate the data {override}")
     count = _summary_count(summary, summary_path, path)
     if not count:
       raise ValueError(f"{summary_path}: lists no instances for {path} "

@@ -1,6 +1,8 @@
 """Writers of one output: two runs at once, a stale claim, interrupted runs,
 replaced datasets. Each test fails on the code before its fix."""
 
+import collections
+import io
 import json
 import os
 import signal
@@ -14,6 +16,7 @@ from data_prep import create_pretraining_data as cpd
 from data_prep import output_files
 from data_prep import pretraining_config
 from data_prep import pretraining_instances as pi
+from data_prep import text_reader
 from data_prep import tfrecord_io
 from tests.testing.botchan_testlib import botchan_spm
 
@@ -102,3 +105,70 @@ def test_claim_of_a_dead_run_is_taken_over(spm_corpus, tmp_path, capsys):
   assert f"{lock}: taking over the stale lock of pid {dead.pid}" in (
       capsys.readouterr().err)
   assert not os.path.exists(lock)
+
+
+def test_empty_input_writes_nothing_and_says_why(spm_corpus, tmp_path):
+  """It wrote an empty dataset (and a summary) with 'ETA nans'."""
+  model, _ = spm_corpus
+  empty = tmp_path / "empty.txt"
+  empty.write_text("\n\n")
+  out = tmp_path / "out" / "t.tfrecord"
+  proc = subprocess.run(
+      [sys.executable, "-m", "data_prep.create_pretraining_data",
+       f"--input_file={empty}", f"--output_file={out}",
+       f"--spm_model_file={model}", "--max_seq_length=64",
+       "--progress_interval=0.000001"],
+      env=ENV, cwd=ROOT, capture_output=True, text=True, timeout=120)
+  assert proc.returncode == 1
+  assert "nan" not in proc.stderr
+  assert proc.stderr.splitlines()[-1] == (
+      f"create_pretraining_data: error: no instances: the input ({empty}) "
+      "holds no text; nothing written")
+  assert os.listdir(out.parent) == []
+  progress = cpd.Progress(0, 1, stream=io.StringIO())
+  progress.maybe_report(collections.Counter(), final=True)
+  assert progress.stream.getvalue().endswith("ETA unknown\n")
+
+
+def test_masked_lm_prob_zero_is_refused():
+  """0 wrote instances without a mask (the budget is documented as >= 1);
+  training on them reported 'new best masked_lm_accuracy 0.0000'."""
+  with pytest.raises(ValueError, match=r"masked_lm_prob must be > 0 and <= "
+                     r"1, got 0: every instance masks max\(1, round"):
+    pi.InstanceConfig(masked_lm_prob=0)
+
+
+def test_replacing_an_existing_dataset_is_said(spm_corpus, tmp_path, capsys):
+  model, corpus = spm_corpus
+  spec = tfrecord_io.expand_output_files(f"{tmp_path}/t.tfrecord@2")
+  cpd.run([corpus], spec, small_cfg(model), progress_interval=0)
+  assert "replacing" not in capsys.readouterr().err
+  cpd.run([corpus], spec, small_cfg(model), progress_interval=0)
+  assert (f"note: replacing the existing {spec[0]} and 1 more" in
+          capsys.readouterr().err)
+
+
+def test_sigterm_removes_temporary_files_and_the_claim(spm_corpus, tmp_path):
+  """SIGTERM left empty `.incomplete` files (its default action skips the
+  cleanup)."""
+  model, corpus = spm_corpus
+  out = tmp_path / "t.tfrecord"
+  proc = start_writer(corpus, model, out, dupe=200)
+  wait_for(output_files.temp_path(str(out)), proc)
+  proc.send_signal(signal.SIGTERM)
+  proc.communicate(timeout=60)
+  assert proc.returncode == 143
+  assert os.listdir(tmp_path) == []
+
+
+def test_latin1_file_is_named(tmp_path, capsys):
+  latin1 = tmp_path / "latin1.txt"
+  latin1.write_bytes("ok\nCaf\u00e9\nna\u00efve\n".encode("latin-1"))
+  stats = collections.Counter()
+  assert list(text_reader.iter_clean_lines(str(latin1), stats)) == [
+      "ok", "Caf", "nave"]
+  assert stats["invalid_utf8_lines"] == 2
+  assert capsys.readouterr().err == (
+      f"warning: input file {latin1} is not UTF-8: 2 line(s) had bytes that "
+      "are not (first: line 2; Latin-1 or Windows-1252 text?), dropped; "
+      "convert it first (iconv -f LATIN1 -t UTF-8)\n")

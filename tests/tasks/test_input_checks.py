@@ -146,3 +146,13 @@ def test_files_of_two_vocabularies_are_refused(train_file, tmp_path_factory,
     task = pretraining.PretrainingTask(config)
     task.validate_inputs(training=True)
     task.validate_inputs(training=False)
+
+
+def test_data_without_masks_is_refused(train_file, tmp_path):
+  """Data made with masked_lm_prob=0 trained and reported 'new best
+  masked_lm_accuracy 0.0000'."""
+  path = copy_with_summary(train_file, tmp_path,
+                           lambda s: s.update(masked_tokens=0))
+  with pytest.raises(ValueError, match=rf"{path} holds no masked token "
+                     r"\(made with masked_lm_prob=0\?\)"):
+    validate(path)
