@@ -22,6 +22,7 @@ from albert_tf.core import run_record
 from albert_tf.core import train_lib
 from albert_tf.tasks import pretraining
 from data_prep import output_files
+from data_prep import tfrecord_io
 from tests.testing import pretrain_testutil as tu
 from tests.testing import tool_server
 
@@ -219,3 +220,49 @@ def test_record_appended_after_a_cut_line_stands_alone(tmp_path):
   lines = [json.loads(l) for l in path.read_text().splitlines()]
   assert [(r["mode"], r["step"]) for r in lines] == [("train", 10),
                                                      ("eval", 20)]
+
+
+# ----------------------------------------------- data regenerated in place ----
+def _place(data_file, path, records=None):
+  """`data_file` (or its first `records` records) and its summary as `path`
+  (what a rerun of data prep under the same name leaves)."""
+  with open(data_file, "rb") as f:
+    framed = tfrecord_io.split_framed(f.read())[:records]
+  with open(path, "wb") as f:
+    f.write(b"".join(framed))
+  with open(data_file + output_files.SUMMARY_SUFFIX) as f:
+    summary = json.load(f)
+  summary["records_per_file"] = summary["output_files"] = {path: len(framed)}
+  output_files.write_json(path + output_files.SUMMARY_SUFFIX, summary)
+
+
+def test_resume_after_the_data_was_regenerated_in_place(tmp_path,
+                                                       tmp_path_factory,
+                                                       caplog):
+  """Every resume failed with 'corrupt input ... Fix or remove the file'
+  about a valid file: the saved data position pointed into the old file
+  (files this small are read ahead whole, so here it was restored into the
+  new file silently)."""
+  base = tu.worker_data_dir(tmp_path_factory)
+  big, _ = tu.make_pretraining_data(str(base), dupe=3)
+  small, _ = tu.make_pretraining_data(str(base), dupe=1, name="small")
+  train = str(tmp_path / "train.tfrecord")
+  _place(big, train)
+  model_dir = tmp_path / "run"
+  settings = {"trainer.steps_per_loop": 1, "trainer.checkpoint_interval": 1,
+              "data.shuffle_buffer_size": 1}
+  run(config(train, **settings, **{"trainer.train_steps": 6}), model_dir)
+  _place(small, train, records=40)  # the same name, fewer records
+  caplog.set_level(logging.WARNING)
+  result = run(config(train, **settings, **{"trainer.train_steps": 8}),
+               model_dir)
+  assert result["train"]["step"] == 8
+  assert (f"the training input changed since the newest checkpoint was "
+          f"saved ({train}: {os.path.getsize(big)} -> "
+          f"{os.path.getsize(train)} bytes): its saved data position belongs "
+          "to the old files; the input pipeline starts over") in caplog.text
+  # The next resume, on the same files, restores the position again.
+  caplog.clear()
+  run(config(train, **settings, **{"trainer.train_steps": 9}), model_dir)
+  assert "the training input changed" not in caplog.text
+  assert "restore_data_position=False" not in caplog.text
