@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf.core import experiment_config as ec
+from albert_tf.core import train_lib
 from albert_tf.tasks import pretraining
 from albert_tf.tasks import sentence_prediction
 from data_prep import create_pretraining_data as cpd
@@ -156,3 +157,31 @@ def test_data_without_masks_is_refused(train_file, tmp_path):
   with pytest.raises(ValueError, match=rf"{path} holds no masked token "
                      r"\(made with masked_lm_prob=0\?\)"):
     validate(path)
+
+
+def test_evaluation_inputs_are_checked_before_training(tmp_path_factory,
+                                                       tmp_path):
+  """An empty dev.tsv was found after the whole training run, as
+  'evaluation data produced no batch' naming no file; a bad dev label
+  likewise only after training."""
+  header = "index\tsentence1\tsentence2\tlabel\n"
+  (tmp_path / "train.tsv").write_text(
+      header + "".join(f"{i}\ta b\tc d\tentailment\n" for i in range(40)))
+  config = finetune_testlib.tiny_finetune_config(
+      sentence_prediction.GlueExperimentConfig,
+      {"task_name": "rte", "data_dir": str(tmp_path), "max_seq_length": 16,
+       "spm_model_file": finetune_testlib.spm_model(tmp_path_factory)},
+      steps=2)
+  config.model.vocab_size = 1000
+  dev = tmp_path / "dev.tsv"
+  for text, error in (
+      (header, rf"{dev}: no dev example to evaluate on"),
+      (header + "0\ta\tb\tentailment\n1\ta\tb\tmaybe\n",
+       rf"{dev}:3: .*'maybe'")):
+    dev.write_text(text)
+    model_dir = tmp_path / "run"
+    with pytest.raises(ValueError, match=error):
+      train_lib.run_experiment(
+          sentence_prediction.ClassifierTask(config, str(model_dir)), config,
+          str(model_dir), "train_and_eval")
+    assert not (model_dir / "checkpoints").exists()  # nothing trained
