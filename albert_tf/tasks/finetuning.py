@@ -115,7 +115,8 @@ def initialize_model(model, config):
   identity.check(source,
                  model=None if tc.init_from_group0 else config.model.as_dict(),
                  facts={"spm_sha256": output_files.file_sha256(
-                     config.data.spm_model_file)},
+                     config.data.spm_model_file),
+                        "do_lower_case": config.data.do_lower_case},
                  what="this run's config (trainer.init_checkpoint)")
   report = restore_lib.restore(model, source, parts="encoder",
                                init_from_group0=tc.init_from_group0)
