@@ -28,6 +28,7 @@ import tensorflow as tf
 
 from albert_tf.checkpoints import paths
 from albert_tf.core import actions
+from albert_tf.core import checkpoint_config
 from albert_tf.core import data_position
 from albert_tf.core import distribute_utils
 from albert_tf.core import run_record
@@ -87,14 +88,13 @@ def write_eval_results(output_dir: str, results: Dict[str, Any]) -> str:
 def restore_for_inference(trainer, checkpoint: Optional[str] = None) -> str:
   """Loads `checkpoint` (default: the latest of the run) into the model,
   through the task (`Trainer.restore_model`)."""
-  if checkpoint:
-    path = paths.resolve_checkpoint(checkpoint)
-  else:
-    path = paths.latest_checkpoint(trainer.checkpoint_dir)
-    if not path:
-      raise ValueError(f"no checkpoint in {trainer.checkpoint_dir}; train "
-                       "first or pass --checkpoint")
-  trainer.restore_model(path)
+  if not checkpoint and not paths.latest_checkpoint(trainer.checkpoint_dir):
+    raise ValueError(f"no checkpoint in {trainer.checkpoint_dir}; train "
+                     "first or pass --checkpoint")
+  # The newest that reads (a truncated one, or one a running trainer
+  # rotated away, is skipped with a warning); a given one or nothing.
+  path, _ = checkpoint_config.restore_newest_readable(
+      trainer.restore_model, trainer.model_dir, checkpoint)
   logging.info("restored %s (step %d)", path, int(trainer.global_step.numpy()))
   return path
 

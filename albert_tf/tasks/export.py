@@ -22,7 +22,6 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple, Type
 
 from absl import logging
 
-from albert_tf.checkpoints import paths
 from albert_tf.checkpoints import restore as restore_lib
 from albert_tf.core import base_task
 from albert_tf.core import checkpoint_config
@@ -213,8 +212,10 @@ def _export_of_run(request: ExportRequest, model_dir: str) -> str:
     return _export_preprocessing(request, params, task.config.model)
   model = task.build_model()
   if not request.random_init:
-    checkpoint = paths.resolve_checkpoint(request.checkpoint or model_dir)
-    logging.info("%s", task.restore_for_inference(model, checkpoint).summary())
+    _, report = checkpoint_config.restore_newest_readable(
+        lambda path: task.restore_for_inference(model, path), model_dir,
+        request.checkpoint)
+    logging.info("%s", report.summary())
   return export_run(task, model, kind, request.export_dir, record.facts,
                     request.settings, request.version)
 

@@ -16,10 +16,13 @@ import pytest
 
 from albert_tf import plot_metrics
 from albert_tf.checkpoints import conversion
+from albert_tf.checkpoints import restore as restore_lib
 from albert_tf.core import actions
+from albert_tf.core import checkpoint_config
 from albert_tf.core import experiment_config as ec
 from albert_tf.core import run_record
 from albert_tf.core import train_lib
+from albert_tf.tasks import export
 from albert_tf.tasks import pretraining
 from data_prep import output_files
 from data_prep import tfrecord_io
@@ -266,3 +269,59 @@ def test_resume_after_the_data_was_regenerated_in_place(tmp_path,
   run(config(train, **settings, **{"trainer.train_steps": 9}), model_dir)
   assert "the training input changed" not in caplog.text
   assert "restore_data_position=False" not in caplog.text
+
+
+# ------------------------------------------- export of a run in progress ----
+def _truncate(prefix):
+  (data,) = [p for p in os.listdir(os.path.dirname(prefix))
+             if p.startswith(os.path.basename(prefix) + ".data")]
+  path = os.path.join(os.path.dirname(prefix), data)
+  with open(path, "r+b") as f:
+    f.truncate(os.path.getsize(path) // 2)
+
+
+def test_export_skips_an_unreadable_newest_checkpoint(train_file, tmp_path,
+                                                      caplog):
+  """A truncated newest checkpoint gave a 43-line traceback (IndexError:
+  Read less bytes than requested); one a running trainer rotated away
+  mid-export gave 'wrong config for this checkpoint?'."""
+  model_dir = tmp_path / "run"
+  run(config(train_file, **{"trainer.steps_per_loop": 1,
+                            "trainer.checkpoint_interval": 1}), model_dir)
+  first, newest = (os.path.join(model_dir, "checkpoints", f"ckpt-{n}")
+                   for n in (1, 2))
+  copy = tmp_path / "copy"
+  shutil.copytree(model_dir, copy)
+  _truncate(newest)
+  caplog.set_level(logging.WARNING)
+  written = export.export(export.ExportRequest(
+      export_dir=str(tmp_path / "export"), model_dir=str(model_dir)))
+  assert os.path.exists(os.path.join(written, "saved_model.pb"))
+  assert (f"checkpoint {newest} is truncated or unreadable: ") in caplog.text
+  assert "using the one before it" in caplog.text
+  # A checkpoint asked for by name is not replaced: one line naming it.
+  with pytest.raises(actions.CheckpointError) as info:
+    export.export(export.ExportRequest(
+        export_dir=str(tmp_path / "e2"), model_dir=str(model_dir),
+        checkpoint=newest))
+  assert str(info.value).startswith(
+      f"no readable checkpoint: {newest} (truncated or unreadable: ")
+  assert "\n" not in str(info.value)
+  # Rotated away by the trainer while it was read: the one before it, said.
+  model = pretraining.PretrainingTask(config(train_file)).build_model()
+  rotated = str(copy / "checkpoints" / "ckpt-2")
+
+  def rotating_restore(path):
+    if path == rotated:
+      for name in os.listdir(os.path.dirname(path)):
+        if name.startswith("ckpt-2."):
+          os.remove(os.path.join(os.path.dirname(path), name))
+    return restore_lib.restore(model, path)
+
+  caplog.clear()
+  path, _ = checkpoint_config.restore_newest_readable(rotating_restore,
+                                                      str(copy))
+  assert path == str(copy / "checkpoints" / "ckpt-1")
+  assert (f"checkpoint {rotated} is deleted while it was read: a training "
+          "run keeps only its newest trainer.max_to_keep checkpoints; using "
+          "the one before it") in caplog.text
