@@ -159,6 +159,11 @@ def test_convert_reads_the_record_and_refuses_other_model(run_dir, tmp_path):
   assert ok.returncode == 0, ok.stderr
   with open(tmp_path / "tf1" / "albert_config.json") as f:
     assert json.load(f)["num_hidden_layers"] == 2
+  # The run's SentencePiece model travels with it, as the help says.
+  spm = run_record.read(run_dir).facts["spm_model_file"]
+  with open(spm, "rb") as f, open(
+      tmp_path / "tf1" / os.path.basename(spm), "rb") as g:
+    assert f.read() == g.read()
   # The converted checkpoint's albert_config.json guards it in turn.
   bad = tool("albert_tf.export_savedmodel", "--export_kind=encoder",
              f"--checkpoint={tmp_path / 'tf1' / 'model.ckpt'}",
