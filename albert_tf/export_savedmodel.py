@@ -17,6 +17,8 @@ task's export does not have.
       --spm_model_file=albert_base/30k-clean.model --export_dir=/tmp/enc
 """
 
+import shlex
+
 from absl import app
 from absl import flags
 
@@ -38,7 +40,7 @@ def main(argv):
   except cli_flags.USER_ERRORS as e:
     cli_flags.fail(e)
   print(export_lib.describe_signatures(path))
-  print(f"Check with: saved_model_cli show --all --dir {path}")
+  print("Check with: saved_model_cli show --all --dir " + shlex.quote(path))
 
 
 def cli():  # console script (pyproject.toml)

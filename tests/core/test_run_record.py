@@ -4,6 +4,7 @@ that fits the weights' shapes but not the weights)."""
 
 import json
 import os
+import shlex
 import shutil
 import sys
 
@@ -132,9 +133,12 @@ def tool(*args):
 def test_export_from_run_dir_needs_no_retyping_and_refuses_other_model(
     run_dir, tmp_path):
   ok = tool("albert_tf.export_savedmodel", f"--model_dir={run_dir}",
-            f"--export_dir={tmp_path / 'ok'}")
+            f"--export_dir={tmp_path / 'o k'}")
   assert ok.returncode == 0, ok.stderr
   assert "out pooled_output: float32 (None, 64)" in ok.stdout
+  # The hint's command works when pasted (the path has a space).
+  (hint,) = [l for l in ok.stdout.splitlines() if "saved_model_cli" in l]
+  assert shlex.split(hint.split(": ", 1)[1])[-1] == str(tmp_path / "o k" / "1")
   for flag, field in (("--params_override=model.num_hidden_layers=3",
                        "model.num_hidden_layers is 3"),
                       ("--seq_length=32", "seq_length is 32")):
