@@ -325,3 +325,27 @@ def test_export_skips_an_unreadable_newest_checkpoint(train_file, tmp_path,
   assert (f"checkpoint {rotated} is deleted while it was read: a training "
           "run keeps only its newest trainer.max_to_keep checkpoints; using "
           "the one before it") in caplog.text
+
+
+def test_resume_logs_each_line_once_and_no_identity_warning(run_dir,
+                                                            tmp_path):
+  """Every resume printed TensorFlow's '(root).identity ... not restored'
+  warnings, each twice (TensorFlow's handler and absl's), and every ERROR
+  line twice."""
+  model_dir = tmp_path / "copy"
+  shutil.copytree(run_dir, model_dir)
+  procs = [tool_server.run(
+      [sys.executable, "-m", "albert_tf.run_pretraining",
+       f"--model_dir={model_dir}", f"--train_steps={steps}"], cwd=tu.ROOT,
+      env=tu.subprocess_env(), capture_output=True, text=True, timeout=300)
+           for steps in (3, 1)]  # one after the other
+  resumed, refused = (p.stderr for p in procs)
+  assert procs[0].returncode == 0, resumed[-3000:]
+  for err in (resumed, refused):
+    assert "(root).identity" not in err
+    assert "WARNING:tensorflow:" not in err  # TensorFlow's own handler
+  assert procs[1].returncode == 1
+  assert [l for l in refused.splitlines() if "nothing trained" in l] == [
+      f"ERROR: nothing trained: {model_dir} resumed at step 3, past "
+      "trainer.train_steps=1; pass a larger --train_steps to train on, or "
+      "--mode=eval to evaluate the checkpoint"]
