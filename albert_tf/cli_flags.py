@@ -14,6 +14,7 @@ from typing import Any, Dict, Sequence
 
 from absl import flags
 from absl import logging
+import tensorflow as tf
 
 from albert_tf.checkpoints import canonical_weights
 from albert_tf.core import distribute_utils
@@ -198,6 +199,9 @@ def parse_flags(argv):
   a word that is not a flag (an unquoted glob's other matches, `a=b`
   without dashes) or a NaN/infinite float flag is a one-line error
   (data_prep/command_line.py, shared with the data tools)."""
+  # TensorFlow's logger has a handler of its own and also reaches absl's:
+  # every TensorFlow warning showed twice. absl's alone prints it.
+  tf.get_logger().handlers.clear()
   return command_line.parse_flags(argv)
 
 
@@ -225,8 +229,8 @@ def flag_overrides() -> Dict[str, Any]:
 
 
 def fail(error: Exception):
-  """The one-line error of every tool (exit 1)."""
-  logging.error("%s", error)
+  """The one-line error of every tool (exit 1), once (it was also logged,
+  so every error showed twice)."""
   print(f"ERROR: {error}", file=sys.stderr)
   sys.exit(1)
 

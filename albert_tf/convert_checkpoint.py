@@ -8,8 +8,9 @@ Garden's (model_garden); see albert_tf/checkpoints/conversion.py.
 The model config is the run record's when the checkpoint is a run's
 (RUN/checkpoints/ckpt-N), else `albert_config.json` next to the checkpoint;
 --config_file/--params_override that change that model are refused. Without
-either, --config_file gives it. The SentencePiece model next to the
-checkpoint is copied to --output_dir with the config.
+either, --config_file gives it. The SentencePiece model (--spm_model_file,
+else the run record's, else the one next to the checkpoint) is copied to
+--output_dir with the config.
 """
 
 import os
@@ -38,11 +39,14 @@ def define_flags():
   flags.DEFINE_string("albert_config_file", None,
                       "Deprecated alias of --config_file.")
   flags.DEFINE_string("spm_model_file", None, "SentencePiece model to copy "
-                      "(default: the *.model next to the checkpoint).")
+                      "(default: the run record's for a run's checkpoint, "
+                      "else the *.model next to the checkpoint).")
   flags.DEFINE_enum("model", "auto", ["auto", "pretrainer", "encoder"],
                     "pretrainer (+ MLM/SOP heads), encoder, or auto.")
   flags.DEFINE_bool("init_from_group0", False, "Every group from group_0.")
   flags.DEFINE_integer("global_step", None, "--to=tf1: write global_step.")
+  flags.DEFINE_bool("overwrite", False, "Replace the checkpoint already in "
+                    "--output_dir (refused without this flag).")
 
 
 def main(argv):
@@ -50,17 +54,21 @@ def main(argv):
   flag_values = flags.FLAGS
   try:
     checkpoint_config.check_not_in_run(flag_values.output_dir)
-    config, _ = checkpoint_config.model_config_for(
+    config, record = checkpoint_config.model_config_for(
         cli_flags.config_sources(), flag_values.params_override,
         checkpoint=flag_values.input_checkpoint)
+    # A run's checkpoint: its SentencePiece model is the run record's.
+    spm = flag_values.spm_model_file or (
+        record.facts.get("spm_model_file") if record else None)
     path, report = conversion.convert(
         flag_values.input_checkpoint, flag_values.output_dir,
         flag_values["from"].value, flag_values.to,
         config=config, model=flag_values.model,
         init_from_group0=flag_values.init_from_group0,
-        spm_model_file=flag_values.spm_model_file,
+        spm_model_file=spm,
         output_name=flag_values.output_name,
-        global_step=flag_values.global_step)
+        global_step=flag_values.global_step,
+        overwrite=flag_values.overwrite)
   except cli_flags.USER_ERRORS as e:
     cli_flags.fail(e)
   print(report.summary())

@@ -20,6 +20,8 @@ that computes in bfloat16.
       --spm_model_file=albert_base/30k-clean.model --export_dir=/tmp/enc
 """
 
+import shlex
+
 from absl import app
 from absl import flags
 
@@ -47,7 +49,7 @@ def main(argv):
           "--input_file=...")
     return
   print(export_lib.describe_signatures(path))
-  print(f"Check with: saved_model_cli show --all --dir {path}")
+  print("Check with: saved_model_cli show --all --dir " + shlex.quote(path))
 
 
 def cli():  # console script (pyproject.toml)

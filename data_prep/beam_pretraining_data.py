@@ -55,7 +55,7 @@ def expand_inputs(spec):
     files.extend(matched)
   if not files:
     raise ValueError("input_file is empty")
-  return files
+  return output_files.read_once(files)
 
 
 def _load_model(path, do_lower_case):

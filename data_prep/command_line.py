@@ -6,10 +6,12 @@ first file (the shell's other matches became such words), `dupe_factor=5`
 (no dashes) changed nothing. Float flags take `nan` and `inf`, which pass
 every range check (`nan < 0` is false). Every command-line tool, of data_prep
 and (through albert_tf/cli_flags.py) of albert_tf, parses its flags with
-`parse_flags`, which refuses both with a one-line error.
+`parse_flags`, which refuses both with a one-line error, and makes `--help`
+list the tool's own flags (wherever they are defined).
 """
 
 import math
+import signal
 import sys
 from typing import List, Sequence
 
@@ -49,6 +51,24 @@ def non_finite_flags(flag_values: flags.FlagValues) -> List[str]:
   return bad
 
 
+# Packages whose flags are a tool's own: each tool defines only its own
+# flags (its define_flags, run from its cli()), some in shared modules
+# (pretraining_config, albert_tf/cli_flags.py).
+_OWN_PACKAGES = ("data_prep.", "albert_tf.", "clients.", "examples.")
+
+
+def adopt_tool_flags(flag_values: flags.FlagValues) -> None:
+  """Makes every flag our modules defined a key flag of the program, so
+  `--help` (absl's --helpshort: the main module's key flags) lists the
+  tool's flags with their help, wherever they were defined; `--helpfull`
+  adds absl's and TensorFlow's. absl's main module is sys.argv[0]."""
+  main = sys.argv[0]
+  for module, defined in flag_values.flags_by_module_dict().items():
+    if module.startswith(_OWN_PACKAGES):
+      for flag in defined:
+        flag_values.register_key_flag_for_module(main, flag)
+
+
 def _fail(message: str):
   sys.stderr.write(f"FATAL Flags parsing error: {message}\n")
   sys.exit(1)
@@ -59,6 +79,7 @@ def parse_flags(argv: Sequence[str], known_only: bool = False) -> List[str]:
   with one line on an unknown flag, a bad value, a word that is not a flag
   or a NaN/infinite float. Returns [program] (with `known_only`: [program]
   + the arguments left for another parser, e.g. Beam's options)."""
+  adopt_tool_flags(flags.FLAGS)
   try:
     rest = flags.FLAGS(list(argv), known_only=known_only)
   except flags.Error as e:
@@ -69,3 +90,13 @@ def parse_flags(argv: Sequence[str], known_only: bool = False) -> List[str]:
   if bad:
     _fail(f"{', '.join(bad)}: not a finite number")
   return rest
+
+
+def exit_on_sigterm():
+  """SIGTERM (kill, a scheduler's stop) exits like Ctrl-C, through the
+  tools' cleanup: temporary outputs deleted, output claims released. Its
+  default action ended the process at once and left them behind."""
+  def _exit(signum, frame):
+    del frame
+    raise SystemExit(128 + signum)
+  signal.signal(signal.SIGTERM, _exit)

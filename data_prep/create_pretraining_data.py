@@ -136,12 +136,12 @@ class Progress:
     self.last = now
     el = max(1e-9, now - self.start)
     frac = min(1.0, self.done / self.total)
-    eta = el * (1 - frac) / frac if frac > 0 else float("nan")
+    eta = f"{el * (1 - frac) / frac:.0f}s" if frac > 0 else "unknown"
     self.stream.write(
         f"[{self.tool}] {frac:6.1%} of input, "
         f"{stats['documents_read']} docs ({stats['documents_read'] / el:.1f}/s), "
         f"{stats['instances']} instances ({stats['instances'] / el:.1f}/s), "
-        f"elapsed {el:.0f}s, ETA {eta:.0f}s\n")
+        f"elapsed {el:.0f}s, ETA {eta}\n")
     self.stream.flush()
 
 
@@ -150,8 +150,10 @@ def run(input_files, output_files, run_cfg, num_workers=1, compression="NONE",
         max_lines_per_document=20000, summary_file=None, progress_interval=5.0):
   """Creates the TFRecords; returns the summary dict (also written as JSON).
 
-  Shards are written under temporary names and renamed at the end; a stale
-  summary is deleted first and the new one written last (output_files.py).
+  The outputs are claimed first (a second run writing them at once is
+  refused), shards are written under temporary names and renamed at the end;
+  a stale summary is deleted first and the new one written last
+  (output_files.py).
   """
   summary_file = summary_file or output_files[0] + output_files_mod.SUMMARY_SUFFIX
   output_files_mod.check_disjoint(input_files, list(output_files) +
@@ -174,24 +176,37 @@ def run(input_files, output_files, run_cfg, num_workers=1, compression="NONE",
     _write_all(input_files, writers, run_cfg, stats, progress, num_workers,
                shuffle_buffer_size, docs_per_block, max_line_chars,
                max_lines_per_document)
+    if not stats["instances"]:
+      raise ValueError(_no_instances(input_files, stats))
     for w in writers:
       w.close()
+    progress.maybe_report(stats, final=True)
+    summary = pretraining_summary.build(
+        stats, input_files,
+        {final: w.count for final, w in zip(output_files, writers)}, run_cfg,
+        tok.vocab_size, time.time() - start,
+        {"compression": compression, "num_workers": num_workers,
+         "shuffle_buffer_size": shuffle_buffer_size,
+         "docs_per_block": docs_per_block})
   except BaseException:
     for w in writers:
       w.discard()  # close() would fail again on a full disk
     staged.abort()
     raise
-  progress.maybe_report(stats, final=True)
-  summary = pretraining_summary.build(
-      stats, input_files,
-      {final: w.count for final, w in zip(output_files, writers)}, run_cfg,
-      tok.vocab_size, time.time() - start,
-      {"compression": compression, "num_workers": num_workers,
-       "shuffle_buffer_size": shuffle_buffer_size,
-       "docs_per_block": docs_per_block})
   staged.commit(summary)
   summary["summary_file"] = summary_file
   return summary
+
+
+def _no_instances(input_files, stats):
+  """The error for a run that made no instance (nothing is written)."""
+  shown = ", ".join(input_files[:3]) + (
+      f" and {len(input_files) - 3} more" if len(input_files) > 3 else "")
+  if not stats["documents_read"]:
+    return f"no instances: the input ({shown}) holds no text; nothing written"
+  return (f"no instances: the {stats['documents_read']} documents of the "
+          f"input ({shown}) gave none ({stats['documents_used']} had enough "
+          "tokens); nothing written")
 
 
 def _write_all(input_files, writers, run_cfg, stats, progress, num_workers,
@@ -246,6 +261,7 @@ def _write_all(input_files, writers, run_cfg, stats, progress, num_workers,
 
 def main(argv):
   del argv
+  command_line.exit_on_sigterm()
   pretraining_config.check_required_flags(FLAGS)
   run_cfg = pretraining_config.run_config_from_flags(FLAGS)
   try:

@@ -4,6 +4,9 @@ Promises (see docs/reliability.md, "Data preparation"):
   * an output that is also an input is refused before anything is opened;
   * our own outputs (summaries, temporary files) are never read as corpus text
     when a glob matches them;
+  * a run claims each output with a lock file (`.name.lock`: pid, host)
+    while it writes it, so a second run writing the same output at once is
+    refused instead of sharing the temporary file;
   * outputs are written under temporary names and renamed only when the run
     has finished, and the summary (the "this run is complete" marker) is
     deleted first and written last. A killed run (SIGKILL, full disk) leaves
@@ -19,10 +22,18 @@ optimization/ may use it).
 import hashlib
 import json
 import os
+import sys
+
+from data_prep import owner_lock
 
 SUMMARY_SUFFIX = ".summary.json"
 _TEMP_PREFIX = "."
 _TEMP_SUFFIX = ".incomplete"
+_LOCK_SUFFIX = ".lock"
+
+
+class OutputInUseError(OSError):
+  """Another live run is writing the same output file."""
 
 
 def temp_path(path):
@@ -39,7 +50,23 @@ def is_tool_output(path):
   """True for files only our tools write (summaries, temporary files)."""
   base = os.path.basename(path)
   return base.endswith(SUMMARY_SUFFIX) or (
-      base.startswith(_TEMP_PREFIX) and base.endswith(_TEMP_SUFFIX))
+      base.startswith(_TEMP_PREFIX) and base.endswith((_TEMP_SUFFIX,
+                                                       _LOCK_SUFFIX)))
+
+
+def lock_path(path):
+  """The hidden lock file a writer of `path` holds ('dir/.name.lock')."""
+  d, base = os.path.split(path)
+  return os.path.join(d, f"{_TEMP_PREFIX}{base}{_LOCK_SUFFIX}")
+
+
+def _in_use(lock, owner):
+  output = os.path.join(os.path.dirname(lock), os.path.basename(lock)[
+      len(_TEMP_PREFIX):-len(_LOCK_SUFFIX)])
+  return (f"output {output} is being written by another run (pid "
+          f"{owner.get('pid')} on host {owner.get('host')}, lock file "
+          f"{lock}); wait for it or choose another output name (delete the "
+          "lock file if that run is gone)")
 
 
 def check_disjoint(input_files, output_files, input_flag="--input_file",
@@ -56,6 +83,24 @@ def check_disjoint(input_files, output_files, input_flag="--input_file",
     if is_tool_output(p):
       raise ValueError(f"{input_flag} {p} is an output of a data_prep tool "
                        "(summary or temporary file), not corpus text")
+
+
+def read_once(files, warn=None):
+  """`files` with each real path once (first place kept), saying which were
+  given more than once (the same file twice in --input_file, or matched by
+  two overlapping globs, was read each time)."""
+  warn = warn or (lambda message: sys.stderr.write(message + "\n"))
+  seen = {}
+  unique = []
+  for path in files:
+    key = path if "://" in path else os.path.realpath(path)
+    if key in seen:
+      warn(f"warning: input file {path} is given more than once (also as "
+           f"{seen[key]}); reading it once")
+      continue
+    seen[key] = path
+    unique.append(path)
+  return unique
 
 
 def _remove(path):
@@ -121,31 +166,55 @@ def write_json(path, obj, indent=2, **json_kwargs):
 class StagedOutputs:
   """Final paths -> temporary paths; commit() renames, abort() deletes.
 
-  Creating it deletes a stale `summary_file`, so outputs of an earlier run
-  are never described by a summary that is not theirs.
+  Creating it claims every output (its lock file; OutputInUseError while
+  another live run holds one) and then deletes a stale `summary_file`, so
+  outputs of an earlier run are never described by a summary that is not
+  theirs. commit() and abort() release the claim.
   """
 
   def __init__(self, final_paths, summary_file=None):
     self.final_paths = list(final_paths)
     self.temp_paths = [temp_path(p) for p in self.final_paths]
     self.summary_file = summary_file
-    if summary_file:
-      _remove(summary_file)
     for p in self.final_paths:
       d = os.path.dirname(p)
       if d:
         os.makedirs(d, exist_ok=True)
+    self._locks = []
+    try:
+      for p in self.final_paths:
+        lock = owner_lock.OwnerLock(lock_path(p), OutputInUseError, _in_use)
+        lock.acquire()
+        self._locks.append(lock)
+    except BaseException:
+      self._release()
+      raise
+    replaced = [p for p in self.final_paths if os.path.exists(p)]
+    if replaced:  # said, as any other change to what is on disk
+      more = f" and {len(replaced) - 1} more" if len(replaced) > 1 else ""
+      sys.stderr.write(f"note: replacing the existing {replaced[0]}{more}\n")
+    if summary_file:
+      _remove(summary_file)
+
+  def _release(self):
+    for lock in self._locks:
+      lock.release()
+    self._locks = []
 
   def commit(self, summary=None):
     """Renames every temporary file to its final name, then the summary."""
-    for tmp, final in zip(self.temp_paths, self.final_paths):
-      os.replace(tmp, final)
-    if self.summary_file and summary is not None:
-      write_json(self.summary_file, summary)
+    try:
+      for tmp, final in zip(self.temp_paths, self.final_paths):
+        os.replace(tmp, final)
+      if self.summary_file and summary is not None:
+        write_json(self.summary_file, summary)
+    finally:
+      self._release()
 
   def abort(self):
     for tmp in self.temp_paths:
       _remove(tmp)
+    self._release()
 
 
 def file_sha256(path):

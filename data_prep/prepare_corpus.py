@@ -278,6 +278,7 @@ def prepare(input_files, output_file, config: Optional[CorpusConfig] = None):
 
 def main(argv):
   del argv
+  command_line.exit_on_sigterm()
   if not FLAGS.input_file or not FLAGS.output_file:
     raise app.UsageError("--input_file and --output_file are required")
   try:

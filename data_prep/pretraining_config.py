@@ -133,6 +133,10 @@ def _check_lengths(values):
 def register_validators():
   """Range checks beyond the flags' bounds (one-line errors naming flags)."""
   flags.register_validator("output_file", _check_output_file)
+  flags.register_validator(
+      "masked_lm_prob", lambda p: p is None or not p <= 0,  # nan: below
+      message="--masked_lm_prob must be > 0 (" + pi.MASK_BUDGET_RULE +
+      "; 0 wrote instances without masks)")
   flags.register_multi_flags_validator(
       ["max_seq_length", "max_predictions_per_seq", "sentence_pair_task",
        "random_next_sentence"], _check_lengths)

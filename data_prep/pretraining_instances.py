@@ -23,6 +23,8 @@ import random
 import numpy as np
 
 SENTENCE_PAIR_TASKS = ("sop", "nsp", "none")
+MASK_BUDGET_RULE = ("every instance masks max(1, round(tokens * "
+                    "masked_lm_prob)) tokens, at most max_predictions_per_seq")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +47,9 @@ class InstanceConfig:
       raise ValueError(f"max_seq_length must be >= {min_len}")
     if self.ngram < 1:
       raise ValueError("ngram must be >= 1")
+    if not 0 < self.masked_lm_prob <= 1:
+      raise ValueError(f"masked_lm_prob must be > 0 and <= 1, got "
+                       f"{self.masked_lm_prob}: {MASK_BUDGET_RULE}")
 
 
 @dataclasses.dataclass
@@ -327,8 +332,6 @@ def create_masked_lm_predictions(tokens, cfg, info, rng, stats):
   """
   starts, ends, boundary = word_units(tokens, info, cfg.do_whole_word_mask)
   output = list(tokens)
-  if cfg.masked_lm_prob == 0:
-    return output, [], [], boundary
   budget = min(cfg.max_predictions_per_seq,
                max(1, int(round(len(tokens) * cfg.masked_lm_prob))))
   covered = [False] * len(starts)

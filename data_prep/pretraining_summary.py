@@ -24,6 +24,8 @@ SKIP_KEYS = {
     "invalid_utf8_lines": "lines with invalid UTF-8 (bad bytes dropped)",
     "control_char_lines": "lines with control characters (removed)",
     "huge_lines_split": "lines over max_line_chars (split at whitespace)",
+    "bare_cr_line_ends": "lines ended by a bare carriage return (read as "
+                         "line ends)",
     "empty_documents": "empty documents (skipped)",
     "long_documents_split": "documents over max_lines_per_document (cut)",
     "lines_without_tokens": "lines with no SentencePiece tokens (skipped)",
@@ -42,6 +44,11 @@ SKIP_KEYS = {
     "tokens_truncated": "tokens dropped to fit max_seq_length",
     "instances_under_budget": "instances with fewer masks than the budget",
 }
+
+
+# Above this share of <unk> pieces the vocabulary does not fit the text
+# (English text with an English model: well under 0.1%).
+UNKNOWN_WARN_FRACTION = 0.02
 
 
 def feature_names(v2_feature_names):
@@ -92,6 +99,11 @@ def build(stats, input_files, records_per_file, run_cfg, vocab_size, elapsed,
       "tokens": stats["tokens"],
       "document_tokens": stats["document_tokens"],
       "masked_tokens": stats["masked_tokens"],
+      # <unk> pieces among all tokens the text was encoded to.
+      "unknown_tokens": stats["unknown_tokens"],
+      "unknown_token_fraction": (
+          round(stats["unknown_tokens"] / stats["encoded_tokens"], 6)
+          if stats["encoded_tokens"] else 0.0),
       "mask_budget": stats["mask_budget"],
       "masked_by_ngram": ngram,
       "ngram_drawn_full_choice": drawn,
@@ -178,6 +190,37 @@ def find(path):
   return None, None
 
 
+def check_one_tokenizer(described, what):
+  """Raises ValueError when the files were tokenized differently.
+
+  `described`: [(file, summary path, summary)]. Two SentencePiece models
+  (by content hash) or lower-casing settings in one training input make the
+  same id mean different pieces; the error names both files, both summaries
+  and both models. Summaries older than the hash are not compared.
+  """
+  first = None
+  for path, summary_path, summary in described:
+    if first is None:
+      first = (path, summary_path, summary)
+      continue
+    for key in ("spm_model_sha256", "do_lower_case"):
+      mine, theirs = value(first[2], key), value(summary, key)
+      if mine is None or theirs is None or mine == theirs:
+        continue
+      raise ValueError(
+          f"{what} mixes data tokenized differently: {first[0]} was made "
+          f"with {_tokenizer_words(first[2])} ({first[1]}) but {path} with "
+          f"{_tokenizer_words(summary)} ({summary_path}); the same token id "
+          "means another piece in each: use one vocabulary's files (move "
+          "the others away)")
+
+
+def _tokenizer_words(summary):
+  sha = value(summary, "spm_model_sha256") or "unknown"
+  return (f"SentencePiece model {value(summary, 'spm_model_file')} (sha256 "
+          f"{sha[:12]}, do_lower_case={value(summary, 'do_lower_case')})")
+
+
 def report(summary, tool, stream=sys.stderr):
   """Human-readable summary on stderr."""
   stream.write(
@@ -191,4 +234,18 @@ def report(summary, tool, stream=sys.stderr):
     n = summary["skipped_or_repaired"][key]
     if n:
       stream.write(f"  {n:>8} {desc}\n")
+  warning = unknown_warning(summary)
+  if warning:
+    stream.write(f"{tool}: warning: {warning}\n")
   stream.write(f"  summary: {summary['summary_file']}\n")
+
+
+def unknown_warning(summary):
+  """The warning for a vocabulary that does not cover the text, or None."""
+  fraction = summary.get("unknown_token_fraction") or 0.0
+  if fraction <= UNKNOWN_WARN_FRACTION:
+    return None
+  return (f"{fraction:.1%} of the tokens ({summary['unknown_tokens']}) are "
+          f"<unk>: the SentencePiece model {value(summary, 'spm_model_file')} "
+          "does not cover this text (another language or script?); train "
+          "the vocabulary on this text")

@@ -35,10 +35,14 @@ def encode_lines(tok, lines, max_tokens, stats):
     lines: list of str.
     max_tokens: the most tokens one instance holds (max_seq_length - 3).
     stats: Counter updated with lines_without_tokens,
-      long_lines_split_into_sentences and long_sentences_cut.
+      long_lines_split_into_sentences and long_sentences_cut, and with
+      encoded_tokens and unknown_tokens (<unk> pieces: text the vocabulary
+      does not cover).
   """
   out = []
   for line, ids in zip(lines, tok.encode_ids_batch(lines)):
+    stats["encoded_tokens"] += len(ids)
+    stats["unknown_tokens"] += ids.count(tok.unk_id)
     if not ids:
       stats["lines_without_tokens"] += 1
       continue

@@ -7,15 +7,19 @@ silently:
   control_char_lines:   lines with control/format characters (removed; a
                         zero-width space made a space: tokenization.py)
   huge_lines_split:     lines longer than max_line_chars (split at whitespace)
+  bare_cr_line_ends:    lines ended by a carriage return alone (a line end,
+                        as LF and CRLF)
 An unreadable file raises `OSError` naming the path; a file that is not
-text (a TFRecord, or over 5% control bytes in its first 8 KB: any binary
-file, or UTF-16/32 text) raises `ValueError` naming it, before a line is read: a glob
+text (a TFRecord, UTF-16/32 text, or over 5% control bytes in its first
+8 KB: any binary file) raises `ValueError` naming it, before a line is read: a glob
 that also matches a previous run's TFRecords must not be tokenized as text.
 """
 
-import codecs
 import gzip
+import io
+import re
 import struct
+import sys
 
 from data_prep import tfrecord_io
 from data_prep import tokenization
@@ -26,6 +30,8 @@ _SNIFF_BYTES = 8192
 # return; and DEL.
 _BINARY_BYTES = tuple(b for b in range(32) if b not in b"\t\n\v\f\r") + (
     127,)
+# What errors="surrogateescape" makes of bytes that are not UTF-8.
+_INVALID_UTF8 = re.compile("[\udc80-\udcff]")
 
 
 def open_binary(path, opener=None):
@@ -59,10 +65,32 @@ def not_text_reason(head):
     (crc,) = struct.unpack_from("<I", head, 8)
     if crc == tfrecord_io.masked_crc32c(head[:8]):
       return "a TFRecord file"
+  wide = wide_encoding(head)
+  if wide:
+    return f"{wide} text"
   control = sum(head.count(bytes([b])) for b in _BINARY_BYTES)
   if head and control > 0.05 * len(head):
     return (f"a binary file ({control} of its first {len(head)} bytes are "
             "control bytes)")
+  return None
+
+
+def wide_encoding(head):
+  """"UTF-16" / "UTF-32" when bytes starting a file are text in one of them
+  (a byte-order mark, or a NUL in the same 1 or 3 of every 2 or 4 bytes, as
+  in ASCII text so encoded), else None."""
+  if head.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")):
+    return "UTF-32"
+  if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+    return "UTF-16"
+  n = len(head) - len(head) % 4
+  if n < 8:
+    return None
+  nul = [head[k:n:4].count(0) > 0.9 * (n // 4) for k in range(4)]
+  if sum(nul) == 3:
+    return "UTF-32"
+  if nul in ([False, True, False, True], [True, False, True, False]):
+    return "UTF-16"
   return None
 
 
@@ -75,6 +103,10 @@ def check_is_text(path, f):
   except Exception as e:  # OSError, EOFError, zlib.error (corrupt gzip)
     raise OSError(f"Error reading input file {path}: {e}") from e
   reason = not_text_reason(head)
+  if reason and reason.startswith("UTF-"):
+    encoding = reason.split()[0]
+    raise ValueError(f"input file {path} is {reason}, not UTF-8; convert it "
+                     f"first (iconv -f {encoding} -t UTF-8)")
   if reason:
     raise ValueError(f"input file {path} is {reason}, not text; leave it out "
                      "of --input_file")
@@ -113,17 +145,24 @@ def iter_clean_lines(path, stats, max_line_chars=100_000, progress=None,
   except BaseException:
     f.close()
     raise
-  limit = max(16, max_line_chars)  # bytes per read; a char is >= 1 byte
-  decoder = codecs.getincrementaldecoder("utf-8")("strict")
+  limit = max(16, max_line_chars)  # characters per read
+  # Universal line ends: LF, CRLF and a bare CR (old Mac files; mixed
+  # files) each end a line, so blank lines still end documents. newline=""
+  # keeps the ends, to count bare CRs. Invalid UTF-8 bytes come through as
+  # lone surrogates, removed and counted per line.
+  text_f = io.TextIOWrapper(f, encoding="utf-8", errors="surrogateescape",
+                            newline="")
   pending = ""     # text of a huge line not yet emitted
   in_huge = False
+  after_cr = False  # the last read ended at a CR: a LF next belongs to it
   last_pos = 0
   lineno = 0
+  invalid_lines, first_invalid = 0, 0
   try:
-    with f:
+    with text_f:
       while True:
         try:
-          chunk = f.readline(limit)
+          chunk = text_f.readline(limit)
         except (OSError, EOFError, gzip.BadGzipFile) as e:
           raise OSError(f"Error reading input file {path} after line "
                         f"{lineno}: {e}") from e
@@ -133,14 +172,22 @@ def iter_clean_lines(path, stats, max_line_chars=100_000, progress=None,
           last_pos = pos
         if not chunk:
           break
-        complete = chunk.endswith(b"\n")
-        try:
-          text = decoder.decode(chunk, final=complete)
-        except UnicodeDecodeError:
-          decoder.reset()
-          text = chunk.decode("utf-8", errors="ignore")
+        if after_cr and chunk.startswith("\n"):
+          stats["bare_cr_line_ends"] -= 1  # a CRLF cut by the read limit
+          chunk = chunk[1:]
+          if not chunk:
+            after_cr = False
+            continue
+        after_cr = chunk.endswith("\r")
+        if after_cr:
+          stats["bare_cr_line_ends"] += 1
+        complete = chunk.endswith(("\n", "\r"))
+        text = chunk.rstrip("\r\n") if complete else chunk
+        if _INVALID_UTF8.search(text):
+          text = _INVALID_UTF8.sub("", text)
           stats["invalid_utf8_lines"] += 1
-        text = text.rstrip("\r\n") if complete else text
+          invalid_lines += 1
+          first_invalid = first_invalid or lineno + 1
         text, changed = remove_control_chars(text)
         if changed:
           stats["control_char_lines"] += 1
@@ -151,7 +198,7 @@ def iter_clean_lines(path, stats, max_line_chars=100_000, progress=None,
             in_huge = True
             stats["huge_lines_split"] += 1
           if len(text) < max_line_chars and chunk:
-            # Short read without newline: end of file or a split char.
+            # Short read without a line end: end of file.
             pending = text
             continue
           cut = text.rfind(" ", 0, max_line_chars)
@@ -170,10 +217,21 @@ def iter_clean_lines(path, stats, max_line_chars=100_000, progress=None,
         yield text
       if pending:
         yield pending
+    if invalid_lines:
+      _warn_not_utf8(path, invalid_lines, first_invalid)
   except OSError:
     raise
   except Exception as e:  # zlib.error and friends from corrupt gzip streams
     raise OSError(f"Error reading input file {path}: {e}") from e
+
+
+def _warn_not_utf8(path, lines, first):
+  """Names a file with bytes that are not UTF-8 (their bytes were dropped
+  and counted; the file is most likely in an 8-bit encoding)."""
+  sys.stderr.write(
+      f"warning: input file {path} is not UTF-8: {lines} line(s) had bytes "
+      f"that are not (first: line {first}; Latin-1 or Windows-1252 text?), "
+      "dropped; convert it first (iconv -f LATIN1 -t UTF-8)\n")
 
 
 def iter_documents(paths, stats, max_line_chars=100_000,

@@ -231,7 +231,8 @@ def expand_output_files(spec):
 def expand_input_files(spec):
   """Comma-separated list of files or globs -> ordered list of files.
 
-  Raises FileNotFoundError naming any entry that matches nothing.
+  Raises FileNotFoundError naming any entry that matches nothing. A file
+  given or matched more than once is listed once (with a warning).
   """
   files = []
   for part in spec.split(","):
@@ -251,7 +252,7 @@ def expand_input_files(spec):
       files.append(part)
   if not files:
     raise ValueError("input_file is empty")
-  return files
+  return output_files.read_once(files)
 
 
 class RecordWriter:

@@ -139,6 +139,34 @@ def _spm_train(model_prefix, **kwargs):
   spm.SentencePieceTrainer.train(model_prefix=model_prefix, **kwargs)
 
 
+class _Feed:
+  """The sentence iterator handed to SentencePiece, keeping the error it
+  raises: SentencePiece swallows it and reports only its own
+  `Internal: ... [!sentences_.empty()]`."""
+
+  def __init__(self, sentences):
+    self._sentences = sentences
+    self.error = None
+
+  def __iter__(self):
+    try:
+      yield from self._sentences
+    except Exception as e:  # re-raised by train() after SentencePiece stops
+      self.error = e
+
+
+def _train_error(error, feed, input_files, stats):
+  """The one-line error for a failed SentencePiece run: the reader's, or
+  no text at all, naming the files; else SentencePiece's own."""
+  if feed.error is not None:
+    return feed.error
+  if not stats["sentences"]:
+    return ValueError(
+        f"no text to train on: {', '.join(input_files)} "
+        f"{'holds' if len(input_files) == 1 else 'hold'} no non-blank line")
+  return error
+
+
 def train(input_files, model_prefix,
           config: Optional[SentencePieceConfig] = None):
   """Trains and writes <model_prefix>.model/.vocab; returns the model path.
@@ -151,17 +179,20 @@ def train(input_files, model_prefix,
       raise FileNotFoundError(f"Training text not found: {path}")
   finals = [model_prefix + ".model", model_prefix + ".vocab"]
   output_files.check_disjoint(input_files, finals, output_flag="--model_prefix")
+  for path in input_files:  # a TFRecord, binary or UTF-16 file: named
+    text_reader.check_text_file(path)
   # Trained under a temporary prefix, renamed when both files exist.
   staged = output_files.StagedOutputs(finals)
   tmp_prefix = output_files.temp_path(model_prefix)
   staged.temp_paths = [tmp_prefix + ".model", tmp_prefix + ".vocab"]
   stats = collections.Counter()
   spm.set_random_generator_seed(c.random_seed)
+  feed = _Feed(_sentences(input_files, c.normalize_input, c.do_lower_case,
+                          stats))
   try:
     _spm_train(
         tmp_prefix,
-        sentence_iterator=_sentences(input_files, c.normalize_input,
-                                     c.do_lower_case, stats),
+        sentence_iterator=iter(feed),
         vocab_size=c.vocab_size,
         model_type=c.model_type,
         character_coverage=c.character_coverage,
@@ -177,6 +208,12 @@ def train(input_files, model_prefix,
         normalization_rule_name=c.normalization_rule_name,
         split_digits=c.split_digits,
         minloglevel=2)
+  except RuntimeError as e:
+    staged.abort()
+    error = _train_error(e, feed, input_files, stats)
+    if error is e:
+      raise
+    raise error from None
   except BaseException:
     staged.abort()
     raise
@@ -188,6 +225,7 @@ def train(input_files, model_prefix,
 
 def main(argv):
   del argv
+  command_line.exit_on_sigterm()
   if not FLAGS.input_file or not FLAGS.model_prefix:
     raise app.UsageError("--input_file and --model_prefix are required")
   try:

@@ -24,8 +24,8 @@ TOOLS = ("run_pretraining", "run_classifier", "run_squad", "run_race",
 
 def start(module, *args, cwd=tu.ROOT):
   # albert_tf's tools import TensorFlow: run in a fork of the tool server.
-  popen = (tool_server.start if module.startswith("albert_tf.")
-           else subprocess.Popen)
+  popen = (tool_server.start if module.startswith(
+      ("albert_tf.", "data_prep.inspect_tfrecord")) else subprocess.Popen)
   return popen([sys.executable, "-m", module, *args], cwd=cwd,
                env=tu.subprocess_env(), stdout=subprocess.PIPE,
                stderr=subprocess.PIPE, text=True)
@@ -152,3 +152,54 @@ def test_yaml_list_and_bad_overrides_are_one_line_errors(tmp_path):
   assert ("optimizer.learning_rate must be a finite number, got 'nan'"
           in error_line(two))
   assert not os.path.exists(run_dir)
+
+
+_OWN = ("data_prep.", "albert_tf.", "clients.", "examples.")
+
+
+def _flags_by_section(text):
+  """absl help text -> {section (module) name: [flag names]}."""
+  sections, current = {}, None
+  for line in text.splitlines():
+    if line and not line.startswith(" ") and line.endswith(":"):
+      current = sections.setdefault(line[:-1], [])
+    elif current is not None and line.startswith("  --"):
+      name = line[4:].split(":")[0]
+      current.append(name[4:] if name.startswith("[no]") else name)
+  return sections
+
+
+@pytest.mark.slow
+def test_help_lists_each_tools_own_flags():
+  """`--help` listed no flag of create_pretraining_data and 2 of
+  run_pretraining (not --model_dir, --mode, --config_file,
+  --params_override): absl lists the main module's flags only, and most are
+  defined in shared modules (pretraining_config, cli_flags)."""
+  tools = ([f"albert_tf.{t}" for t in TOOLS] +
+           [f"data_prep.{t}" for t in (
+               "create_pretraining_data", "prepare_corpus",
+               "train_sentencepiece", "inspect_tfrecord")])
+  procs = {(tool, h): start(tool, f"--{h}") for tool in tools
+           for h in ("help", "helpfull")}
+  out = {}
+  for key, proc in procs.items():
+    stdout, err = proc.communicate(timeout=300)
+    assert proc.returncode in (0, 1), (key, err[-2000:])  # absl exits 1
+    assert "Traceback" not in err, (key, err[-2000:])
+    out[key] = _flags_by_section(stdout)
+  for tool in tools:
+    full, short = out[(tool, "helpfull")], out[(tool, "help")]
+    own = {flag for section, names in full.items() for flag in names
+           if section.startswith(_OWN) or section.endswith(".py")}
+    listed = {flag for names in short.values() for flag in names}
+    assert own and own <= listed, (tool, sorted(own - listed))
+    # Only the tool's: absl's and TensorFlow's stay in --helpfull.
+    assert "alsologtostderr" in {f for n in full.values() for f in n}, tool
+    assert "alsologtostderr" not in listed, tool
+  run = {f for names in out[("albert_tf.run_pretraining", "help")].values()
+         for f in names}
+  assert {"model_dir", "mode", "config_file", "params_override"} <= run
+  data = {f for names in out[("data_prep.create_pretraining_data",
+                              "help")].values() for f in names}
+  assert {"input_file", "output_file", "spm_model_file",
+          "masked_lm_prob"} <= data

@@ -139,19 +139,61 @@ def _write_config(config, directory, layout):
       os.path.join(directory, albert_config.CONFIG_JSON_NAME), values)
 
 
+def _checkpoints_in(directory: str):
+  """Checkpoint prefixes (`<prefix>.index`) in `directory`."""
+  return sorted(p[:-len(".index")] for p in
+                tf.io.gfile.glob(os.path.join(directory, "*.index")))
+
+
+def check_output_dir(prefix: str, output_dir: str, overwrite: bool):
+  """The checkpoints in `output_dir` a conversion would replace.
+
+  Refuses (one line) the input checkpoint's own directory: the conversion
+  writes its `albert_config.json` and checkpoint state there (and, with the
+  same name, the checkpoint itself), so the input would be replaced. Refuses
+  a directory that holds another checkpoint unless `overwrite`.
+  """
+  out = os.path.realpath(output_dir)
+  if out in {os.path.realpath(d) for d in _source_dirs(prefix)}:
+    raise CheckpointConversionError(
+        f"--output_dir {output_dir} holds the input checkpoint {prefix}: the "
+        "conversion would overwrite it (its checkpoint files, "
+        f"{albert_config.CONFIG_JSON_NAME}); use another directory")
+  existing = _checkpoints_in(output_dir)
+  if existing and not overwrite:
+    raise CheckpointConversionError(
+        f"--output_dir {output_dir} already holds checkpoint "
+        f"{', '.join(existing)}; use another directory, or pass --overwrite "
+        "to replace it")
+  return existing
+
+
+def _replace_old_checkpoints(old_prefixes, new_prefix: str):
+  """Deletes the files of `old_prefixes` other than `new_prefix`'s: the
+  directory's config now describes the new checkpoint only."""
+  for old in old_prefixes:
+    if old == new_prefix:
+      continue
+    for path in tf.io.gfile.glob(glob.escape(old) + ".*"):
+      if path == old + ".index" or ".data-" in path[len(old):]:
+        tf.io.gfile.remove(path)
+
+
 def convert(input_checkpoint: str, output_dir: str, from_layout: str,
             to_layout: str, config=None, model: str = "auto",
             init_from_group0: bool = False,
             spm_model_file: Optional[str] = None,
             output_name: Optional[str] = None,
-            global_step: Optional[int] = None
-            ) -> Tuple[str, cw.ConversionReport]:
+            global_step: Optional[int] = None,
+            overwrite: bool = False,
+            log=print) -> Tuple[str, cw.ConversionReport]:
   """Converts one checkpoint; returns (output checkpoint path, report).
 
   `model`: "pretrainer" (encoder + MLM/SOP heads; fails when the source has
   no heads), "encoder", or "auto" (pretrainer when the source has the heads).
   Writes `albert_config.json` and copies the SentencePiece model into
-  `output_dir`.
+  `output_dir`, which may not hold the input; a checkpoint already there is
+  replaced only with `overwrite` (said through `log`).
   """
   for name, value in (("from", from_layout), ("to", to_layout)):
     if value not in LAYOUTS:
@@ -166,6 +208,7 @@ def convert(input_checkpoint: str, output_dir: str, from_layout: str,
     raise CheckpointConversionError(
         f"{prefix}: --from={from_layout} but the variable names are of the "
         f"{detected} layout")
+  replaced = check_output_dir(prefix, output_dir, overwrite)
   config = resolve_config(config, prefix)
   def build_target():
     return (AlbertEncoder(config) if model == "encoder" else
@@ -191,8 +234,12 @@ def convert(input_checkpoint: str, output_dir: str, from_layout: str,
                       prefix)
   output_prefix = os.path.join(
       output_dir, output_name or DEFAULT_OUTPUT_NAMES[to_layout])
+  if replaced:
+    log(f"--overwrite: replacing checkpoint {', '.join(replaced)} in "
+        f"{output_dir} with {output_prefix}")
   path = write_weights(target, output_prefix, to_layout,
                        global_step=global_step)
+  _replace_old_checkpoints(replaced, path)
   _write_config(config, output_dir, to_layout)
   vocab = ([spm_model_file] if spm_model_file else find_vocab_files(prefix))
   for source in vocab:

@@ -87,8 +87,17 @@ def model_differences(recorded: Mapping[str, Any],
 
 
 # Facts that say which model and tokenizer the weights belong to (the rest,
-# e.g. paths and lengths of the data, may differ between uses).
-IDENTITY_FACTS = ("task", "spm_sha256")
+# e.g. paths and lengths of the data, may differ between uses): each with
+# its name in an error and why it may not differ.
+IDENTITY_FACTS = {
+    "task": ("task", "the weights belong to another task"),
+    "spm_sha256": ("the SentencePiece model (sha256)",
+                   "the weights belong to another vocabulary"),
+    "do_lower_case": ("do_lower_case", "lower-casing is part of the "
+                      "tokenisation the weights were trained with; set "
+                      "data.do_lower_case (--do_lower_case) to the "
+                      "checkpoint's"),
+}
 
 
 def check(path: str, model: Optional[Mapping[str, Any]] = None,
@@ -113,15 +122,12 @@ def check(path: str, model: Optional[Mapping[str, Any]] = None,
           f"was trained with {saved!r} (its own record); use the "
           "checkpoint's run or its config")
   saved_facts = identity.get("facts", {})
-  for name in IDENTITY_FACTS:
+  for name, (label, why) in IDENTITY_FACTS.items():
     saved, given = saved_facts.get(name), (facts or {}).get(name)
     if saved is not None and given is not None and saved != given:
-      label = ("the SentencePiece model (sha256)" if name == "spm_sha256"
-               else name)
       raise ValueError(
           f"{label} is {given!r} in {source} but checkpoint {path} has "
-          f"{saved!r} (its own record); the weights belong to another "
-          f"{'vocabulary' if name == 'spm_sha256' else 'task'}")
+          f"{saved!r} (its own record); {why}")
   return identity
 
 

@@ -141,12 +141,13 @@ def _checkpoint_number(path: str) -> int:
 
 
 def restore_newest_readable(checkpoint: tf.train.Checkpoint, directory: str,
-                            expect_partial: bool = False,
                             check: Optional[Callable[[str], None]] = None
                             ) -> Optional[str]:
   """Restores the newest checkpoint that reads; warns about each one that
   does not (truncated .data, missing .index) and falls back to the one
-  before. `expect_partial`: `checkpoint` leaves out some saved objects.
+  before. Every object of `checkpoint` must be found; saved objects it
+  leaves out (the identity, checked by `check`; a data position not
+  restored) are expected, not warned about on every resume.
   `check(path)` raises (ValueError, not caught) when a readable checkpoint
   is not what this run may restore.
   Returns the restored path, or None when there is no checkpoint.
@@ -158,8 +159,7 @@ def restore_newest_readable(checkpoint: tf.train.Checkpoint, directory: str,
       check(path)
     try:
       status = checkpoint.restore(path)
-      if expect_partial:
-        status.expect_partial()
+      status.expect_partial()
       status.assert_existing_objects_matched()
       return path
     except (tf.errors.OpError, ValueError, AssertionError, IndexError,

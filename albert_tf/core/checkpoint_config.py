@@ -10,12 +10,16 @@ is refused.
 """
 
 import os
-from typing import Optional
+from typing import Any, Callable, Optional, Tuple
+
+from absl import logging
+import tensorflow as tf
 
 from albert_tf.checkpoints import canonical_weights
 from albert_tf.checkpoints import conversion
 from albert_tf.checkpoints import identity
 from albert_tf.checkpoints import paths
+from albert_tf.core import actions
 from albert_tf.core import run_record
 from albert_tf.modeling import albert_config
 
@@ -91,3 +95,49 @@ def check_not_in_run(output_dir: str, what: str = "--output_dir") -> None:
     raise ValueError(f"{what} {output_dir} is the run directory {run} or its "
                      "checkpoint directory: writing there would replace the "
                      "run's checkpoint state; use another directory")
+
+
+def _unreadable(path: str, error: Exception) -> Optional[str]:
+  """Why checkpoint `path` could not be read, or None when `error` is
+  about the model (a wrong config), not the files."""
+  if not tf.io.gfile.exists(path + ".index"):
+    return ("deleted while it was read: a training run keeps only its "
+            "newest trainer.max_to_keep checkpoints")
+  if isinstance(error, (tf.errors.OpError, IndexError, OSError)):
+    return f"truncated or unreadable: {actions.error_summary(error)}"
+  return None
+
+
+def restore_newest_readable(restore: Callable[[str], Any], model_dir: str,
+                            checkpoint: Optional[str] = None
+                            ) -> Tuple[str, Any]:
+  """`restore(path)` of `checkpoint`, or (none given) of the newest
+  checkpoint of the run `model_dir` that reads, falling back as a resume
+  does, with a warning for each one skipped. Returns (path, result).
+
+  A given checkpoint that cannot be read, or a run none of whose
+  checkpoints reads, is a one-line CheckpointError naming them (it was a
+  43-line traceback for a truncated file, and 'wrong config?' for one a
+  running trainer rotated away mid-export).
+  """
+  if checkpoint:
+    candidates = [paths.resolve_checkpoint(checkpoint)]
+  else:
+    candidates = actions.checkpoint_candidates(
+        os.path.join(model_dir, paths.RUN_CHECKPOINT_SUBDIR)) or [
+            paths.resolve_checkpoint(model_dir)]
+  failed = []
+  for path in candidates:
+    try:
+      return path, restore(path)
+    except (tf.errors.OpError, IndexError, OSError, ValueError) as e:
+      why = _unreadable(path, e)
+      if why is None:
+        raise
+      failed.append(f"{path} ({why})")
+      if path != candidates[-1]:
+        logging.warning("checkpoint %s is %s; using the one before it",
+                        path, why)
+  raise actions.CheckpointError(
+      "no readable checkpoint: " + "; ".join(failed) +
+      ("" if checkpoint else f" (all of {model_dir})"))

@@ -28,6 +28,8 @@ import tensorflow as tf
 
 from albert_tf.checkpoints import paths
 from albert_tf.core import actions
+from albert_tf.core import checkpoint_config
+from albert_tf.core import data_position
 from albert_tf.core import distribute_utils
 from albert_tf.core import run_record
 from albert_tf.core import trainer as trainer_lib
@@ -56,6 +58,24 @@ def _trainer_kwargs(check: run_record.ResumeCheck) -> Dict[str, Any]:
   return {"restore_data_position": False}
 
 
+def _changed_input_kwargs(task, config, model_dir: str, is_chief: bool,
+                          reset: bool) -> Dict[str, Any]:
+  """restore_data_position=False when the training files changed since the
+  newest checkpoint's data position was saved (data regenerated under the
+  same names); records this start's files (data_position.py)."""
+  if not config.trainer.save_data_position:
+    return {}
+  os.makedirs(model_dir, exist_ok=True)
+  changed = data_position.input_changed(
+      model_dir, task.input_files(training=True), record=is_chief)
+  if not changed or reset:
+    return {}
+  logging.warning("the training input changed since the newest checkpoint "
+                  "was saved (%s): its saved data position belongs to the "
+                  "old files; the input pipeline starts over", changed)
+  return {"restore_data_position": False}
+
+
 def write_eval_results(output_dir: str, results: Dict[str, Any]) -> str:
   os.makedirs(output_dir, exist_ok=True)
   path = os.path.join(output_dir, EVAL_RESULTS_FILE)
@@ -68,14 +88,13 @@ def write_eval_results(output_dir: str, results: Dict[str, Any]) -> str:
 def restore_for_inference(trainer, checkpoint: Optional[str] = None) -> str:
   """Loads `checkpoint` (default: the latest of the run) into the model,
   through the task (`Trainer.restore_model`)."""
-  if checkpoint:
-    path = paths.resolve_checkpoint(checkpoint)
-  else:
-    path = paths.latest_checkpoint(trainer.checkpoint_dir)
-    if not path:
-      raise ValueError(f"no checkpoint in {trainer.checkpoint_dir}; train "
-                       "first or pass --checkpoint")
-  trainer.restore_model(path)
+  if not checkpoint and not paths.latest_checkpoint(trainer.checkpoint_dir):
+    raise ValueError(f"no checkpoint in {trainer.checkpoint_dir}; train "
+                     "first or pass --checkpoint")
+  # The newest that reads (a truncated one, or one a running trainer
+  # rotated away, is skipped with a warning); a given one or nothing.
+  path, _ = checkpoint_config.restore_newest_readable(
+      trainer.restore_model, trainer.model_dir, checkpoint)
   logging.info("restored %s (step %d)", path, int(trainer.global_step.numpy()))
   return path
 
@@ -157,8 +176,11 @@ def run_experiment(task, config, model_dir: str, mode: str = "train",
                              is_chief=is_chief)
   if is_chief:  # only changes this start accepted
     run_record.append_changes(model_dir, mode, check)
-  trainer = trainer_lib.Trainer(task, config, model_dir, strategy,
-                                **_trainer_kwargs(check))
+  kwargs = _trainer_kwargs(check)
+  if mode in ("train", "train_and_eval"):
+    kwargs.update(_changed_input_kwargs(task, config, model_dir, is_chief,
+                                        reset=bool(kwargs)))
+  trainer = trainer_lib.Trainer(task, config, model_dir, strategy, **kwargs)
   result = {}
   if mode == "train":
     result["train"] = trainer.train()

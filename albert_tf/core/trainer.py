@@ -166,7 +166,6 @@ class Trainer:
     task. Drops metrics.jsonl records past the restored step."""
     restored = actions.restore_newest_readable(
         self._restore_checkpoint, self.checkpoint_dir,
-        expect_partial=not self.restore_data_position,
         check=self._identity.check)
     step = int(self.global_step.numpy())
     if restored:

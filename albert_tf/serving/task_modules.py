@@ -149,13 +149,40 @@ class TaskServingModule(serving_modules.ModelModule):
     def serve_examples(examples):
       examples = self.check_rank(examples, 1, "examples",
                             "[batch] of serialized tf.Example")
-      return serve_text_dict(tf.io.parse_example(examples, feature_spec))
+      return serve_text_dict(parse_text_examples(examples, feature_spec))
 
     # The text-in function is also callable as `module.serve_text(...)`.
     self.serve_text = serve_text_dict
     return {"serving_default": serve_text,
             "serve_ids": serve_ids,
             "serve_examples": serve_examples}
+
+
+def parse_text_examples(examples, feature_spec):
+  """tf.io.parse_example, where a text feature (a FixedLenFeature of shape
+  []) must hold exactly one string: two values (or none) are refused naming
+  the feature and the count of each example (TensorFlow's own parse said
+  only "Can't parse serialized Example")."""
+  spec = {name: (tf.io.VarLenFeature(f.dtype) if not f.shape else f)
+          for name, f in feature_spec.items()}
+  parsed = tf.io.parse_example(examples, spec)
+  batch = tf.shape(examples)[0]
+  out = {}
+  for name, feature in feature_spec.items():
+    value = parsed[name]
+    if feature.shape:
+      out[name] = value
+      continue
+    counts = tf.math.bincount(tf.cast(value.indices[:, 0], tf.int32),
+                              minlength=batch, maxlength=batch)  # [batch]
+    check = tf.debugging.assert_equal(
+        counts, tf.ones_like(counts), message=(
+            f"serve_examples: feature {name} must hold exactly one string "
+            "in each tf.Example; strings per example:"))
+    with tf.control_dependencies([check]):
+      dense = tf.sparse.to_dense(value, default_value="")  # [batch, 1]
+      out[name] = tf.reshape(dense, [batch])  # [batch]
+  return out
 
 
 class _SentenceModule(TaskServingModule):

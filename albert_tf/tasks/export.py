@@ -26,7 +26,6 @@ import numpy as np
 import tf_keras
 
 from albert_tf.checkpoints import identity as identity_lib
-from albert_tf.checkpoints import paths
 from albert_tf.checkpoints import restore as restore_lib
 from albert_tf.core import base_task
 from albert_tf.core import checkpoint_config
@@ -331,8 +330,10 @@ def _export_of_run(request: ExportRequest, model_dir: str) -> str:
     model = task.build_model()
   checkpoint = None
   if not request.random_init:
-    checkpoint = paths.resolve_checkpoint(request.checkpoint or model_dir)
-    logging.info("%s", task.restore_for_inference(model, checkpoint).summary())
+    checkpoint, report = checkpoint_config.restore_newest_readable(
+        lambda path: task.restore_for_inference(model, path), model_dir,
+        request.checkpoint)
+    logging.info("%s", report.summary())
   form = _form(request, checkpoint)
   if request.precision == "int8":
     form.calibration_examples = _calibration_examples(

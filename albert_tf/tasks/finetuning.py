@@ -115,7 +115,8 @@ def initialize_model(model, config):
   identity.check(source,
                  model=None if tc.init_from_group0 else config.model.as_dict(),
                  facts={"spm_sha256": output_files.file_sha256(
-                     config.data.spm_model_file)},
+                     config.data.spm_model_file),
+                        "do_lower_case": config.data.do_lower_case},
                  what="this run's config (trainer.init_checkpoint)")
   report = restore_lib.restore(model, source, parts="encoder",
                                init_from_group0=tc.init_from_group0)
@@ -141,6 +142,7 @@ class FinetuneTask(base_task.Task):
     self.cache_dir = self.data.cache_dir or os.path.join(model_dir,
                                                          "features")
     self._tokenizer = None
+    self._eval_checked = False
 
   # --- What each family declares ---
 
@@ -198,9 +200,21 @@ class FinetuneTask(base_task.Task):
       self._tokenizer = tokenizer
     return self._tokenizer
 
+  def split_path(self, split: str) -> str:
+    """Where `split`'s examples are read from, for messages (default: the
+    split's directory under data.data_dir)."""
+    return os.path.join(self.data.data_dir, split)
+
   def validate_inputs(self, training=True):
     self.check_data_files(training)
     self.tokenizer  # pylint: disable=pointless-statement
+    if not training and not self._eval_checked:
+      # Read before the first step: an empty file or a bad label was found
+      # only after the whole training run.
+      if not self.read_examples(self.eval_split):
+        raise ValueError(f"{self.split_path(self.eval_split)}: no "
+                         f"{self.eval_split} example to evaluate on")
+      self._eval_checked = True
 
   def run_record_facts(self) -> Dict[str, Any]:
     d = self.data

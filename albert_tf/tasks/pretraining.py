@@ -163,10 +163,10 @@ def check_summaries(files, config, what: str):
   """Each file against its data_prep summary: present, the file's instance
   count, vocab_size vs model.vocab_size, the lengths vs the data config.
 
-  Returns the summaries. Raises ValueError naming the file and the field;
-  data.allow_unverified_input=true skips this check.
+  Returns [(file, summary path, summary)]. Raises ValueError naming the
+  file and the field; data.allow_unverified_input=true skips this check.
   """
-  summaries = []
+  described = []
   override = "or set data.allow_unverified_input=true"
   for path in files:
     summary_path, summary = find_summary(path)
@@ -183,6 +183,11 @@ def check_summaries(files, config, what: str):
       if got is not None and got != want[1]:
         raise ValueError(f"{summary_path}: {key} is {got} but {want[0]} is "
                          f"{want[1]}; use matching data {override}")
+    if (summary.get("masked_tokens") == 0 and summary.get("instances")
+        and not config.data.dynamic_masking):
+      raise ValueError(f"{summary_path}: {path} holds no masked token (made "
+                       "with masked_lm_prob=0?): the masked LM would learn "
+                       f"nothing; regenerate the data {override}")
     count = _summary_count(summary, summary_path, path)
     if not count:
       raise ValueError(f"{summary_path}: lists no instances for {path} "
@@ -194,8 +199,8 @@ def check_summaries(files, config, what: str):
         raise ValueError(f"{path}: {actual} records but {summary_path} "
                          f"says {count} (truncated or replaced file?) "
                          f"{override}")
-    summaries.append(summary)
-  return summaries
+    described.append((path, summary_path, summary))
+  return described
 
 
 # --- The task ---------------------------------------------------------------
@@ -225,7 +230,7 @@ class PretrainingTask(base_task.Task):
     self.global_batch_size = self.data.global_batch_size
     self.eval_batch_size = self.data.eval_batch_size or self.global_batch_size
     self._validated = set()
-    self._summaries = []
+    self._described = []  # (file, summary path, summary) of checked inputs
     seed = self.data.seed
     self.seed = config.runtime.seed if seed is None else seed
 
@@ -244,13 +249,17 @@ class PretrainingTask(base_task.Task):
       logging.warning("data.allow_unverified_input: %s not checked against "
                       "data_prep summaries", key)
     else:
-      self._summaries += check_summaries(files, self.config, f"data.{key}")
+      self._described += check_summaries(files, self.config, f"data.{key}")
     self._validated.add(key)
+    # One vocabulary across every file (training and evaluation).
+    pretraining_summary.check_one_tokenizer(
+        self._described, " and ".join(f"data.{k}" for k in sorted(
+            self._validated)))
 
   def run_record_facts(self) -> Dict[str, Any]:
     """Run record facts; the tokenizer from the data's summary if known."""
     facts = {"seq_length": self.data.seq_length}
-    for summary in self._summaries[:1]:
+    for _, _, summary in self._described[:1]:
       spm = _summary_value(summary, "spm_model_file")
       facts["spm_model_file"] = os.path.abspath(spm) if spm else ""
       facts["do_lower_case"] = _summary_value(summary, "do_lower_case")

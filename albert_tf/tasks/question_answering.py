@@ -137,6 +137,9 @@ class SquadTask(finetune_lib.FinetuneTask):
       return self.data.train_file, True
     return self.data.predict_file, False
 
+  def split_path(self, split):
+    return self._split_file(split)[0]
+
   def task_facts(self):
     d = self.data
     return {"with_answerability": self.config.task.with_answerability,

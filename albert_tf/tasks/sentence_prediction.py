@@ -127,9 +127,12 @@ class ClassifierTask(finetune_lib.FinetuneTask):
                                           self.data.max_seq_length))
     return finetune_features.cached_records(path, build)
 
+  def split_path(self, split):
+    return os.path.join(self.data.data_dir, self.spec.files[split])
+
   def check_data_files(self, training):
     split = self.train_split if training else self.eval_split
-    path = os.path.join(self.data.data_dir, self.spec.files[split])
+    path = self.split_path(split)
     if not os.path.isfile(path):
       raise FileNotFoundError(f"{self.spec.name} {split} file not found: "
                               f"{path} (data.data_dir / --data_dir)")

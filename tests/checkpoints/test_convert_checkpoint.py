@@ -278,3 +278,49 @@ def test_model_garden_own_converter_output_loads(tmp_path):
                     ("input_word_ids", "input_mask", "input_type_ids")])
   np.testing.assert_allclose(got[0], ours["sequence_output"], atol=1e-5)
   np.testing.assert_allclose(got[1], ours["pooled_output"], atol=1e-5)
+
+
+def _files(directory):
+  return {name: open(os.path.join(directory, name), "rb").read()
+          for name in sorted(os.listdir(directory))}
+
+
+def test_output_into_the_inputs_directory_is_refused(tmp_path):
+  """`--from=tf1 --to=tf1 --output_dir=<the input's directory>` replaced the
+  release in place: 32 variables -> 25, every cls/* head gone."""
+  weights = original_weights(TINY, seed=4)
+  prefix = save_original(str(tmp_path / "release"), weights, TINY,
+                         name="model.ckpt")
+  before = _files(tmp_path / "release")
+  for to in ("tf1", "albert_tf"):
+    with pytest.raises(cc.CheckpointConversionError) as info:
+      cc.convert(prefix, str(tmp_path / "release"), "tf1", to,
+                 model="encoder")
+    assert str(info.value) == (
+        f"--output_dir {tmp_path / 'release'} holds the input checkpoint "
+        f"{prefix}: the conversion would overwrite it (its checkpoint files, "
+        "albert_config.json); use another directory")
+  assert _files(tmp_path / "release") == before
+
+
+def test_replacing_a_checkpoint_needs_overwrite_and_says_so(tmp_path):
+  prefix = save_original(str(tmp_path / "release"), original_weights(
+      TINY, seed=5), TINY)
+  out = tmp_path / "out"
+  cc.convert(prefix, str(out), "tf1", "albert_tf", output_name="old")
+  before = _files(out)
+  with pytest.raises(cc.CheckpointConversionError,
+                     match=rf"--output_dir {out} already holds checkpoint "
+                     rf"{out}/old; use another directory, or pass "
+                     "--overwrite to replace it"):
+    cc.convert(prefix, str(out), "tf1", "tf1")
+  assert _files(out) == before
+  said = []
+  path, _ = cc.convert(prefix, str(out), "tf1", "tf1", overwrite=True,
+                       log=said.append)
+  assert said == [f"--overwrite: replacing checkpoint {out}/old in {out} "
+                  f"with {out}/model.ckpt"]
+  # One checkpoint, the one the config and state file describe.
+  assert [p[:-len(".index")] for p in tf.io.gfile.glob(f"{out}/*.index")] == [
+      path]
+  assert tf.train.latest_checkpoint(str(out)) == path

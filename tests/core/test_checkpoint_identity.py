@@ -173,6 +173,35 @@ def test_warm_start_refuses_another_vocabulary(runs, tmp_path):
     task.initialize(task.build_model())
 
 
+def test_warm_start_refuses_other_lower_casing(runs, train_file, tmp_path):
+  """Fine-tuning that lower-cases from a run pretrained with
+  --nodo_lower_case (or the reverse) went ahead silently: the same text
+  gives other pieces than the weights were trained on."""
+  a, _, _ = runs
+  spm = os.path.join(os.path.dirname(train_file), "spm.model")
+  assert identity.read(ckpt(a))["facts"]["do_lower_case"] is True
+
+  def task_with(lower):
+    glue = finetune_testlib.tiny_finetune_config(
+        sentence_prediction.GlueExperimentConfig,
+        {"task_name": "rte", "data_dir": str(tmp_path), "spm_model_file": spm,
+         "max_seq_length": 16, "do_lower_case": lower})
+    glue.override({"model": run_record.read(a).model,
+                   "trainer": {"init_checkpoint": ckpt(a)}})
+    return sentence_prediction.ClassifierTask(glue, str(tmp_path / "ft"))
+
+  cased = task_with(False)
+  with pytest.raises(ValueError) as info:
+    cased.initialize(cased.build_model())
+  assert str(info.value) == (
+      "do_lower_case is False in this run's config (trainer.init_checkpoint) "
+      f"but checkpoint {ckpt(a)} has True (its own record); lower-casing is "
+      "part of the tokenisation the weights were trained with; set "
+      "data.do_lower_case (--do_lower_case) to the checkpoint's")
+  lower = task_with(True)
+  lower.initialize(lower.build_model())  # the checkpoint's own setting
+
+
 def test_a_run_without_its_record_or_with_an_edited_one_is_refused(
     runs, train_file, tmp_path):
   a, _, _ = runs

@@ -4,6 +4,7 @@ that fits the weights' shapes but not the weights)."""
 
 import json
 import os
+import shlex
 import shutil
 import sys
 
@@ -132,9 +133,12 @@ def tool(*args):
 def test_export_from_run_dir_needs_no_retyping_and_refuses_other_model(
     run_dir, tmp_path):
   ok = tool("albert_tf.export_savedmodel", f"--model_dir={run_dir}",
-            f"--export_dir={tmp_path / 'ok'}")
+            f"--export_dir={tmp_path / 'o k'}")
   assert ok.returncode == 0, ok.stderr
   assert "out pooled_output: float32 (None, 64)" in ok.stdout
+  # The hint's command works when pasted (the path has a space).
+  (hint,) = [l for l in ok.stdout.splitlines() if "saved_model_cli" in l]
+  assert shlex.split(hint.split(": ", 1)[1])[-1] == str(tmp_path / "o k" / "1")
   for flag, field in (("--params_override=model.num_hidden_layers=3",
                        "model.num_hidden_layers is 3"),
                       ("--seq_length=32", "seq_length is 32")):
@@ -159,6 +163,11 @@ def test_convert_reads_the_record_and_refuses_other_model(run_dir, tmp_path):
   assert ok.returncode == 0, ok.stderr
   with open(tmp_path / "tf1" / "albert_config.json") as f:
     assert json.load(f)["num_hidden_layers"] == 2
+  # The run's SentencePiece model travels with it, as the help says.
+  spm = run_record.read(run_dir).facts["spm_model_file"]
+  with open(spm, "rb") as f, open(
+      tmp_path / "tf1" / os.path.basename(spm), "rb") as g:
+    assert f.read() == g.read()
   # The converted checkpoint's albert_config.json guards it in turn.
   bad = tool("albert_tf.export_savedmodel", "--export_kind=encoder",
              f"--checkpoint={tmp_path / 'tf1' / 'model.ckpt'}",

@@ -16,12 +16,16 @@ import pytest
 
 from albert_tf import plot_metrics
 from albert_tf.checkpoints import conversion
+from albert_tf.checkpoints import restore as restore_lib
 from albert_tf.core import actions
+from albert_tf.core import checkpoint_config
 from albert_tf.core import experiment_config as ec
 from albert_tf.core import run_record
 from albert_tf.core import train_lib
+from albert_tf.tasks import export
 from albert_tf.tasks import pretraining
 from data_prep import output_files
+from data_prep import tfrecord_io
 from tests.testing import pretrain_testutil as tu
 from tests.testing import tool_server
 
@@ -219,3 +223,129 @@ def test_record_appended_after_a_cut_line_stands_alone(tmp_path):
   lines = [json.loads(l) for l in path.read_text().splitlines()]
   assert [(r["mode"], r["step"]) for r in lines] == [("train", 10),
                                                      ("eval", 20)]
+
+
+# ----------------------------------------------- data regenerated in place ----
+def _place(data_file, path, records=None):
+  """`data_file` (or its first `records` records) and its summary as `path`
+  (what a rerun of data prep under the same name leaves)."""
+  with open(data_file, "rb") as f:
+    framed = tfrecord_io.split_framed(f.read())[:records]
+  with open(path, "wb") as f:
+    f.write(b"".join(framed))
+  with open(data_file + output_files.SUMMARY_SUFFIX) as f:
+    summary = json.load(f)
+  summary["records_per_file"] = summary["output_files"] = {path: len(framed)}
+  output_files.write_json(path + output_files.SUMMARY_SUFFIX, summary)
+
+
+def test_resume_after_the_data_was_regenerated_in_place(tmp_path,
+                                                       tmp_path_factory,
+                                                       caplog):
+  """Every resume failed with 'corrupt input ... Fix or remove the file'
+  about a valid file: the saved data position pointed into the old file
+  (files this small are read ahead whole, so here it was restored into the
+  new file silently)."""
+  base = tu.worker_data_dir(tmp_path_factory)
+  big, _ = tu.make_pretraining_data(str(base), dupe=3)
+  small, _ = tu.make_pretraining_data(str(base), dupe=1, name="small")
+  train = str(tmp_path / "train.tfrecord")
+  _place(big, train)
+  model_dir = tmp_path / "run"
+  settings = {"trainer.steps_per_loop": 1, "trainer.checkpoint_interval": 1,
+              "data.shuffle_buffer_size": 1}
+  run(config(train, **settings, **{"trainer.train_steps": 6}), model_dir)
+  _place(small, train, records=40)  # the same name, fewer records
+  caplog.set_level(logging.WARNING)
+  result = run(config(train, **settings, **{"trainer.train_steps": 8}),
+               model_dir)
+  assert result["train"]["step"] == 8
+  assert (f"the training input changed since the newest checkpoint was "
+          f"saved ({train}: {os.path.getsize(big)} -> "
+          f"{os.path.getsize(train)} bytes): its saved data position belongs "
+          "to the old files; the input pipeline starts over") in caplog.text
+  # The next resume, on the same files, restores the position again.
+  caplog.clear()
+  run(config(train, **settings, **{"trainer.train_steps": 9}), model_dir)
+  assert "the training input changed" not in caplog.text
+  assert "restore_data_position=False" not in caplog.text
+
+
+# ------------------------------------------- export of a run in progress ----
+def _truncate(prefix):
+  (data,) = [p for p in os.listdir(os.path.dirname(prefix))
+             if p.startswith(os.path.basename(prefix) + ".data")]
+  path = os.path.join(os.path.dirname(prefix), data)
+  with open(path, "r+b") as f:
+    f.truncate(os.path.getsize(path) // 2)
+
+
+def test_export_skips_an_unreadable_newest_checkpoint(train_file, tmp_path,
+                                                      caplog):
+  """A truncated newest checkpoint gave a 43-line traceback (IndexError:
+  Read less bytes than requested); one a running trainer rotated away
+  mid-export gave 'wrong config for this checkpoint?'."""
+  model_dir = tmp_path / "run"
+  run(config(train_file, **{"trainer.steps_per_loop": 1,
+                            "trainer.checkpoint_interval": 1}), model_dir)
+  first, newest = (os.path.join(model_dir, "checkpoints", f"ckpt-{n}")
+                   for n in (1, 2))
+  copy = tmp_path / "copy"
+  shutil.copytree(model_dir, copy)
+  _truncate(newest)
+  caplog.set_level(logging.WARNING)
+  written = export.export(export.ExportRequest(
+      export_dir=str(tmp_path / "export"), model_dir=str(model_dir)))
+  assert os.path.exists(os.path.join(written, "saved_model.pb"))
+  assert (f"checkpoint {newest} is truncated or unreadable: ") in caplog.text
+  assert "using the one before it" in caplog.text
+  # A checkpoint asked for by name is not replaced: one line naming it.
+  with pytest.raises(actions.CheckpointError) as info:
+    export.export(export.ExportRequest(
+        export_dir=str(tmp_path / "e2"), model_dir=str(model_dir),
+        checkpoint=newest))
+  assert str(info.value).startswith(
+      f"no readable checkpoint: {newest} (truncated or unreadable: ")
+  assert "\n" not in str(info.value)
+  # Rotated away by the trainer while it was read: the one before it, said.
+  model = pretraining.PretrainingTask(config(train_file)).build_model()
+  rotated = str(copy / "checkpoints" / "ckpt-2")
+
+  def rotating_restore(path):
+    if path == rotated:
+      for name in os.listdir(os.path.dirname(path)):
+        if name.startswith("ckpt-2."):
+          os.remove(os.path.join(os.path.dirname(path), name))
+    return restore_lib.restore(model, path)
+
+  caplog.clear()
+  path, _ = checkpoint_config.restore_newest_readable(rotating_restore,
+                                                      str(copy))
+  assert path == str(copy / "checkpoints" / "ckpt-1")
+  assert (f"checkpoint {rotated} is deleted while it was read: a training "
+          "run keeps only its newest trainer.max_to_keep checkpoints; using "
+          "the one before it") in caplog.text
+
+
+def test_resume_logs_each_line_once_and_no_identity_warning(run_dir,
+                                                            tmp_path):
+  """Every resume printed TensorFlow's '(root).identity ... not restored'
+  warnings, each twice (TensorFlow's handler and absl's), and every ERROR
+  line twice."""
+  model_dir = tmp_path / "copy"
+  shutil.copytree(run_dir, model_dir)
+  procs = [tool_server.run(
+      [sys.executable, "-m", "albert_tf.run_pretraining",
+       f"--model_dir={model_dir}", f"--train_steps={steps}"], cwd=tu.ROOT,
+      env=tu.subprocess_env(), capture_output=True, text=True, timeout=300)
+           for steps in (3, 1)]  # one after the other
+  resumed, refused = (p.stderr for p in procs)
+  assert procs[0].returncode == 0, resumed[-3000:]
+  for err in (resumed, refused):
+    assert "(root).identity" not in err
+    assert "WARNING:tensorflow:" not in err  # TensorFlow's own handler
+  assert procs[1].returncode == 1
+  assert [l for l in refused.splitlines() if "nothing trained" in l] == [
+      f"ERROR: nothing trained: {model_dir} resumed at step 3, past "
+      "trainer.train_steps=1; pass a larger --train_steps to train on, or "
+      "--mode=eval to evaluate the checkpoint"]

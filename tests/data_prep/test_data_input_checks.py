@@ -97,7 +97,9 @@ def test_gzip_tfrecord_and_other_binary_files_are_refused(data_dir, tmp_path):
   utf16 = tmp_path / "utf16.txt"
   utf16.write_text("Some text.\n", encoding="utf-16")
   for path, what in ((data_dir / "corpus.tfrecord.gz", "a TFRecord file"),
-                     (binary, "a binary file"), (utf16, "a binary file")):
+                     (binary, "a binary file"),
+                     (utf16, "UTF-16 text, not UTF-8; convert it first "
+                      r"\(iconv -f UTF-16 -t UTF-8\)")):
     with pytest.raises(ValueError, match=f"input file {path} is {what}"):
       next(text_reader.iter_clean_lines(str(path), {}))
   # Text, gzip or in another 8-bit encoding or with a stray NUL, is read

@@ -234,6 +234,7 @@ BAD_FLAGS = [
     ("short_seq_prob", "-0.1"), ("ngram", "0"), ("num_workers", "0"),
     ("docs_per_block", "0"), ("max_lines_per_document", "0"),
     ("shuffle_buffer_size", "-1"), ("max_predictions_per_seq", "100"),
+    ("masked_lm_prob", "0"),
 ]
 
 

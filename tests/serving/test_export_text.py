@@ -197,7 +197,7 @@ def err(fn):
   try:
     fn()
   except Exception as e:
-    return str(e)[:1500]
+    return str(e)[:1500] + str(e)[-1500:]  # graph errors end with it
   return None
 def example(**fields):
   feats = {k: tf.train.Feature(bytes_list=tf.train.BytesList(
@@ -222,7 +222,10 @@ out["clf_errors"] = dict(
     long_ids=err(lambda: s["serve_ids"](**{k: tf.tile(v, [1, 3])
                                          for k, v in ids.items()})),
     missing_feature=err(lambda: s["serve_examples"](examples=tf.constant(
-        [example(text_a="only a")]))))
+        [example(text_a="only a")]))),
+    two_values=err(lambda: s["serve_examples"](examples=tf.constant(
+        [example(text_a="a", text_b="b"),
+         example(text_a=["one", "two"], text_b="b")]))))
 sq = load("squad")
 out["squad_text"] = to_py(sq.signatures["serving_default"](
     question=tf.constant(Q), context=tf.constant(C)))
@@ -270,7 +273,12 @@ def test_serving_exports_match_in_memory_models(setup):
   assert "text_a must have rank 1: string [batch]" in errors["rank"]
   assert "text_a and text_b must have the same batch size" in errors["batch"]
   assert "max_position_embeddings = 32" in errors["long_ids"]
-  assert "text_b" in errors["missing_feature"]
+  assert ("feature text_b must hold exactly one string in each "
+          "tf.Example" in errors["missing_feature"])
+  # Two `text_a` values said only "Can't parse serialized Example".
+  assert ("serve_examples: feature text_a must hold exactly one string in "
+          "each tf.Example; strings per example:" in errors["two_values"])
+  assert "[1 2]" in errors["two_values"]
 
   # SQuAD: logits match; the span is the best valid one (NumPy search).
   sq_ids = reference_batch(tok, Q, C, seq_length=24, max_first=6)

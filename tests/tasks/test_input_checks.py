@@ -9,9 +9,13 @@ import pytest
 import tensorflow as tf
 
 from albert_tf.core import experiment_config as ec
+from albert_tf.core import train_lib
 from albert_tf.tasks import pretraining
 from albert_tf.tasks import sentence_prediction
+from data_prep import create_pretraining_data as cpd
 from data_prep import output_files
+from data_prep import pretraining_config
+from data_prep import pretraining_instances as pi
 from tests.testing import finetune_testlib
 from tests.testing import pretrain_testutil as tu
 
@@ -104,3 +108,80 @@ def test_finetuning_spm_must_match_model_vocab(tmp_path_factory, tmp_path):
   with pytest.raises(ValueError, match=r"spm.model: 1000 pieces but "
                      r"model.vocab_size is 1200"):
     task.validate_inputs(training=True)
+
+
+def test_files_of_two_vocabularies_are_refused(train_file, tmp_path_factory,
+                                               tmp_path):
+  """Shards of an earlier data prep with another SentencePiece model (of the
+  same size) left beside the new ones: one glob matched both and trained."""
+  from sentencepiece import sentencepiece_model_pb2  # pylint: disable=g-import-not-at-top
+  model = tu.worker_pretraining_data(tmp_path_factory)[1]
+  proto = sentencepiece_model_pb2.ModelProto()
+  proto.ParseFromString(open(model, "rb").read())
+  a, b = proto.pieces[100], proto.pieces[200]  # same size, other ids
+  a.piece, b.piece = b.piece, a.piece
+  other = tmp_path / "other.model"
+  other.write_bytes(proto.SerializeToString())
+  new = copy_with_summary(train_file, tmp_path)
+  old = str(tmp_path / "old.tfrecord")
+  cpd.run([tu.worker_corpus(tmp_path_factory)], [old],
+          pretraining_config.RunConfig(
+              spm_model_file=str(other), do_lower_case=True,
+              instance=pi.InstanceConfig(max_seq_length=tu.SEQ,
+                                         max_predictions_per_seq=tu.PRED)),
+          progress_interval=0)
+  with pytest.raises(ValueError) as info:
+    validate(str(tmp_path / "*.tfrecord"))
+  message = str(info.value)
+  assert "\n" not in message
+  assert (f"data.input_path mixes data tokenized differently: {new} was made "
+          f"with SentencePiece model {model} (sha256 ") in message
+  assert (f"but {old} with SentencePiece model {other} (sha256 "
+          f"{output_files.file_sha256(str(other))[:12]}") in message
+  # Training and evaluation files must agree too.
+  with pytest.raises(ValueError, match="data.eval_input_path and "
+                     "data.input_path mixes data tokenized differently"):
+    config = ec.load_experiment_config(
+        pretraining.PretrainingExperimentConfig, [tu.TINY_RECIPE],
+        tu.tiny_overrides(new, eval_file=old))
+    task = pretraining.PretrainingTask(config)
+    task.validate_inputs(training=True)
+    task.validate_inputs(training=False)
+
+
+def test_data_without_masks_is_refused(train_file, tmp_path):
+  """Data made with masked_lm_prob=0 trained and reported 'new best
+  masked_lm_accuracy 0.0000'."""
+  path = copy_with_summary(train_file, tmp_path,
+                           lambda s: s.update(masked_tokens=0))
+  with pytest.raises(ValueError, match=rf"{path} holds no masked token "
+                     r"\(made with masked_lm_prob=0\?\)"):
+    validate(path)
+
+
+def test_evaluation_inputs_are_checked_before_training(tmp_path_factory,
+                                                       tmp_path):
+  """An empty dev.tsv was found after the whole training run, as
+  'evaluation data produced no batch' naming no file; a bad dev label
+  likewise only after training."""
+  header = "index\tsentence1\tsentence2\tlabel\n"
+  (tmp_path / "train.tsv").write_text(
+      header + "".join(f"{i}\ta b\tc d\tentailment\n" for i in range(40)))
+  config = finetune_testlib.tiny_finetune_config(
+      sentence_prediction.GlueExperimentConfig,
+      {"task_name": "rte", "data_dir": str(tmp_path), "max_seq_length": 16,
+       "spm_model_file": finetune_testlib.spm_model(tmp_path_factory)},
+      steps=2)
+  config.model.vocab_size = 1000
+  dev = tmp_path / "dev.tsv"
+  for text, error in (
+      (header, rf"{dev}: no dev example to evaluate on"),
+      (header + "0\ta\tb\tentailment\n1\ta\tb\tmaybe\n",
+       rf"{dev}:3: .*'maybe'")):
+    dev.write_text(text)
+    model_dir = tmp_path / "run"
+    with pytest.raises(ValueError, match=error):
+      train_lib.run_experiment(
+          sentence_prediction.ClassifierTask(config, str(model_dir)), config,
+          str(model_dir), "train_and_eval")
+    assert not (model_dir / "checkpoints").exists()  # nothing trained
