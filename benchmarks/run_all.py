@@ -189,7 +189,51 @@ def markdown(machine_line):
             f"| {corpus} | {f['local_speedup_2_over_1_workers']}x | "
             f"{f['beam_speedup_2_over_1_workers']}x | "
             f"{f['beam_speedup_2_over_1_workers_after_startup']}x |")
+  lines += lite_accuracy_lines(load("lite_accuracy.json"))
   return "\n".join(lines) + "\n"
+
+
+def lite_accuracy_lines(result):
+  """RESULTS.md's section of benchmarks/lite_accuracy.py (none without its
+  JSON): one row per task and export."""
+  if not result:
+    return []
+  cpu = result["cpu"]
+  lines = ["", "### Low-precision exports: accuracy of fine-tuned models "
+           "(benchmarks/lite_accuracy.py)", "",
+           f"Measured {result['timestamp']} on {cpu['model']} (flags: "
+           f"{' '.join(cpu['flags'])}); TensorFlow "
+           f"{result['versions']['tensorflow']}, LiteRT "
+           f"{result['versions']['ai-edge-litert']}; int8 calibrated on "
+           f"{result['representative_examples'] or 'the default'} training "
+           f"examples.{' SMOKE RUN: measures nothing.' if result['smoke'] else ''}",
+           "", "| task | export | size MB | agreement with float32 | "
+           "dev accuracy (SQuAD: EM / F1) | max abs logit diff | targets |",
+           "|---|---|---|---|---|---|---|"]
+  for task, t in result["tasks"].items():
+    for row in t["rows"]:
+      name = row["export"]
+      if "error" in row:
+        lines.append(f"| {task} | {name} | - | - | - | - | NOT met: export "
+                     f"failed ({row['error']}) |")
+        continue
+      accuracy = f"{row['accuracy']:.4f}" + (
+          f" / {row['f1']:.4f}" if "f1" in row else "")
+      verdict = ("reference" if "meets_targets" not in row else
+                 "met" if row["meets_targets"] else "NOT met")
+      lines.append(f"| {task} | {name} | {row['size_bytes'] / 1e6:.2f} | "
+                   f"{row['agreement']:.2%} | {accuracy} | "
+                   f"{row['max_abs_logit_diff']:.4f} | {verdict} |")
+  targets = result["targets"]
+  lines += ["", "Targets: agreement with the float32 SavedModel >= "
+            f"{targets['classification']['agreement']:.0%} (SQuAD: same "
+            f"answer text >= {targets['squad']['agreement']:.0%}), dev "
+            "accuracy (SQuAD: exact match) at most "
+            f"{100 * targets['classification']['accuracy_drop']:.0f} point "
+            "below float32's. Dev examples: " + ", ".join(
+                f"{task} {t['rows'][0]['examples']}"
+                for task, t in result["tasks"].items()) + "."]
+  return lines
 
 
 def write_table(measured_now):
