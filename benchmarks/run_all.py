@@ -10,6 +10,10 @@ Runs (each prints its own figures as it goes):
   3. bench_inference.py: exported encoder SavedModels, batch 1 and 32.
   4. bench_data_prep.py: create_pretraining_data and the Beam pipeline:
      instances/s, peak RSS, scaling in workers.
+  5. lite_accuracy.py: the low-precision exports (bfloat16 SavedModel,
+     .tflite float16 / dynamic_int8 / int8) of two models fine-tuned here,
+     against float32 on their dev sets (not with --quick or --smoke: it
+     trains for minutes).
 Writes benchmarks/results/*.json and benchmarks/results/RESULTS.md. Every
 figure is measured against its peer or limit in the same run, sides called
 alternately after the warm-up has settled (benchmarks/bench_common.py).
@@ -292,6 +296,8 @@ def main():
   if not args.quick:
     run("bench_data_prep.py", "--json", os.path.join(RESULTS,
                                                      "data_prep.json"))
+  if not (args.quick or args.smoke):
+    run("lite_accuracy.py", f"--results_dir={RESULTS}")
   write_table(measured_now=True)
 
 
