@@ -49,6 +49,7 @@ import lite_accuracy_tasks  # pylint: disable=g-import-not-at-top
 import run_all  # pylint: disable=g-import-not-at-top
 import yaml  # pylint: disable=g-import-not-at-top
 
+from albert_tf.serving import lite_export  # pylint: disable=g-import-not-at-top
 from data_prep import output_files  # pylint: disable=g-import-not-at-top
 from data_prep import tokenization  # pylint: disable=g-import-not-at-top
 from examples.demo import corpus  # pylint: disable=g-import-not-at-top
@@ -277,7 +278,9 @@ def main():
   print(f"tasks in {workdir}: {json.dumps(counts)}", flush=True)
   result = {**bench_common.stamp(), "cpu": cpu(), "versions": versions(),
             "smoke": args.smoke, "settings": settings,
-            "representative_examples": args.representative_examples,
+            "representative_examples": (
+                args.representative_examples or
+                lite_export.DEFAULT_REPRESENTATIVE_EXAMPLES),
             "targets": TARGETS, "tasks": {}}
   for task in ("classification", "squad"):
     task_start = time.time()

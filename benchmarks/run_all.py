@@ -209,8 +209,8 @@ def lite_accuracy_lines(result):
            f"{' '.join(cpu['flags'])}); TensorFlow "
            f"{result['versions']['tensorflow']}, LiteRT "
            f"{result['versions']['ai-edge-litert']}; int8 calibrated on "
-           f"{result['representative_examples'] or 'the default'} training "
-           f"examples.{' SMOKE RUN: measures nothing.' if result['smoke'] else ''}",
+           f"{result['representative_examples']} examples of the run's "
+           f"training data.{' SMOKE RUN: measures nothing.' if result['smoke'] else ''}",
            "", "| task | export | size MB | agreement with float32 | "
            "dev accuracy (SQuAD: EM / F1) | max abs logit diff | targets |",
            "|---|---|---|---|---|---|---|"]

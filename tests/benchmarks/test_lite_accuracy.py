@@ -84,7 +84,7 @@ def test_results_section_lists_every_export_and_a_failed_one():
       "timestamp": "2026-11-26 14:00:00", "smoke": False,
       "cpu": {"model": "AMD EPYC", "flags": ["avx2", "avx512_bf16"]},
       "versions": {"tensorflow": "2.20.0", "ai-edge-litert": "2.0.2"},
-      "representative_examples": None,
+      "representative_examples": 100,
       "targets": {"classification": {"agreement": 0.99,
                                      "accuracy_drop": 0.01},
                   "squad": {"agreement": 0.97, "accuracy_drop": 0.01}},
