@@ -139,12 +139,23 @@ def load(matmul_seconds=2.0):
           "matmul_gflops": round(matmul_gflops(matmul_seconds), 1)}
 
 
-def _run_tool(args):
-  proc = subprocess.run([sys.executable, *args], cwd=ROOT, text=True,
-                        capture_output=True,
-                        env=dict(os.environ, PYTHONPATH=ROOT))
+def run_tool(args, log_path=None):
+  """Runs `python <args>` from the repository root; raises RuntimeError
+  with the tail of its error output if it fails. With `log_path`, stdout
+  and stderr go to that file (to follow a long run) instead of memory."""
+  env = dict(os.environ, PYTHONPATH=ROOT)
+  if log_path is None:
+    proc = subprocess.run([sys.executable, *args], cwd=ROOT, text=True,
+                          capture_output=True, env=env)
+    tail = proc.stderr[-3000:]
+  else:
+    with open(log_path, "w", encoding="utf-8") as log:
+      proc = subprocess.run([sys.executable, *args], cwd=ROOT, text=True,
+                            stdout=log, stderr=subprocess.STDOUT, env=env)
+    with open(log_path, encoding="utf-8") as log:
+      tail = log.read()[-3000:]
   if proc.returncode:
-    raise RuntimeError(f"{' '.join(args[:2])} failed:\n{proc.stderr[-3000:]}")
+    raise RuntimeError(f"{' '.join(args[:2])} failed:\n{tail}")
 
 
 def sentencepiece_model(workdir, vocab_size):
@@ -155,11 +166,11 @@ def sentencepiece_model(workdir, vocab_size):
   corpus = os.path.join(workdir, "botchan_corpus.txt")
   prefix = os.path.join(workdir, f"spm{vocab_size}")
   if not os.path.exists(corpus):
-    _run_tool(["-m", "data_prep.prepare_corpus", f"--input_file={BOTCHAN}",
+    run_tool(["-m", "data_prep.prepare_corpus", f"--input_file={BOTCHAN}",
                f"--output_file={corpus}", "--doc_boundary=regex",
                r"--doc_regex=^CHAPTER [IVXLC]+\.?$"])
   if not os.path.exists(prefix + ".model"):
-    _run_tool(["-m", "data_prep.train_sentencepiece",
+    run_tool(["-m", "data_prep.train_sentencepiece",
                f"--input_file={corpus}", f"--model_prefix={prefix}",
                f"--vocab_size={vocab_size}", "--num_threads=2"])
   return corpus, prefix + ".model"
@@ -172,7 +183,7 @@ def pretraining_data(workdir, seq, predictions, vocab_size, dupe_factor=2):
   out = os.path.join(workdir, f"train_v{vocab_size}_s{seq}_p{predictions}"
                      f".tfrecord")
   if not os.path.exists(out):
-    _run_tool(["-m", "data_prep.create_pretraining_data",
+    run_tool(["-m", "data_prep.create_pretraining_data",
                f"--input_file={corpus}", f"--output_file={out}",
                f"--spm_model_file={model}", f"--max_seq_length={seq}",
                f"--max_predictions_per_seq={predictions}",

@@ -11,6 +11,10 @@ Runs (each prints its own figures as it goes):
   4. bench_data_prep.py: create_pretraining_data and the Beam pipeline:
      instances/s, peak RSS, scaling in workers; with --runners the local
      tool, the DirectRunner and the DaskRunner on the same corpora.
+  5. lite_accuracy.py: the low-precision exports (bfloat16 SavedModel,
+     .tflite float16 / dynamic_int8 / int8) of two models fine-tuned here,
+     against float32 on their dev sets (not with --quick or --smoke: it
+     trains for minutes).
 Writes benchmarks/results/*.json and benchmarks/results/RESULTS.md. Every
 figure is measured against its peer or limit in the same run, sides called
 alternately after the warm-up has settled (benchmarks/bench_common.py).
@@ -191,6 +195,7 @@ def markdown(machine_line):
             f"{f['beam_speedup_2_over_1_workers']}x | "
             f"{f['beam_speedup_2_over_1_workers_after_startup']}x |")
   lines += runner_rows(load("data_prep_runners.json"))
+  lines += lite_accuracy_lines(load("lite_accuracy.json"))
   return "\n".join(lines) + "\n"
 
 
@@ -214,6 +219,48 @@ def runner_rows(data):
                  f"{r['instances']} | {r['wall_seconds']:.1f} | "
                  f"{', '.join(map(str, r['wall_seconds_all_trials']))} | "
                  f"{r['cpu_seconds']:.1f} | {r['instances_per_second']:.0f} |")
+
+
+def lite_accuracy_lines(result):
+  """RESULTS.md's section of benchmarks/lite_accuracy.py (none without its
+  JSON): one row per task and export."""
+  if not result:
+    return []
+  cpu = result["cpu"]
+  lines = ["", "### Low-precision exports: accuracy of fine-tuned models "
+           "(benchmarks/lite_accuracy.py)", "",
+           f"Measured {result['timestamp']} on {cpu['model']} (flags: "
+           f"{' '.join(cpu['flags'])}); TensorFlow "
+           f"{result['versions']['tensorflow']}, LiteRT "
+           f"{result['versions']['ai-edge-litert']}; int8 calibrated on "
+           f"{result['representative_examples']} examples of the run's "
+           f"training data.{' SMOKE RUN: measures nothing.' if result['smoke'] else ''}",
+           "", "| task | export | size MB | agreement with float32 | "
+           "dev accuracy (SQuAD: EM / F1) | max abs logit diff | targets |",
+           "|---|---|---|---|---|---|---|"]
+  for task, t in result["tasks"].items():
+    for row in t["rows"]:
+      name = row["export"]
+      if "error" in row:
+        lines.append(f"| {task} | {name} | - | - | - | - | NOT met: export "
+                     f"failed ({row['error']}) |")
+        continue
+      accuracy = f"{row['accuracy']:.4f}" + (
+          f" / {row['f1']:.4f}" if "f1" in row else "")
+      verdict = ("reference" if "meets_targets" not in row else
+                 "met" if row["meets_targets"] else "NOT met")
+      lines.append(f"| {task} | {name} | {row['size_bytes'] / 1e6:.2f} | "
+                   f"{row['agreement']:.2%} | {accuracy} | "
+                   f"{row['max_abs_logit_diff']:.4f} | {verdict} |")
+  targets = result["targets"]
+  lines += ["", "Targets: agreement with the float32 SavedModel >= "
+            f"{targets['classification']['agreement']:.0%} (SQuAD: same "
+            f"answer text >= {targets['squad']['agreement']:.0%}), dev "
+            "accuracy (SQuAD: exact match) at most "
+            f"{100 * targets['classification']['accuracy_drop']:.0f} point "
+            "below float32's. Dev examples: " + ", ".join(
+                f"{task} {t['rows'][0]['examples']}"
+                for task, t in result["tasks"].items()) + "."]
   return lines
 
 
@@ -276,6 +323,7 @@ def main():
   if not (args.quick or args.smoke):
     run("bench_data_prep.py", "--runners", "--json",
         os.path.join(RESULTS, "data_prep_runners.json"))
+    run("lite_accuracy.py", f"--results_dir={RESULTS}")
   write_table(measured_now=True)
 
 
