@@ -219,6 +219,7 @@ def runner_rows(data):
                  f"{r['instances']} | {r['wall_seconds']:.1f} | "
                  f"{', '.join(map(str, r['wall_seconds_all_trials']))} | "
                  f"{r['cpu_seconds']:.1f} | {r['instances_per_second']:.0f} |")
+  return lines
 
 
 def lite_accuracy_lines(result):
