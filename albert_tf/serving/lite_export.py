@@ -33,6 +33,7 @@ import os
 import shutil
 import tempfile
 
+import flatbuffers
 import numpy as np
 import tensorflow as tf
 from tensorflow.lite.python import convert as tflite_convert
@@ -173,9 +174,34 @@ def _int8_matmuls(converter):
   does, without its nondeterministic debug model)."""
   converter.experimental_mlir_quantizer = True
   converter._experimental_calibrate_only = True  # pylint: disable=protected-access
-  calibrated = converter.convert()
+  calibrated = _shared_ranges(converter.convert())
   return tflite_convert.mlir_quantize(
       calibrated, denylisted_ops=list(INT8_FLOAT_OPS), fully_quantize=False)
+
+
+def _shared_ranges(calibrated):
+  """The calibrated model with each later signature's copy of a tensor
+  taking the first signature's recorded range.
+
+  TFLite's calibration of a text-in graph is not reproducible (different
+  ranges from process to process for the encoder's tensors there, enough to
+  collapse a model), while an ids-in graph's is; both run the same encoder
+  on the same examples. The converter names a later signature's copy of a
+  tensor by appending "1" to its name, which finds most copies but not all
+  (a split's outputs are numbered on): docs/lite.md has what remains.
+  """
+  model = schema.ModelT.InitFromPackedBuf(bytearray(calibrated), 0)
+  first = {t.name: t.quantization for t in model.subgraphs[0].tensors
+           if t.quantization is not None and t.quantization.min is not None}
+  for graph in model.subgraphs[1:]:
+    for tensor in graph.tensors:
+      source = first.get(tensor.name[:-1]) if tensor.name.endswith(b"1") else None
+      if source is not None and tensor.quantization is not None:
+        tensor.quantization.min = list(source.min)
+        tensor.quantization.max = list(source.max)
+  builder = flatbuffers.Builder(len(calibrated))
+  builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+  return bytes(builder.Output())
 
 
 def custom_ops(tflite_bytes):
