@@ -28,8 +28,10 @@ Precisions (`PRECISIONS["tflite"]`):
                 (`calibration_samples`: ids, and their text).
 """
 
+import collections
 import json
 import os
+import re
 import shutil
 import tempfile
 
@@ -54,7 +56,7 @@ TFLITE_NAME = lite.TFLITE_NAME
 # added to the scores), softmax and LayerNorm (mean, variance, rsqrt) lose
 # the model (a fine-tuned classifier's outputs became constant), and one
 # int8 scale for the whole word-embedding table (GATHER) erases the
-# differences between words. Still not reliable: docs/lite.md.
+# differences between words (docs/lite.md).
 INT8_FLOAT_OPS = ("GATHER", "BATCH_MATMUL", "ADD", "SUB", "MUL", "SOFTMAX",
                   "MEAN", "SQUARED_DIFFERENCE", "RSQRT", "GELU", "TANH")
 # int8's calibration examples when --representative_examples is not given.
@@ -186,22 +188,42 @@ def _shared_ranges(calibrated):
   TFLite's calibration of a text-in graph is not reproducible (different
   ranges from process to process for the encoder's tensors there, enough to
   collapse a model), while an ids-in graph's is; both run the same encoder
-  on the same examples. The converter names a later signature's copy of a
-  tensor by appending "1" to its name, which finds most copies but not all
-  (a split's outputs are numbered on): docs/lite.md has what remains.
+  on the same examples. A later signature's copy of a tensor has the same
+  name up to the numbers the converter appends to keep names unique, and
+  comes in the same order: copies are matched as the k-th tensor of the
+  same name stem in each graph, where both graphs have as many of them.
   """
   model = schema.ModelT.InitFromPackedBuf(bytearray(calibrated), 0)
-  first = {t.name: t.quantization for t in model.subgraphs[0].tensors
-           if t.quantization is not None and t.quantization.min is not None}
-  for graph in model.subgraphs[1:]:
+
+  def by_stem(graph):
+    stems = collections.defaultdict(list)
     for tensor in graph.tensors:
-      source = first.get(tensor.name[:-1]) if tensor.name.endswith(b"1") else None
-      if source is not None and tensor.quantization is not None:
-        tensor.quantization.min = list(source.min)
-        tensor.quantization.max = list(source.max)
+      q = tensor.quantization
+      if q is not None and q.min is not None and len(q.min):
+        stems[_name_stem(tensor.name)].append(tensor)
+    return stems
+
+  first = by_stem(model.subgraphs[0])
+  for graph in model.subgraphs[1:]:
+    for stem, tensors in by_stem(graph).items():
+      sources = first.get(stem, [])
+      if len(sources) != len(tensors):
+        continue  # not the same tensors: keep their own ranges
+      for tensor, source in zip(tensors, sources):
+        tensor.quantization.min = list(source.quantization.min)
+        tensor.quantization.max = list(source.quantization.max)
   builder = flatbuffers.Builder(len(calibrated))
   builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
   return bytes(builder.Output())
+
+
+def _name_stem(name):
+  """A tensor name without the numbers the converter adds for uniqueness
+  ("split4" -> "split", "StatefulPartitionedCall_1:5" ->
+  "StatefulPartitionedCall:")."""
+  name = re.sub(rb"StatefulPartitionedCall_\d+", b"StatefulPartitionedCall",
+                name)
+  return re.sub(rb"[\d_]+$", b"", name)
 
 
 def custom_ops(tflite_bytes):
