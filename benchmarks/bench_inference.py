@@ -43,7 +43,7 @@ from albert_tf.tasks import export as tasks_export  # pylint: disable=g-import-n
 from albert_tf.tasks import pretraining  # pylint: disable=g-import-not-at-top
 
 NAMES = ("input_word_ids", "input_mask", "input_type_ids")
-TARGETS = {1: 0.6, 32: 0.55}  # ours / Model Garden p50 (issue 22)
+TARGETS = {1: 0.6, 32: 0.55}  # ours / Model Garden p50
 SMOKE_CONFIG = dict(vocab_size=1000, embedding_size=16, hidden_size=32,
                     num_hidden_layers=1, num_attention_heads=2,
                     intermediate_size=64, max_position_embeddings=64)

@@ -55,7 +55,7 @@ from examples.demo import tools
 
 FLAGS = flags.FLAGS
 PRETRAIN_STEPS = 3000       # the demo recipe's trainer.train_steps
-# --long: the steps of the measured run that reaches issue 21's targets on the
+# --long: the steps of the measured run that reaches the demo's targets on the
 # State of the Union addresses (docs/demo.md).
 LONG_PRETRAIN_STEPS = 60000
 FINETUNE_STEPS = 300
