@@ -104,7 +104,9 @@ class LitePreprocessor(preprocessing.TextPreprocessor):
     (the caller applied `lite_tokenizer.pre_rules`)."""
     ids = self._tokenizer.tokenize(text)  # [batch, (tokens)]
     if self._expansion is None:
-      return ids
+      # int64 row splits, as the SavedModel tokenizer's: pack() indexes rows
+      # with int64 positions.
+      return ids.with_row_splits_dtype(tf.int64)
     values = ids.flat_values  # [n]
     rows = tf.gather(self._expansion, values)  # [n, width]
     new_values = tf.boolean_mask(rows, rows >= 0)  # [n']
