@@ -56,29 +56,32 @@ TARGETS = {1: 0.6, 32: 0.55}  # ours / Model Garden p50 (issue 22)
 SMOKE_CONFIG = dict(vocab_size=1000, embedding_size=16, hidden_size=32,
                     num_hidden_layers=1, num_attention_heads=2,
                     intermediate_size=64, max_position_embeddings=64)
-# batch -> Alternation arguments: calls of seconds need fewer rounds.
-def alternation_args(batch, smoke):
+def alternation_args(batch, smoke, many_sides=False):
+  """Alternation arguments: calls of seconds, and rounds of many sides (the
+  forms: 15 calls a round), get fewer rounds."""
   if smoke:
     return dict(window=1, max_warmup=2, rounds=3)
   if batch <= 4:
-    return dict(window=5, tolerance=0.05, max_warmup=40, rounds=40)
-  return dict(window=2, tolerance=0.05, max_warmup=8, rounds=8)
+    return (dict(window=5, tolerance=0.05, max_warmup=30, rounds=30)
+            if many_sides else
+            dict(window=5, tolerance=0.05, max_warmup=40, rounds=40))
+  return (dict(window=1, tolerance=0.05, max_warmup=4, rounds=5)
+          if many_sides else
+          dict(window=2, tolerance=0.05, max_warmup=8, rounds=8))
 
 
-def timed_call(fn, inputs):
-  """Seconds of one call, its outputs fetched to host memory."""
+def seconds(fn):
+  """Seconds of one call of `fn` (its outputs already fetched to host
+  memory: inference_forms.Form's calls and `fetched` do)."""
   start = time.perf_counter()
-  out = fn(**inputs)
-  for value in out.values():
-    value.numpy()
+  fn()
   return time.perf_counter() - start
 
 
-def alternate(fns, inputs, alt):
+def alternate(calls, alt):
   """Rounds of one call per side (order flipping) until `alt` is done."""
   for order in alt:
-    alt.add_round({name: timed_call(fns[name], inputs[name])
-                   for name in order})
+    alt.add_round({name: seconds(calls[name]) for name in order})
   return alt
 
 
@@ -113,9 +116,10 @@ def encoder_comparison(config, seq, batches, workdir, smoke):
             for key in ("pooled_output", "sequence_output")}
     spin = bench_common.SMOKE_MATMUL_SECONDS if smoke else 1.0
     before = bench_common.load(spin)
-    alt = alternate(loaded, {k: feed for k in loaded},
-                    bench_common.Alternation(list(loaded),
-                                             **alternation_args(batch, smoke)))
+    calls = {k: (lambda f=f: inference_forms.fetched(f(**feed)))
+             for k, f in loaded.items()}
+    alt = alternate(calls, bench_common.Alternation(
+        list(loaded), **alternation_args(batch, smoke)))
     row = side_stats(alt, batch)
     row.update(max_abs_diff=diff, warmup_rounds=len(alt.warmup["albert_tf"]),
                settled=alt.settled, timed_rounds=len(alt.timed["albert_tf"]),
@@ -166,21 +170,6 @@ FORM_TARGETS = (
     (("savedmodel_bfloat16:ids",), 32, 0.40, ("avx512_bf16", "amx_bf16")),
 )
 CALIBRATION_TEXTS = 32  # int8's calibration examples (4 with --smoke)
-
-
-def forms_alternation_args(batch, smoke):
-  """Fewer rounds than the two-sided comparison: 15 sides per round."""
-  if smoke:
-    return dict(window=1, max_warmup=2, rounds=3)
-  if batch <= 4:
-    return dict(window=5, tolerance=0.05, max_warmup=30, rounds=30)
-  return dict(window=1, tolerance=0.05, max_warmup=4, rounds=5)
-
-
-def seconds(fn):
-  start = time.perf_counter()
-  fn()
-  return time.perf_counter() - start
 
 
 def added_ms(alt, side, base):
@@ -244,10 +233,8 @@ def forms_comparison(config, seq, batches, workdir, smoke, lite_threads):
     outs = {side: fn() for side, fn in calls.items()}
     spin = bench_common.SMOKE_MATMUL_SECONDS if smoke else 1.0
     before = bench_common.load(spin)
-    alt = bench_common.Alternation(list(calls),
-                                   **forms_alternation_args(batch, smoke))
-    for order in alt:
-      alt.add_round({side: seconds(calls[side]) for side in order})
+    alt = alternate(calls, bench_common.Alternation(
+        list(calls), **alternation_args(batch, smoke, many_sides=True)))
     sides = side_stats(alt, batch)
     for side, stats in sides.items():
       stats.update(over_model_garden=alt.ratio(side, MG_IDS),

@@ -145,7 +145,7 @@ def size_bytes(name, path):
              for d, _, files in os.walk(path) for f in files)
 
 
-def _fetched(outputs):
+def fetched(outputs):
   """Outputs in host memory (a SavedModel's are eager tensors)."""
   return {k: np.asarray(v) for k, v in outputs.items()}
 
@@ -174,17 +174,17 @@ class Form:
               "text": lambda: self._runners["serving_default"](text=text)}
     feed = {k: tf.constant(v) for k, v in ids.items()}
     if self.name == MODEL_GARDEN:
-      return {"ids": lambda: _fetched(
+      return {"ids": lambda: fetched(
           self._signatures["serving_default"](**feed))}
     text = tf.constant(texts)
     examples = tf.constant([tf.train.Example(features=tf.train.Features(
         feature={"text": tf.train.Feature(bytes_list=tf.train.BytesList(
             value=[t.encode()]))})).SerializeToString() for t in texts])
-    calls = {"ids": lambda: _fetched(self._signatures["serve_ids"](**feed)),
-             "text": lambda: _fetched(
+    calls = {"ids": lambda: fetched(self._signatures["serve_ids"](**feed)),
+             "text": lambda: fetched(
                  self._signatures["serving_default"](text=text))}
     if self.name == "savedmodel_float32":  # what tf.Example input adds
-      calls["examples"] = lambda: _fetched(
+      calls["examples"] = lambda: fetched(
           self._signatures["serve_examples"](examples=examples))
     return calls
 
