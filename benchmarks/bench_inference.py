@@ -44,14 +44,14 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import bench_common  # pylint: disable=g-import-not-at-top
+import form_exports  # pylint: disable=g-import-not-at-top
+import inference_forms  # pylint: disable=g-import-not-at-top
 import numpy as np  # pylint: disable=g-import-not-at-top
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
 from albert_tf import AlbertConfig, AlbertEncoder  # pylint: disable=g-import-not-at-top
 from albert_tf.serving import export_lib  # pylint: disable=g-import-not-at-top
-import inference_forms  # pylint: disable=g-import-not-at-top
 
-NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 TARGETS = {1: 0.6, 32: 0.55}  # ours / Model Garden p50 (issue 22)
 SMOKE_CONFIG = dict(vocab_size=1000, embedding_size=16, hidden_size=32,
                     num_hidden_layers=1, num_attention_heads=2,
@@ -97,7 +97,7 @@ def side_stats(alt, batch):
 def encoder_comparison(config, seq, batches, workdir, smoke):
   ours = AlbertEncoder(config)
   ours_path = export_lib.export_encoder(ours, os.path.join(workdir, "ours"))
-  mg_path = inference_forms.save_model_garden(
+  mg_path = form_exports.save_model_garden(
       ours, config, os.path.join(workdir, "model_garden", "1"))
   loaded = {"albert_tf": tf.saved_model.load(ours_path).signatures[
                 "serving_default"],
@@ -216,8 +216,8 @@ def forms_comparison(config, seq, batches, workdir, smoke, lite_threads):
     lines = [l.strip() for l in f if l.strip()]
   calibration = texts_of_length(lines, 4 if smoke else CALIBRATION_TEXTS, seq)
   names = [name for name, _, _ in inference_forms.FORMS]
-  paths = inference_forms.export_forms(config, spm, seq, calibration,
-                                       os.path.join(workdir, "forms"), names)
+  paths = form_exports.export_forms(config, spm, seq, calibration,
+                                    os.path.join(workdir, "forms"), names)
   forms = {n: inference_forms.Form(n, p, lite_threads)
            for n, p in paths.items()}
   cpu = bench_common.cpu_info()
@@ -227,7 +227,7 @@ def forms_comparison(config, seq, batches, workdir, smoke, lite_threads):
                            for n, p in paths.items()}}
   for batch in batches:
     texts = texts_of_length(lines, batch, seq)
-    ids = inference_forms.packed_ids(spm, seq, texts)
+    ids = form_exports.packed_ids(spm, seq, texts)
     calls = {f"{n}:{kind}": fn for n, form in forms.items()
              for kind, fn in form.calls(texts, ids).items()}
     outs = {side: fn() for side, fn in calls.items()}

@@ -1,18 +1,17 @@
-"""The forms bench_inference compares: one ALBERT classifier exported as
-SavedModels (float32, bfloat16) and .tflite files (float32, float16,
-dynamic_int8, int8), and Model Garden's encoder with the same weights as a
-float32 SavedModel; each loaded and ready to call.
+"""The forms bench_inference compares, loaded and ready to call: one
+ALBERT classifier as SavedModels (float32, bfloat16) and .tflite files
+(float32, float16, dynamic_int8, int8), and Model Garden's encoder with the
+same weights as a float32 SavedModel (form_exports.py writes them).
 
-Every form of ours is the classification serving export
-(`export_savedmodel --task=classification`): text in through its
-`serving_default`, ids in through its `serve_ids`. Model Garden's form is
-its `AlbertEncoder` behind the same ids-in signature (it has no text-in
-export). int8 is calibrated on examples made from the benchmark's own texts.
-A .tflite is timed through the raw LiteRT signature runner (no input checks
-in Python; its text already through `lite_tokenizer.pre_rules`).
+Every form of ours is the classification serving export: text in through
+its `serving_default`, ids in through its `serve_ids`. Model Garden's form
+is its `AlbertEncoder` behind the same ids-in signature (it has no text-in
+export). A .tflite is timed through the raw LiteRT signature runner (no
+input checks in Python; its text already through `lite_tokenizer.pre_rules`).
 
-Run as a script, it is the peak-RSS child: a fresh process that loads one
-form and runs it (ids in), printing {"baseline_rss_mb": after the imports,
+Run as a script, it is the peak-RSS child: a fresh process that imports
+only what loading a form needs (TensorFlow, TF Text, LiteRT), loads one form
+and runs it (ids in), printing {"baseline_rss_mb": after the imports,
 "peak_rss_mb": VmHWM after the calls}:
 
   python benchmarks/inference_forms.py FORM PATH --batch 32 --seq 128
@@ -23,7 +22,6 @@ import argparse
 import json
 import os
 import sys
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -34,15 +32,9 @@ import bench_common  # pylint: disable=g-import-not-at-top
 import numpy as np  # pylint: disable=g-import-not-at-top
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
-from albert_tf.checkpoints import canonical_weights  # pylint: disable=g-import-not-at-top
-from albert_tf.checkpoints import model_garden_checkpoint  # pylint: disable=g-import-not-at-top
 from albert_tf.serving import lite  # pylint: disable=g-import-not-at-top
 from albert_tf.serving import lite_tokenizer  # pylint: disable=g-import-not-at-top
-from albert_tf.serving import preprocessing  # pylint: disable=g-import-not-at-top
-from albert_tf.tasks import all_tasks  # pylint: disable=g-import-not-at-top,unused-import  (registers the tasks)
-from albert_tf.tasks import export  # pylint: disable=g-import-not-at-top
 
-NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 MODEL_GARDEN = "model_garden"
 # (name, format, precision), in table order.
 FORMS = ((MODEL_GARDEN, "savedmodel", "float32"),
@@ -53,88 +45,6 @@ FORMS = ((MODEL_GARDEN, "savedmodel", "float32"),
          ("tflite_dynamic_int8", "tflite", "dynamic_int8"),
          ("tflite_int8", "tflite", "int8"))
 FORMATS = {name: fmt for name, fmt, _ in FORMS}
-
-
-class ModelGardenEncoderModule(tf.Module):
-  """MG's AlbertEncoder behind the same ids-in signature as our export."""
-
-  def __init__(self, encoder):
-    super().__init__()
-    self.encoder = encoder
-
-  @tf.function(input_signature=[
-      tf.TensorSpec([None, None], tf.int32, name=n) for n in NAMES])
-  def serve(self, input_word_ids, input_mask, input_type_ids):
-    out = self.encoder(dict(input_word_ids=input_word_ids,
-                            input_mask=input_mask,
-                            input_type_ids=input_type_ids))
-    return {"pooled_output": out["pooled_output"],
-            "sequence_output": out["sequence_output"]}
-
-
-def model_garden_encoder(ours, config):
-  """MG AlbertEncoder with our weights copied in (the converter's mapping)."""
-  mg = model_garden_checkpoint.build_encoder(config)
-  values = {name: var.numpy() for name, var in
-            canonical_weights.encoder_variables(ours).items()}
-  for name, (var, _, to_mg) in model_garden_checkpoint.variable_map(mg).items():
-    var.assign(to_mg(values[name]))
-  return mg
-
-
-def save_model_garden(ours, config, path):
-  """Model Garden's encoder with `ours`'s weights as an ids-in SavedModel
-  at `path`; returns `path`."""
-  module = ModelGardenEncoderModule(model_garden_encoder(ours, config))
-  tf.saved_model.save(module, path, signatures={"serving_default":
-                                                module.serve})
-  return path
-
-
-def classifier(config, spm, seq, precision="float32"):
-  """(task class, serving params, model) of a classification export."""
-  task_cls, params = export.task_for_flags(
-      "classification", "serving", {"spm_model_file": spm,
-                                    "seq_length": seq})
-  with export.precision_scope(precision):
-    model = export.model_for_flags(task_cls, "serving", config, params)
-  return task_cls, params, model
-
-
-def packed_ids(spm, seq, texts):
-  """The ids the exports' own preprocessor makes of `texts` (numpy)."""
-  packed = preprocessing.TextPreprocessor(spm, seq_length=seq).preprocess(
-      [tf.constant(texts)])
-  return {k: packed[k].numpy() for k in NAMES}
-
-
-def export_forms(config, spm, seq, calibration_texts, workdir, names):
-  """Exports the forms `names` of one random-initialised classifier (the
-  bfloat16 one gets the float32 one's weights); returns {name: path}."""
-  task_cls, params, model = classifier(config, spm, seq)
-  paths = {}
-  for name, fmt, precision in FORMS:
-    if name not in names:
-      continue
-    start = time.perf_counter()
-    target = os.path.join(workdir, name)
-    if name == MODEL_GARDEN:
-      paths[name] = save_model_garden(model.encoder, config, target)
-    else:
-      form = export.ExportForm(fmt, precision)
-      exported = model
-      if precision == "bfloat16":
-        exported = classifier(config, spm, seq, precision)[2]
-        exported.set_weights(model.get_weights())
-      if precision == "int8":
-        ids = packed_ids(spm, seq, calibration_texts)
-        form.calibration_examples = [{k: v[i] for k, v in ids.items()}
-                                     for i in range(len(calibration_texts))]
-      paths[name] = export.export_model(task_cls, "serving", exported,
-                                        params, target, form=form)
-    print(f"[forms] exported {name} in {time.perf_counter() - start:.0f} s",
-          flush=True)
-  return paths
 
 
 def size_bytes(name, path):
