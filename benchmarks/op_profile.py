@@ -34,12 +34,31 @@ PARTS = (("backward", ("gradient_tape/", "AddN")),
                                    "global_norm/")))
 
 
+# What the non-matmul ops belong to, by a marker in the node name (the
+# first that matches; matmuls are "matmul", the rest "other").
+COMPONENTS = (("GELU", ("Gelu",)), ("LayerNorm", ("layer_norm",)),
+              ("softmax (attention, loss)", ("oftmax",)),
+              ("shared-weight gradient sums", ("AddN",)),
+              ("clipping + optimizer", ("LAMB/", "clip_by_global_norm/",
+                                        "global_norm/")))
+
+
 def kind_of(op_type):
   """The KINDS group of an op type ("_MklNativeFusedMatMul" -> "matmul")."""
   for kind, markers in KINDS.items():
     if any(m in op_type for m in markers):
       return kind
   return "element-wise / other"
+
+
+def component_of(node_name, op_type):
+  """"matmul", a COMPONENTS name, or "other"."""
+  if kind_of(op_type) == "matmul":
+    return "matmul"
+  for component, markers in COMPONENTS:
+    if any(m in node_name for m in markers):
+      return component
+  return "other"
 
 
 def part_of(node_name):
@@ -67,15 +86,15 @@ def op_events(xspace):
 
 
 def summarize(xspace, steps, wall_seconds, top=12):
-  """Per-step op time: the `top` op types, the KINDS groups and the parts
-  of the step, each in seconds and as a share of all op time."""
-  by_type, by_kind, by_part = {}, {}, {}
+  """Per-step op time: the `top` op types, the KINDS groups, the parts of
+  the step and the COMPONENTS, each in seconds and as a share of all op
+  time."""
+  by_type, by_kind, by_part, by_component = {}, {}, {}, {}
   for node, op_type, seconds in op_events(xspace):
-    by_type[op_type] = by_type.get(op_type, 0.0) + seconds
-    kind = kind_of(op_type)
-    by_kind[kind] = by_kind.get(kind, 0.0) + seconds
-    part = part_of(node)
-    by_part[part] = by_part.get(part, 0.0) + seconds
+    for table_, key in ((by_type, op_type), (by_kind, kind_of(op_type)),
+                        (by_part, part_of(node)),
+                        (by_component, component_of(node, op_type))):
+      table_[key] = table_.get(key, 0.0) + seconds
   total = sum(by_type.values())
 
   def table(values, limit=None):
@@ -86,7 +105,7 @@ def summarize(xspace, steps, wall_seconds, top=12):
           "op_seconds_per_step": total / steps,
           "op_over_wall": total / wall_seconds if wall_seconds else 0.0,
           "top_ops": table(by_type, top), "kinds": table(by_kind),
-          "parts": table(by_part)}
+          "parts": table(by_part), "components": table(by_component)}
 
 
 def read_xspace(logdir):
@@ -124,7 +143,7 @@ def report(summary, label):
   lines = [f"op profile, {label}: {summary['wall_seconds_per_step']:.3f} "
            f"s/step wall, {summary['op_seconds_per_step']:.3f} op-s/step "
            f"({summary['op_over_wall']:.2f}x wall)"]
-  for section in ("parts", "kinds", "top_ops"):
+  for section in ("parts", "components", "kinds", "top_ops"):
     lines.append(f"  {section}: " + ", ".join(
         f"{r['name']} {r['share']:.1%}" for r in summary[section]))
   return lines

@@ -78,6 +78,7 @@ def op_profile_lines(summary, label):
           f"wall, op time {summary['op_over_wall']:.2f}x wall); shares of "
           "op time:",
           f"- by part: {shares(summary['parts'])}",
+          f"- by component: {shares(summary.get('components', []))}",
           f"- by kind: {shares(summary['kinds'])}",
           f"- top op types: {shares(summary['top_ops'][:8])}"]
 

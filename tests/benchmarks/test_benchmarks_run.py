@@ -115,6 +115,11 @@ def test_op_profile_sums_op_time_by_type_kind_and_part():
   kinds = {r["name"]: r["share"] for r in summary["kinds"]}
   assert kinds == pytest.approx({"matmul": 0.9, "element-wise / other": 0.07,
                                  "cast": 0.03})
+  components = {r["name"]: r["share"] for r in summary["components"]}
+  assert components == pytest.approx({"matmul": 0.9,
+                                      "clipping + optimizer": 0.05,
+                                      "other": 0.03,
+                                      "shared-weight gradient sums": 0.02})
   parts = {r["name"]: r["share"] for r in summary["parts"]}
   assert parts == pytest.approx({"forward + loss": 0.63, "backward": 0.32,
                                  "clipping + optimizer": 0.05})
