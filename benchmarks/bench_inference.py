@@ -221,6 +221,10 @@ def forms_comparison(config, seq, batches, workdir, smoke, lite_threads):
   forms = {n: inference_forms.Form(n, p, lite_threads)
            for n, p in paths.items()}
   cpu = bench_common.cpu_info()
+  print(f"CPU: {cpu['model']}; " + ", ".join(
+      f"{flag} {'yes' if present else 'no'}"
+      for flag, present in cpu["flags"].items()) +
+        f"; TFLite interpreter threads: {lite_threads}", flush=True)
   result = {"cpu": cpu, "lite_threads": lite_threads, "vocab_size": vocab,
             "calibration_texts": len(calibration), "batches": {},
             "size_bytes": {n: inference_forms.size_bytes(n, p)
