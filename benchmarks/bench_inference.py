@@ -314,15 +314,16 @@ def main():
   else:
     config = AlbertConfig.from_preset("albert_base_v2")
     seq, batches = args.seq, [int(b) for b in args.batches.split(",")]
-  workdir = tempfile.mkdtemp(prefix="bench_inference_")
   results = {"seq": seq, "cpu_count": os.cpu_count(), **bench_common.stamp()}
-  if not args.no_encoder:
-    results["batches"] = encoder_comparison(config, seq, batches, workdir,
-                                            args.smoke)
-  if not args.no_forms:
-    results["forms"] = forms_comparison(config, seq, batches, workdir,
-                                        args.smoke, args.lite_threads)
-    results["text_signatures"] = text_signatures(results["forms"])
+  # The exports (about 260 MB at ALBERT-base) go when the run ends.
+  with tempfile.TemporaryDirectory(prefix="bench_inference_") as workdir:
+    if not args.no_encoder:
+      results["batches"] = encoder_comparison(config, seq, batches, workdir,
+                                              args.smoke)
+    if not args.no_forms:
+      results["forms"] = forms_comparison(config, seq, batches, workdir,
+                                          args.smoke, args.lite_threads)
+      results["text_signatures"] = text_signatures(results["forms"])
   if args.json:
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
     with open(args.json, "w", encoding="utf-8") as f:
