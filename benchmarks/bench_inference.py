@@ -159,7 +159,7 @@ def texts_of_length(lines, batch, seq):
   return [" ".join(words[s:s + seq]) for s in starts]
 
 
-# --- 3. The low-precision forms ------------------------------------------------
+# --- 2. The forms (low precision, text in) -----------------------------------
 
 MG_IDS = f"{inference_forms.MODEL_GARDEN}:ids"
 # Targets against Model Garden's float32 SavedModel p50 (ids in): (sides,

@@ -328,7 +328,7 @@ def main():
                 float32_rates or matmul_rates),
             "warmup_rounds": len(alt.warmup["albert_tf"]),
             "settled": alt.settled, "cpu_count": os.cpu_count(),
-            "models": {}}
+            **bench_common.stamp(), "models": {}}
   times = dict(alt.timed)
   if keras_hub:
     times["keras_hub"] = keras_hub

@@ -132,7 +132,8 @@ def forms_table(forms):
              f"{'/'.join(t['cpu_flags'])}: reported only)") + ".")
     lines.append(
         f"Batch {b}: {r['timed_rounds']} timed rounds after "
-        f"{r['warmup_rounds']} warm-up; load average "
+        f"{r['warmup_rounds']} warm-up"
+        f"{'' if r['settled'] else ' (not settled: the cap)'}; load average "
         f"{r['load_before']['loadavg_1min']}/"
         f"{r['load_after']['loadavg_1min']}, float32 matmul "
         f"{r['load_before']['matmul_gflops']:.0f}/"
@@ -155,8 +156,10 @@ def markdown(machine_line):
     if not result:
       continue
     dtype = result.get("matmul_dtype", "float32")
-    line = (f"{label}: dense {dtype} matmul rate measured in the same run "
-            f"{result['matmul_gflops']:.0f} GFLOP/s"
+    when = (f" (measured {result['timestamp']})" if "timestamp" in result
+            else "")
+    line = (f"{label}{when}: dense {dtype} matmul rate measured in the "
+            f"same run {result['matmul_gflops']:.0f} GFLOP/s"
             + (f" (float32 {result['matmul_gflops_float32']:.0f})"
                if dtype != "float32" else "") + ".")
     if "peak_rss_mb" in result:
