@@ -16,6 +16,7 @@ in the same process, so a figure can be read against the machine it ran on.
 """
 
 import os
+import platform
 import statistics
 import subprocess
 import sys
@@ -110,11 +111,12 @@ def percentile(values, q):
 SMOKE_MATMUL_SECONDS = 0.1
 
 
-def matmul_gflops(seconds=2.0):
-  """Dense float32 GEMM rate (GFLOP/s) at training-like shapes."""
+def matmul_gflops(seconds=2.0, dtype="float32"):
+  """Dense GEMM rate (GFLOP/s) at training-like shapes, in `dtype`
+  ("float32" or "bfloat16": what a mixed_bfloat16 model's matmuls run in)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  a = tf.random.normal([1024, 768])
-  b = tf.random.normal([768, 3072])
+  a = tf.cast(tf.random.normal([1024, 768]), dtype)
+  b = tf.cast(tf.random.normal([768, 3072]), dtype)
   step = tf.function(lambda: tf.reduce_sum(tf.matmul(a, b)))
   step()
   n, start = 0, time.perf_counter()
@@ -125,11 +127,41 @@ def matmul_gflops(seconds=2.0):
   return 2 * 1024 * 768 * 3072 * n / elapsed / 1e9
 
 
+# The CPU features that decide low-precision speed: int8 dot products
+# (VNNI), bfloat16 dot products (BF16), and Intel's matrix tiles (AMX).
+CPU_FLAGS = ("avx512_vnni", "avx_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
+
+
+def cpu_info(cpuinfo="/proc/cpuinfo"):
+  """{"model": the CPU's model name, "flags": {flag: present} for
+  CPU_FLAGS}; the model is "unknown" and every flag False where the file
+  cannot be read."""
+  model, flags = "unknown", set()
+  try:
+    with open(cpuinfo, encoding="utf-8") as f:
+      for line in f:
+        key, _, value = line.partition(":")
+        if key.strip() == "model name" and model == "unknown":
+          model = value.strip()
+        elif key.strip() == "flags" and not flags:
+          flags = set(value.split())
+  except OSError:
+    pass
+  return {"model": model, "flags": {f: f in flags for f in CPU_FLAGS}}
+
+
+def machine():
+  """"N cores, <CPU model>, Python x.y.z": where a result was measured."""
+  model = cpu_info()["model"]
+  if model == "unknown":
+    model = platform.processor() or model
+  return f"{os.cpu_count()} cores, {model}, Python {platform.python_version()}"
+
+
 def stamp():
   """When and where: {"timestamp", "machine"} for a result file."""
-  import run_all  # pylint: disable=g-import-not-at-top
   return {"timestamp": time.strftime("%Y-%m-%d %H:%M:%S"),
-          "machine": run_all.machine()}
+          "machine": machine()}
 
 
 def load(matmul_seconds=2.0):
@@ -156,6 +188,46 @@ def run_tool(args, log_path=None):
       tail = log.read()[-3000:]
   if proc.returncode:
     raise RuntimeError(f"{' '.join(args[:2])} failed:\n{tail}")
+
+
+def run_checked(cmd):
+  """Runs `cmd` (from the repository root, which is on its PYTHONPATH);
+  returns its stdout, or raises RuntimeError with its stderr's tail."""
+  proc = subprocess.run(cmd, cwd=ROOT, text=True, capture_output=True,
+                        env=dict(os.environ, PYTHONPATH=ROOT))
+  if proc.returncode:
+    raise RuntimeError(f"{' '.join(cmd[:3])} failed:\n{proc.stderr[-3000:]}")
+  return proc.stdout
+
+
+def _proc_status_mb(field):
+  """A /proc/self/status memory field (VmRSS, VmHWM) in MB; None if absent."""
+  try:
+    with open("/proc/self/status", encoding="utf-8") as f:
+      for line in f:
+        if line.startswith(field + ":"):
+          return int(line.split()[1]) / 1024
+  except OSError:
+    pass
+  return None
+
+
+def own_rss_mb():
+  """This process's resident memory now (MB)."""
+  return _proc_status_mb("VmRSS")
+
+
+def own_peak_rss_mb():
+  """This process's peak RSS: VmHWM, not ru_maxrss.
+
+  ru_maxrss survives fork + exec: a child started by a 4 GB parent reports at
+  least 4 GB, whatever it used itself. VmHWM belongs to the new address space.
+  """
+  peak = _proc_status_mb("VmHWM")
+  if peak is None:
+    import resource  # pylint: disable=g-import-not-at-top
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+  return peak
 
 
 def sentencepiece_model(workdir, vocab_size):

@@ -42,7 +42,7 @@ import psutil
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-import run_all  # pylint: disable=g-import-not-at-top
+import bench_common  # pylint: disable=g-import-not-at-top
 from data_prep import prepare_corpus  # pylint: disable=g-import-not-at-top
 from data_prep import train_sentencepiece  # pylint: disable=g-import-not-at-top
 
@@ -350,7 +350,7 @@ def main():
       "beam_vs_local": {c: _beam_vs_local(runs, c) for c in ("10x", "40x")},
       "scaling": {c: _scaling(runs, c) for c in ("1x", "10x", "40x")},
       "timestamp": time.strftime("%Y-%m-%d %H:%M:%S"),
-      "machine": run_all.machine(),
+      "machine": bench_common.machine(),
   }
   _write(args.json, result)
 

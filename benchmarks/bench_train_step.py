@@ -8,12 +8,17 @@ warm-up until both steps settle, then timed rounds; the ratio is the median
 of per-round ratios); keras-hub (Keras 3 AlbertBackbone + AlbertMaskedLM
 head) runs in a separate process (it needs Keras 3) from the venv built from
 benchmarks/requirements.txt, one run per outer round, warming up until its
-own step settles. Also measured in every outer round: a dense float32
-matmul's GFLOP/s on this machine, against which our achieved GFLOP/s is
-reported, and the load average.
+own step settles. Also measured in every outer round: a dense matmul's
+GFLOP/s on this machine in the policy's compute dtype (and in float32),
+against which our achieved GFLOP/s is reported, and the load average.
+
+--policy=mixed_bfloat16 builds all three models under Keras' mixed_bfloat16
+policy (the TPU setting: float32 weights, bfloat16 matmuls; on a CPU with
+AVX512_BF16, oneDNN runs them as bfloat16 dot products).
 
   python benchmarks/bench_train_step.py [--batch 8 --seq 128 --steps 5]
-      [--rounds 3] [--jit] [--no-keras-hub] [--json out.json] [--smoke]
+      [--rounds 3] [--jit] [--policy float32|mixed_bfloat16]
+      [--profile STEPS] [--no-keras-hub] [--json out.json] [--smoke]
 """
 
 import argparse
@@ -30,6 +35,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import bench_common  # pylint: disable=g-import-not-at-top
+import op_profile  # pylint: disable=g-import-not-at-top
 
 import numpy as np  # pylint: disable=g-import-not-at-top
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -74,6 +80,18 @@ def make_batch(batch, seq, predictions, vocab, seed=0):
 
 
 matmul_gflops = bench_common.matmul_gflops
+
+
+# --policy -> the compute dtype of the matmuls (the matmul rate's dtype).
+POLICIES = {"float32": "float32", "mixed_bfloat16": "bfloat16"}
+
+
+def set_policy(policy):
+  """Keras' global precision policy for the whole run, as a user sets it
+  before building: Model Garden's heads create sublayers when first
+  called, so a policy only around the constructors would miss them."""
+  import tf_keras  # pylint: disable=g-import-not-at-top
+  tf_keras.mixed_precision.set_global_policy(policy)
 
 
 def ours_step_fn(batch, jit, gradient_checkpointing=False, dims=None):
@@ -127,11 +145,13 @@ def model_garden_step_fn(batch, jit, dims=None):
   def step():
     with tf.GradientTape() as tape:
       out = model(inputs, training=True)
+      # The losses in float32 (as ours) under mixed_bfloat16.
       mlm = tf.nn.sparse_softmax_cross_entropy_with_logits(
-          batch["masked_lm_ids"], out["mlm_logits"])
+          batch["masked_lm_ids"], tf.cast(out["mlm_logits"], tf.float32))
       w = batch["masked_lm_weights"]
       sop = tf.nn.sparse_softmax_cross_entropy_with_logits(
-          batch["next_sentence_labels"], sop_head(out["pooled_output"]))
+          batch["next_sentence_labels"],
+          tf.cast(sop_head(out["pooled_output"]), tf.float32))
       loss = tf.reduce_sum(mlm * w) / (tf.reduce_sum(w) + 1e-5) + \
           tf.reduce_mean(sop)
     variables = model.trainable_variables + sop_head.trainable_variables
@@ -148,6 +168,11 @@ def time_step(step):
   return time.perf_counter() - start
 
 
+def common_args(args):
+  """The flags a child process (memory, keras-hub) repeats from ours."""
+  return (["--jit"] if args.jit else []) + ["--policy", args.policy]
+
+
 def peak_memory_mb(args, gradient_checkpointing):
   """Peak RSS of a fresh process running our train step (2 steps)."""
   cmd = [sys.executable, os.path.abspath(__file__), "--memory-child",
@@ -155,39 +180,22 @@ def peak_memory_mb(args, gradient_checkpointing):
          "--predictions", str(args.predictions)]
   if gradient_checkpointing:
     cmd.append("--gradient-checkpointing")
-  if args.jit:
-    cmd.append("--jit")
+  cmd += common_args(args)
   if args.smoke:
     cmd.append("--smoke")
   out = subprocess.run(cmd, check=True, capture_output=True, text=True)
   return json.loads(out.stdout.strip().splitlines()[-1])["peak_rss_mb"]
 
 
-def own_peak_rss_mb():
-  """This process's peak RSS: VmHWM, not ru_maxrss.
-
-  ru_maxrss survives fork + exec: a child started by a 4 GB parent reports at
-  least 4 GB, whatever it used itself. VmHWM belongs to the new address space.
-  """
-  try:
-    with open("/proc/self/status", encoding="utf-8") as f:
-      for line in f:
-        if line.startswith("VmHWM:"):
-          return int(line.split()[1]) / 1024
-  except OSError:
-    pass
-  import resource  # pylint: disable=g-import-not-at-top
-  return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 def memory_child(args):
   dims = SMOKE if args.smoke else BASE
   batch = make_batch(args.batch, args.seq, args.predictions,
                      dims["vocab_size"])
+  set_policy(args.policy)
   step = ours_step_fn(batch, args.jit, args.gradient_checkpointing, dims)
   step().numpy()
   step().numpy()
-  print(json.dumps({"peak_rss_mb": own_peak_rss_mb()}))
+  print(json.dumps({"peak_rss_mb": bench_common.own_peak_rss_mb()}))
 
 
 def keras_hub_venv():
@@ -213,9 +221,8 @@ def keras_hub_run(args, steps):
   cmd = [keras_hub_venv(), os.path.join(ROOT, "benchmarks",
                                         "keras_hub_train_step.py"),
          "--batch", str(args.batch), "--seq", str(args.seq),
-         "--predictions", str(args.predictions), "--steps", str(steps)]
-  if args.jit:
-    cmd.append("--jit")
+         "--predictions", str(args.predictions), "--steps", str(steps),
+         *common_args(args)]
   if args.smoke:
     cmd.append("--smoke")
   # Keras 3 there: a TF_USE_LEGACY_KERAS=1 of ours (the test suite's) must
@@ -236,6 +243,11 @@ def main():
   parser.add_argument("--rounds", type=int, default=3,
                       help="alternating A/B rounds")
   parser.add_argument("--jit", action="store_true", help="XLA for all")
+  parser.add_argument("--policy", choices=sorted(POLICIES), default="float32",
+                      help="Keras precision policy of all models")
+  parser.add_argument("--profile", type=int, default=0, metavar="STEPS",
+                      help="after the timing, trace this many of our steps "
+                      "with the TF profiler: op time by type (op_profile.py)")
   parser.add_argument("--no-keras-hub", action="store_true")
   parser.add_argument("--no-model-garden", action="store_true")
   parser.add_argument("--memory", action="store_true",
@@ -266,8 +278,10 @@ def main():
   flops = train_flops(dims, args.batch, args.seq, args.predictions)
   print(f"{'1-layer (smoke)' if args.smoke else 'ALBERT-base'} train step, "
         f"batch {args.batch} x seq {args.seq}, "
-        f"{args.predictions} predictions, XLA={'on' if args.jit else 'off'}: "
+        f"{args.predictions} predictions, XLA={'on' if args.jit else 'off'}, "
+        f"{args.policy}: "
         f"{flops / 1e9:.1f} GFLOP/step", flush=True)
+  set_policy(args.policy)
   steps = {"albert_tf": ours_step_fn(batch, args.jit, dims=dims)}
   if not args.no_model_garden:
     steps["model_garden"] = model_garden_step_fn(batch, args.jit, dims)
@@ -286,9 +300,12 @@ def main():
             f"{k} {' '.join(f'{t:.2f}' for t in v)}"
             for k, v in alt.warmup.items()), flush=True)
   keras_hub, matmul_rates, loads = [], [], [os.getloadavg()[0]]
+  float32_rates = []  # beside a bfloat16 rate: what bfloat16 gains
+  spin = bench_common.SMOKE_MATMUL_SECONDS if args.smoke else 2.0
   for r in range(args.rounds):
-    matmul_rates.append(matmul_gflops(
-        bench_common.SMOKE_MATMUL_SECONDS if args.smoke else 2.0))
+    matmul_rates.append(matmul_gflops(spin, POLICIES[args.policy]))
+    if args.policy != "float32":
+      float32_rates.append(matmul_gflops(spin))
     for _ in range(args.steps):
       alt.add_round({name: time_step(steps[name]) for name in alt.order()})
     if not args.no_keras_hub:
@@ -304,11 +321,14 @@ def main():
   matmul = statistics.median(matmul_rates)
   result = {"batch": args.batch, "seq": args.seq,
             "predictions": args.predictions, "xla": args.jit,
+            "policy": args.policy, "matmul_dtype": POLICIES[args.policy],
             "gflop_per_step": flops / 1e9, "matmul_gflops": matmul,
             "matmul_gflops_rounds": matmul_rates, "loadavg_1min": loads,
+            "matmul_gflops_float32": statistics.median(
+                float32_rates or matmul_rates),
             "warmup_rounds": len(alt.warmup["albert_tf"]),
             "settled": alt.settled, "cpu_count": os.cpu_count(),
-            "models": {}}
+            **bench_common.stamp(), "models": {}}
   times = dict(alt.timed)
   if keras_hub:
     times["keras_hub"] = keras_hub
@@ -330,7 +350,14 @@ def main():
   for name, m in result["models"].items():
     print(f"{name:<14}{m['seconds_per_step']:>9.3f}{m['gflops']:>9.1f}"
           f"{m['fraction_of_matmul']:>10.0%}{m['albert_tf_speedup']:>18.2f}")
-  print(f"dense matmul: {matmul:.1f} GFLOP/s")
+  print(f"dense {POLICIES[args.policy]} matmul: {matmul:.1f} GFLOP/s" + (
+      f" (float32 {result['matmul_gflops_float32']:.1f})" if float32_rates
+      else ""))
+  if args.profile:
+    result["op_profile"] = op_profile.profile(steps["albert_tf"],
+                                              args.profile)
+    print("\n".join(op_profile.report(result["op_profile"],
+                                      f"albert_tf, {args.policy}")))
   if args.memory:
     result["peak_rss_mb"] = {
         "albert_tf": peak_memory_mb(args, False),

@@ -2,8 +2,10 @@
 
 The same job as bench_train_step.py: AlbertBackbone + MaskedLMHead tied to
 its token embedding + a 2-way sentence-order Dense on the pooled output,
-LAMB, trained with `train_on_batch` as a keras-hub user would (Keras 3 on the
-TensorFlow backend; XLA when --jit, otherwise keras' own default "auto").
+LAMB, trained with `train_on_batch` as a keras-hub user would (Keras 3 on
+the TensorFlow backend; XLA when --jit, otherwise keras' own default
+"auto"), under the Keras precision policy --policy (Keras 3's losses compute
+in float32 whatever the policy).
 Prints one JSON line: {"seconds": s_per_step, ...}.
 """
 
@@ -30,6 +32,8 @@ def main():
   parser.add_argument("--predictions", type=int, default=20)
   parser.add_argument("--steps", type=int, default=5)
   parser.add_argument("--jit", action="store_true")
+  parser.add_argument("--policy", choices=("float32", "mixed_bfloat16"),
+                      default="float32")
   parser.add_argument("--smoke", action="store_true",
                       help="bench_train_step's 1-layer smoke model")
   args = parser.parse_args()
@@ -37,6 +41,7 @@ def main():
   vocab, layers, heads, emb, hidden, inter = (
       (1000, 1, 2, 16, 32, 64) if args.smoke else (30000, 12, 12, 128, 768,
                                                    3072))
+  keras.mixed_precision.set_global_policy(args.policy)
   backbone = keras_hub.models.AlbertBackbone(
       vocabulary_size=vocab, num_layers=layers, num_heads=heads,
       embedding_dim=emb, hidden_dim=hidden, intermediate_dim=inter,

@@ -2,9 +2,9 @@
 
 Runs (each prints its own figures as it goes):
   1. bench_train_step.py: ALBERT-base train step, batch 8 x seq 128, ours vs
-     Model Garden vs keras-hub, without and with XLA; seq 512 x batch 2, ours
-     vs Model Garden, without and with XLA; peak memory with/without
-     gradient checkpointing.
+     Model Garden vs keras-hub, without and with XLA, and under
+     mixed_bfloat16; seq 512 x batch 2, ours vs Model Garden, without and
+     with XLA; peak memory with/without gradient checkpointing.
   2. bench_trainer_loop.py: steps/s of run_pretraining itself (tiny, base;
      with and without XLA).
   3. bench_inference.py: exported encoder SavedModels, batch 1 and 32.
@@ -30,10 +30,11 @@ downloads nothing).
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
+
+import bench_common
 
 SMOKE = False  # set by --smoke: every script on its smallest setting
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -41,6 +42,7 @@ RESULTS = os.path.join(HERE, "results")  # --results_dir changes it
 # bench_train_step.py result files, in table order, with their row labels.
 TRAIN_STEP_RESULTS = (("train_step.json", "b8 x s128"),
                       ("train_step_xla.json", "b8 x s128, XLA"),
+                      ("train_step_bf16.json", "b8 x s128, mixed_bfloat16"),
                       ("train_step_seq512.json", "b2 x s512"),
                       ("train_step_seq512_xla.json", "b2 x s512, XLA"))
 
@@ -62,16 +64,6 @@ def load(name):
     return json.load(f)
 
 
-def machine():
-  try:
-    with open("/proc/cpuinfo", encoding="utf-8") as f:
-      model = next(l.split(":", 1)[1].strip() for l in f
-                   if l.startswith("model name"))
-  except (OSError, StopIteration):
-    model = platform.processor()
-  return f"{os.cpu_count()} cores, {model}, Python {platform.python_version()}"
-
-
 def train_rows(result, label):
   rows = []
   for name, m in result["models"].items():
@@ -79,6 +71,79 @@ def train_rows(result, label):
                 f"{m['gflops']:.0f} | {m['fraction_of_matmul']:.0%} | "
                 f"{m['albert_tf_speedup']:.2f}x |")
   return rows
+
+
+def op_profile_lines(summary, label):
+  """Markdown of a train step's op profile (benchmarks/op_profile.py)."""
+  def shares(rows):
+    return ", ".join(f"{r['name']} {r['share']:.0%} "
+                     f"({1e3 * r['seconds_per_step']:.0f} ms)" for r in rows)
+  return [f"Op profile of albert_tf's step, {label} ({summary['steps']} "
+          f"traced steps, {summary['wall_seconds_per_step']:.2f} s/step "
+          f"wall, op time {summary['op_over_wall']:.2f}x wall); shares of "
+          "op time:",
+          f"- by part: {shares(summary['parts'])}",
+          f"- by component: {shares(summary.get('components', []))}",
+          f"- by kind: {shares(summary['kinds'])}",
+          f"- top op types: {shares(summary['top_ops'][:8])}"]
+
+
+def forms_table(forms):
+  """Markdown of bench_inference's low-precision forms."""
+  cpu = forms["cpu"]
+  flags = ", ".join(f"{f} {'yes' if v else 'no'}"
+                    for f, v in cpu["flags"].items())
+  batches = list(forms["batches"])
+  lines = ["### Inference, low-precision forms (ALBERT-base classifier, all "
+           "forms called alternately in one run)", "",
+           f"CPU: {cpu['model']} ({flags}); TFLite interpreter threads: "
+           f"{forms['lite_threads']}; int8 calibrated on "
+           f"{forms['calibration_texts']} of the benchmark's texts. ids in: "
+           "`serve_ids` of the classification serving export (Model Garden: "
+           "its encoder behind the same signature); text in: its "
+           "`serving_default`. x MG: p50 over Model Garden's float32 "
+           "SavedModel (ids in), median of per-round ratios. Peak RSS: a "
+           "fresh process per form loading it and running batch "
+           f"{forms.get('peak_rss_batch')} ids in (in brackets: the same "
+           "process after its imports).", "",
+           "| form | input | " + " | ".join(
+               f"b{b} p50 / p99 ms | b{b} x MG" for b in batches) +
+           " | logits max diff | size MB | peak RSS MB |",
+           "|---|---|" + "---|---|" * len(batches) + "---|---|---|"]
+  first = forms["batches"][batches[0]]["sides"]
+  for side in first:
+    name, kind = side.split(":")
+    cells = []
+    for b in batches:
+      m = forms["batches"][b]["sides"][side]
+      cells.append(f"{m['p50_ms']:.1f} / {m['p99_ms']:.1f} | "
+                   f"{m['over_model_garden']:.2f}")
+    diff = first[side].get("logits_max_abs_diff")
+    rss = forms.get("peak_rss", {}).get(name) if kind == "ids" else None
+    lines.append(
+        f"| {name} | {kind} | " + " | ".join(cells) +
+        f" | {'-' if diff is None else f'{diff:.1e}'} | "
+        f"{forms['size_bytes'][name] / 1e6:.1f} | " +
+        (f"{rss['peak_rss_mb']:.0f} ({rss['baseline_rss_mb']:.0f})" if rss
+         else "") + " |")
+  lines.append("")
+  for b in batches:
+    r = forms["batches"][b]
+    for t in r["targets"]:
+      lines.append(
+          f"Target, batch {b}: {t['best']} p50 {t['ratio']:.2f}x Model "
+          f"Garden's (<= {t['target']}): {'met' if t['met'] else 'NOT met'}"
+          + ("" if t["applies"] else f" (this CPU has no "
+             f"{'/'.join(t['cpu_flags'])}: reported only)") + ".")
+    lines.append(
+        f"Batch {b}: {r['timed_rounds']} timed rounds after "
+        f"{r['warmup_rounds']} warm-up"
+        f"{'' if r['settled'] else ' (not settled: the cap)'}; load average "
+        f"{r['load_before']['loadavg_1min']}/"
+        f"{r['load_after']['loadavg_1min']}, float32 matmul "
+        f"{r['load_before']['matmul_gflops']:.0f}/"
+        f"{r['load_after']['matmul_gflops']:.0f} GFLOP/s before/after.")
+  return lines
 
 
 def markdown(machine_line):
@@ -95,14 +160,21 @@ def markdown(machine_line):
     result = load(name)
     if not result:
       continue
-    line = (f"{label}: dense matmul rate measured in the same run "
-            f"{result['matmul_gflops']:.0f} GFLOP/s.")
+    dtype = result.get("matmul_dtype", "float32")
+    when = (f" (measured {result['timestamp']})" if "timestamp" in result
+            else "")
+    line = (f"{label}{when}: dense {dtype} matmul rate measured in the "
+            f"same run {result['matmul_gflops']:.0f} GFLOP/s"
+            + (f" (float32 {result['matmul_gflops_float32']:.0f})"
+               if dtype != "float32" else "") + ".")
     if "peak_rss_mb" in result:
       mem = result["peak_rss_mb"]
       line += (f" Peak RSS of our train step {mem['albert_tf']:.0f} MB, "
                f"with gradient checkpointing "
                f"{mem['albert_tf_gradient_checkpointing']:.0f} MB.")
     lines.append(line)
+    if "op_profile" in result:
+      lines += ["", *op_profile_lines(result["op_profile"], label), ""]
   loop = load("trainer_loop.json")
   if loop:
     lines += ["", "### run_pretraining loop against the bare step of the same "
@@ -150,7 +222,8 @@ def markdown(machine_line):
           f"{r['load_after']['matmul_gflops']:.0f} GFLOP/s before/after.")
     text = inference.get("text_signatures")
     if text:
-      lines += ["", "Text-in signatures (the serving export of the same encoder): "
+      lines += ["", "Text-in signatures (the float32 SavedModel of the "
+                "classifier below): "
                 "added latency over `serve_ids` (median of per-round "
                 "differences):", "",
                 "| batch | serve_ids p50 ms | text p50 ms | tf.Example p50 ms "
@@ -161,6 +234,8 @@ def markdown(machine_line):
             f"| {batch} | {r['ids']['p50_ms']:.1f} | "
             f"{r['text']['p50_ms']:.1f} | {r['examples']['p50_ms']:.1f} | "
             f"{r['text_added_ms']:.1f} | {r['examples_added_ms']:.1f} |")
+    if inference.get("forms"):
+      lines += [""] + forms_table(inference["forms"])
   data = load("data_prep.json")
   if data:
     ref = data["original_reference"]
@@ -273,7 +348,7 @@ def write_table(measured_now):
   there (the JSON files were measured then, not now).
   """
   path = os.path.join(RESULTS, "RESULTS.md")
-  line = f"Machine: {machine()}. Date: {time.strftime('%Y-%m-%d')}."
+  line = f"Machine: {bench_common.machine()}. Date: {time.strftime('%Y-%m-%d')}."
   if not measured_now and os.path.exists(path):
     with open(path, encoding="utf-8") as f:
       line = f.readline().rstrip("\n")
@@ -301,10 +376,13 @@ def main():
     write_table(measured_now=False)
     return
   rounds = ["--rounds", "2" if args.quick else "3"]
-  run("bench_train_step.py", *rounds, "--memory",
+  run("bench_train_step.py", *rounds, "--memory", "--profile", "2",
       "--json", os.path.join(RESULTS, "train_step.json"))
   run("bench_train_step.py", *rounds, "--jit",
       "--json", os.path.join(RESULTS, "train_step_xla.json"))
+  run("bench_train_step.py", *rounds, "--policy", "mixed_bfloat16",
+      "--profile", "2", "--json", os.path.join(RESULTS,
+                                               "train_step_bf16.json"))
   if not (args.quick or args.smoke):
     run("bench_train_step.py", "--batch", "2", "--seq", "512", *rounds,
         "--no-keras-hub", "--memory", "--json",
