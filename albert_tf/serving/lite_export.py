@@ -172,8 +172,8 @@ def _converter(saved_model_dir, signature_keys, precision, representative):
 
 def _int8_matmuls(converter):
   """The int8 model with `INT8_FLOAT_OPS` left in float32: calibrate, then
-  quantize with a denylist (what TFLite's public quantization debugger
-  does, without its nondeterministic debug model)."""
+  quantize with a denylist (the two steps TFLite's public quantization
+  debugger takes, without building its debug model)."""
   converter.experimental_mlir_quantizer = True
   converter._experimental_calibrate_only = True  # pylint: disable=protected-access
   calibrated = _shared_ranges(converter.convert())
@@ -183,7 +183,9 @@ def _int8_matmuls(converter):
 
 def _shared_ranges(calibrated):
   """The calibrated model with each later signature's copy of a tensor
-  taking the first signature's recorded range.
+  taking the first signature's recorded range (signatures are converted in
+  sorted order, so the first is an ids-in one: `serve_ids`, or `mlm` of a
+  pretraining export).
 
   TFLite's calibration of a text-in graph is not reproducible (different
   ranges from process to process for the encoder's tensors there, enough to
