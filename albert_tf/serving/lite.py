@@ -69,8 +69,7 @@ def model_path(path):
 class LiteModel:
   """A .tflite export, ready to call (see module doc).
 
-  Attributes: `path` (the .tflite), `info` (its model.json, {} without
-  one), `signatures` ({name: {"inputs": {name: (dtype, shape)},
+  Attributes: `path` (the .tflite), `info` (its model.json), `signatures` ({name: {"inputs": {name: (dtype, shape)},
   "outputs": ...}}), `interpreter` ("ai_edge_litert" or "tf.lite").
   """
 
@@ -78,15 +77,19 @@ class LiteModel:
     self.path = model_path(path)
     info_path = os.path.join(os.path.dirname(self.path),
                              METADATA_NAME)
-    self.info = {}
-    if os.path.isfile(info_path):
-      with open(info_path, encoding="utf-8") as f:
-        self.info = json.load(f)
     try:
       self._interpreter = interpreter(self.path, num_threads=num_threads)
     except ValueError as e:
       raise ValueError(f"{self.path}: not a loadable .tflite "
                        f"({str(e).splitlines()[0]})") from e
+    # Casing and the vocabulary's limits come from it: without it, text
+    # would be normalised on a guess and ids go unchecked.
+    if not os.path.isfile(info_path):
+      raise ValueError(f"{self.path}: no {METADATA_NAME} beside it (what the "
+                       "export is: casing, vocabulary size); keep the "
+                       "export's version directory whole")
+    with open(info_path, encoding="utf-8") as f:
+      self.info = json.load(f)
     self.interpreter = INTERPRETER
     self._runners = {}
     self.signatures = {}

@@ -310,3 +310,10 @@ def test_runner_finds_the_file_and_refuses_other_paths(setup, tmp_path):
   (tmp_path / "model.tflite").write_bytes(b"not a flatbuffer")
   with pytest.raises(ValueError, match="not a loadable .tflite"):
     lite.LiteModel(str(tmp_path))
+  # The file without the model.json beside it.
+  alone = tmp_path / "alone"
+  alone.mkdir()
+  (alone / "model.tflite").write_bytes(
+      open(os.path.join(version_dir, "model.tflite"), "rb").read())
+  with pytest.raises(ValueError, match="no model.json beside it"):
+    lite.LiteModel(str(alone))
