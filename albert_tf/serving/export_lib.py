@@ -47,12 +47,12 @@ def version_dir(export_dir, version=None):
   return final
 
 
-def save_versioned(module, export_dir, signatures, version=None):
-  """Saves `module` to `<export_dir>/<version>/` atomically; returns the path.
-
-  Written to a hidden sibling directory first (TF Serving ignores
-  non-integer names) and renamed, so a server polling `export_dir` never
-  loads a half-written model.
+def write_versioned(export_dir, write, version=None):
+  """Runs `write(directory)` on a hidden sibling of `<export_dir>/<version>/`
+  (default: the next free version), then renames it into place; returns
+  the path. TF Serving ignores non-integer names, so a server polling
+  `export_dir` never loads a half-written model; a failed write leaves
+  nothing behind.
   """
   final = version_dir(export_dir, version)
   tf.io.gfile.makedirs(export_dir)
@@ -60,9 +60,23 @@ def save_versioned(module, export_dir, signatures, version=None):
                      f".tmp-{os.path.basename(final)}-{os.getpid()}")
   if tf.io.gfile.exists(tmp):
     tf.io.gfile.rmtree(tmp)
-  tf.saved_model.save(module, tmp, signatures=signatures)
-  tf.io.gfile.rename(tmp, final)
+  try:
+    write(tmp)
+    tf.io.gfile.rename(tmp, final)
+  except BaseException:
+    if tf.io.gfile.exists(tmp):
+      tf.io.gfile.rmtree(tmp)
+    raise
   return final
+
+
+def save_versioned(module, export_dir, signatures, version=None):
+  """Saves `module` to `<export_dir>/<version>/` atomically (`write_versioned`);
+  returns the path."""
+  return write_versioned(
+      export_dir,
+      lambda tmp: tf.saved_model.save(module, tmp, signatures=signatures),
+      version)
 
 
 class _ConfigAsset:

@@ -32,7 +32,6 @@ import collections
 import json
 import os
 import re
-import shutil
 import tempfile
 
 import flatbuffers
@@ -299,7 +298,7 @@ def export_tflite(module, export_dir, precision, metadata,
   """Writes `<export_dir>/<version>/model.tflite` + `model.json`
   (`metadata` plus precision, signatures, size, tokenizer); returns the
   version directory. Written beside it under a hidden name, then renamed."""
-  final = export_lib.version_dir(export_dir, version)
+  export_lib.version_dir(export_dir, version)  # a taken version fails first
   tflite_bytes = convert(module, precision, calibration_examples)
   preprocessor = getattr(module, "preprocessor", None)
   info = dict(metadata)
@@ -322,22 +321,15 @@ def export_tflite(module, export_dir, precision, metadata,
         "pre_rules": "lite_tokenizer.pre_rules: drop NUL; final capital "
                      "sigma -> U+03C2 when lower-casing",
     }
-  tf.io.gfile.makedirs(export_dir)
-  tmp = os.path.join(export_dir,
-                     f".tmp-{os.path.basename(final)}-{os.getpid()}")
-  if tf.io.gfile.exists(tmp):
-    tf.io.gfile.rmtree(tmp)
-  tf.io.gfile.makedirs(tmp)
-  try:
-    with tf.io.gfile.GFile(os.path.join(tmp, TFLITE_NAME), "wb") as f:
+
+  def write(directory):
+    tf.io.gfile.makedirs(directory)
+    with tf.io.gfile.GFile(os.path.join(directory, TFLITE_NAME), "wb") as f:
       f.write(tflite_bytes)
-    with tf.io.gfile.GFile(os.path.join(tmp, METADATA_NAME), "w") as f:
+    with tf.io.gfile.GFile(os.path.join(directory, METADATA_NAME), "w") as f:
       f.write(json.dumps(info, indent=2, sort_keys=True, default=str) + "\n")
-    tf.io.gfile.rename(tmp, final)
-  except BaseException:
-    shutil.rmtree(tmp, ignore_errors=True)
-    raise
-  return final
+
+  return export_lib.write_versioned(export_dir, write, version)
 
 
 def describe(path):
