@@ -20,7 +20,7 @@ from data_prep import create_pretraining_data as cpd
 from data_prep import pretraining_instances as pi
 from data_prep import text_reader
 from tests.testing import tool_server
-from tests.testing.botchan_testlib import botchan_spm
+from tests.testing import beam_testlib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENV = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "2"}
@@ -28,13 +28,7 @@ ENV = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "2"}
 
 @pytest.fixture(scope="module")
 def spm_corpus(tmp_path_factory):
-  model, corpus = botchan_spm(tmp_path_factory)
-  with open(corpus, encoding="utf-8") as f:
-    docs = f.read().split("\n\n")[:4]
-  small = tmp_path_factory.mktemp("small") / "small.txt"
-  small.write_text("\n\n".join("\n".join(d.split("\n")[:50]) for d in docs)
-                   + "\n", encoding="utf-8")
-  return model, str(small)
+  return beam_testlib.small_corpus(tmp_path_factory, documents=4)
 
 
 def run_tool(module, *args):

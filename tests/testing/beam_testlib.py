@@ -39,11 +39,12 @@ def read_records(path):
   return out
 
 
-def small_corpus(tmp_path_factory):
-  """(SentencePiece model, 6 botchan chapters of 50 lines): ~220 instances."""
+def small_corpus(tmp_path_factory, documents=6):
+  """(SentencePiece model, `documents` botchan chapters of 50 lines): ~220
+  instances for 6."""
   model, corpus = botchan_spm(tmp_path_factory)
   with open(corpus, encoding="utf-8") as f:
-    docs = f.read().split("\n\n")[:6]
+    docs = f.read().split("\n\n")[:documents]
   small = tmp_path_factory.mktemp("beam_in") / "small.txt"
   small.write_text("\n\n".join("\n".join(d.split("\n")[:50]) for d in docs)
                    + "\n", encoding="utf-8")
