@@ -19,7 +19,6 @@ import time
 from absl import app
 from absl import flags
 from absl import logging
-import numpy as np
 
 from albert_tf import cli_flags
 from albert_tf.serving import lite
@@ -83,10 +82,9 @@ def predict(model, rows, signature, batch_size):
   start = time.time()
   for first in range(0, len(rows), batch_size):
     batch = rows[first:first + batch_size]
-    arrays = {name: np.array([row[name] for row in batch], dtype=object)
-              if dtype.kind in "OSU" else np.array([row[name] for row in batch])
-              for name, (dtype, _) in inputs.items()}
-    out.extend(serving_client.rows_from_arrays(model(signature, **arrays)))
+    # The runner makes arrays of the signature's dtypes (and checks them).
+    columns = {name: [row[name] for row in batch] for name in inputs}
+    out.extend(serving_client.rows_from_arrays(model(signature, **columns)))
     done = first + len(batch)
     elapsed = time.time() - start
     logging.info("%d/%d rows, %.1f rows/s, ETA %.0f s", done, len(rows),

@@ -69,8 +69,9 @@ def model_path(path):
 class LiteModel:
   """A .tflite export, ready to call (see module doc).
 
-  Attributes: `path` (the .tflite), `info` (its model.json), `signatures` ({name: {"inputs": {name: (dtype, shape)},
-  "outputs": ...}}), `interpreter` ("ai_edge_litert" or "tf.lite").
+  Attributes: `path` (the .tflite), `info` (its model.json), `signatures`
+  ({name: {"inputs": {name: (dtype, shape)}, "outputs": ...}}),
+  `interpreter` ("ai_edge_litert" or "tf.lite").
   """
 
   def __init__(self, path, num_threads=None):
