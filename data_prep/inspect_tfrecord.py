@@ -14,7 +14,6 @@ Example:
 """
 
 import os
-import re
 import sys
 
 from absl import app
@@ -100,13 +99,6 @@ def check_features(ex, path, index):
                      f"(no feature {', '.join(missing)})")
 
 
-def _short(error):
-  """TF's error text without its op/function decorations, on one line."""
-  text = getattr(error, "message", None) or str(error) or type(error).__name__
-  text = re.sub(r"\{\{[^}]*\}\}|\[Op:[^\]]*\].*", "", text)
-  return " ".join(text.split())
-
-
 def show(path, tok, compression="auto", skip=0, max_examples=5,
          stream=sys.stdout):
   """Prints examples of `path`; errors are ValueError/OSError naming it."""
@@ -123,7 +115,7 @@ def show(path, tok, compression="auto", skip=0, max_examples=5,
         break
   except message.DecodeError as e:
     raise ValueError(f"{path}: not a readable TFRecord of tf.train.Example "
-                     f"(record {k + 1}: {_short(e)})") from e
+                     f"(record {k + 1}: {e})") from e
   except OSError as e:
     if not str(e).startswith(tfrecord_io.CORRUPT_RECORD_ERROR):
       raise  # the file cannot be opened

@@ -64,15 +64,13 @@ def binary_counts(labels, predictions, positive=1):
 
 def f1_score(labels, predictions, positive=1):
   """F1 of class `positive` (0.0 when there are no true positives)."""
-  tp, fp, fn, _ = binary_counts(labels, predictions, positive)
-  return float(f1_from_counts(tp, fp, fn))
+  return float(f1_from_counts(*binary_counts(labels, predictions, positive)[:3]))
 
 
 def matthews_corrcoef(labels, predictions):
-  """Binary Matthews correlation; 0.0 when a marginal is empty."""
+  """Binary Matthews correlation (labels as bools)."""
   return float(mcc_from_counts(*binary_counts(
-      np.asarray(labels).astype(bool), np.asarray(predictions).astype(bool),
-      True)))
+      np.asarray(labels, bool), np.asarray(predictions, bool), True)))
 
 
 def pearson(x, y):
@@ -86,18 +84,10 @@ def pearson(x, y):
 
 def _average_ranks(x):
   """Ranks 1..n, ties sharing their mean rank (as scipy.stats.rankdata)."""
-  x = np.asarray(x, np.float64)
-  order = np.argsort(x, kind="mergesort")
-  ranks = np.empty(len(x), np.float64)
-  sorted_x = x[order]
-  i = 0
-  while i < len(x):
-    j = i
-    while j + 1 < len(x) and sorted_x[j + 1] == sorted_x[i]:
-      j += 1
-    ranks[order[i:j + 1]] = (i + j) / 2.0 + 1.0
-    i = j + 1
-  return ranks
+  _, group, counts = np.unique(np.asarray(x, np.float64), return_inverse=True,
+                               return_counts=True)
+  last = np.cumsum(counts)  # 1-based rank of each group's last member
+  return (last - (counts - 1) / 2.0)[group]
 
 
 def spearman(x, y):
