@@ -225,6 +225,12 @@ def pretraining_dataset(file_pattern, seq_length, max_predictions_per_seq,
         vocab_size, max_predictions_per_seq=max_predictions_per_seq,
         seed=seed, **masking)
     ds = ds.map(masker, num_parallel_calls=tf.data.AUTOTUNE)
+    # A saved data position holds no random stream (TF refuses to save one:
+    # "RandomUniformInt is stateful"): a resumed run draws new masks.
+    options = tf.data.Options()
+    options.experimental_external_state_policy = (
+        tf.data.experimental.ExternalStatePolicy.IGNORE)
+    ds = ds.with_options(options)
   per_replica = (input_context.get_per_replica_batch_size(batch_size)
                  if input_context else batch_size)
   ds = ds.batch(per_replica, drop_remainder=is_training)
