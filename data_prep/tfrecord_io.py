@@ -135,7 +135,8 @@ def read_records(path, compression="auto"):
   "Corrupt or truncated TFRecord file PATH at record N: why"; a file that
   cannot be opened, OSError naming it."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from tensorflow.python.util import deprecation  # pylint: disable=g-import-not-at-top,g-direct-tensorflow-import
+  # pylint: disable=g-import-not-at-top,g-direct-tensorflow-import
+  from tensorflow.python.util import deprecation
   path = path.decode() if isinstance(path, bytes) else path
   compression = (compression.decode() if isinstance(compression, bytes)
                  else compression)

@@ -26,7 +26,6 @@ from albert_tf.data import dynamic_masking as dynamic_masking_lib
 from data_prep import output_files
 from data_prep import tfrecord_io
 
-_V1_NAMES = {"input_word_ids": "input_ids", "input_type_ids": "segment_ids"}
 # Starts the in-pipeline error of a token id >= vocab_size (one line: file,
 # record, id); core/actions.py finds it in the training loop's error.
 TOKEN_ID_ERROR = "Token id out of range"

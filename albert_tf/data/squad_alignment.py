@@ -49,7 +49,8 @@ def _replay_normalization(text, lower):
       pending_space = None
     quote = quotes.get(text[i:i + 2])
     if quote is not None:
-      out, width = (quote.lower() if lower else quote), 2
+      out = "".join(tokenization.character_rule(q, lower) for q in quote)
+      width = 2
     else:
       out, width = tokenization.character_rule(c, lower), 1
     for d in out:

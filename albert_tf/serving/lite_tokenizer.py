@@ -8,10 +8,10 @@ character sequences to replacements that `FastSentencepieceTokenizer`
 applies inside its TFLite kernel, followed by the model's whitespace rules
 (extra spaces removed, a dummy prefix added).
 
-The folded map sends every character `c` to `own(rule(c))`: `rule` is the
-tokenizer's per-character normalisation (`tokenization.character_rule`: invisible
-characters dropped, word breaks to a space, NFKD without combining marks,
-lower-casing when the run lower-cases) and `own` the model's own normaliser
+The folded map sends every character `c` to `own(rule(c))`: `rule` is
+`tokenization.character_rule` (invisible characters dropped, word breaks to
+a space, NFKD without combining marks, lower-casing when the run
+lower-cases) and `own` the model's own normaliser
 (e.g. `nmt_nfkc`), so the folded model's pieces are those of `own` applied to
 `normalize_text`'s output. Keys of several characters carry what is not
 per character: the quote rule (`tokenization.QUOTE_REPLACEMENTS`, also
