@@ -156,11 +156,12 @@ def test_dynamic_masking_position_can_be_saved(data, tmp_path):
   stateful") at the first checkpoint. The position is saved, the random
   stream is not."""
   tok, files = data
+  masking = dynamic_masking.settings_for_files(files["v1"][:1])
   def batches():
     return iter(ip.pretraining_dataset(
         files["v1"][0], SEQ, PRED, 4, False, repeat=True, checked_reader=False,
         dynamic_masking=True, vocab_size=tok.vocab_size, seed=3,
-        masking=dynamic_masking.settings_for_files(files["v1"][:1])))
+        masking=masking))
   it = batches()
   next(it)
   path = tf.train.Checkpoint(iterator=it).save(str(tmp_path / "pos"))
