@@ -21,6 +21,7 @@ import tensorflow as tf
 from albert_tf.checkpoints import object_layout
 from albert_tf.data import pretraining_dataloader
 from data_prep import output_files
+from data_prep import tfrecord_io
 
 METRICS_FILE = "metrics.jsonl"
 BEST_INFO_FILE = "best.json"
@@ -357,13 +358,11 @@ def find_corrupt_file(files: Sequence[str]) -> Optional[str]:
   first error (naming the file), or None if all files read."""
   for path in files:
     try:
-      pretraining_dataloader.check_record_file(path)
+      for _ in tfrecord_io.read_records(path):
+        pass
     except IOError as e:
       return str(e)
   return None
-
-
-_CHECKED_READER_ERROR = "Corrupt or truncated TFRecord file"
 
 
 def input_data_error(error: tf.errors.OpError, input_files: Callable[[], List[str]],
@@ -372,8 +371,9 @@ def input_data_error(error: tf.errors.OpError, input_files: Callable[[], List[st
   (from the checked reader's message, else by scanning `input_files()`), or
   None if `error` is not a data error."""
   message = error.message
-  if _CHECKED_READER_ERROR in message:
-    found = message[message.index(_CHECKED_READER_ERROR):].splitlines()[0]
+  if tfrecord_io.CORRUPT_RECORD_ERROR in message:  # the checked reader's
+    found = message[message.index(
+        tfrecord_io.CORRUPT_RECORD_ERROR):].splitlines()[0]
   elif pretraining_dataloader.TOKEN_ID_ERROR in message:  # ends at the "]"
     found = message[message.index(pretraining_dataloader.TOKEN_ID_ERROR):]
     found = found.splitlines()[0].split("]")[0]
