@@ -10,13 +10,13 @@ A task registers itself where it is defined:
     ...
 
 The run record keeps the task's name and the module that registered it, so
-any tool can rebuild the task of a run directory (`task_of_run`), including
+any tool can rebuild the task of a run directory (`task_of_record`), including
 a task defined outside this package (its module is imported by name).
 `albert_tf.tasks.all_tasks` imports the built-in tasks.
 """
 
 import importlib
-from typing import Dict, List, Optional, Tuple, Type
+from typing import Dict, List, Optional, Type
 
 from albert_tf.core import base_task
 from albert_tf.core import experiment_config
@@ -84,17 +84,6 @@ def task_for_export_kind(kind: str) -> Type[base_task.Task]:
     raise ValueError(f"--export_kind={kind} needs --task (or --model_dir): "
                      f"{len(owners)} tasks export it")
   return owners[0]
-
-
-def task_of_run(model_dir: str, sources=(), params_override: str = ""
-                ) -> Tuple[base_task.Task, run_record.RunRecord]:
-  """The task of run directory `model_dir` and its record (see
-  `task_of_record`)."""
-  record = run_record.read(model_dir)
-  if record is None:
-    raise ValueError(f"--model_dir {model_dir}: no {run_record.RECORD_NAME} "
-                     "(not a run directory of this version)")
-  return task_of_record(record, sources, params_override), record
 
 
 def task_of_record(record: run_record.RunRecord, sources=(),

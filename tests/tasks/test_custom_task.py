@@ -202,7 +202,7 @@ def test_export_in_a_fresh_process_and_serve_without_albert_tf(trained_run):
   assert "serving_default" in proc.stdout and "tags" in proc.stdout
 
   # The same ids through the run's model in this process.
-  task, _ = registry.task_of_run(model_dir)
+  task = registry.task_of_record(run_record.read(model_dir))
   model = task.build_model()
   task.restore_for_inference(model, model_dir)
   data = _tagging_data(500, 3, seed=7)
