@@ -238,8 +238,7 @@ def _restore_converted(model, all_parts, prefix, layout, heads,
     tf1_heads = _read_tf1_heads(model, prefix, heads)
     held = list(tf1_heads)
   elif layout == "albert_tf":  # Only reached with init_from_group0.
-    in_checkpoint = {n.split("/", 1)[0]
-                     for n, _ in tf.train.list_variables(prefix)}
+    in_checkpoint = object_layout.parts_in_checkpoint(prefix)
     held = [h for h in heads if h in in_checkpoint]
   else:
     held = []
@@ -261,7 +260,7 @@ def _restore_converted(model, all_parts, prefix, layout, heads,
 
 def _restore_ours(model, all_parts, prefix, heads, allow_missing_heads,
                   step):
-  held = {name.split("/", 1)[0] for name, _ in tf.train.list_variables(prefix)}
+  held = object_layout.parts_in_checkpoint(prefix)
   if "encoder" not in held:
     raise CheckpointConversionError(
         f"{prefix}: no encoder in this checkpoint (it holds {sorted(held)})")
