@@ -258,23 +258,26 @@ def run_training(task_cls):
   try:
     # A run that exists is continued from its recorded config: only what
     # the command line changes is checked against the record.
+    # The one read of the record for the whole command.
     record = run_record.read(FLAGS.model_dir)
-    if record is not None and not run_record.binding(record):
-      record = None  # a first start that ended before any checkpoint
-    if record is not None and record.task != task_cls.name:
-      raise run_record.refuse("task", record.task, task_cls.name,
+    # Not binding: a first start that ended before any checkpoint.
+    base = record if record is not None and run_record.binding(record) else (
+        None)
+    if base is not None and base.task != task_cls.name:
+      raise run_record.refuse("task", base.task, task_cls.name,
                               FLAGS.model_dir,
                               "use a new --model_dir for another task")
     config = experiment_config.load_experiment_config(
         task_cls.config_cls, FLAGS.config_file, FLAGS.params_override,
-        flag_overrides(), base=record.config if record else None,
+        flag_overrides(), base=base.config if base else None,
         base_source=f"{FLAGS.model_dir}/{run_record.CONFIG_NAME}")
     task = task_cls(config, FLAGS.model_dir)
     result = train_lib.run_experiment(
         task, config, FLAGS.model_dir, FLAGS.mode,
         output_dir=flag_value("output_dir"), checkpoint=FLAGS.checkpoint,
         export_dir=flag_value("export_dir"),
-        export_fn=tasks_export.run_exporter(export_settings(run_tool=True)))
+        export_fn=tasks_export.run_exporter(export_settings(run_tool=True)),
+        record=record)
   except USER_ERRORS as e:
     fail(e)
   logging.info("done: %s", {k: v for k, v in result.items() if k != "train"})

@@ -38,7 +38,8 @@ def checkpoint_for(model, **extra):
   return tf.train.Checkpoint(**model_parts(model), **extra)
 
 
-def _parts_in_checkpoint(path):
+def parts_in_checkpoint(path):
+  """The top-level names (parts) a checkpoint of our layout holds."""
   return {name.split("/", 1)[0] for name, _ in tf.train.list_variables(path)}
 
 
@@ -66,11 +67,11 @@ def restore_model(model, path):
 def restore_parts(parts, path):
   """Loads the named `parts` (name -> trackable); returns the prefix."""
   path = paths.resolve_checkpoint(path)
-  missing = sorted(set(parts) - _parts_in_checkpoint(path))
+  missing = sorted(set(parts) - parts_in_checkpoint(path))
   if missing:
     raise CheckpointConversionError(
         f"{path}: checkpoint has no {missing} (it holds "
-        f"{sorted(_parts_in_checkpoint(path))})")
+        f"{sorted(parts_in_checkpoint(path))})")
   # Shapes first: a failing read would leave the model half-assigned.
   stored = dict(tf.train.list_variables(path))
   mismatched = [f"{key} {stored[key]} in the checkpoint vs "

@@ -111,6 +111,19 @@ def resolve_checkpoint(path: str) -> str:
       f"{path}: no such checkpoint (missing {path}.index)")
 
 
+def resolve_source(path: str):
+  """What `restore()` reads at `path`: ("saved_model", its directory) for a
+  SavedModel export (the directory or its base: the latest version), else
+  ("checkpoint", resolve_checkpoint(path)). A TF1 TF-Hub module is also a
+  SavedModel but is read as a checkpoint."""
+  if tf.io.gfile.isdir(path):
+    found = path if is_saved_model_dir(path) else latest_version_dir(path)
+    if found is not None and not tf.io.gfile.exists(
+        os.path.join(found, "tfhub_module.pb")):
+      return "saved_model", found
+  return "checkpoint", resolve_checkpoint(path)
+
+
 # --- SavedModel versions -----------------------------------------------------
 
 

@@ -20,7 +20,6 @@ naming the path and what is missing or mis-shaped.
 """
 
 import dataclasses
-import os
 from typing import Dict, List, Optional, Tuple
 
 from absl import logging
@@ -140,21 +139,6 @@ def read_weights(prefix: str, config, layout: Optional[str] = None,
 # --- Sources -----------------------------------------------------------------
 
 
-def _saved_model_source(path: str) -> Optional[str]:
-  """The SavedModel directory `path` designates, or None for checkpoints.
-
-  A TF1 TF-Hub module is also a SavedModel but is read as a checkpoint.
-  """
-  if not tf.io.gfile.isdir(path):
-    return None
-  found = (path if paths.is_saved_model_dir(path)
-           else paths.latest_version_dir(path))
-  if found is None or tf.io.gfile.exists(
-      os.path.join(found, "tfhub_module.pb")):
-    return None
-  return found
-
-
 def _restore_saved_model(encoder, directory: str) -> None:
   """Copies an encoder export's `.variables` (the encoder's, in order)."""
   loaded = tf.saved_model.load(directory)
@@ -235,8 +219,8 @@ def _check_heads(model, path, wanted_heads, held_heads, allow_missing_heads):
   return missing
 
 
-def _restore_converted(model, prefix, layout, heads, allow_missing_heads,
-                       init_from_group0, step):
+def _restore_converted(model, all_parts, prefix, layout, heads,
+                       allow_missing_heads, init_from_group0, step):
   """tf1 / model_garden / group-0 init: canonical arrays, then assignment
   once every value has been checked."""
   config = cw.model_config(model)
@@ -254,8 +238,7 @@ def _restore_converted(model, prefix, layout, heads, allow_missing_heads,
     tf1_heads = _read_tf1_heads(model, prefix, heads)
     held = list(tf1_heads)
   elif layout == "albert_tf":  # Only reached with init_from_group0.
-    in_checkpoint = {n.split("/", 1)[0]
-                     for n, _ in tf.train.list_variables(prefix)}
+    in_checkpoint = object_layout.parts_in_checkpoint(prefix)
     held = [h for h in heads if h in in_checkpoint]
   else:
     held = []
@@ -265,8 +248,7 @@ def _restore_converted(model, prefix, layout, heads, allow_missing_heads,
   cw.check_and_assign(variables, values, report.mapped, prefix)
   _assign_tf1_heads(tf1_heads, report)
   if layout == "albert_tf" and held:
-    object_layout.restore_parts(
-        {h: object_layout.model_parts(model)[h] for h in held}, prefix)
+    object_layout.restore_parts({h: all_parts[h] for h in held}, prefix)
   restored = ["encoder"] + held
   if step is not None and layout == "tf1":
     global_step = tf1_global_step(prefix)
@@ -276,13 +258,13 @@ def _restore_converted(model, prefix, layout, heads, allow_missing_heads,
   return RestoreReport(prefix, report.layout, restored, fresh, report)
 
 
-def _restore_ours(model, prefix, heads, allow_missing_heads, step):
-  held = {name.split("/", 1)[0] for name, _ in tf.train.list_variables(prefix)}
+def _restore_ours(model, all_parts, prefix, heads, allow_missing_heads,
+                  step):
+  held = object_layout.parts_in_checkpoint(prefix)
   if "encoder" not in held:
     raise CheckpointConversionError(
         f"{prefix}: no encoder in this checkpoint (it holds {sorted(held)})")
   fresh = _check_heads(model, prefix, heads, held, allow_missing_heads)
-  all_parts = object_layout.model_parts(model)
   parts = {name: all_parts[name] for name in ["encoder"] + heads
            if name not in fresh}
   if step is not None and "step" in held:
@@ -308,24 +290,23 @@ def restore(model, path: str, parts: str = "all",
   """
   if parts not in PARTS:
     raise ValueError(f"parts={parts!r}: expected one of {PARTS}")
-  heads = ([] if parts == "encoder" else
-           [p for p in object_layout.model_parts(model) if p != "encoder"])
-  encoder = getattr(model, "encoder", model)
-  saved_model = _saved_model_source(path)
-  if saved_model:
-    fresh = _check_heads(model, saved_model, heads, [], allow_missing_heads)
-    _restore_saved_model(encoder, saved_model)
-    report = RestoreReport(saved_model, "saved_model", ["encoder"], fresh)
+  all_parts = object_layout.model_parts(model)
+  others = [p for p in all_parts if p != "encoder"]
+  heads = [] if parts == "encoder" else others
+  kind, source = paths.resolve_source(path)
+  if kind == "saved_model":
+    fresh = _check_heads(model, source, heads, [], allow_missing_heads)
+    _restore_saved_model(all_parts["encoder"], source)
+    report = RestoreReport(source, "saved_model", ["encoder"], fresh)
   else:
-    prefix = paths.resolve_checkpoint(path)
-    layout = detect_layout(prefix)
+    layout = detect_layout(source)
     if layout == "albert_tf" and not init_from_group0:
-      report = _restore_ours(model, prefix, heads, allow_missing_heads, step)
+      report = _restore_ours(model, all_parts, source, heads,
+                             allow_missing_heads, step)
     else:
-      report = _restore_converted(model, prefix, layout, heads,
+      report = _restore_converted(model, all_parts, source, layout, heads,
                                   allow_missing_heads, init_from_group0, step)
   if parts == "encoder":
-    report.fresh = [p for p in object_layout.model_parts(model)
-                    if p != "encoder"]
+    report.fresh = others
   logging.info("restored %s", report.summary())
   return report

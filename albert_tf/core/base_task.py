@@ -1,8 +1,10 @@
 """What a task is, for the training loop, the run tools and the exporter.
 
 A task supplies the model, the input pipeline and its loss as additive sums,
-so replicas and micro-batches can be summed before normalising; its run
-record facts; its evaluation and predictions; and its serving export. Every
+so replicas and micro-batches can be summed before normalising; its params
+(what shapes its model: labels, head, lengths, ...; recorded with the run
+and building the training model, the export model and the serving module);
+its evaluation and predictions; and its serving export. Every
 hook is declared here (abstract, or with the default most tasks want), so
 the callers (`trainer.Trainer`, `train_lib.run_experiment`, the exporter)
 call them without probing. Concrete tasks live in `albert_tf/tasks/` and
@@ -12,8 +14,7 @@ register there (`tasks/registry.py`); core never names one.
   class MyTask(base_task.Task):
     name = "my_task"                                # the run record's task
     config_cls = MyExperimentConfig                 # its experiment config
-    serving_params_cls = MyServingParams            # its export settings
-    def build_model(self): ...                      # tf_keras.Model
+    serving_params_cls = MyServingParams            # what shapes its model
     def build_inputs(self, input_context, training):
       ...  # tf.data.Dataset of per-replica batches (dicts of tensors)
     def loss_normalizers(self, features):           # from the features only
@@ -24,15 +25,16 @@ register there (`tasks/registry.py`); core never names one.
       return sums["loss_sum"] / normalizers["count"]
     def metrics_from_sums(self, sums):              # includes "loss"
       return {"loss": ..., "accuracy": ...}
-    def run_record_facts(self): ...                 # {"task": name, ...}
     def serving_params(self, recorded_facts): ...   # MyServingParams
     @classmethod
-    def model_for_export(cls, kind, model_config, params): ...
+    def model_for(cls, kind, model_config, params, dropout_rate=0.0): ...
     @classmethod
     def serving_module(cls, kind, model, params, assets): ...  # tf.Module
 """
 
 import abc
+import dataclasses
+import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import tensorflow as tf
@@ -57,7 +59,8 @@ class Task(abc.ABC):
   # The experiment config dataclass (core.experiment_config.ExperimentConfig
   # subclass) the task is built from: task_cls(config, model_dir).
   config_cls: type = type(None)
-  # The dataclass of the task's export settings (serving_params()).
+  # The dataclass of what shapes the task's model and its exports
+  # (serving_params(); serving/serving_params.py).
   serving_params_cls: type = type(None)
   # Export kinds this task writes with `serving_module` (besides
   # "encoder", which every task's model has), and the default one.
@@ -74,6 +77,8 @@ class Task(abc.ABC):
   in_loop_eval: bool = True
   # Whether train_and_eval ends with `evaluate` (benchmark metrics).
   evaluate_after_training: bool = False
+  # Dropout on the encoder's output before the heads, while training.
+  head_dropout: float = 0.0
 
   def __init__(self, config, model_dir: Optional[str] = None):
     self.config = config
@@ -81,9 +86,10 @@ class Task(abc.ABC):
 
   # --- Model and training ---
 
-  @abc.abstractmethod
   def build_model(self) -> tf_keras.Model:
-    """The task's Keras model (encoder + heads)."""
+    """The training model: `model_for` this run's params."""
+    return self.model_for(None, self.config.model, self.serving_params({}),
+                          self.head_dropout)
 
   @abc.abstractmethod
   def build_inputs(self, input_context: Optional[tf.distribute.InputContext],
@@ -119,11 +125,13 @@ class Task(abc.ABC):
   def initialize(self, model) -> None:
     """Warm start of a fresh run (e.g. from an init checkpoint)."""
 
-  def restore_for_inference(self, model, path: str,
+  @classmethod
+  def restore_for_inference(cls, model, path: str,
                             step: Optional[tf.Variable] = None,
                             allow_missing_heads: bool = False):
     """Loads checkpoint `path` into the whole `model` (eval, predict,
-    export); `step` receives the checkpoint's step. Returns the
+    export: called by core.checkpoint_config.restore_run, after the
+    identity check); `step` receives the checkpoint's step. Returns the
     checkpoints.restore.RestoreReport."""
     return restore_lib.restore(model, path, step=step,
                                allow_missing_heads=allow_missing_heads)
@@ -146,15 +154,14 @@ class Task(abc.ABC):
 
   # --- The run record ---
 
-  @abc.abstractmethod
-  def run_record_facts(self) -> Dict[str, Any]:
-    """What the run record keeps besides the config: {"task": name,
-    "seq_length", "spm_model_file", "do_lower_case", ...}."""
-
   def record_facts(self) -> Dict[str, Any]:
-    """`run_record_facts` with the task's identity: its name and the module
-    that registers it (so a tool can rebuild a task defined anywhere)."""
-    facts = dict(self.run_record_facts())
+    """What the run record keeps besides the config: the task's params
+    (`serving_params`: seq_length, spm_model_file, do_lower_case, labels,
+    heads, ...), its name and the module that registers it (so a tool can
+    rebuild a task defined anywhere)."""
+    facts = dataclasses.asdict(self.serving_params({}))
+    if facts.get("spm_model_file"):
+      facts["spm_model_file"] = os.path.abspath(facts["spm_model_file"])
     facts.update(task=self.name, task_module=type(self).__module__)
     return facts
 
@@ -176,16 +183,17 @@ class Task(abc.ABC):
 
   @abc.abstractmethod
   def serving_params(self, recorded_facts: Mapping[str, Any]):
-    """The task's export settings (a `serving_params_cls`) for this run's
-    config; `recorded_facts` are its run record's (e.g. the tokenizer of
+    """The task's params (a `serving_params_cls`) for this run's config;
+    `recorded_facts` are its run record's (e.g. the tokenizer of
     pretraining data)."""
 
   @classmethod
   @abc.abstractmethod
-  def model_for_export(cls, kind: str, model_config, params
-                       ) -> tf_keras.Model:
-    """The model export `kind` wraps, from a model config and params alone
-    (an export without a run directory)."""
+  def model_for(cls, kind: Optional[str], model_config, params,
+                dropout_rate: float = 0.0) -> tf_keras.Model:
+    """The task's one model builder: the model of export `kind` (None: the
+    training model) from a model config and params alone, so a run, its
+    export and an export without a run directory build the same model."""
 
   @classmethod
   @abc.abstractmethod

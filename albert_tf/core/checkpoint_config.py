@@ -1,5 +1,6 @@
-"""Which model config a checkpoint is used with (export, convert), and
-where conversion outputs may not go.
+"""Which model config a checkpoint is used with (export, convert), the one
+restore of a model for evaluation, prediction and export (`restore_run`),
+and where conversion outputs may not go.
 
 The base is, in order: the run record of the run the checkpoint belongs to
 (or of `--model_dir`), the checkpoint's own identity
@@ -34,11 +35,11 @@ def _beside_checkpoint(checkpoint: str) -> Optional[str]:
 
 
 def model_config_for(sources, params_override: str = "",
-                     model_dir: Optional[str] = None,
-                     checkpoint: Optional[str] = None):
+                     checkpoint: Optional[str] = None,
+                     record: Any = run_record.UNREAD):
   """(AlbertConfig or None, RunRecord or None) of export / convert.
 
-  The base is the model of the run record (of `model_dir`, or of the run
+  The base is the model of the run `record` (default: of the run
   `checkpoint` belongs to), else of the checkpoint's own identity, else of
   the albert_config.json beside `checkpoint`; `sources` and
   `params_override` apply on top, and any difference that changes the model
@@ -46,14 +47,9 @@ def model_config_for(sources, params_override: str = "",
   the run record it is paired with is refused. With no base, the config is
   `sources` + `params_override` alone (None if nothing given).
   """
-  record = None
-  if model_dir:
-    record = run_record.read(model_dir)
-    if record is None:
-      raise ValueError(f"--model_dir {model_dir}: no {run_record.RECORD_NAME} (not a "
-                       "run directory of this version)")
-  elif checkpoint:
-    record = run_record.find_for_checkpoint(checkpoint)
+  if record is run_record.UNREAD:
+    record = (run_record.find_for_checkpoint(checkpoint) if checkpoint
+              else None)
   saved = None
   if checkpoint:
     saved = identity.check(
@@ -141,3 +137,21 @@ def restore_newest_readable(restore: Callable[[str], Any], model_dir: str,
   raise actions.CheckpointError(
       "no readable checkpoint: " + "; ".join(failed) +
       ("" if checkpoint else f" (all of {model_dir})"))
+
+
+def restore_run(task, model, check: Callable[[str], Any], model_dir: str = "",
+                checkpoint: Optional[str] = None,
+                step: Optional[tf.Variable] = None,
+                allow_missing_heads: bool = False) -> Tuple[str, Any]:
+  """The one restore of a model for evaluation, prediction and every export
+  (`run_* --mode=eval/predict/export`, `export_savedmodel`): `checkpoint`,
+  else the newest readable checkpoint of the run `model_dir`, refused by
+  `check(path)` unless it is the run's (`identity.check` against the run
+  record: its model config, task and vocabulary), loaded through the task
+  (`Task.restore_for_inference`: a task may read layouts of its own).
+  Returns (path, RestoreReport)."""
+  def restore(path):
+    check(path)
+    return task.restore_for_inference(
+        model, path, step=step, allow_missing_heads=allow_missing_heads)
+  return restore_newest_readable(restore, model_dir, checkpoint)

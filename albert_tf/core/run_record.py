@@ -24,7 +24,7 @@ import hashlib
 import json
 import os
 import time
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from absl import logging
 import yaml
@@ -37,6 +37,8 @@ from data_prep import output_files
 from data_prep.output_files import atomic_write
 
 RECORD_NAME = "run_record.json"
+# A caller that has not read the record yet (`prepare(record=UNREAD)`).
+UNREAD = object()
 # Where a run keeps its best checkpoint (core.trainer.BEST_SUBDIR).
 BEST_SUBDIR = "best"
 CHANGES_NAME = "run_record_changes.jsonl"
@@ -274,26 +276,36 @@ def _log_replacement(old: RunRecord, config, facts: Mapping[str, Any]):
                   ", ".join(changes) or "same config")
 
 
+def _new_record(model_dir: str, config, facts: Mapping[str, Any],
+                is_chief: bool) -> RunRecord:
+  """The record of a first start: written by the chief."""
+  if is_chief:
+    return write(model_dir, config, facts)
+  return RunRecord(model_dir, facts.get("task"), with_fingerprints(facts),
+                   config.as_dict())
+
+
 def prepare(model_dir: str, config, facts: Mapping[str, Any],
-            is_chief: bool = True) -> ResumeCheck:
+            is_chief: bool = True, record: Any = UNREAD
+            ) -> Tuple[RunRecord, ResumeCheck]:
   """First start: write the record (chief). Later: check the config (the
   caller logs the changes with `append_changes` once it accepts them). A
-  record that does not bind (see `binding`) is replaced by the chief."""
-  record = read(model_dir)
+  record that does not bind (see `binding`) is replaced by the chief.
+  `record`: the record of `model_dir` the caller read (None: none), else
+  it is read here. Returns (the run's record, the check)."""
+  if record is UNREAD:
+    record = read(model_dir)
   if record is not None and not binding(record):
     if is_chief:
       _log_replacement(record, config, facts)
-      write(model_dir, config, facts)
-    return ResumeCheck()
+    return _new_record(model_dir, config, facts, is_chief), ResumeCheck()
   if record is None:
     if has_checkpoints(model_dir):
       raise ValueError(
           f"{model_dir} holds checkpoints but no {RECORD_NAME}: what they "
           "were trained with is unknown; restore the record, or start a new "
           "--model_dir (warm-start from them with trainer.init_checkpoint)")
-    if is_chief:
-      write(model_dir, config, facts)
-    return ResumeCheck()
+    return _new_record(model_dir, config, facts, is_chief), ResumeCheck()
   if record.task != facts.get("task"):
     raise refuse("task", record.task, facts.get("task"), model_dir,
                  "use a new --model_dir for another task")
@@ -303,4 +315,4 @@ def prepare(model_dir: str, config, facts: Mapping[str, Any],
     raise refuse("the SentencePiece model (sha256)", recorded_spm, given_spm,
                  model_dir, f"{facts.get('spm_model_file')} is another "
                  "vocabulary than the run's; use data made with the run's")
-  return check_resume(record, config)
+  return record, check_resume(record, config)

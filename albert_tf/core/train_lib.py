@@ -16,7 +16,8 @@ every later one, see run_record.py), the Trainer, and the mode:
 The task (built by the entry point; core never names one) declares every
 hook it is called through (core/base_task.py). Export lives above core (the
 task's serving module): the entry point passes `export_fn(task, model,
-export_dir)`.
+export_dir, record)`. The run record is read once per command: by the
+caller (`record`) or here.
 """
 
 import json
@@ -28,7 +29,6 @@ import tensorflow as tf
 
 from albert_tf.checkpoints import paths
 from albert_tf.core import actions
-from albert_tf.core import checkpoint_config
 from albert_tf.core import data_position
 from albert_tf.core import distribute_utils
 from albert_tf.core import run_record
@@ -93,8 +93,7 @@ def restore_for_inference(trainer, checkpoint: Optional[str] = None) -> str:
                      "first or pass --checkpoint")
   # The newest that reads (a truncated one, or one a running trainer
   # rotated away, is skipped with a warning); a given one or nothing.
-  path, _ = checkpoint_config.restore_newest_readable(
-      trainer.restore_model, trainer.model_dir, checkpoint)
+  path = trainer.restore_model(checkpoint)
   logging.info("restored %s (step %d)", path, int(trainer.global_step.numpy()))
   return path
 
@@ -151,11 +150,14 @@ def run_experiment(task, config, model_dir: str, mode: str = "train",
                    output_dir: Optional[str] = None,
                    checkpoint: Optional[str] = None,
                    export_dir: Optional[str] = None,
-                   export_fn: Optional[Callable[..., str]] = None
-                   ) -> Dict[str, Any]:
+                   export_fn: Optional[Callable[..., str]] = None,
+                   record: Any = run_record.UNREAD) -> Dict[str, Any]:
   """Runs `mode` of `task`; returns a dict of what each step produced.
 
-  export_fn: `export_fn(task, model, export_dir)` for mode export.
+  export_fn: `export_fn(task, model, export_dir, record)` for mode export
+    (the run's RunRecord).
+  record: the run record of `model_dir` the caller read already (None: it
+    has none), so it is read once.
   """
   if mode not in MODES:
     raise ValueError(f"unknown mode {mode!r}; expected one of {MODES}")
@@ -172,8 +174,8 @@ def run_experiment(task, config, model_dir: str, mode: str = "train",
     task.validate_inputs(training=False)
   check_writable(mode, model_dir, output_dir, export_dir)
   is_chief = distribute_utils.is_chief(strategy)
-  check = run_record.prepare(model_dir, config, task.record_facts(),
-                             is_chief=is_chief)
+  record, check = run_record.prepare(model_dir, config, task.record_facts(),
+                                     is_chief=is_chief, record=record)
   if is_chief:  # only changes this start accepted
     run_record.append_changes(model_dir, mode, check)
   kwargs = _trainer_kwargs(check)
@@ -202,5 +204,5 @@ def run_experiment(task, config, model_dir: str, mode: str = "train",
     elif mode == "predict":
       result["predict"] = task.predict(trainer, output_dir)
     else:
-      result["export"] = export_fn(task, trainer.model, export_dir)
+      result["export"] = export_fn(task, trainer.model, export_dir, record)
   return result

@@ -12,8 +12,9 @@ fine-tuning share it): the facade over
   corrupt input file after saving;
 - `run_lock`: one run per model_dir.
 
-`Trainer` drives them (intervals, resume, modes); its fault handling is in
-docs/reliability.md ("Training loop").
+`Trainer` drives them (intervals, resume, modes; evaluation and export
+restore through `checkpoint_config.restore_run`, checked against the run's
+identity); its fault handling is in docs/reliability.md ("Training loop").
 
   trainer = Trainer(MyTask(...), experiment_config, model_dir, strategy)
   trainer.train()            # or evaluate(), train_and_evaluate(), ...
@@ -33,6 +34,7 @@ from albert_tf.checkpoints import paths
 from albert_tf.core import actions
 from albert_tf.core import base_task
 from albert_tf.core import base_trainer
+from albert_tf.core import checkpoint_config
 from albert_tf.core import distribute_utils
 from albert_tf.core import run_lock
 from albert_tf.core import run_record
@@ -101,7 +103,7 @@ class Trainer:
     self._eval_step_fn = None
     self._identity = identity.RunIdentity(
         config.model.as_dict(), run_record.with_fingerprints(
-            task.record_facts()), f"the config of this start of {model_dir}")
+            task.record_facts()), f"the run record of {model_dir}")
     self.checkpoint_dir = os.path.join(model_dir, paths.RUN_CHECKPOINT_SUBDIR)
     self.best_dir = os.path.join(model_dir, BEST_SUBDIR)
     os.makedirs(model_dir, exist_ok=True)
@@ -178,13 +180,12 @@ class Trainer:
     self.metrics_logger.drop_after(step)
     return step
 
-  def restore_model(self, path: str) -> int:
-    """Loads model weights (and step) only, e.g. for evaluation (through
-    the task: a task may read layouts of its own), after checking the
-    checkpoint's identity against this run's."""
-    self._identity.check(path)
-    self.task.restore_for_inference(self.model, path, step=self.global_step)
-    return int(self.global_step.numpy())
+  def restore_model(self, path: Optional[str] = None) -> str:
+    """Loads the model's weights and step from `path`, else the newest
+    readable checkpoint (checkpoint_config.restore_run); returns the path."""
+    return checkpoint_config.restore_run(
+        self.task, self.model, self._identity.check, self.model_dir, path,
+        step=self.global_step)[0]
 
   # --- Training --------------------------------------------------------------
 
@@ -342,14 +343,6 @@ class Trainer:
     result["eval"] = evals
     return result
 
-  def evaluate_checkpoint(self, path: Optional[str] = None) -> Dict[str, float]:
-    """Evaluates a checkpoint (default: the latest in model_dir)."""
-    path = path or paths.latest_checkpoint(self.checkpoint_dir)
-    if not path:
-      raise ValueError(f"no checkpoint to evaluate in {self.checkpoint_dir}")
-    self.restore_model(path)
-    return self.evaluate()
-
   def continuous_evaluate(self, timeout: Optional[int] = None
                           ) -> Dict[int, Dict[str, float]]:
     """Evaluates each new checkpoint until the final step (or `timeout`
@@ -360,10 +353,12 @@ class Trainer:
     for path in tf.train.checkpoints_iterator(self.checkpoint_dir,
                                               timeout=timeout):
       try:
-        step = self.restore_model(path)
-      except (tf.errors.NotFoundError, ValueError) as e:
+        self.restore_model(path)
+      except (tf.errors.NotFoundError, ValueError,
+              actions.CheckpointError) as e:
         logging.warning("skipping %s: %s", path, e)  # deleted meanwhile
         continue
+      step = int(self.global_step.numpy())
       results[step] = self.evaluate()
       if step >= self.config.trainer.train_steps:
         break
@@ -384,16 +379,3 @@ class Trainer:
       for local in self.strategy.experimental_local_results(out):
         yield tf.nest.map_structure(np.asarray, local)
 
-
-def run_experiment(trainer: Trainer, mode: str) -> Dict[str, Any]:
-  """Dispatches --mode: train | eval | train_and_eval | continuous_eval."""
-  if mode == "train":
-    return trainer.train()
-  if mode == "eval":
-    return trainer.evaluate_checkpoint()
-  if mode == "train_and_eval":
-    return trainer.train_and_evaluate()
-  if mode == "continuous_eval":
-    return trainer.continuous_evaluate()
-  raise ValueError(f"unknown mode {mode!r}; expected train, eval, "
-                   "train_and_eval or continuous_eval")

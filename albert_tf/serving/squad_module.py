@@ -55,17 +55,16 @@ class SquadModule(task_modules.TaskServingModule):
 
   text_fields = ("question", "context")
 
-  def __init__(self, model, preprocessor, config, max_answer_length=30,
-               **kwargs):
-    super().__init__(model, preprocessor, config, **kwargs)
-    self.max_answer_length = max_answer_length
+  def __init__(self, model, params, config, **kwargs):
+    super().__init__(model, params, config, **kwargs)
+    self.max_answer_length = params.max_answer_length
 
   @classmethod
-  def make_preprocessor(cls, spm_model_file, do_lower_case, seq_length,
-                        max_query_length=64, **unused_options):
+  def make_preprocessor(cls, params):
     return preprocessing.TextPreprocessor(
-        spm_model_file, do_lower_case=do_lower_case, seq_length=seq_length,
-        truncation="first_fixed", max_first_segment_length=max_query_length)
+        params.spm_model_file, do_lower_case=params.do_lower_case,
+        seq_length=params.seq_length, truncation="first_fixed",
+        max_first_segment_length=params.max_query_length)
 
   def outputs(self, features, model_outputs):
     ids = features["input_word_ids"]  # [b, seq]

@@ -80,14 +80,13 @@ class SquadWindowServingModule(squad_module.SquadModule):
       "for; export with --doc_stride=0 (one window per question, the "
       "passage cut to seq_length; simple head only)")
 
-  def __init__(self, model, preprocessor, config, doc_stride=128,
-               max_query_length=64, max_windows=32,
-               null_score_diff_threshold=None, **kwargs):
-    super().__init__(model, preprocessor, config, **kwargs)
-    self.doc_stride = doc_stride
-    self.max_query_length = max_query_length
-    self.max_windows = max_windows
-    self.null_score_diff_threshold = null_score_diff_threshold
+  def __init__(self, model, params, config, **kwargs):
+    super().__init__(model, params, config, **kwargs)
+    self.doc_stride = params.doc_stride
+    self.max_query_length = params.max_query_length
+    self.max_windows = params.max_windows
+    # The simple head has no null score: its params' threshold is unused.
+    self.null_score_diff_threshold = params.null_score_diff_threshold
     # AlbertSquadV2 (the original's v2 head) outputs a beam, not logits.
     self.beam = isinstance(model, albert_squad_v2.AlbertSquadV2)
 

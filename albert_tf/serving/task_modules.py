@@ -10,7 +10,9 @@ Every module offers the same three signatures, built once in the base class:
     bytes features named as the text fields.
 All three return the task's outputs (`outputs`). A task subclass says what
 its text fields are, how text and ids become model inputs when that differs
-from one packed sequence, and what it returns.
+from one packed sequence, and what it returns; its settings are the task's
+params (serving/serving_params.py), the same description the model was
+built from.
 
 Modules: EncoderServingModule, ClassificationModule, RegressionModule,
 MultipleChoiceModule here; SquadModule in `squad_module.py`.
@@ -42,7 +44,9 @@ class TaskServingModule(serving_modules.ModelModule):
 
   Args:
     model: the Keras model (its encoder's and heads' variables are saved).
-    preprocessor: a `preprocessing.TextPreprocessor` (tracked, saved with it).
+    params: the task's params (a serving_params.ServingParams): the text
+      packer (`make_preprocessor`, tracked and saved) and the module's
+      settings.
     config: the AlbertConfig (input checks).
     **kwargs: assets (`config_file`, `spm_model_file`, `do_lower_case`).
   """
@@ -50,17 +54,16 @@ class TaskServingModule(serving_modules.ModelModule):
   text_fields = ()
   ids_rank = 2  # [batch, seq]
 
-  def __init__(self, model, preprocessor, config, **kwargs):
+  def __init__(self, model, params, config, **kwargs):
     super().__init__(model, config, **kwargs)
-    self.preprocessor = preprocessor
+    self.preprocessor = self.make_preprocessor(params)
 
   @classmethod
-  def make_preprocessor(cls, spm_model_file, do_lower_case, seq_length,
-                        **unused_options):
+  def make_preprocessor(cls, params):
     """The text packer for this task (pairs: longest segment cut first)."""
     return preprocessing.TextPreprocessor(
-        spm_model_file, do_lower_case=do_lower_case, seq_length=seq_length,
-        truncation="longest_first")
+        params.spm_model_file, do_lower_case=params.do_lower_case,
+        seq_length=params.seq_length, truncation="longest_first")
 
   # --- inputs -> checked model inputs ---
 
@@ -186,18 +189,16 @@ def parse_text_examples(examples, feature_spec):
 
 
 class _SentenceModule(TaskServingModule):
-  """One or two text segments (`text` or `text_a`, `text_b`)."""
+  """One or two text segments (`text` or `text_a`, `text_b`:
+  params.num_text_fields)."""
 
-
-  def __init__(self, model, preprocessor, config, num_text_fields=1,
-               **kwargs):
-    super().__init__(model, preprocessor, config, **kwargs)
-    self.text_fields = sentence_fields(num_text_fields)
+  def __init__(self, model, params, config, **kwargs):
+    super().__init__(model, params, config, **kwargs)
+    self.text_fields = sentence_fields(params.num_text_fields)
 
 
 class EncoderServingModule(_SentenceModule):
   """The bare encoder: pooled_output [b, H], sequence_output [b, seq, H]."""
-
 
   def outputs(self, features, model_outputs):
     return {"pooled_output": model_outputs["pooled_output"],
@@ -206,15 +207,13 @@ class EncoderServingModule(_SentenceModule):
 
 class ClassificationModule(_SentenceModule):
   """logits, probabilities [b, labels], label_id int32 [b], label string
-  [b] (from `label_names`, default "0", "1", ...)."""
+  [b] (from params.label_names, default "0", "1", ...)."""
 
-
-  def __init__(self, model, preprocessor, config, num_text_fields=1,
-               label_names=None, **kwargs):
-    super().__init__(model, preprocessor, config, num_text_fields, **kwargs)
+  def __init__(self, model, params, config, **kwargs):
+    super().__init__(model, params, config, **kwargs)
     num_labels = model.num_labels
     names = label_names_lib.check_names(
-        label_names or [str(i) for i in range(num_labels)])
+        params.label_names or [str(i) for i in range(num_labels)])
     if len(names) != num_labels:
       raise ValueError(f"label_names has {len(names)} names for "
                        f"{num_labels} labels")
@@ -232,7 +231,6 @@ class ClassificationModule(_SentenceModule):
 class RegressionModule(_SentenceModule):
   """score [b] (a one-output classifier, e.g. STS-B)."""
 
-
   def outputs(self, features, model_outputs):
     return {"score": model_outputs["logits"][:, 0]}
 
@@ -244,8 +242,8 @@ class MultipleChoiceModule(TaskServingModule):
   text_fields = ("context", "choices")
   ids_rank = 3  # [batch, num_choices, seq]
 
-  def __init__(self, model, preprocessor, config, **kwargs):
-    super().__init__(model, preprocessor, config, **kwargs)
+  def __init__(self, model, params, config, **kwargs):
+    super().__init__(model, params, config, **kwargs)
     self.num_choices = model.num_choices
 
   def preprocess_text(self, texts):

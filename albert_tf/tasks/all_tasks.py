@@ -2,7 +2,7 @@
 
 Tools that rebuild a task by name (export_savedmodel, the run tools) import
 this module; a task defined elsewhere registers when its own module is
-imported (a run record names that module, see registry.task_of_run).
+imported (a run record names that module, see registry.task_of_record).
 """
 
 # pylint: disable=unused-import

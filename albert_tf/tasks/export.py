@@ -19,6 +19,7 @@ serving module and params.
 
 import contextlib
 import dataclasses
+import functools
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Type
 
 from absl import logging
@@ -26,7 +27,6 @@ import numpy as np
 import tf_keras
 
 from albert_tf.checkpoints import identity as identity_lib
-from albert_tf.checkpoints import restore as restore_lib
 from albert_tf.core import base_task
 from albert_tf.core import checkpoint_config
 from albert_tf.core import distribute_utils
@@ -167,12 +167,11 @@ def export_run(task: base_task.Task, model, kind: str, export_dir: str,
 
 
 def run_exporter(settings: Optional[Mapping[str, Any]] = None):
-  """The `export_fn(task, model, export_dir)` of train_lib.run_experiment's
-  export mode: the task's default export of the run's restored model."""
-  def export_fn(task, model, export_dir):
-    record = run_record.read(task.model_dir)
+  """`export_fn(task, model, export_dir, record)` of run_experiment's export
+  mode: the task's default export of the run's restored model."""
+  def export_fn(task, model, export_dir, record):
     return export_run(task, model, type(task).default_export_kind,
-                      export_dir, record.facts if record else {}, settings)
+                      export_dir, record.facts, settings)
   return export_fn
 
 
@@ -197,10 +196,10 @@ def task_for_flags(serving_task: Optional[str], kind: str,
 def model_for_flags(task_cls: Type[base_task.Task], kind: str, model_config,
                     params):
   """The model an export without a run wraps: the bare encoder for the
-  encoder export, else the task's (`model_for_export`)."""
+  encoder export, else the task's (`model_for`)."""
   if kind == ENCODER:
     return AlbertEncoder(model_config)
-  return task_cls.model_for_export(kind, model_config, params)
+  return task_cls.model_for(kind, model_config, params)
 
 
 # --- A request: what the command line says ------------------------------------
@@ -233,15 +232,19 @@ class ExportRequest:
   representative_examples: Optional[int] = None
 
 
-def _run_dir(request: ExportRequest) -> str:
-  """model_dir, else the run the checkpoint belongs to ("" if none)."""
+def _run_record(request: ExportRequest) -> Optional[run_record.RunRecord]:
+  """The record of --model_dir, else of the run the checkpoint belongs to
+  (None if none): the one read of it for the whole export."""
   if request.model_dir:
-    return request.model_dir
+    record = run_record.read(request.model_dir)
+    if record is None:
+      raise ValueError(f"--model_dir {request.model_dir}: no "
+                       f"{run_record.RECORD_NAME} (not a run directory of "
+                       "this version)")
+    return record
   if request.checkpoint:
-    record = run_record.find_for_checkpoint(request.checkpoint)
-    if record is not None:
-      return record.model_dir
-  return ""
+    return run_record.find_for_checkpoint(request.checkpoint)
+  return None
 
 
 def _check_preprocessing_only(request: ExportRequest, kind: str) -> None:
@@ -308,10 +311,11 @@ def _check_form(request: ExportRequest) -> None:
                      "kind takes text itself)")
 
 
-def _export_of_run(request: ExportRequest, model_dir: str) -> str:
-  task, record = registry.task_of_run(model_dir, request.config_files,
-                                      request.params_override,
-                                      request.checkpoint or None)
+def _export_of_run(request: ExportRequest, record: run_record.RunRecord
+                   ) -> str:
+  model_dir = record.model_dir
+  task = registry.task_of_record(record, request.config_files,
+                                 request.params_override)
   task_cls = type(task)
   if request.task and request.task not in task_cls.serving_tasks:
     raise ValueError(f"--task={request.task} but the run record of "
@@ -330,9 +334,11 @@ def _export_of_run(request: ExportRequest, model_dir: str) -> str:
     model = task.build_model()
   checkpoint = None
   if not request.random_init:
-    checkpoint, report = checkpoint_config.restore_newest_readable(
-        lambda path: task.restore_for_inference(model, path), model_dir,
-        request.checkpoint)
+    checkpoint, report = checkpoint_config.restore_run(
+        task, model, functools.partial(
+            identity_lib.check, model=record.model, facts=record.facts,
+            what=f"the run record of {model_dir}"),
+        model_dir, request.checkpoint)
     logging.info("%s", report.summary())
   form = _form(request, checkpoint)
   if request.precision == "int8":
@@ -352,7 +358,7 @@ def _export_of_flags(request: ExportRequest) -> str:
       request.settings)
   model_config, _ = checkpoint_config.model_config_for(
       request.config_files, request.params_override,
-      checkpoint=request.checkpoint or None)
+      checkpoint=request.checkpoint or None, record=None)
   if preprocessing_only:
     return _export_preprocessing(request, params, model_config)
   if model_config is None:
@@ -364,9 +370,16 @@ def _export_of_flags(request: ExportRequest) -> str:
   with precision_scope(request.precision):
     model = model_for_flags(task_cls, kind, model_config, params)
   if request.checkpoint:
-    logging.info("%s", restore_lib.restore(
-        model, request.checkpoint,
-        allow_missing_heads=request.allow_random_head).summary())
+    # The weights must be of the given config and tokenizer.
+    facts = {"spm_sha256": output_files.file_sha256(params.spm_model_file)}
+    if "do_lower_case" in request.settings:
+      facts["do_lower_case"] = params.do_lower_case
+    _, report = checkpoint_config.restore_run(
+        task_cls or base_task.Task, model, functools.partial(
+            identity_lib.check, model=model_config.as_dict(), facts=facts,
+            what="the given config"), checkpoint=request.checkpoint,
+        allow_missing_heads=request.allow_random_head)
+    logging.info("%s", report.summary())
   return export_model(task_cls, kind, model, params, request.export_dir,
                       request.version, _form(request, request.checkpoint))
 
@@ -381,7 +394,7 @@ def export(request: ExportRequest) -> str:
   spm = request.settings.get("spm_model_file")
   if spm:
     preprocessing.check_spm_model(spm)
-  model_dir = _run_dir(request)
-  if model_dir:
-    return _export_of_run(request, model_dir)
+  record = _run_record(request)
+  if record is not None:
+    return _export_of_run(request, record)
   return _export_of_flags(request)

@@ -13,9 +13,11 @@ Training runs on `albert_tf.core.trainer.Trainer` through
   cached_records(split, examples=None) -> (TFRecord path, metadata)
   feature_spec()                       the records' features
   check_data_files(training)           raise if the split's files are missing
-  task_facts()                         run record facts (labels, heads, ...)
-  serving_params(recorded_facts)       its serving params from the config
-  module_for(model, params)            its serving module class and options
+  serving_params(recorded_facts)       its params (labels, heads, ...) from
+                                       the config: recorded with the run
+  model_for(kind, model_config, params, dropout_rate)
+                                       its model (encoder() + head)
+  module_for(params)                   its serving module class
 
 A run warm-starts, when it has no checkpoint of its own yet, from
 `trainer.init_checkpoint` (ours, the original TF1 release or Model Garden) or
@@ -139,6 +141,7 @@ class FinetuneTask(base_task.Task):
     self.data = config.data
     self.global_batch_size = self.data.global_batch_size
     self.eval_batch_size = self.data.eval_batch_size or self.global_batch_size
+    self.head_dropout = config.task.classifier_dropout
     self.cache_dir = self.data.cache_dir or os.path.join(model_dir,
                                                          "features")
     self._tokenizer = None
@@ -163,10 +166,6 @@ class FinetuneTask(base_task.Task):
     """Raises FileNotFoundError naming the missing input of the split."""
 
   @abc.abstractmethod
-  def task_facts(self) -> Dict[str, Any]:
-    """Facts of the run record (serving_task, labels, heads...)."""
-
-  @abc.abstractmethod
   def evaluate(self, trainer, output_dir: str) -> Dict[str, Any]:
     """Full dev evaluation with the benchmark's metrics."""
 
@@ -176,9 +175,8 @@ class FinetuneTask(base_task.Task):
 
   @classmethod
   @abc.abstractmethod
-  def module_for(cls, model, params):
-    """(serving module class, its options, the preprocessor's options) of
-    `model` with `params`."""
+  def module_for(cls, params):
+    """The serving module class (serving/task_modules.py) of `params`."""
 
   # --- Shared ---
 
@@ -214,18 +212,6 @@ class FinetuneTask(base_task.Task):
                          f"{self.eval_split} example to evaluate on")
       self._eval_checked = True
 
-  def run_record_facts(self) -> Dict[str, Any]:
-    d = self.data
-    facts = {"seq_length": d.max_seq_length,
-             "spm_model_file": os.path.abspath(d.spm_model_file)
-                               if d.spm_model_file else "",
-             "do_lower_case": d.do_lower_case}
-    facts.update(self.task_facts())
-    return facts
-
-  def encoder(self):
-    return AlbertEncoder(self.config.model, name="albert_encoder")
-
   def initialize(self, model):
     initialize_model(model, self.config)
 
@@ -239,27 +225,11 @@ class FinetuneTask(base_task.Task):
             "do_lower_case": d.do_lower_case}
 
   @classmethod
-  def model_for_export(cls, kind, model_config, params):
-    del kind
-    return cls.build_head_model(
-        AlbertEncoder(model_config, name="albert_encoder"), params, 0.0)
-
-  @classmethod
-  @abc.abstractmethod
-  def build_head_model(cls, encoder, params, dropout_rate):
-    """The family's model (encoder + head) for `params`; build_model()
-    calls it with the run's encoder and dropout."""
-
-  @classmethod
   def serving_module(cls, kind, model, params, assets):
     del kind
     config = model.encoder.config
     params.check_text_in(f"a {cls.name} export", config)
-    module_cls, options, preprocessor_options = cls.module_for(model, params)
-    preprocessor = module_cls.make_preprocessor(
-        params.spm_model_file, params.do_lower_case, params.seq_length,
-        **preprocessor_options)
-    return module_cls(model, preprocessor, config, **options, **assets)
+    return cls.module_for(params)(model, params, config, **assets)
 
   def model_inputs(self, features):
     return {k: features[k] for k in INPUT_NAMES}
@@ -302,6 +272,11 @@ class FinetuneTask(base_task.Task):
     return padded_eval_dataset(path, self.feature_spec(),
                                self.eval_batch_size, meta["num_records"],
                                self.index_key, input_context)
+
+
+def encoder(model_config):
+  """The encoder of every fine-tuning model (its variables' names)."""
+  return AlbertEncoder(model_config, name="albert_encoder")
 
 
 def padded_eval_dataset(path, spec, global_batch, num_records, index_key,
@@ -355,5 +330,6 @@ def predict_records(trainer, path, spec, num_records, batch_size, index_key,
 
 
 __all__ = ["FinetuningDataConfig", "FinetuningExperimentConfig",
-           "FinetuningTaskConfig", "FinetuneTask", "initialize_model",
+           "FinetuningTaskConfig", "FinetuneTask", "encoder",
+           "initialize_model",
            "padded_eval_dataset", "predict_records"]

@@ -56,20 +56,15 @@ class RaceTask(finetune_lib.FinetuneTask):
     if not self.data.data_dir:
       raise ValueError("data.data_dir (--data_dir) is required")
 
-  def build_model(self):
-    return self.build_head_model(self.encoder(), self.serving_params({}),
-                                 self.config.task.classifier_dropout)
-
   @classmethod
-  def build_head_model(cls, encoder, params, dropout_rate):
+  def model_for(cls, kind, model_config, params, dropout_rate=0.0):
+    del kind
     return downstream_models.AlbertMultipleChoice(
-        encoder, num_choices=params.num_choices, dropout_rate=dropout_rate)
+        finetune_lib.encoder(model_config), num_choices=params.num_choices,
+        dropout_rate=dropout_rate)
 
   def feature_spec(self):
     return race_data.feature_spec(self.data.max_seq_length)
-
-  def task_facts(self):
-    return {"num_choices": race_data.NUM_CHOICES}
 
   def read_examples(self, split):
     return race_data.read_examples(
@@ -145,8 +140,8 @@ class RaceTask(finetune_lib.FinetuneTask):
     return MultipleChoiceServingParams(**self.base_serving_params())
 
   @classmethod
-  def module_for(cls, model, params):
-    return task_modules.MultipleChoiceModule, {}, {}
+  def module_for(cls, params):
+    return task_modules.MultipleChoiceModule
 
 
 def _accuracy(examples, predictions):

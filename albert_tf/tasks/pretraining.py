@@ -233,9 +233,6 @@ class PretrainingTask(base_task.Task):
     seed = self.data.seed
     self.seed = config.runtime.seed if seed is None else seed
 
-  def build_model(self):
-    return AlbertPretrainer(self.config.model)
-
   def validate_inputs(self, training=True):
     key = "input_path" if training else "eval_input_path"
     if key in self._validated:
@@ -255,13 +252,20 @@ class PretrainingTask(base_task.Task):
         self._described, " and ".join(f"data.{k}" for k in sorted(
             self._validated)))
 
-  def run_record_facts(self) -> Dict[str, Any]:
-    """Run record facts; the tokenizer from the data's summary if known."""
-    facts = {"seq_length": self.data.seq_length}
+  def data_tokenizer(self) -> Dict[str, Any]:
+    """The tokenizer of the data (spm_model_file, do_lower_case) from its
+    summary, once validate_inputs has read it; else {}."""
     for _, _, summary in self._described[:1]:
       spm = _summary_value(summary, "spm_model_file")
-      facts["spm_model_file"] = os.path.abspath(spm) if spm else ""
-      facts["do_lower_case"] = _summary_value(summary, "do_lower_case")
+      return {"spm_model_file": os.path.abspath(spm) if spm else "",
+              "do_lower_case": _summary_value(summary, "do_lower_case")}
+    return {}
+
+  def record_facts(self) -> Dict[str, Any]:
+    """The params, without a tokenizer the data has not told yet."""
+    facts = super().record_facts()
+    if not self._described:
+      del facts["spm_model_file"], facts["do_lower_case"]
     return facts
 
   def masking_settings(self):
@@ -324,7 +328,7 @@ class PretrainingTask(base_task.Task):
         tc.init_checkpoint,
         model=None if tc.init_from_group0 else self.config.model.as_dict(),
         facts={"spm_sha256": run_record.with_fingerprints(
-            self.run_record_facts())["spm_sha256"]},
+            self.data_tokenizer())["spm_sha256"]},
         what="this run's config (trainer.init_checkpoint)")
     report = restore_lib.restore(
         model, tc.init_checkpoint, init_from_group0=tc.init_from_group0,
@@ -334,16 +338,20 @@ class PretrainingTask(base_task.Task):
   # --- Export ---
 
   def serving_params(self, recorded_facts):
-    """The tokenizer is the data's (recorded from its summary)."""
-    lower = recorded_facts.get("do_lower_case")
+    """The tokenizer is the data's (its summary's, else recorded from it)."""
+    tokenizer = self.data_tokenizer() or recorded_facts
+    lower = tokenizer.get("do_lower_case")
     return PretrainingServingParams(
         seq_length=self.data.seq_length,
-        spm_model_file=recorded_facts.get("spm_model_file") or "",
+        spm_model_file=tokenizer.get("spm_model_file") or "",
         do_lower_case=True if lower is None else bool(lower))
 
   @classmethod
-  def model_for_export(cls, kind, model_config, params):
-    if kind == PRETRAINING_EXPORT:
+  def model_for(cls, kind, model_config, params, dropout_rate=0.0):
+    """Training and the pretraining export: the encoder with its MLM and
+    SOP heads; the other exports: the encoder."""
+    del params, dropout_rate
+    if kind in (None, PRETRAINING_EXPORT):
       return AlbertPretrainer(model_config)
     return AlbertEncoder(model_config)
 
@@ -358,10 +366,5 @@ class PretrainingTask(base_task.Task):
       module.trace()
       return module
     params.check_text_in("a serving export", config)
-    module_cls = task_modules.EncoderServingModule
-    preprocessor = module_cls.make_preprocessor(
-        params.spm_model_file, params.do_lower_case, params.seq_length)
     model = getattr(model, "encoder", model)  # text in -> the encoder's outputs
-    return module_cls(
-        model, preprocessor, config, num_text_fields=params.num_text_fields,
-        **assets)
+    return task_modules.EncoderServingModule(model, params, config, **assets)

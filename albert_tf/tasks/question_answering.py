@@ -104,21 +104,19 @@ class SquadTask(finetune_lib.FinetuneTask):
     self.head.validate(config)
     self.v2 = self.data.version_2_with_negative
 
-  def build_model(self):
-    return self.build_head_model(self.encoder(), self.serving_params({}),
-                                 self.config.task.classifier_dropout)
-
   @classmethod
-  def build_head_model(cls, encoder, params, dropout_rate):
+  def model_for(cls, kind, model_config, params, dropout_rate=0.0):
+    del kind
     return squad_heads.HEADS[params.squad_head].build_model(
-        encoder, params, dropout_rate)
+        finetune_lib.encoder(model_config), params, dropout_rate)
 
   def initialize(self, model):
     self.head.initialize(self, model)
 
-  def restore_for_inference(self, model, path, step=None,
+  @classmethod
+  def restore_for_inference(cls, model, path, step=None,
                             allow_missing_heads=False):
-    return self.head.restore(model, path, step, allow_missing_heads)
+    return squad_heads.restore(model, path, step, allow_missing_heads)
 
   def feature_spec(self):
     return squad_data.feature_spec(self.data.max_seq_length)
@@ -139,15 +137,6 @@ class SquadTask(finetune_lib.FinetuneTask):
 
   def split_path(self, split):
     return self._split_file(split)[0]
-
-  def task_facts(self):
-    d = self.data
-    return {"with_answerability": self.config.task.with_answerability,
-            "version_2_with_negative": self.v2,
-            "max_answer_length": d.max_answer_length,
-            "max_query_length": d.max_query_length,
-            "doc_stride": d.doc_stride,
-            "squad_head": self.config.task.squad_head}
 
   def read_examples(self, split):
     path, is_training = self._split_file(split)
@@ -251,5 +240,5 @@ class SquadTask(finetune_lib.FinetuneTask):
         **self.base_serving_params())
 
   @classmethod
-  def module_for(cls, model, params):
-    return squad_heads.HEADS[params.squad_head].module_for(model, params)
+  def module_for(cls, params):
+    return squad_heads.HEADS[params.squad_head].module_for(params)

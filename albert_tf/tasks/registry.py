@@ -10,13 +10,13 @@ A task registers itself where it is defined:
     ...
 
 The run record keeps the task's name and the module that registered it, so
-any tool can rebuild the task of a run directory (`task_of_run`), including
+any tool can rebuild the task of a run directory (`task_of_record`), including
 a task defined outside this package (its module is imported by name).
 `albert_tf.tasks.all_tasks` imports the built-in tasks.
 """
 
 import importlib
-from typing import Dict, List, Optional, Tuple, Type
+from typing import Dict, List, Optional, Type
 
 from albert_tf.core import base_task
 from albert_tf.core import experiment_config
@@ -86,23 +86,17 @@ def task_for_export_kind(kind: str) -> Type[base_task.Task]:
   return owners[0]
 
 
-def task_of_run(model_dir: str, sources=(), params_override: str = "",
-                checkpoint: Optional[str] = None
-                ) -> Tuple[base_task.Task, run_record.RunRecord]:
-  """The task of run directory `model_dir` rebuilt from its run record: its
-  registered class and its recorded experiment config. `sources` /
-  `params_override` (model config files and overrides given to a tool) may
-  not change the model: a difference is refused naming the field."""
-  record = run_record.read(model_dir)
-  if record is None:
-    raise ValueError(f"--model_dir {model_dir}: no {run_record.RECORD_NAME} "
-                     "(not a run directory of this version)")
+def task_of_record(record: run_record.RunRecord, sources=(),
+                   params_override: str = "") -> base_task.Task:
+  """The task of a run rebuilt from its record: its registered class and
+  its recorded experiment config. `sources` / `params_override` (model
+  config files and overrides given to a tool) may not change the model: a
+  difference is refused naming the field."""
   task_cls = get_task_cls(record.task, record.facts.get("task_module"))
   model, _ = checkpoint_config.model_config_for(sources, params_override,
-                                         model_dir=model_dir,
-                                         checkpoint=checkpoint)
+                                                record=record)
   config = experiment_config.config_from_dict(
       task_cls.config_cls, record.config,
-      f"{model_dir}/{run_record.CONFIG_NAME}")
+      f"{record.model_dir}/{run_record.CONFIG_NAME}")
   config.model = model
-  return task_cls(config, model_dir), record
+  return task_cls(config, record.model_dir)

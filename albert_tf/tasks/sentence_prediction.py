@@ -86,24 +86,15 @@ class ClassifierTask(finetune_lib.FinetuneTask):
     self.num_labels = glue_data.num_labels(self.spec.name)
     self.eval_split = glue_data.task_splits(self.spec.name)[0][0]
 
-  def build_model(self):
-    return self.build_head_model(self.encoder(), self.serving_params({}),
-                                 self.config.task.classifier_dropout)
-
   @classmethod
-  def build_head_model(cls, encoder, params, dropout_rate):
+  def model_for(cls, kind, model_config, params, dropout_rate=0.0):
+    del kind
     return downstream_models.AlbertClassifier(
-        encoder, num_labels=params.num_labels, dropout_rate=dropout_rate)
+        finetune_lib.encoder(model_config), num_labels=params.num_labels,
+        dropout_rate=dropout_rate)
 
   def feature_spec(self):
     return glue_data.feature_spec(self.spec.name, self.data.max_seq_length)
-
-  def task_facts(self):
-    return {"glue_task": self.spec.name,
-            "num_labels": self.num_labels,
-            "label_names": list(self.spec.labels) if self.spec.labels
-                           else None,
-            "num_text_fields": 2 if self.spec.text_b else 1}
 
   def read_examples(self, split):
     return glue_data.read_examples(
@@ -230,10 +221,6 @@ class ClassifierTask(finetune_lib.FinetuneTask):
         **self.base_serving_params())
 
   @classmethod
-  def module_for(cls, model, params):
-    if params.regression:
-      return (task_modules.RegressionModule,
-              {"num_text_fields": params.num_text_fields}, {})
-    return (task_modules.ClassificationModule,
-            {"num_text_fields": params.num_text_fields,
-             "label_names": params.label_names}, {})
+  def module_for(cls, params):
+    return (task_modules.RegressionModule if params.regression
+            else task_modules.ClassificationModule)

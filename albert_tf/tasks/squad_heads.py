@@ -1,5 +1,5 @@
 """The two SQuAD span heads of `question_answering.SquadTask`, chosen by
-`task.squad_head`: each builds its model, warm-starts and restores it, gives
+`task.squad_head`: each builds its model and warm-starts it, gives
 its loss sums, its predictions and evaluation, and its serving module.
 
   SimpleHead  start/end dense layers (+ an optional [CLS] answerability
@@ -51,11 +51,6 @@ class SimpleHead:
   @staticmethod
   def initialize(task, model):
     finetune_lib.initialize_model(model, task.config)
-
-  @staticmethod
-  def restore(model, path, step, allow_missing_heads):
-    return restore_lib.restore(model, path, step=step,
-                               allow_missing_heads=allow_missing_heads)
 
   @staticmethod
   def compute_sums(task, model, features, training):
@@ -110,17 +105,11 @@ class SimpleHead:
         dataset, predictions, null_odds if task.v2 else None)
 
   @staticmethod
-  def module_for(model, params):
+  def module_for(params):
     """Windows over long contexts when doc_stride > 0, else truncation."""
-    options = {"max_answer_length": params.max_answer_length}
-    preprocessor_options = {"max_query_length": params.max_query_length}
     if not params.doc_stride:
-      return squad_module.SquadModule, options, preprocessor_options
-    options.update(doc_stride=params.doc_stride,
-                   max_query_length=params.max_query_length,
-                   max_windows=params.max_windows)
-    return squad_windows.SquadWindowServingModule, options, (
-        preprocessor_options)
+      return squad_module.SquadModule
+    return squad_windows.SquadWindowServingModule
 
 
 class XlnetHead:
@@ -164,19 +153,6 @@ class XlnetHead:
                    "variables)", tc.init_checkpoint, len(report.mapped))
       return
     finetune_lib.initialize_model(model, task.config)
-
-  @staticmethod
-  def restore(model, path, step, allow_missing_heads):
-    """Our checkpoints, or the original's fine-tuned SQuAD 2.0 checkpoint
-    (its global_step, when present, becomes the step)."""
-    if not squad_v2_checkpoint.has_squad_v2_head(path):
-      return restore_lib.restore(model, path, step=step,
-                                 allow_missing_heads=allow_missing_heads)
-    report = squad_v2_checkpoint.load_tf1_squad_v2(model, path)
-    saved_step = squad_v2_checkpoint.global_step(path)
-    if step is not None and saved_step is not None:
-      step.assign(saved_step)
-    return report
 
   @staticmethod
   def compute_sums(task, model, features, training):
@@ -237,18 +213,27 @@ class XlnetHead:
     return metrics
 
   @staticmethod
-  def module_for(model, params):
+  def module_for(params):
     """Doc-stride windows always: the beam is per window."""
     if not params.doc_stride:
       raise ValueError("the SQuAD 2.0 (xlnet head) export serves doc-stride "
                        "windows; set doc_stride > 0")
-    return squad_windows.SquadWindowServingModule, {
-        "max_answer_length": params.max_answer_length,
-        "doc_stride": params.doc_stride,
-        "max_query_length": params.max_query_length,
-        "max_windows": params.max_windows,
-        "null_score_diff_threshold": params.null_score_diff_threshold}, {
-            "max_query_length": params.max_query_length}
+    return squad_windows.SquadWindowServingModule
 
 
 HEADS = {head.name: head for head in (SimpleHead, XlnetHead)}
+
+
+def restore(model, path, step=None, allow_missing_heads=False):
+  """Our checkpoints into either head's model; into the xlnet head's also
+  the original's fine-tuned SQuAD 2.0 checkpoint (its global_step, when
+  present, becomes the step)."""
+  if not (isinstance(model, albert_squad_v2.AlbertSquadV2) and
+          squad_v2_checkpoint.has_squad_v2_head(path)):
+    return restore_lib.restore(model, path, step=step,
+                               allow_missing_heads=allow_missing_heads)
+  report = squad_v2_checkpoint.load_tf1_squad_v2(model, path)
+  saved_step = squad_v2_checkpoint.global_step(path)
+  if step is not None and saved_step is not None:
+    step.assign(saved_step)
+  return report

@@ -5,6 +5,7 @@ is missing or edited is not trusted."""
 
 import json
 import os
+import re
 import shutil
 
 import pytest
@@ -16,6 +17,7 @@ from albert_tf.core import checkpoint_config
 from albert_tf.core import run_record
 from albert_tf.core import train_lib
 from albert_tf.tasks import pretraining
+from albert_tf.tasks import export as tasks_export
 from albert_tf.tasks import sentence_prediction
 from data_prep import output_files
 from tests.testing import export_testlib
@@ -87,14 +89,19 @@ def test_eval_refuses_another_models_checkpoint(runs, train_file, tmp_path):
                              checkpoint=ckpt(b))
 
 
+def _copied_out(model_dir, directory):
+  """`model_dir`'s ckpt-2 copied into `directory` (outside any run)."""
+  directory.mkdir()
+  for name in os.listdir(os.path.join(model_dir, "checkpoints")):
+    if name.startswith("ckpt-2."):
+      shutil.copy(os.path.join(model_dir, "checkpoints", name),
+                  directory / name)
+  return str(directory / "ckpt-2")
+
+
 def test_a_copied_checkpoint_keeps_its_model(runs, tmp_path):
   a, _, _ = runs
-  copied = tmp_path / "copied"
-  copied.mkdir()
-  for name in os.listdir(os.path.join(a, "checkpoints")):
-    if name.startswith("ckpt-2."):
-      shutil.copy(os.path.join(a, "checkpoints", name), copied / name)
-  prefix = str(copied / "ckpt-2")
+  prefix = _copied_out(a, tmp_path / "copied")
   with pytest.raises(ValueError, match=r"model\.num_hidden_layers is 3 but "
                      r"checkpoint .*ckpt-2's own record has 2"):
     checkpoint_config.model_config_for([], "model.num_hidden_layers=3",
@@ -233,3 +240,102 @@ def test_conversion_into_a_run_is_refused(runs):
   checkpoint_config.check_not_in_run(os.path.join(a, "converted"))
   state = tf.train.get_checkpoint_state(os.path.join(a, "checkpoints"))
   assert state.model_checkpoint_path.endswith("ckpt-2")
+
+
+def _copy_with_newest(run_dir, foreign_run, dest):
+  """A copy of `run_dir` whose newest checkpoint (ckpt-3) is
+  `foreign_run`'s ckpt-2."""
+  shutil.copytree(run_dir, dest)
+  for name in os.listdir(os.path.join(foreign_run, "checkpoints")):
+    if name.startswith("ckpt-2."):
+      shutil.copy(os.path.join(foreign_run, "checkpoints", name),
+                  os.path.join(dest, "checkpoints",
+                               name.replace("ckpt-2", "ckpt-3")))
+  with open(os.path.join(dest, "checkpoints", "checkpoint"), "w") as f:
+    f.write('model_checkpoint_path: "ckpt-3"\n'
+            'all_model_checkpoint_paths: "ckpt-2"\n'
+            'all_model_checkpoint_paths: "ckpt-3"\n')
+  return dest
+
+
+def _export_error(export):
+  with pytest.raises(ValueError) as info:
+    export()
+  return str(info.value)
+
+
+def test_every_export_route_refuses_another_models_checkpoint(runs,
+                                                              tmp_path):
+  """B's checkpoint as the newest of a copy of A: `run_* --mode=export`
+  and `export_savedmodel --model_dir` (it restored the same-shaped weights
+  of another model silently) refuse it with the same one-line error."""
+  a, b, _ = runs
+  copy = _copy_with_newest(a, b, str(tmp_path / "a_copy"))
+  c = tu.tiny_experiment(run_record.read(a).config["data"]["input_path"])
+  by_mode = _export_error(lambda: train_lib.run_experiment(
+      pretraining.PretrainingTask(c, copy), c, copy, "export",
+      export_dir=str(tmp_path / "m"), export_fn=tasks_export.run_exporter()))
+  by_tool = _export_error(lambda: export_testlib.export(
+      str(tmp_path / "t"), model_dir=copy))
+  assert by_mode == by_tool
+  assert "\n" not in by_tool
+  assert re.fullmatch(
+      r"model\.hidden_act is 'gelu' in the run record of .*a_copy but "
+      r"checkpoint .*a_copy/checkpoints/ckpt-3 was trained with 'relu' .*",
+      by_tool), by_tool
+  assert not os.path.exists(tmp_path / "m")
+  assert not os.path.exists(tmp_path / "t")
+
+
+def test_an_export_without_a_run_refuses_another_vocabulary(runs, tmp_path):
+  """A checkpoint copied out of its run, exported with another
+  SentencePiece model: the weights' vocabulary is not the given one (it was
+  exported without a word)."""
+  a, _, _ = runs
+  prefix = _copied_out(a, tmp_path / "copied")
+  other = _other_spm(tmp_path)
+  error = _export_error(lambda: export_testlib.export(
+      str(tmp_path / "t"), checkpoint=prefix,
+      settings={"spm_model_file": other}))
+  assert error == (
+      f"the SentencePiece model (sha256) is {output_files.file_sha256(other)!r}"
+      f" in the given config but checkpoint {prefix} has "
+      f"{identity.read(ckpt(a))['facts']['spm_sha256']!r} (its own record); "
+      "the weights belong to another vocabulary")
+  assert not os.path.exists(tmp_path / "t")
+
+
+def test_each_export_command_reads_the_run_record_once(runs, tmp_path,
+                                                       monkeypatch):
+  """`run_* --mode=export`, `export_savedmodel --model_dir` and
+  `export_savedmodel --checkpoint` (of a run) read run_record.json once
+  (one export read it three times). The SavedModel writer is stubbed out:
+  it reads no record, and the count is what this test is about."""
+  a, _, _ = runs
+  reads = []
+  real_read = run_record.read
+
+  def counting_read(model_dir):
+    reads.append(model_dir)
+    return real_read(model_dir)
+
+  monkeypatch.setattr(run_record, "read", counting_read)
+  monkeypatch.setattr(tasks_export, "export_model",
+                      lambda *args, **kwargs: "written")
+  c = tu.tiny_experiment(real_read(a).config["data"]["input_path"])
+  commands = {
+      "run_* --mode=export": lambda: train_lib.run_experiment(
+          pretraining.PretrainingTask(c, a), c, a, "export",
+          export_dir=str(tmp_path / "m"),
+          export_fn=tasks_export.run_exporter())["export"],
+      "export_savedmodel --model_dir": lambda: export_testlib.export(
+          str(tmp_path / "t"), model_dir=a),
+      "export_savedmodel --checkpoint": lambda: export_testlib.export(
+          str(tmp_path / "c"), checkpoint=ckpt(a)),
+  }
+  counts = {}
+  for name, command in commands.items():
+    reads.clear()
+    assert command() == "written"
+    counts[name] = len(reads)
+  assert counts == {name: 1 for name in commands}

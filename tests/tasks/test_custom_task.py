@@ -98,10 +98,6 @@ class TaggingTask(base_task.Task):
     self.global_batch_size = config.data.global_batch_size
     self.eval_batch_size = config.data.eval_batch_size
 
-  def build_model(self):
-    return self.model_for_export("serving", self.config.model,
-                                 self.serving_params({}))
-
   def build_inputs(self, input_context, training):
     data = _tagging_data(self.config.model.vocab_size, 64,
                          seed=0 if training else 1)
@@ -141,11 +137,6 @@ class TaggingTask(base_task.Task):
   def initialize(self, model):
     del model
 
-  def run_record_facts(self):
-    d = self.config.data
-    return {"seq_length": d.seq_length, "spm_model_file": d.spm_model_file,
-            "do_lower_case": True}
-
   def serving_params(self, recorded_facts):
     del recorded_facts
     d = self.config.data
@@ -153,8 +144,8 @@ class TaggingTask(base_task.Task):
                          spm_model_file=d.spm_model_file)
 
   @classmethod
-  def model_for_export(cls, kind, model_config, params):
-    del kind
+  def model_for(cls, kind, model_config, params, dropout_rate=0.0):
+    del kind, dropout_rate
     return Tagger(AlbertEncoder(model_config), params.num_tags)
 
   @classmethod
@@ -162,9 +153,7 @@ class TaggingTask(base_task.Task):
     del kind
     config = model.encoder.config
     params.check_text_in("a tagging export", config)
-    preprocessor = TaggingModule.make_preprocessor(
-        params.spm_model_file, params.do_lower_case, params.seq_length)
-    return TaggingModule(model, preprocessor, config, **assets)
+    return TaggingModule(model, params, config, **assets)
 
 
 @pytest.fixture(scope="module")
@@ -213,7 +202,7 @@ def test_export_in_a_fresh_process_and_serve_without_albert_tf(trained_run):
   assert "serving_default" in proc.stdout and "tags" in proc.stdout
 
   # The same ids through the run's model in this process.
-  task, _ = registry.task_of_run(model_dir)
+  task = registry.task_of_record(run_record.read(model_dir))
   model = task.build_model()
   task.restore_for_inference(model, model_dir)
   data = _tagging_data(500, 3, seed=7)
