@@ -4,7 +4,9 @@ directory, the files each stage leaves for the next, and the summary."""
 import dataclasses
 import os
 import time
-from typing import Any, Dict
+from typing import Any, Dict, Optional
+
+import yaml
 
 from examples.demo import tools
 
@@ -16,6 +18,21 @@ SEQ_LENGTH = 64          # the demo recipe's data.seq_length
 MAX_PREDICTIONS = 10     # the demo recipe's data.max_predictions_per_seq
 # The demo recipe's masking (its YAML says why): pieces one by one.
 MASKING_ARGS = ("--ngram=1", "--nodo_whole_word_mask")
+
+
+@dataclasses.dataclass
+class ModelSource:
+  """A pretrained model the demo evaluates, fills masks with and fine-tunes:
+  this run's, or the shipped one (examples/demo/shipped.py)."""
+  name: str                 # "shipped" / "this run's"
+  checkpoint: str           # its pretrained weights (prefix or directory)
+  random_init: str          # the random weights its pretraining started from
+  model_section: Dict[str, Any]
+  spm: str
+  held_txt: str             # held-out documents (never trained on)
+  held_rec: str = ""        # their pretraining TFRecords
+  # Its held-out MLM/SOP before/after (filled in when measured).
+  pretraining: Optional[Dict[str, Any]] = None
 
 
 @dataclasses.dataclass
@@ -40,6 +57,8 @@ class DemoRun:
   pretrain_overrides: str = ""
   # Stages 4-5: export kind / task -> versioned SavedModel directory.
   exports: Dict[str, str] = dataclasses.field(default_factory=dict)
+  # The model the fine-tuning stage starts from (shipped or this run's).
+  shown: Optional[ModelSource] = None
 
   def __post_init__(self):
     self.out = os.path.abspath(self.out)
@@ -57,3 +76,10 @@ class DemoRun:
     """Runs a project tool (`-m module ...`); its log is logs/<name>.log."""
     return tools.run_tool(args, self.path("logs", f"{name}.log"), cwd=REPO,
                           **kw)
+
+
+def model_section(model_dir):
+  """The `model` section of a run's experiment_config.yaml."""
+  with open(os.path.join(model_dir, "experiment_config.yaml"),
+            encoding="utf-8") as f:
+    return yaml.safe_load(f)["model"]

@@ -16,15 +16,21 @@ user would, streaming their progress; full logs go to <output_dir>/logs/):
                (--mode=eval); curves.png
   4 export     export_savedmodel: encoder, pretraining and serving exports; a
                fresh process fills masks in held-out sentences
-  5 finetune   run_classifier twice on an order task (GLUE/MRPC format) made
-               from the held-out text (which part of a sentence comes first,
-               --finetune_task), with the same settings: from the pretrained
-               checkpoint and from the random initialisation, to measure what
-               pretraining adds; export_savedmodel (serving, text pair ->
-               label); a fresh process classifies the dev pairs from raw text
-  6 sizes      every released ALBERT size: parameter counts next to the
+  5 shipped    the model --long pretrained (examples/demo/pretrained_sotu/,
+               sha256-checked): held-out MLM/SOP accuracy, pretraining
+               export, fill-mask in a fresh process (not with --long or
+               --corpus: they show their own model)
+  6 finetune   run_classifier twice on an order task (GLUE/MRPC format) made
+               from the shown model's held-out text (which part of a
+               sentence comes first, --finetune_task), with the same
+               settings: from the pretrained checkpoint and from the random
+               initialisation, to measure what pretraining adds;
+               export_savedmodel (serving, text pair -> label, and a
+               dynamic_int8 .tflite); fresh processes classify the dev pairs
+               from raw text
+  7 sizes      every released ALBERT size: parameter counts next to the
                paper's and BERT's, forward pass + pretraining loss
-  7 summary    the learned figures first (before/after, pretrained vs
+  8 summary    the learned figures first (before/after, pretrained vs
                random init, next to their targets), then files, sizes,
                parameter counts, timings -> <output_dir>/summary.json
 
@@ -46,6 +52,7 @@ import tensorflow as tf
 from examples.demo import context
 from examples.demo import models
 from examples.demo import order_tasks
+from examples.demo import shipped
 from examples.demo import stage_data
 from examples.demo import stage_export
 from examples.demo import stage_finetune
@@ -82,6 +89,17 @@ def define_flags():
                     f"{LONG_PRETRAIN_STEPS} pretraining steps, 5% held out, "
                     "dupe factor 3, 12 held-out evaluations, no model-size "
                     "table; ~82 minutes on 2 cores.")
+  flags.DEFINE_bool("shipped_model", None,
+                    "After this run's own (short) pretraining, evaluate, "
+                    "fill masks with and fine-tune the model shipped in "
+                    "examples/demo/pretrained_sotu/ (pretrained by --long; "
+                    "docs/demo.md). Default: yes, except with --long (which "
+                    "makes that model) or --corpus (your text's model).")
+  flags.DEFINE_string("write_bundle", None,
+                      "--long: write the final model as a shippable bundle "
+                      "(weights, vocabulary, config, held-out text, "
+                      "MANIFEST.json) to this directory (default "
+                      "<output_dir>/bundle).")
   flags.DEFINE_bool("skip_model_sizes", False,
                     "Skip the table of released model sizes (stage 6).")
   flags.DEFINE_list("sizes", None,
@@ -123,6 +141,7 @@ def define_flags():
 
 
 OUTPUT_NAMES = ("corpus", "vocab", "data", "pretrain", "pretrain_init",
+                "shipped", "bundle",
                 "exports", "finetune", "logs", "summary.json",
                 "model_sizes.json", "curves.png", "finetune_curves.png")
 
@@ -147,6 +166,11 @@ def settings_from_flags():
   quick, long_run = FLAGS.quick, FLAGS.long
   if quick and long_run:
     raise app.UsageError("--quick and --long: pick one")
+  if long_run and FLAGS.shipped_model:
+    raise app.UsageError("--long --shipped_model: --long pretrains the model "
+                         "that is shipped; it shows its own")
+  if FLAGS.write_bundle and not long_run:
+    raise app.UsageError("--write_bundle: only --long writes a bundle")
 
   def pick(value, full, fast, long_value):
     """A flag's value if given, else the mode's default."""
@@ -171,6 +195,11 @@ def settings_from_flags():
       "finetune_learning_rate": FLAGS.finetune_learning_rate,
       "seed": FLAGS.seed,
       "num_workers": FLAGS.num_workers,
+      "shipped_model": (FLAGS.shipped_model if FLAGS.shipped_model is not None
+                        else not long_run and not FLAGS.corpus),
+      "bundle": ((FLAGS.write_bundle or os.path.join(FLAGS.output_dir,
+                                                     "bundle"))
+                 if long_run else None),
       "sizes": ([] if FLAGS.skip_model_sizes else
                 pick(FLAGS.sizes, ["base", "large", "xlarge", "xxlarge"],
                      ["base"], [])),
@@ -199,10 +228,17 @@ def main(argv):
             ("pretrain", "pretraining (demo recipe), held-out eval "
              "before/after", stage_pretrain.pretrain),
             ("export", "SavedModel exports; fill-mask in a fresh process",
-             stage_export.export),
-            ("finetune", f"fine-tuning ({settings['finetune_task']}) from "
-             "the pretrained and from the random weights; export, serve",
-             stage_finetune.finetune)]
+             stage_export.export)]
+  if settings["shipped_model"]:
+    stages.append(("shipped", "the shipped model (pretrained by --long): "
+                   "held-out eval, export, fill-mask", shipped.stage))
+  stages.append(("finetune", f"fine-tuning ({settings['finetune_task']}) "
+                 f"the {'shipped' if settings['shipped_model'] else 'pretrained'}"
+                 " model and the random weights; export, serve",
+                 stage_finetune.finetune))
+  if settings["bundle"]:
+    stages.append(("bundle", "the final model as a shippable bundle",
+                   lambda r: shipped.write_bundle(r, settings["bundle"])))
   if settings["sizes"]:
     stages.append(("sizes", "released ALBERT sizes: parameters, forward + "
                    "loss", stage_report.model_sizes))

@@ -1,6 +1,7 @@
 """The demo's in-process model work: the released sizes' parameter table
 (stage 6) and the initial checkpoint of the tiny model (stage 3)."""
 
+import os
 import time
 
 import numpy as np
@@ -80,6 +81,18 @@ def format_table(rows):
         f"{r['pretrainer_params']:>17,}{str(r['paper_millions']) + 'M':>8}"
         f"{bert:>8}{r['loss']:>8.3f}{r['forward_seconds']:>7.2f}")
   return "\n".join(lines)
+
+
+def machine():
+  """'<CPU model>, <n> cores' (/proc/cpuinfo), recorded with measured figures."""
+  model = "unknown CPU"
+  try:
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+      model = next((l.split(":", 1)[1].strip() for l in f
+                    if l.startswith("model name")), model)
+  except OSError:
+    pass
+  return f"{model}, {os.cpu_count()} cores"
 
 
 def write_initial_checkpoint(model_config, directory, seed, seq_length,

@@ -20,26 +20,25 @@ def finetune(run):
   / random init, same config), evaluate both, export and serve the
   pretrained run from raw text in a fresh process."""
   task = run.settings["finetune_task"]
+  source = run.shown
   build_task, description = order_tasks.FINETUNE_TASKS[task]
   data_dir = run.path("finetune", "data")
-  counts = build_task(corpus.read_documents(run.held_txt), data_dir,
+  counts = build_task(corpus.read_documents(source.held_txt), data_dir,
                       seed=run.settings["seed"])
-  print(f"  task {task!r} from the held-out text (MRPC layout): "
+  print(f"  the {source.name} model; task {task!r} from its held-out text "
+        "(MRPC layout): "
         f"{description}\n  {counts}", flush=True)
   with open(os.path.join(data_dir, "train.tsv"), encoding="utf-8") as f:
     example = f.read().splitlines()[1].split("\t")
   print(f"  a training row: label {example[0]} "
         f"({order_tasks.LABEL_NAMES[int(example[0])]})  A: {example[3]!r}  "
         f"B: {example[4]!r}", flush=True)
-  with open(os.path.join(run.model_dir, "experiment_config.yaml"),
-            encoding="utf-8") as f:
-    model_section = yaml.safe_load(f)["model"]
   steps = run.settings["finetune_steps"]
-  config_path = _write_config(run, task, model_section, data_dir, steps)
+  config_path = _write_config(run, task, source, data_dir, steps)
   # The same config, steps and data twice: from the pretrained checkpoint and
-  # from the random weights pretraining started from (pretrain_init ckpt-0).
-  starts = (("pretrained", os.path.join(run.model_dir, "checkpoints")),
-            ("random_init", run.path("pretrain_init", "initial")))
+  # from the random weights its pretraining started from.
+  starts = (("pretrained", source.checkpoint),
+            ("random_init", source.random_init))
   results, run_dirs = {}, {}
   for init, checkpoint in starts:
     print(f"  fine-tuning from the {init.replace('_', ' ')} weights "
@@ -70,7 +69,7 @@ def finetune(run):
       f"--label_names={','.join(order_tasks.LABEL_NAMES)}",
       f"--config_file={os.path.join(run_dir, 'experiment_config.yaml')}",
       f"--checkpoint={os.path.join(run_dir, 'checkpoints')}",
-      f"--spm_model_file={run.spm}", f"--seq_length={context.SEQ_LENGTH}",
+      f"--spm_model_file={source.spm}", f"--seq_length={context.SEQ_LENGTH}",
       f"--export_dir={export_dir}", "--version=1"])
   run.exports[task] = os.path.join(export_dir, "1")
   print("  a fresh process serves the export: raw text pair -> label",
@@ -87,7 +86,8 @@ def finetune(run):
   majority = max(counts["dev"]["swapped"],
                  counts["dev"]["examples"] - counts["dev"]["swapped"])
   run.summary["metrics"]["finetuning"] = {
-      "task": task, "description": description, "steps": steps,
+      "model": source.name, "task": task, "description": description,
+      "steps": steps,
       "examples": counts,
       "pretrained": {"dev": results["pretrained"],
                      "served_accuracy": served["accuracy"]},
@@ -129,13 +129,13 @@ def _serve_lite(run, task, run_dir, data_dir, served):
           "accuracy": lite["accuracy"]}
 
 
-def _write_config(run, task, model_section, data_dir, steps):
+def _write_config(run, task, source, data_dir, steps):
   """The fine-tuning experiment config (both runs use it); returns its path."""
   per_loop = min(50, max(10, steps // 6))
   config = {
-      "model": model_section,
+      "model": source.model_section,
       "data": {"task_name": "mrpc", "data_dir": data_dir,
-               "spm_model_file": run.spm, "max_seq_length": context.SEQ_LENGTH,
+               "spm_model_file": source.spm, "max_seq_length": context.SEQ_LENGTH,
                "global_batch_size": 32, "eval_batch_size": 64,
                "seed": run.settings["seed"]},
       "task": {"classifier_dropout": 0.1},
@@ -157,8 +157,9 @@ def _write_config(run, task, model_section, data_dir, steps):
   config_path = run.path("finetune", f"{task}.yaml")
   tmp = config_path + ".tmp"
   with open(tmp, "w", encoding="utf-8") as f:
-    f.write("# Written by examples/demo/demo.py: the demo model, fine-tuned "
-            f"on {task} (from the pretrained and from the random weights).\n")
+    f.write(f"# Written by examples/demo/demo.py: the {source.name} demo "
+            f"model, fine-tuned on {task} (from the pretrained and from the "
+            "random weights).\n")
     yaml.safe_dump(config, f, sort_keys=False)
   os.replace(tmp, config_path)
   return config_path

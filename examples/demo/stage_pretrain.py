@@ -47,7 +47,8 @@ def pretrain(run):
   run.summary["parameters"]["demo_encoder"] = enc_params
   run.summary["parameters"]["demo_pretrainer"] = all_params
   print("  held-out evaluation of the initial checkpoint:", flush=True)
-  before = _eval(run, "eval_initial", init_dir, overrides, init_ckpt)
+  before = evaluate(run, "eval_initial", init_dir, [context.PRETRAIN_RECIPE],
+                    overrides, init_ckpt)
   run.model_dir = run.path("pretrain")
   print(f"  training {steps} steps (batch {recipe.data.global_batch_size}, "
         f"seq {recipe.data.seq_length}, "
@@ -68,13 +69,20 @@ def pretrain(run):
   else:
     after = _final_eval(run, overrides)
   _report_pretraining(run, before, after, steps)
+  run.shown = context.ModelSource(
+      name="this run's", checkpoint=os.path.join(run.model_dir, "checkpoints"),
+      random_init=os.path.dirname(init_ckpt),
+      model_section=context.model_section(run.model_dir), spm=run.spm,
+      held_txt=run.held_txt, held_rec=run.held_rec,
+      pretraining=run.summary["metrics"]["pretraining"])
 
 
-def _eval(run, name, model_dir, overrides, checkpoint):
+def evaluate(run, name, model_dir, config_files, overrides, checkpoint):
   """`run_pretraining --mode=eval` of `checkpoint` in its own run dir (its
   metrics.jsonl line is not mixed with another run's)."""
   run.tool(name, [
-      "-m", "albert_tf.run_pretraining", f"--config_file={context.PRETRAIN_RECIPE}",
+      "-m", "albert_tf.run_pretraining",
+      *[f"--config_file={f}" for f in config_files],
       f"--params_override={overrides}", f"--model_dir={model_dir}",
       f"--checkpoint={checkpoint}", "--mode=eval"])
   records = tools.read_metrics(model_dir, "eval")
@@ -87,23 +95,30 @@ def _final_eval(run, overrides):
   print("  held-out evaluation of the final checkpoint:", flush=True)
   final = paths.latest_checkpoint(
       os.path.join(run.model_dir, paths.RUN_CHECKPOINT_SUBDIR))
-  return _eval(run, "eval_final", run.path("pretrain", "final_eval"),
-               overrides, final)
+  return evaluate(run, "eval_final", run.path("pretrain", "final_eval"),
+                  [context.PRETRAIN_RECIPE], overrides, final)
+
+
+EVAL_KEYS = ("masked_lm_accuracy", "sentence_order_accuracy",
+             "masked_lm_loss", "sentence_order_loss")
+
+
+def before_after(before, after):
+  """Prints held-out eval records `before` / `after` side by side; returns
+  them as {"before": {...}, "after": {...}}."""
+  print(f"\n  {'held-out (' + str(int(after.get('eval_batches', 0))) + ' batches)':<28}"
+        f"{'initial':>10}{'final':>10}")
+  for k in EVAL_KEYS:
+    print(f"  {k:<28}{before.get(k, float('nan')):>10.4f}"
+          f"{after.get(k, float('nan')):>10.4f}")
+  return {"before": {k: before.get(k) for k in EVAL_KEYS},
+          "after": {k: after.get(k) for k in EVAL_KEYS}}
 
 
 def _report_pretraining(run, before, after, steps):
-  keys = ("masked_lm_accuracy", "sentence_order_accuracy",
-          "masked_lm_loss", "sentence_order_loss")
-  print(f"\n  {'held-out (' + str(int(after.get('eval_batches', 0))) + ' batches)':<28}"
-        f"{'initial':>10}{'final':>10}")
-  for k in keys:
-    print(f"  {k:<28}{before.get(k, float('nan')):>10.4f}"
-          f"{after.get(k, float('nan')):>10.4f}")
   train = tools.read_metrics(run.model_dir, "train")
   run.summary["metrics"]["pretraining"] = {
-      "steps": steps,
-      "before": {k: before.get(k) for k in keys},
-      "after": {k: after.get(k) for k in keys},
+      "steps": steps, **before_after(before, after),
       "final_train_loss": train[-1].get("loss") if train else None,
       "steps_per_sec": (round(float(np.mean([r["steps_per_sec"]
                                              for r in train[1:] or train])),

@@ -37,22 +37,24 @@ def model_sizes(run):
                   "bert_millions": r["bert_millions"]} for r in rows}
 
 
-# Issue 21's targets for the demo recipe (held-out text); the summary shows
-# each figure next to its target, as measured.
+# The demo's targets for the model it shows (held-out text); the summary
+# shows each figure next to its target, as measured.
 TARGETS = {"masked_lm_accuracy": 0.30, "sentence_order_accuracy": 0.65,
            "fill_mask_top5": 0.35, "finetune_gain": 0.10}
 
 
 def headline(metrics):
   """The figures a newcomer looks for first: [{name, before, after, target,
-  reached}] (before = random initialisation) from the run's metrics."""
+  reached}] (before = random initialisation) of the model the demo shows:
+  the shipped one when it was used (metrics["shipped"]), else this run's."""
   rows = []
-  pre = metrics.get("pretraining")
+  shown = metrics.get("shipped", metrics)
+  pre = shown.get("pretraining")
   if pre:
     for key in ("masked_lm_accuracy", "sentence_order_accuracy"):
       rows.append({"name": f"held-out {key}", "before": pre["before"][key],
                    "after": pre["after"][key], "target": TARGETS[key]})
-  fm = metrics.get("fill_mask")
+  fm = shown.get("fill_mask")
   if fm:
     rows.append({"name": "fill-mask top-5 (held-out words)", "before": None,
                  "after": fm["top5_accuracy"],
@@ -73,7 +75,13 @@ def headline(metrics):
 
 
 def print_headline(rows, metrics):
-  pre, ft = metrics.get("pretraining"), metrics.get("finetuning")
+  shipped = metrics.get("shipped")
+  pre, ft = (shipped or metrics).get("pretraining"), metrics.get("finetuning")
+  if shipped:
+    print(f"  the model shown: the shipped one ({shipped['bundle']}/: "
+          f"{shipped['what']}, {shipped['date']}); every figure below was "
+          "measured in this run; this run's own short pretraining is "
+          "further down")
   print("  what the demo model learned (held-out text; 'before' = the random "
         "initialisation"
         + (f", fine-tuning {ft['steps']} steps from each" if ft else "") +
@@ -97,7 +105,7 @@ def write_summary(run):
   run.summary["total_seconds"] = round(total, 1)
   run.summary["total_cpu_seconds"] = round(tools.child_cpu_seconds(), 1)
   files = {}
-  for name in ("corpus", "vocab", "data", "pretrain", "exports",
+  for name in ("corpus", "vocab", "data", "pretrain", "shipped", "exports",
                "finetune", "logs", "curves.png", "finetune_curves.png",
                "model_sizes.json"):
     p = run.path(name)
@@ -126,7 +134,7 @@ def write_summary(run):
     if p:
       print(f"    {label:<22}{run.rel(p)}")
   for kind, p in run.summary["exports"].items():
-    print(f"    {'export ' + kind:<22}{run.rel(p)}")
+    print(f"    {'export ' + kind:<28}{run.rel(p)}")
   p = run.summary["parameters"]
   if "demo_encoder" in p:
     print(f"  parameters: demo model encoder {p['demo_encoder']:,}, with MLM/SOP "
@@ -137,20 +145,21 @@ def write_summary(run):
           f"{'M' if r['bert_millions'] else ''})")
   if "pretraining" in m:
     b, a = m["pretraining"]["before"], m["pretraining"]["after"]
-    print(f"  pretraining ({m['pretraining']['steps']} steps) held-out: "
+    print(f"  this run's pretraining ({m['pretraining']['steps']} steps) held-out: "
           f"MLM accuracy {b['masked_lm_accuracy']:.3f} -> "
           f"{a['masked_lm_accuracy']:.3f}, SOP accuracy "
           f"{b['sentence_order_accuracy']:.3f} -> "
           f"{a['sentence_order_accuracy']:.3f}")
   if "fill_mask" in m:
     fm = m["fill_mask"]
-    print(f"  fill-mask (pretraining export): top-1 "
+    print(f"  fill-mask (this run's pretraining export): top-1 "
           f"{fm['top1_accuracy']:.3f}, top-5 {fm['top5_accuracy']:.3f} "
           f"over {fm['masked_words']} masked held-out words")
   if "finetuning" in m:
     ft = m["finetuning"]
     pre, rnd = ft["pretrained"], ft["random_init"]
-    print(f"  fine-tuning {ft['task']} ({ft['steps']} steps): dev accuracy "
+    print(f"  fine-tuning the {ft.get('model', 'pretrained')} model on "
+          f"{ft['task']} ({ft['steps']} steps): dev accuracy "
           f"{pre['dev'].get('accuracy', float('nan')):.3f} from the "
           f"pretrained checkpoint, {rnd['dev'].get('accuracy', float('nan')):.3f}"
           f" from random init (majority baseline "

@@ -21,6 +21,7 @@ import tensorflow_text  # pylint: disable=unused-import  (registers ops)
 from examples.demo import corpus
 from examples.demo import demo
 from examples.demo import order_tasks
+from examples.demo import shipped
 from examples.demo import stage_report
 from tests.testing import tool_server
 
@@ -133,10 +134,19 @@ def test_long_and_quick_settings():
   given = json.loads(out)
   assert (given["pretrain_steps"], given["corpus"],
           given["heldout_fraction"]) == (20, "my.txt", 0.1)
+  assert (long_run["shipped_model"], long_run["bundle"]) == (
+      False, os.path.join("demo_output", "bundle"))
   code, out, _ = demo_settings()
   full = json.loads(out)
   assert (full["corpus"], full["pretrain_steps"], full["heldout_fraction"],
-          full["dupe_factor"]) == (None, 3000, 0.2, 10)
+          full["dupe_factor"], full["shipped_model"], full["bundle"]) == (
+              None, 3000, 0.2, 10, True, None)
+  code, out, _ = demo_settings("--corpus=my.txt")
+  assert json.loads(out)["shipped_model"] is False
+  code, _, err = demo_settings("--long", "--shipped_model")
+  assert code != 0 and "--long pretrains the model that is shipped" in err
+  code, _, err = demo_settings("--write_bundle=x")
+  assert code != 0 and "only --long writes a bundle" in err
   code, _, err = demo_settings("--quick", "--long")
   assert code != 0 and "--quick and --long: pick one" in err
 
@@ -255,7 +265,8 @@ def demo_run(tmp_path_factory):
   env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2")
   proc = subprocess.run(
       [sys.executable, "-m", "examples.demo.demo", "--quick", f"--corpus={BOTCHAN}",
-       f"--output_dir={out}", "--sizes=base", "--num_workers=1"],
+       f"--output_dir={out}", "--sizes=base", "--num_workers=1",
+       "--shipped_model"],
       cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
       text=True, timeout=900, check=False)
   assert proc.returncode == 0, proc.stdout[-6000:]
@@ -266,8 +277,8 @@ def demo_run(tmp_path_factory):
 
 def test_prints_every_stage_and_streams_tools(demo_run):
   _, stdout, _ = demo_run
-  for i in range(1, 8):
-    assert f"[stage {i}/7]" in stdout
+  for i in range(1, 9):
+    assert f"[stage {i}/8]" in stdout
   # The tools' own progress lines are streamed.
   assert "[create_pretraining_data] wrote" in stdout
   assert "step 100/100" in stdout
@@ -369,23 +380,46 @@ def test_finetuning_runs_from_pretrained_and_random_init(demo_run):
   assert ft["pretraining_gain"] == pytest.approx(
       ft["pretrained"]["dev"]["accuracy"] -
       ft["random_init"]["dev"]["accuracy"])
-  # The random run started from the pretraining run's initial weights.
+  # The shipped model was fine-tuned; the random run started from the
+  # initial weights its pretraining started from (rewritten in this run).
+  assert ft["model"] == "shipped"
   assert "warm-started" in open(out / "logs" / "run_classifier_random_init.log",
                                 encoding="utf-8").read()
-  assert "pretrain_init/initial" in stdout
+  assert "shipped/initial" in stdout
+  assert "--init_checkpoint=" + shipped.BUNDLE_DIR in stdout
   # The served SavedModel (raw text in) and the training run's evaluation
   # (cached features) score the same model on the same dev pairs.
   assert abs(ft["pretrained"]["served_accuracy"] -
              ft["pretrained"]["dev"]["accuracy"]) <= 0.02
 
 
+def test_shipped_model_is_evaluated_and_served(demo_run):
+  """The shipped model's held-out MLM/SOP accuracy, measured in this run on
+  held-out records made from its text with its vocabulary, equals what the
+  --long run that wrote it recorded (same weights, same records); its
+  pretraining export fills masks in a fresh process."""
+  _, _, summary = demo_run
+  s = summary["metrics"]["shipped"]
+  recorded = shipped.verify()["figures"]
+  for key in ("masked_lm_accuracy", "sentence_order_accuracy",
+              "masked_lm_loss"):
+    assert s["pretraining"]["after"][key] == pytest.approx(
+        recorded["pretraining"]["after"][key], abs=1e-4), key
+  assert abs(s["pretraining"]["before"]["masked_lm_loss"] - np.log(1000)) < 0.3
+  assert s["fill_mask"] == recorded["fill_mask"]
+  assert set(summary["exports"]) >= {"shipped_pretraining"}
+  rows = {r["name"].strip(): r for r in summary["headline"]}
+  assert rows["held-out masked_lm_accuracy"]["after"] == \
+      s["pretraining"]["after"]["masked_lm_accuracy"]
+
+
 def test_summary_has_timings_files_and_parameters(demo_run):
   out, stdout, summary = demo_run
   assert set(summary["timings"]) >= {"corpus", "data", "pretrain", "export",
-                                     "finetune", "sizes"}
+                                     "shipped", "finetune", "sizes"}
   assert all(t["seconds"] >= 0 for t in summary["timings"].values())
-  for name in ("corpus", "vocab", "data", "pretrain", "exports", "finetune",
-               "curves.png", "finetune_curves.png"):
+  for name in ("corpus", "vocab", "data", "pretrain", "shipped", "exports",
+               "finetune", "curves.png", "finetune_curves.png"):
     assert summary["files"][name] > 0
   with open(out / "finetune_curves.png", "rb") as f:
     assert f.read(8) == b"\x89PNG\r\n\x1a\n"
@@ -396,7 +430,9 @@ def test_summary_has_timings_files_and_parameters(demo_run):
                    "fine-tuned split_words dev accuracy",
                    "gain from pretraining"]
   # The learned figures come first in the closing report.
-  report = stdout[stdout.index("[stage 7/7]"):]
+  report = stdout[stdout.index("[stage 8/8]"):]
+  assert report.index("the model shown: the shipped one") < report.index(
+      "what the demo model learned")
   assert report.index("what the demo model learned") < report.index("output:")
   params = summary["parameters"]
   # Demo recipe, vocab 1000: embeddings alone are (1000 + 64 + 2) * 64.
