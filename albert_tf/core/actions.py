@@ -19,7 +19,6 @@ from absl import logging
 import tensorflow as tf
 
 from albert_tf.checkpoints import object_layout
-from albert_tf.data import pretraining_dataloader
 from data_prep import output_files
 
 METRICS_FILE = "metrics.jsonl"
@@ -352,39 +351,16 @@ def drop_metrics_after(path: str, step: int) -> int:
 # --- Input data --------------------------------------------------------------
 
 
-def find_corrupt_file(files: Sequence[str]) -> Optional[str]:
-  """Reads every record of `files` with the checked reader; returns the
-  first error (naming the file), or None if all files read."""
-  for path in files:
-    try:
-      pretraining_dataloader.check_record_file(path)
-    except IOError as e:
-      return str(e)
-  return None
-
-
-_CHECKED_READER_ERROR = "Corrupt or truncated TFRecord file"
-
-
-def input_data_error(error: tf.errors.OpError, input_files: Callable[[], List[str]],
+def input_data_error(error: tf.errors.OpError, found: Optional[str],
                      step: int, saved: str) -> Optional[InputDataError]:
-  """The InputDataError for a failed training loop, naming the bad file
-  (from the checked reader's message, else by scanning `input_files()`), or
-  None if `error` is not a data error."""
-  message = error.message
-  if _CHECKED_READER_ERROR in message:
-    found = message[message.index(_CHECKED_READER_ERROR):].splitlines()[0]
-  elif pretraining_dataloader.TOKEN_ID_ERROR in message:  # ends at the "]"
-    found = message[message.index(pretraining_dataloader.TOKEN_ID_ERROR):]
-    found = found.splitlines()[0].split("]")[0]
-  elif isinstance(error, tf.errors.DataLossError):
-    logging.info("data error from the native reader; scanning the input "
-                 "files to name the bad one")
-    found = find_corrupt_file(input_files()) or (
-        "corrupt input (no bad file found among the inputs: "
-        f"{error_summary(error)})")
-  else:
-    return None
+  """The InputDataError for a failed training loop, naming the bad input
+  `found` by the task (`Task.bad_input`), or None if `error` is not a data
+  error."""
+  if found is None:
+    if not isinstance(error, tf.errors.DataLossError):
+      return None
+    found = ("corrupt input (no bad file found among the inputs: "
+             f"{error_summary(error)})")
   return InputDataError(
       f"{found}. At step {step}: {saved}. Fix or remove the file and rerun "
       "(a changed file list needs restore_data_position=False).")

@@ -20,7 +20,9 @@ Usage with a distribution strategy:
 """
 
 import gzip
+from typing import Optional
 
+from absl import logging
 import numpy as np
 import tensorflow as tf
 from tensorflow.python.util import deprecation  # pylint: disable=g-direct-tensorflow-import
@@ -33,6 +35,8 @@ _GZIP_MAGIC = b"\x1f\x8b"
 # Starts the in-pipeline error of a token id >= vocab_size (one line: file,
 # record, id); core/actions.py finds it in the training loop's error.
 TOKEN_ID_ERROR = "Token id out of range"
+# How the checked reader's errors start.
+_CHECKED_READER_ERROR = "Corrupt or truncated TFRecord file"
 
 
 def list_files(file_pattern):
@@ -75,7 +79,7 @@ def _first_example_keys(path, compression):
     for record in _record_iterator(path, options):
       return set(tf.train.Example.FromString(record).features.feature.keys())
   except tf.errors.OpError as e:
-    raise IOError(f"Corrupt or truncated TFRecord file {path}: {e.message}") from e
+    raise IOError(f"{_CHECKED_READER_ERROR} {path}: {e.message}") from e
   return None
 
 
@@ -95,7 +99,7 @@ def checked_records(path, compression, chunk=256):
         batch = []
   except (tf.errors.OpError, OSError, EOFError, gzip.BadGzipFile) as e:
     msg = " ".join(getattr(e, "message", str(e)).split())
-    raise IOError(f"Corrupt or truncated TFRecord file {path} at record "
+    raise IOError(f"{_CHECKED_READER_ERROR} {path} at record "
                   f"{count}: {msg}") from e
   if batch:
     yield np.array(batch, dtype=object)
@@ -268,3 +272,26 @@ def pretraining_dataset(file_pattern, seq_length, max_predictions_per_seq,
                  if input_context else batch_size)
   ds = ds.batch(per_replica, drop_remainder=is_training)
   return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def bad_input(error, input_files) -> Optional[str]:
+  """The bad file a failed input pipeline's `error` (a tf.errors.OpError)
+  names, as one line: from the checked reader's or the token id check's
+  message, else by reading every file of `input_files()` after a native
+  reader's DataLossError (its message names no file). None otherwise."""
+  message = error.message
+  if _CHECKED_READER_ERROR in message:
+    return message[message.index(_CHECKED_READER_ERROR):].splitlines()[0]
+  if TOKEN_ID_ERROR in message:  # ends at the "]"
+    found = message[message.index(TOKEN_ID_ERROR):]
+    return found.splitlines()[0].split("]")[0]
+  if not isinstance(error, tf.errors.DataLossError):
+    return None
+  logging.info("data error from the native reader; scanning the input "
+               "files to name the bad one")
+  for path in input_files():
+    try:
+      check_record_file(path)
+    except IOError as e:
+      return str(e)
+  return None

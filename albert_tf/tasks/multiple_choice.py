@@ -8,6 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.core import train_lib
+from albert_tf.core.settings import DATA_POSITION, setting
 from albert_tf.data import finetune_features
 from albert_tf.data import race_data
 from albert_tf.modeling.models import downstream_models
@@ -21,7 +22,9 @@ from albert_tf.tasks import registry
 @dataclasses.dataclass
 class RaceDataConfig(finetune_lib.FinetuningDataConfig):
   # The RACE directory (train/ dev/ test/, each with middle/ and high/).
-  data_dir: str = ""
+  data_dir: str = setting("", resume=DATA_POSITION, flag="The RACE "
+                          "directory (train/ dev/ test/ with middle/ and "
+                          "high/; data.data_dir).")
   # Tokens kept of question + option.
   max_qa_length: int = 128
 
@@ -34,7 +37,8 @@ class RaceExperimentConfig(finetune_lib.FinetuningExperimentConfig):
 @dataclasses.dataclass
 class MultipleChoiceServingParams(serving_params.ServingParams):
   """Export settings: `choices` [batch, num_choices] per `context`."""
-  num_choices: int = race_data.NUM_CHOICES
+  num_choices: int = setting(race_data.NUM_CHOICES,
+                            flag="Multiple choice: choices.")
 
   def validate(self):
     super().validate()
