@@ -290,6 +290,13 @@ class FinetuneTask(base_task.Task):
   def loss_from_sums(self, sums, normalizers):
     return sums["loss_sum"] / tf.maximum(normalizers["count"], 1.0)
 
+  def metrics_from_sums(self, sums):
+    """Loss and accuracy of `softmax_sums` (families with other metrics
+    override this)."""
+    count = tf.maximum(sums["count"], 1.0)
+    return {"loss": sums["loss_sum"] / count,
+            "accuracy": sums["correct"] / count}
+
   def predict_logits(self, trainer, split):
     """(examples, logits [num_examples, ...]) of the model on `split`, for
     tasks whose model outputs `logits`."""
@@ -318,6 +325,18 @@ class FinetuneTask(base_task.Task):
     return padded_eval_dataset(path, self.feature_spec(),
                                self.eval_batch_size, meta["num_records"],
                                self.index_key, input_context)
+
+
+def softmax_sums(logits, labels, weights):
+  """The additive sums of a softmax classifier (any rank: logits [..., C],
+  labels and weights [...]; weight 0 for padding): loss_sum, count,
+  correct."""
+  ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+  hit = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32),
+                         labels), tf.float32)
+  return {"loss_sum": tf.reduce_sum(weights * ce),
+          "count": tf.reduce_sum(weights),
+          "correct": tf.reduce_sum(weights * hit)}
 
 
 def padded_eval_dataset(path, spec, global_batch, num_records, index_key,
@@ -372,4 +391,4 @@ def predict_records(trainer, path, spec, num_records, batch_size, index_key,
 
 __all__ = ["FinetuningDataConfig", "FinetuningExperimentConfig",
            "FinetuningTaskConfig", "FinetuneTask", "initialize_model",
-           "padded_eval_dataset", "predict_records"]
+           "padded_eval_dataset", "predict_records", "softmax_sums"]

@@ -5,7 +5,6 @@ import dataclasses
 import os
 
 import numpy as np
-import tensorflow as tf
 
 from albert_tf.core import train_lib
 from albert_tf.core.settings import DATA_POSITION, setting
@@ -108,18 +107,8 @@ class RaceTask(finetune_lib.FinetuneTask):
 
   def compute_sums(self, model, features, training):
     logits = model(self.model_inputs(features), training=training)["logits"]
-    labels = features["label_ids"]
-    w = self.valid(features)
-    ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
-    hit = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32),
-                           labels), tf.float32)
-    return {"loss_sum": tf.reduce_sum(w * ce), "count": tf.reduce_sum(w),
-            "correct": tf.reduce_sum(w * hit)}
-
-  def metrics_from_sums(self, sums):
-    count = tf.maximum(sums["count"], 1.0)
-    return {"loss": sums["loss_sum"] / count,
-            "accuracy": sums["correct"] / count}
+    return finetune_lib.softmax_sums(logits, features["label_ids"],
+                                     self.valid(features))
 
   def predict_split(self, trainer, split):
     examples, logits = self.predict_logits(trainer, split)
