@@ -41,6 +41,7 @@ USER_ERRORS = (ValueError, FileNotFoundError, PermissionError,
 # The modes of the fine-tuning tools.
 FINETUNING_MODES = [m for m in train_lib.MODES if m != "continuous_eval"]
 
+
 def define_config_flags():
   flags.DEFINE_multi_string(
       "config_file", [], "YAML experiment/model config(s) applied in order: "
