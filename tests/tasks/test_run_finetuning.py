@@ -89,3 +89,36 @@ def test_flags_are_the_named_tasks_and_others_are_refused(tmp_path):
       "ERROR: --max_windows applies to --mode=export only "
       "(--mode=train_and_eval)")
   assert os.listdir(tmp_path) == []
+
+
+RUN = ("config_file", "params_override", "model_dir", "mode", "checkpoint",
+       "tpu", "strategy", "init_checkpoint", "train_steps")
+FINETUNING = RUN + ("output_dir", "spm_model_file", "do_lower_case",
+                    "init_saved_model", "export_dir", "max_seq_length",
+                    "skip_malformed_rows")
+# The flags scripts use (each derived now from a config or params field).
+TOOL_FLAGS = {
+    "run_pretraining": RUN + ("init_from_group0", "num_cpu_devices"),
+    "run_classifier": FINETUNING + ("task_name", "data_dir"),
+    "run_squad": FINETUNING + ("train_file", "predict_file",
+                               "version_2_with_negative",
+                               "null_score_diff_threshold", "max_windows"),
+    "run_race": FINETUNING + ("data_dir",),
+    "export_savedmodel": (
+        "config_file", "params_override", "albert_config_file", "model_dir",
+        "export_dir", "checkpoint", "spm_model_file", "version",
+        "seq_length", "num_labels", "num_text_fields", "max_answer_length",
+        "max_query_length", "doc_stride", "num_choices",
+        "max_first_segment_length", "max_windows", "random_init",
+        "allow_random_head", "do_lower_case", "with_answerability",
+        "export_kind", "task", "label_names", "truncation", "format",
+        "precision", "representative_examples"),
+}
+
+
+def test_every_tool_keeps_its_flags():
+  for tool, names in TOOL_FLAGS.items():
+    out = run_tool("--help", module=f"albert_tf.{tool}").stdout
+    listed = {line.split(":")[0].strip()[2:].replace("[no]", "")
+              for line in out.splitlines() if line.startswith("  --")}
+    assert set(names) <= listed, (tool, sorted(set(names) - listed))
