@@ -14,7 +14,6 @@ Example:
 """
 
 import os
-import re
 import sys
 
 from absl import app
@@ -23,6 +22,7 @@ from absl import flags
 from data_prep import command_line
 from data_prep import output_files
 from data_prep import pretraining_summary
+from data_prep import tfrecord_io
 from data_prep import tokenization
 
 FLAGS = flags.FLAGS
@@ -42,12 +42,8 @@ def define_flags():
 def iter_examples(path, compression="auto"):
   """Yields dicts name -> list of values from a TFRecord file."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  if compression == "auto":
-    with open(path, "rb") as f:
-      compression = "GZIP" if f.read(2) == b"\x1f\x8b" else ""
-  compression = "" if compression == "NONE" else compression
-  for record in tf.data.TFRecordDataset(path, compression_type=compression):
-    ex = tf.train.Example.FromString(record.numpy())
+  for record in tfrecord_io.read_records(path, compression):
+    ex = tf.train.Example.FromString(record)
     out = {}
     for name, feat in ex.features.feature.items():
       kind = feat.WhichOneof("kind")
@@ -103,17 +99,9 @@ def check_features(ex, path, index):
                      f"(no feature {', '.join(missing)})")
 
 
-def _short(error):
-  """TF's error text without its op/function decorations, on one line."""
-  text = getattr(error, "message", None) or str(error) or type(error).__name__
-  text = re.sub(r"\{\{[^}]*\}\}|\[Op:[^\]]*\].*", "", text)
-  return " ".join(text.split())
-
-
 def show(path, tok, compression="auto", skip=0, max_examples=5,
          stream=sys.stdout):
   """Prints examples of `path`; errors are ValueError/OSError naming it."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from google.protobuf import message  # pylint: disable=g-import-not-at-top
   shown, k = 0, -1
   try:
@@ -125,11 +113,14 @@ def show(path, tok, compression="auto", skip=0, max_examples=5,
       shown += 1
       if shown >= max_examples:
         break
-  except (tf.errors.DataLossError, message.DecodeError) as e:
+  except message.DecodeError as e:
     raise ValueError(f"{path}: not a readable TFRecord of tf.train.Example "
-                     f"(corrupt or truncated after record {k}): {_short(e)}") from e
-  except (tf.errors.NotFoundError, tf.errors.PermissionDeniedError) as e:
-    raise OSError(f"Cannot read {path}: {e.message}") from e
+                     f"(record {k + 1}: {e})") from e
+  except OSError as e:
+    if not str(e).startswith(tfrecord_io.CORRUPT_RECORD_ERROR):
+      raise  # the file cannot be opened
+    raise ValueError(f"not a readable TFRecord of tf.train.Example: "
+                     f"{e}") from e
   return shown
 
 

@@ -16,6 +16,7 @@ from absl import flags
 
 from data_prep import pretraining_instances as pi
 from data_prep import tfrecord_io
+from data_prep import tokenization
 
 def define_flags():
   """Defines the command-line flags (only when run as a program)."""
@@ -154,10 +155,9 @@ class RunConfig:
 
   def check_vocab_size(self, pieces):
     """Raises ValueError if --vocab_size disagrees with the model."""
-    if self.expected_vocab_size and self.expected_vocab_size != pieces:
-      raise ValueError(
-          f"--vocab_size={self.expected_vocab_size} but --spm_model_file "
-          f"{self.spm_model_file} has {pieces} pieces")
+    tokenization.check_vocab_size(self.spm_model_file, pieces,
+                                  self.expected_vocab_size or None,
+                                  "--vocab_size")
 
 
 def run_config_from_flags(flag_values):

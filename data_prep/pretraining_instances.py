@@ -14,10 +14,10 @@ its quirks fixed on purpose:
     budget (the original could exceed it and write unreadable examples).
 """
 
-import collections
 import dataclasses
 import functools
 import hashlib
+import itertools
 import random
 
 import numpy as np
@@ -96,10 +96,7 @@ def ngram_cumulative(ngram, favor_shorter_ngram):
   cums = [None]
   for m in range(1, ngram + 1):
     total = sum(weights[:m])
-    acc, cum = 0.0, []
-    for w in weights[:m]:
-      acc += w / total
-      cum.append(acc)
+    cum = list(itertools.accumulate(w / total for w in weights[:m]))
     cum[-1] = 1.0
     cums.append(cum)
   return cums
@@ -246,22 +243,19 @@ def word_units(tokens, info, whole_word):
   t = np.asarray(tokens)                                   # [n]
   special = (t == info.cls_id) | (t == info.sep_id)        # [n]
   boundary = special | info.is_start_np[t]                 # [n]
+  starts, ends = units_of(special, boundary, whole_word)
+  return starts, ends, boundary.view(np.int8).tolist()
+
+
+def units_of(special, boundary, whole_word):
+  """(unit_starts, unit_ends) from bool arrays [n]: positions never masked
+  (special) and word starts (boundary: the files' token_boundary)."""
   prev_special = np.concatenate(([True], special[:-1]))    # [n]
   unit_start = ~special & (prev_special | boundary | (not whole_word))
   starts = np.flatnonzero(unit_start)                      # [units]
-  breaks = np.append(np.flatnonzero(unit_start | special), len(tokens))
+  breaks = np.append(np.flatnonzero(unit_start | special), len(special))
   ends = breaks[np.searchsorted(breaks, starts, side="right")]
-  return starts.tolist(), ends.tolist(), boundary.view(np.int8).tolist()
-
-
-def _prefix_sizes(starts, ends):
-  """prefix[k] = number of positions in units [0, k)."""
-  out = [0]
-  acc = 0
-  for a, b in zip(starts, ends):
-    acc += b - a
-    out.append(acc)
-  return out
+  return starts.tolist(), ends.tolist()
 
 
 def select_spans(starts, ends, budget, covered, cfg, rng, stats, stat_prefix):
@@ -280,7 +274,8 @@ def select_spans(starts, ends, budget, covered, cfg, rng, stats, stat_prefix):
     list of selected positions (in selection order).
   """
   num_units = len(starts)
-  prefix = _prefix_sizes(starts, ends)
+  # prefix[k] = number of positions in units [0, k)
+  prefix = [0, *itertools.accumulate(b - a for a, b in zip(starts, ends))]
   cums = ngram_cumulative(cfg.ngram, cfg.favor_shorter_ngram)
   order = list(range(num_units))
   selected = []
@@ -325,31 +320,42 @@ def select_spans(starts, ends, budget, covered, cfg, rng, stats, stat_prefix):
   return selected
 
 
-def create_masked_lm_predictions(tokens, cfg, info, rng, stats):
-  """Original n-gram whole-word masking with the 80/10/10 rule.
-
-  Returns (output_tokens, positions, label_ids, token_boundary).
-  """
-  starts, ends, boundary = word_units(tokens, info, cfg.do_whole_word_mask)
+def mask_units(tokens, starts, ends, num_tokens, cfg, mask_id,
+               replacement_ids, rng, stats):
+  """The masking rule of static and dynamic masks (dynamic_masking.py):
+  spans of units within min(max_predictions_per_seq, max(1, round(num_tokens
+  * masked_lm_prob))) tokens, each 80% `mask_id`, 10% kept, 10% a random
+  `replacement_ids`. Returns (output, masked positions, covered units)."""
   output = list(tokens)
   budget = min(cfg.max_predictions_per_seq,
-               max(1, int(round(len(tokens) * cfg.masked_lm_prob))))
+               max(1, int(round(num_tokens * cfg.masked_lm_prob))))
   covered = [False] * len(starts)
   masked = select_spans(starts, ends, budget, covered, cfg, rng, stats, "")
   stats["masked_tokens"] += len(masked)
   stats["mask_budget"] += budget
   if len(masked) < budget:
     stats["instances_under_budget"] += 1
-  repl = info.replacement_ids
-  num_repl = len(repl)
+  num_repl = len(replacement_ids)
   random_ = rng.random
   for pos in masked:
     if random_() < 0.8:
-      output[pos] = info.mask_id
+      output[pos] = mask_id
     elif random_() < 0.5:
       pass  # keep the original token
     else:
-      output[pos] = repl[int(random_() * num_repl)]
+      output[pos] = replacement_ids[int(random_() * num_repl)]
+  return output, masked, covered
+
+
+def create_masked_lm_predictions(tokens, cfg, info, rng, stats):
+  """Original n-gram whole-word masking with the 80/10/10 rule.
+
+  Returns (output_tokens, positions, label_ids, token_boundary).
+  """
+  starts, ends, boundary = word_units(tokens, info, cfg.do_whole_word_mask)
+  output, masked, covered = mask_units(tokens, starts, ends, len(tokens), cfg,
+                                       info.mask_id, info.replacement_ids,
+                                       rng, stats)
   labels = {pos: tokens[pos] for pos in masked}
   if cfg.do_permutation:
     room = cfg.max_predictions_per_seq - len(masked)
@@ -387,7 +393,3 @@ def instance_features(inst, max_seq_length, max_predictions_per_seq,
   floats = (("masked_lm_weights",
              [1.0] * len(inst.masked_lm_positions) + [0.0] * len(mpad)),)
   return ints, floats
-
-
-def new_stats():
-  return collections.Counter()

@@ -4,7 +4,8 @@ Data-creation workers stay small and start fast because they do not load
 TensorFlow. They encode `tf.train.Example` protos by hand (the wire format is
 tiny: a map of name -> Int64List/FloatList) and frame them as TFRecords with a
 masked CRC32C computed by a vectorised NumPy routine. The files are read back by
-`tf.data.TFRecordDataset`, which verifies every CRC.
+TensorFlow, which verifies every CRC: `read_records` is the one checked reader
+of the tools and the trainer (it loads TensorFlow when called).
 """
 
 import glob
@@ -112,6 +113,51 @@ def split_framed(data, offset=0):
     records.append(data[offset:stop])
     offset = stop
   return records
+
+
+# ------------------------------------------------------------- reading ----
+# Starts every unreadable-record error; core/actions.py finds it in a
+# training loop's error.
+CORRUPT_RECORD_ERROR = "Corrupt or truncated TFRecord file"
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def detect_compression(path):
+  """'GZIP' if the file starts with the gzip magic bytes, else ''."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  with tf.io.gfile.GFile(path, "rb") as f:
+    return "GZIP" if f.read(2) == _GZIP_MAGIC else ""
+
+
+def read_records(path, compression="auto"):
+  """Yields the records of `path` ("auto", "GZIP", "" or "NONE"), every CRC
+  checked. A record that cannot be read raises IOError
+  "Corrupt or truncated TFRecord file PATH at record N: why"; a file that
+  cannot be opened, OSError naming it."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  # pylint: disable=g-import-not-at-top,g-direct-tensorflow-import
+  from tensorflow.python.util import deprecation
+  path = path.decode() if isinstance(path, bytes) else path
+  compression = (compression.decode() if isinstance(compression, bytes)
+                 else compression)
+  if compression == "auto":
+    compression = detect_compression(path)
+  options = tf.io.TFRecordOptions(
+      compression_type="" if compression in (None, "NONE") else compression)
+  count = 0
+  try:
+    # The v1 iterator is the only reader whose errors surface in Python,
+    # where the file and record can be named.
+    with deprecation.silence():
+      for record in tf.compat.v1.io.tf_record_iterator(path, options):
+        yield record
+        count += 1
+  except (tf.errors.NotFoundError, tf.errors.PermissionDeniedError) as e:
+    raise OSError(f"Cannot read {path}: {e.message}") from e
+  except (tf.errors.OpError, OSError, EOFError, gzip.BadGzipFile) as e:
+    msg = " ".join(getattr(e, "message", str(e)).split())
+    raise IOError(f"{CORRUPT_RECORD_ERROR} {path} at record {count}: "
+                  f"{msg}") from e
 
 
 # ----------------------------------------------------- tf.train.Example ----

@@ -1,8 +1,12 @@
 """Text normalisation and the SentencePiece tokenizer used by ALBERT.
 
-This module is the single place where text becomes pieces and ids. Pretraining
-data creation, fine-tuning feature conversion and the export preprocessing model
-all call it so that the three can never disagree.
+This module is the single place where text becomes pieces and ids, and where
+the normalisation rule is written. Pretraining data creation and fine-tuning
+feature conversion call it; the in-graph preprocessing
+(albert_tf/serving/preprocessing.py) builds its regexes from the predicates
+and tables below, SQuAD alignment (albert_tf/data/squad_alignment.py) replays
+`character_rule` per character and the TFLite tokenizer
+(albert_tf/serving/lite_tokenizer.py) folds `character_rule` into a charsmap.
 
 Normalisation follows the original release's `preprocess_text` (after
 dropping invisible control/format characters, `clean_invisible`): whitespace is
@@ -61,6 +65,27 @@ def clean_invisible(text):
   return out, out != text
 
 
+def strip_marks(text):
+  """NFKD without combining marks (ASCII text already is)."""
+  if text.isascii():
+    return text
+  text = unicodedata.normalize("NFKD", text)
+  return "".join(c for c in text if not unicodedata.combining(c))
+
+
+def character_rule(c, lower):
+  """What `normalize_text` makes of the single character `c` inside a text
+  (a word break: a separating space). After the whitespace and quote rules
+  `normalize_text` is this per character, but for `str.lower`'s final sigma
+  (NFKD's reordering only moves the combining marks dropped here)."""
+  if is_word_break(c):
+    return " "
+  if is_dropped_char(c):
+    return ""
+  out = strip_marks(c)
+  return out.lower() if lower else out
+
+
 def normalize_text(text, lower=True):
   """Returns `text` normalised the way the original ALBERT tokenizer does,
   after the invisible-character rule above.
@@ -75,12 +100,24 @@ def normalize_text(text, lower=True):
   out = " ".join(text.split())
   for old, new in QUOTE_REPLACEMENTS:
     out = out.replace(old, new)
-  if not out.isascii():  # ASCII text is already NFKD and has no combining marks.
-    out = unicodedata.normalize("NFKD", out)
-    out = "".join(c for c in out if not unicodedata.combining(c))
+  out = strip_marks(out)
   if lower:
     out = out.lower()
   return out
+
+
+def check_vocab_size(spm_model_file, pieces, vocab_size, setting):
+  """The one check that a SentencePiece model of `pieces` pieces fits
+  `vocab_size` (None: not checked), the value of `setting` (a config field
+  or a --flag): ValueError naming the file, else every id is another
+  piece's, silently."""
+  if vocab_size is None or pieces == vocab_size:
+    return
+  named = (f"{setting}={vocab_size}" if setting.startswith("--") else
+           f"{setting} is {vocab_size}")
+  raise ValueError(
+      f"{spm_model_file}: {pieces} pieces but {named}; every token id would "
+      "be another piece's (use the model's own SentencePiece model)")
 
 
 def is_start_piece(piece):

@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from albert_tf.checkpoints import object_layout
 from data_prep import output_files
+from data_prep import tfrecord_io
 
 METRICS_FILE = "metrics.jsonl"
 BEST_INFO_FILE = "best.json"
@@ -351,16 +352,37 @@ def drop_metrics_after(path: str, step: int) -> int:
 # --- Input data --------------------------------------------------------------
 
 
-def input_data_error(error: tf.errors.OpError, found: Optional[str],
-                     step: int, saved: str) -> Optional[InputDataError]:
-  """The InputDataError for a failed training loop, naming the bad input
-  `found` by the task (`Task.bad_input`), or None if `error` is not a data
-  error."""
-  if found is None:
+def find_corrupt_file(files: Sequence[str]) -> Optional[str]:
+  """Reads every record of `files` with the checked reader; returns the
+  first error (naming the file), or None if all files read."""
+  for path in files:
+    try:
+      for _ in tfrecord_io.read_records(path):
+        pass
+    except IOError as e:
+      return str(e)
+  return None
+
+
+def input_data_error(error: tf.errors.OpError, input_files: Callable[[], List[str]],
+                     step: int, saved: str, found: Optional[str] = None
+                     ) -> Optional[InputDataError]:
+  """The InputDataError for a failed training loop, naming the bad file
+  (`found` by the task's reader, `Task.bad_input`; else from the checked
+  reader's message, else by scanning `input_files()`), or None if `error`
+  is not a data error."""
+  message = error.message
+  if found is None and tfrecord_io.CORRUPT_RECORD_ERROR in message:
+    found = message[message.index(
+        tfrecord_io.CORRUPT_RECORD_ERROR):].splitlines()[0]
+  elif found is None:
     if not isinstance(error, tf.errors.DataLossError):
       return None
-    found = ("corrupt input (no bad file found among the inputs: "
-             f"{error_summary(error)})")
+    logging.info("data error from the native reader; scanning the input "
+                 "files to name the bad one")
+    found = find_corrupt_file(input_files()) or (
+        "corrupt input (no bad file found among the inputs: "
+        f"{error_summary(error)})")
   return InputDataError(
       f"{found}. At step {step}: {saved}. Fix or remove the file and rerun "
       "(a changed file list needs restore_data_position=False).")

@@ -133,14 +133,17 @@ class Task(abc.ABC):
     return {}
 
   def input_files(self, training: bool) -> List[str]:
-    """The input files whose change resets the saved data position
-    (core/data_position.py; default: none known)."""
+    """The input files: whose change resets the saved data position
+    (core/data_position.py), scanned to name a corrupt one after a data
+    error (default: none known)."""
     del training
     return []
 
   def bad_input(self, error: tf.errors.OpError) -> Optional[str]:
     """The bad input file (and record) a failed training loop's `error`
-    points to, as one line; None when the task's reader cannot tell."""
+    names in the task's own reader's words, as one line; None when it names
+    none (the checked TFRecord reader's errors and a scan of `input_files`
+    are the trainer's)."""
     del error
     return None
 

@@ -2,19 +2,19 @@
 pipeline, with the settings and ids the data was made with.
 
 `DynamicMasker` re-masks an example every time it is read (so every epoch
-differs), from its `token_boundary`, with data_prep's rule
-(`data_prep/pretraining_instances.py`: `word_units`, `select_spans`,
-`create_masked_lm_predictions`): whole-word units (or single tokens without
-`do_whole_word_mask`) that never include [CLS]/[SEP]/padding, n-gram spans
-with p(n) ~ 1/n (`ngram_cumulative`, shared), shrunk to fit the budget
-min(max_predictions, max(1, round(num_tokens * masked_lm_prob))), 80% [MASK]
-/ 10% kept / 10% a random id that is not a control, unknown or unused piece.
+differs), from its `token_boundary`, by calling data_prep's own masking
+(`data_prep/pretraining_instances.py`: `units_of`, `mask_units`, the
+functions that make the static masks) on a seed drawn in-graph per example:
+one rule, not a copy kept equal by tests.
 
 `settings_for_files` reads those settings from the files' data summaries
 (the `config` the data was made with, and the `masking` ids of its
 SentencePiece model; older summaries: the model file they name), so dynamic
 masking cannot silently use another [MASK] id or n-gram setting.
 """
+
+import collections
+import random
 
 import numpy as np
 import tensorflow as tf
@@ -90,7 +90,12 @@ def settings_for_files(files, given=None):
 
 
 class DynamicMasker:
-  """Re-masks an example in-graph from its token_boundary (module doc)."""
+  """Re-masks an example in the input pipeline from its token_boundary.
+
+  The masks are drawn by data_prep's own function (`pi.mask_units`, through
+  `tf.numpy_function`) on the units of `pi.units_of`, from a seed drawn
+  in-graph per example: the static and dynamic masks are one rule.
+  """
 
   def __init__(self, vocab_size, mask_id, cls_id, sep_id, control_ids,
                max_predictions_per_seq, masked_lm_prob, ngram,
@@ -104,90 +109,49 @@ class DynamicMasker:
                        "model's mask_id, cls_id, sep_id and control_ids "
                        "(dynamic_masking.settings_for_files)")
     bad = set(int(i) for i in control_ids) | {mask_id, cls_id, sep_id}
-    self.replacement_ids = tf.constant(
-        [i for i in range(vocab_size) if i not in bad], tf.int32)
+    self.replacement_ids = [i for i in range(vocab_size) if i not in bad]
     self.mask_id = mask_id
     self.cls_id = cls_id
     self.sep_id = sep_id
     self.max_predictions = max_predictions_per_seq
-    self.masked_lm_prob = masked_lm_prob
-    self.ngram = ngram
-    self.whole_word = whole_word
-    # p(n) ~ 1/n: data_prep's own table (row m: the choice among 1..m).
-    cums = pi.ngram_cumulative(ngram, favor_shorter_ngram)
-    cum = np.ones([ngram + 1, ngram], np.float32)
-    for m in range(1, ngram + 1):
-      cum[m, :m] = cums[m]
-    self.cum = tf.constant(cum)
+    self.config = pi.InstanceConfig(
+        masked_lm_prob=masked_lm_prob, ngram=ngram,
+        max_predictions_per_seq=max_predictions_per_seq,
+        favor_shorter_ngram=favor_shorter_ngram, do_whole_word_mask=whole_word)
     self.seed = seed
 
-  def _seed(self, k):
-    # Distinct op seeds: equal op seeds would give identical random streams.
-    return None if self.seed is None else self.seed * 4 + k
+  def mask(self, ids, input_mask, token_boundary, seed):
+    """One example's masks (NumPy): (input_word_ids, masked_lm_positions,
+    masked_lm_ids, masked_lm_weights), the last three padded."""
+    special = (ids == self.cls_id) | (ids == self.sep_id) | (input_mask == 0)
+    starts, ends = pi.units_of(special, token_boundary > 0,
+                               self.config.do_whole_word_mask)
+    tokens = ids.tolist()
+    output, masked, _ = pi.mask_units(
+        tokens, starts, ends, int(input_mask.sum()), self.config,
+        self.mask_id, self.replacement_ids, random.Random(int(seed)),
+        collections.Counter())
+    masked.sort()
+    pad = [0] * (self.max_predictions - len(masked))
+    return (np.array(output, np.int32), np.array(masked + pad, np.int32),
+            np.array([tokens[p] for p in masked] + pad, np.int32),
+            np.array([1.0] * len(masked) + pad, np.float32))
 
   def __call__(self, ex):
-    seq_len = tf.shape(ex["input_word_ids"])[0]
     # Restore the unmasked tokens from the stored labels.
     w = ex["masked_lm_weights"] > 0                             # [P]
     pos = tf.boolean_mask(ex["masked_lm_positions"], w)          # [m]
     ids = tf.tensor_scatter_nd_update(
         ex["input_word_ids"], pos[:, None],
         tf.boolean_mask(ex["masked_lm_ids"], w))                 # [S]
-    special = ((ids == self.cls_id) | (ids == self.sep_id) |
-               (ex["input_mask"] == 0))                          # [S]
-    maskable = tf.logical_not(special)
-    prev_special = tf.concat([[True], special[:-1]], 0)          # [S]
-    word_start = ex["token_boundary"] > 0 if self.whole_word else True
-    unit_start = maskable & (prev_special | word_start)          # [S]
-    unit_of_pos = tf.cumsum(tf.cast(unit_start, tf.int32)) - 1   # [S]
-    num_units = tf.reduce_sum(tf.cast(unit_start, tf.int32))
-    unit_or_drop = tf.where(maskable, unit_of_pos, -1)          # [S]
-    sizes = tf.math.unsorted_segment_sum(
-        tf.ones_like(unit_or_drop), unit_or_drop, num_units)     # [U]
-    prefix = tf.concat([[0], tf.cumsum(sizes)], 0)               # [U+1]
-    num_tokens = tf.reduce_sum(ex["input_mask"])
-    budget = tf.minimum(
-        self.max_predictions,
-        tf.maximum(1, tf.cast(tf.round(
-            tf.cast(num_tokens, tf.float64) * self.masked_lm_prob), tf.int32)))
-    order = tf.random.shuffle(tf.range(num_units), seed=self._seed(0))
-    draws = tf.random.uniform([num_units], seed=self._seed(1))
-    ns = tf.range(1, self.ngram + 1)                             # [N]
-    unit_range = tf.range(num_units)
-
-    def body(k, selected, covered):
-      s = order[k]
-      n_max = tf.minimum(self.ngram, num_units - s)
-      n = 1 + tf.reduce_sum(tf.cast(draws[k] >= self.cum[n_max], tf.int32))
-      span = tf.gather(prefix, tf.minimum(s + ns, num_units)) - prefix[s]
-      fits = (ns <= n) & (span <= budget - selected)             # [N]
-      n_fit = tf.reduce_max(tf.where(fits, ns, 0))
-      in_span = (unit_range >= s) & (unit_range < s + n_fit)     # [U]
-      ok = (n_fit > 0) & tf.logical_not(tf.reduce_any(covered & in_span))
-      size = tf.where(ok, prefix[tf.minimum(s + n_fit, num_units)] - prefix[s],
-                      0)
-      covered = tf.where(ok, covered | in_span, covered)
-      return k + 1, selected + size, covered
-
-    _, _, covered = tf.while_loop(
-        lambda k, selected, covered: (k < num_units) & (selected < budget),
-        body, [0, 0, tf.zeros([num_units], tf.bool)])
-    covered = tf.concat([covered, [False]], 0)                  # [U+1]
-    chosen = tf.gather(covered, tf.where(maskable, unit_of_pos,
-                                         num_units))             # [S]
-    r = tf.random.uniform([seq_len], seed=self._seed(2))
-    rand_ids = tf.gather(self.replacement_ids, tf.random.uniform(
-        [seq_len], maxval=tf.shape(self.replacement_ids)[0], dtype=tf.int32,
-        seed=self._seed(3)))
-    new_ids = tf.where(r < 0.8, self.mask_id, tf.where(r < 0.9, ids, rand_ids))
+    # In-graph, so a seeded pipeline repeats and every read differs.
+    seed = tf.random.uniform([], 0, 2**62, tf.int64, seed=self.seed)
     out = dict(ex)
-    out["input_word_ids"] = tf.where(chosen, new_ids, ids)
-    positions = tf.cast(tf.where(chosen)[:, 0], tf.int32)        # [m]
-    count = tf.shape(positions)[0]
-    pad = self.max_predictions - count
-    out["masked_lm_positions"] = tf.pad(positions, [[0, pad]])
-    out["masked_lm_ids"] = tf.pad(tf.gather(ids, positions), [[0, pad]])
-    out["masked_lm_weights"] = tf.pad(tf.ones([count], tf.float32), [[0, pad]])
-    for k in ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights"):
-      out[k] = tf.ensure_shape(out[k], [self.max_predictions])
+    keys = ("input_word_ids", "masked_lm_positions", "masked_lm_ids",
+            "masked_lm_weights")
+    masked = tf.numpy_function(
+        self.mask, [ids, ex["input_mask"], ex["token_boundary"], seed],
+        [tf.int32, tf.int32, tf.int32, tf.float32], stateful=False)
+    for key, value in zip(keys, masked):
+      out[key] = tf.ensure_shape(value, ex[key].shape)
     return out

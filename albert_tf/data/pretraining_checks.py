@@ -32,12 +32,11 @@ def scan_file(path, vocab_size=None):
   read (truncated or corrupt file), or (with `vocab_size`) a token id in the
   input or the MLM labels that is >= vocab_size.
   """
-  compression = pretraining_dataloader.detect_compression(path)
   spec = {key: tf.io.VarLenFeature(tf.int64)
           for key in ("input_ids", "input_word_ids", "masked_lm_ids")}
   count = 0
   try:
-    for records in pretraining_dataloader.checked_records(path, compression,
+    for records in pretraining_dataloader.checked_records(path, "auto",
                                                           _CHUNK):
       if vocab_size is not None:
         parsed = tf.io.parse_example(records, spec)

@@ -19,24 +19,18 @@ Usage with a distribution strategy:
       lambda ctx: pretraining_dataset(pattern, 128, 20, global_batch, True, ctx))
 """
 
-import gzip
 from typing import Optional
 
-from absl import logging
 import numpy as np
 import tensorflow as tf
-from tensorflow.python.util import deprecation  # pylint: disable=g-direct-tensorflow-import
 
 from albert_tf.data import dynamic_masking as dynamic_masking_lib
 from data_prep import output_files
+from data_prep import tfrecord_io
 
-_V1_NAMES = {"input_word_ids": "input_ids", "input_type_ids": "segment_ids"}
-_GZIP_MAGIC = b"\x1f\x8b"
 # Starts the in-pipeline error of a token id >= vocab_size (one line: file,
 # record, id); core/actions.py finds it in the training loop's error.
 TOKEN_ID_ERROR = "Token id out of range"
-# How the checked reader's errors start.
-_CHECKED_READER_ERROR = "Corrupt or truncated TFRecord file"
 
 
 def list_files(file_pattern):
@@ -60,59 +54,23 @@ def list_files(file_pattern):
   return files
 
 
-def detect_compression(path):
-  """'GZIP' if the file starts with the gzip magic bytes, else ''."""
-  with tf.io.gfile.GFile(path, "rb") as f:
-    return "GZIP" if f.read(2) == _GZIP_MAGIC else ""
-
-
-def _record_iterator(path, options):
-  # The v1 iterator is the only reader whose errors surface in Python, where
-  # the file name can be attached; silence its deprecation notice.
-  with deprecation.silence():
-    return tf.compat.v1.io.tf_record_iterator(path, options)
-
-
 def _first_example_keys(path, compression):
-  options = tf.io.TFRecordOptions(compression_type=compression)
-  try:
-    for record in _record_iterator(path, options):
-      return set(tf.train.Example.FromString(record).features.feature.keys())
-  except tf.errors.OpError as e:
-    raise IOError(f"{_CHECKED_READER_ERROR} {path}: {e.message}") from e
+  for record in tfrecord_io.read_records(path, compression):
+    return set(tf.train.Example.FromString(record).features.feature.keys())
   return None
 
 
 def checked_records(path, compression, chunk=256):
-  """Yields [<=chunk] string arrays of records; errors name the file and
-  the first record that could not be read."""
-  path = path.decode() if isinstance(path, bytes) else path
-  compression = compression.decode() if isinstance(compression, bytes) else compression
-  options = tf.io.TFRecordOptions(compression_type=compression)
-  batch, count = [], 0
-  try:
-    for record in _record_iterator(path, options):
-      batch.append(record)
-      count += 1
-      if len(batch) == chunk:
-        yield np.array(batch, dtype=object)
-        batch = []
-  except (tf.errors.OpError, OSError, EOFError, gzip.BadGzipFile) as e:
-    msg = " ".join(getattr(e, "message", str(e)).split())
-    raise IOError(f"{_CHECKED_READER_ERROR} {path} at record "
-                  f"{count}: {msg}") from e
+  """Yields [<=chunk] string arrays of records (tfrecord_io.read_records:
+  errors name the file and the first record that could not be read)."""
+  batch = []
+  for record in tfrecord_io.read_records(path, compression):
+    batch.append(record)
+    if len(batch) == chunk:
+      yield np.array(batch, dtype=object)
+      batch = []
   if batch:
     yield np.array(batch, dtype=object)
-
-
-def check_record_file(path, compression="auto"):
-  """Reads every record of `path`; IOError naming the file if one is bad.
-
-  Used after the native reader failed (its error names no file)."""
-  if compression == "auto":
-    compression = detect_compression(path)
-  for _ in checked_records(path, compression or ""):
-    pass
 
 
 def _name_to_features(seq_length, max_predictions_per_seq, v2_names,
@@ -206,7 +164,7 @@ def pretraining_dataset(file_pattern, seq_length, max_predictions_per_seq,
   """
   files = list_files(file_pattern)
   if compression == "auto":
-    compression = detect_compression(files[0])
+    compression = tfrecord_io.detect_compression(files[0])
   compression = "" if compression in (None, "NONE") else compression
   keys = _first_example_keys(files[0], compression)
   if keys is None:
@@ -268,30 +226,24 @@ def pretraining_dataset(file_pattern, seq_length, max_predictions_per_seq,
         vocab_size, max_predictions_per_seq=max_predictions_per_seq,
         seed=seed, **masking)
     ds = ds.map(masker, num_parallel_calls=tf.data.AUTOTUNE)
+    # A saved data position holds no random stream (TF refuses to save one:
+    # "RandomUniformInt is stateful"): a resumed run draws new masks.
+    options = tf.data.Options()
+    options.experimental_external_state_policy = (
+        tf.data.experimental.ExternalStatePolicy.IGNORE)
+    ds = ds.with_options(options)
   per_replica = (input_context.get_per_replica_batch_size(batch_size)
                  if input_context else batch_size)
   ds = ds.batch(per_replica, drop_remainder=is_training)
   return ds.prefetch(tf.data.AUTOTUNE)
 
 
-def bad_input(error, input_files) -> Optional[str]:
-  """The bad file a failed input pipeline's `error` (a tf.errors.OpError)
-  names, as one line: from the checked reader's or the token id check's
-  message, else by reading every file of `input_files()` after a native
-  reader's DataLossError (its message names no file). None otherwise."""
+def bad_input(error) -> Optional[str]:
+  """The file and record the token id check's error (a tf.errors.OpError
+  from `pretraining_dataset(vocab_size=...)`) names, as one line; None for
+  another error."""
   message = error.message
-  if _CHECKED_READER_ERROR in message:
-    return message[message.index(_CHECKED_READER_ERROR):].splitlines()[0]
-  if TOKEN_ID_ERROR in message:  # ends at the "]"
-    found = message[message.index(TOKEN_ID_ERROR):]
-    return found.splitlines()[0].split("]")[0]
-  if not isinstance(error, tf.errors.DataLossError):
+  if TOKEN_ID_ERROR not in message:
     return None
-  logging.info("data error from the native reader; scanning the input "
-               "files to name the bad one")
-  for path in input_files():
-    try:
-      check_record_file(path)
-    except IOError as e:
-      return str(e)
-  return None
+  found = message[message.index(TOKEN_ID_ERROR):]
+  return found.splitlines()[0].split("]")[0]  # the message ends at the "]"

@@ -17,7 +17,6 @@ is what the official evaluation compares.
 
 import dataclasses
 import difflib
-import unicodedata
 from typing import List
 
 import numpy as np
@@ -30,6 +29,7 @@ def _replay_normalization(text, lower):
 
   Replays `tokenization.normalize_text` step by step.
   """
+  quotes = dict(tokenization.QUOTE_REPLACEMENTS)  # pairs of characters
   chars, source = [], []
   i, n = 0, len(text)
   pending_space = None
@@ -47,15 +47,12 @@ def _replay_normalization(text, lower):
       chars.append(" ")
       source.append((pending_space, pending_space + 1))
       pending_space = None
-    if text[i:i + 2] in ("``", "''"):
-      out, width = '"', 2
+    quote = quotes.get(text[i:i + 2])
+    if quote is not None:
+      out = "".join(tokenization.character_rule(q, lower) for q in quote)
+      width = 2
     else:
-      out, width = c, 1
-      if not c.isascii():
-        out = "".join(d for d in unicodedata.normalize("NFKD", c)
-                      if not unicodedata.combining(d))
-    if lower:
-      out = out.lower()
+      out, width = tokenization.character_rule(c, lower), 1
     for d in out:
       chars.append(d)
       source.append((i, i + width))

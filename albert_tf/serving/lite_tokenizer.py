@@ -8,10 +8,10 @@ character sequences to replacements that `FastSentencepieceTokenizer`
 applies inside its TFLite kernel, followed by the model's whitespace rules
 (extra spaces removed, a dummy prefix added).
 
-The folded map sends every character `c` to `own(rule(c))`: `rule` is the
-tokenizer's per-character normalisation (`character_rule`: invisible
-characters dropped, word breaks to a space, NFKD without combining marks,
-lower-casing when the run lower-cases) and `own` the model's own normaliser
+The folded map sends every character `c` to `own(rule(c))`: `rule` is
+`tokenization.character_rule` (invisible characters dropped, word breaks to
+a space, NFKD without combining marks, lower-casing when the run
+lower-cases) and `own` the model's own normaliser
 (e.g. `nmt_nfkc`), so the folded model's pieces are those of `own` applied to
 `normalize_text`'s output. Keys of several characters carry what is not
 per character: the quote rule (`tokenization.QUOTE_REPLACEMENTS`, also
@@ -42,14 +42,6 @@ _HANGUL_V = range(0x1161, 0x1176)
 _HANGUL_T = range(0x11A8, 0x11C3)
 _SIGMA_CONTEXT = 64
 _KEPT_CATEGORIES = ("Cn", "Co")  # characters either side that decide a final sigma
-
-
-def character_rule(c, lower):
-  """What `tokenization.normalize_text` makes of the single character `c`
-  inside a text (a word break stays a separating space)."""
-  if tokenization.is_word_break(c):
-    return " "
-  return tokenization.normalize_text(c, lower=lower)
 
 
 def pre_rules(text, lower):
@@ -121,7 +113,7 @@ def _folded_rules(own_proto, lower):
     # and are not invisible: the rule keeps them (the model's own map may
     # not, e.g. one built on a newer Unicode).
     ruled = (c if unicodedata.category(c) in _KEPT_CATEGORIES else
-             character_rule(c, lower))
+             tokenization.character_rule(c, lower))
     folded = normalize(ruled)
     if folded != c:
       rules[c] = folded
@@ -138,7 +130,7 @@ def _folded_rules(own_proto, lower):
       rules[old[0] + c + old[1:]] = normalize(new)
 
   def add(key):
-    ruled = "".join(character_rule(c, lower) for c in key)
+    ruled = "".join(tokenization.character_rule(c, lower) for c in key)
     folded = normalize(ruled)
     piecewise = "".join(rules.get(c, c) for c in key)
     if folded != piecewise:

@@ -5,11 +5,11 @@ pretraining and fine-tuning data), written as TensorFlow + tensorflow_text ops
 so they can live inside a SavedModel:
 
 0. invisible characters, as the data tools (`tokenization.clean_invisible`):
-   control and format characters are dropped, except whitespace and the
-   zero-width space U+200B, which becomes a space;
-1. whitespace collapse: runs of the characters Python's `str.split()` splits
-   on become one space, leading/trailing ones are dropped;
-2. LaTeX quotes `` and '' become ";
+   control and format characters are dropped, except word breaks;
+1. whitespace collapse: runs of word breaks (`tokenization.is_word_break`:
+   what Python's `str.split()` splits on, and U+200B) become one space,
+   leading/trailing ones are dropped;
+2. the quote rule (`tokenization.QUOTE_REPLACEMENTS`: `` and '' become ");
 3. NFKD (`tf_text.normalize_utf8`), then characters whose canonical combining
    class is non-zero are dropped (Python's `unicodedata.combining`; this is
    not the same set as \\p{Mn}: e.g. the emoji variation selector U+FE0F is Mn
@@ -35,6 +35,7 @@ SQuAD-style question + passage, the first segment is capped at
 """
 
 import functools
+import re
 import sys
 import unicodedata
 
@@ -69,12 +70,6 @@ def _char_class(ranges):
 
 
 @functools.lru_cache(maxsize=None)
-def whitespace_class():
-  """Characters Python's str.split() (and so normalize_text) splits on."""
-  return _char_class(_ranges(str.isspace))
-
-
-@functools.lru_cache(maxsize=None)
 def dropped_class():
   """Invisible characters normalize_text drops (tokenization.is_dropped_char)."""
   return _char_class(_ranges(tokenization.is_dropped_char))
@@ -82,8 +77,9 @@ def dropped_class():
 
 @functools.lru_cache(maxsize=None)
 def word_break_class():
-  """Non-space characters that separate words (tokenization.WORD_BREAK_CHARS)."""
-  return _char_class(_ranges(lambda c: c in tokenization.WORD_BREAK_CHARS))
+  """Characters that separate words (tokenization.is_word_break: what
+  str.split() splits on, and tokenization.WORD_BREAK_CHARS)."""
+  return _char_class(_ranges(tokenization.is_word_break))
 
 
 @functools.lru_cache(maxsize=None)
@@ -102,11 +98,11 @@ def normalize_text(text, lower=True):
                                       replacement_char=0xFFFD)
   # tokenization.clean_invisible: the same rule as the data tools.
   text = tf.strings.regex_replace(text, dropped_class(), "")
-  text = tf.strings.regex_replace(text, word_break_class(), " ")
-  text = tf.strings.regex_replace(text, whitespace_class() + "+", " ")
+  text = tf.strings.regex_replace(text, word_break_class() + "+", " ")
   text = tf.strings.regex_replace(text, "^ | $", "")
-  text = tf.strings.regex_replace(text, "``", '"')
-  text = tf.strings.regex_replace(text, "''", '"')
+  for old, new in tokenization.QUOTE_REPLACEMENTS:
+    text = tf.strings.regex_replace(text, re.escape(old), new)
+  # tokenization.strip_marks:
   text = tf_text.normalize_utf8(text, "NFKD")
   text = tf.strings.regex_replace(text, combining_class(), "")
   if lower:
@@ -145,11 +141,8 @@ def check_spm_model(spm_model_file, vocab_size=None):
     raise ValueError(f"{spm_model_file}: no such SentencePiece model file "
                      "(--spm_model_file)")
   tokenizer = tokenization.FullTokenizer(spm_model_file)
-  if vocab_size is not None and tokenizer.vocab_size != vocab_size:
-    raise ValueError(
-        f"{spm_model_file}: {tokenizer.vocab_size} pieces but the model's "
-        f"vocab_size is {vocab_size}; every served token id would be wrong "
-        "(wrong --spm_model_file or config?)")
+  tokenization.check_vocab_size(spm_model_file, tokenizer.vocab_size,
+                                vocab_size, "the model's vocab_size")
   return tokenizer
 
 

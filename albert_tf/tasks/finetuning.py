@@ -206,11 +206,9 @@ class FinetuneTask(base_task.Task):
         raise FileNotFoundError(f"data.spm_model_file: {spm} does not exist")
       tokenizer = tokenization.FullTokenizer(
           spm, do_lower_case=self.data.do_lower_case)
-      if tokenizer.vocab_size != self.config.model.vocab_size:
-        raise ValueError(
-            f"{spm}: {tokenizer.vocab_size} pieces but model.vocab_size is "
-            f"{self.config.model.vocab_size}; use the model's own "
-            "SentencePiece model")
+      tokenization.check_vocab_size(spm, tokenizer.vocab_size,
+                                    self.config.model.vocab_size,
+                                    "model.vocab_size")
       self._tokenizer = tokenizer
     return self._tokenizer
 

@@ -28,55 +28,66 @@ def accuracy(labels, predictions):
   return float(np.mean(labels == predictions))
 
 
+# Each formula once, over sums: the NumPy metrics below and the in-graph
+# eval (`sentence_prediction.metrics_from_sums`, xp=tf.math) both call these.
+
+
+def f1_from_counts(tp, fp, fn, xp=np):
+  """F1 of the positive class, 2tp / (2tp + fp + fn); 0 when tp == 0."""
+  return 2 * tp / xp.maximum(2 * tp + fp + fn, 1.0)
+
+
+def mcc_from_counts(tp, fp, fn, tn, xp=np):
+  """Binary Matthews correlation; 0 when a marginal is empty (then the
+  numerator is 0 too)."""
+  denom = xp.sqrt(xp.maximum((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn),
+                             0.0))
+  return (tp * tn - fp * fn) / xp.maximum(denom, 1e-12)
+
+
+def pearson_from_moments(n, sx, sy, sxx, syy, sxy, xp=np):
+  """Pearson correlation from n and the sums of x, y, x², y², xy; 0 when
+  a variance is 0."""
+  cov = sxy - sx * sy / n
+  vx = sxx - sx * sx / n
+  vy = syy - sy * sy / n
+  return cov / xp.sqrt(xp.maximum(vx * vy, 1e-12))
+
+
+def binary_counts(labels, predictions, positive=1):
+  """(tp, fp, fn, tn) as floats."""
+  y = np.asarray(labels) == positive
+  p = np.asarray(predictions) == positive
+  return tuple(float(np.sum(a & b)) for a, b in
+               ((y, p), (~y, p), (y, ~p), (~y, ~p)))
+
+
 def f1_score(labels, predictions, positive=1):
   """F1 of class `positive` (0.0 when there are no true positives)."""
-  labels = np.asarray(labels) == positive
-  predictions = np.asarray(predictions) == positive
-  tp = float(np.sum(labels & predictions))
-  fp = float(np.sum(~labels & predictions))
-  fn = float(np.sum(labels & ~predictions))
-  if tp == 0:
-    return 0.0
-  precision, recall = tp / (tp + fp), tp / (tp + fn)
-  return 2 * precision * recall / (precision + recall)
+  return float(f1_from_counts(*binary_counts(labels, predictions, positive)[:3]))
 
 
 def matthews_corrcoef(labels, predictions):
-  """Binary Matthews correlation; 0.0 when a marginal is empty."""
-  y = np.asarray(labels).astype(bool)
-  p = np.asarray(predictions).astype(bool)
-  tp = float(np.sum(y & p))
-  tn = float(np.sum(~y & ~p))
-  fp = float(np.sum(~y & p))
-  fn = float(np.sum(y & ~p))
-  denom = np.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
-  if denom == 0:
-    return 0.0
-  return float((tp * tn - fp * fn) / denom)
+  """Binary Matthews correlation (labels as bools)."""
+  return float(mcc_from_counts(*binary_counts(
+      np.asarray(labels, bool), np.asarray(predictions, bool), True)))
 
 
 def pearson(x, y):
   x = np.asarray(x, np.float64)
   y = np.asarray(y, np.float64)
-  xc, yc = x - x.mean(), y - y.mean()
-  denom = np.sqrt(np.sum(xc * xc) * np.sum(yc * yc))
-  return float(np.sum(xc * yc) / denom) if denom > 0 else 0.0
+  # Centred first (exact for data far from 0), then the shared formula.
+  x, y = x - x.mean(), y - y.mean()
+  return float(pearson_from_moments(len(x), x.sum(), y.sum(), np.sum(x * x),
+                                    np.sum(y * y), np.sum(x * y)))
 
 
 def _average_ranks(x):
   """Ranks 1..n, ties sharing their mean rank (as scipy.stats.rankdata)."""
-  x = np.asarray(x, np.float64)
-  order = np.argsort(x, kind="mergesort")
-  ranks = np.empty(len(x), np.float64)
-  sorted_x = x[order]
-  i = 0
-  while i < len(x):
-    j = i
-    while j + 1 < len(x) and sorted_x[j + 1] == sorted_x[i]:
-      j += 1
-    ranks[order[i:j + 1]] = (i + j) / 2.0 + 1.0
-    i = j + 1
-  return ranks
+  _, group, counts = np.unique(np.asarray(x, np.float64), return_inverse=True,
+                               return_counts=True)
+  last = np.cumsum(counts)  # 1-based rank of each group's last member
+  return (last - (counts - 1) / 2.0)[group]
 
 
 def spearman(x, y):

@@ -34,6 +34,7 @@ from albert_tf.serving import task_modules
 from albert_tf.tasks import registry
 from data_prep import output_files
 from data_prep import pretraining_summary
+from data_prep import tfrecord_io
 
 _MODEL_INPUTS = INPUT_NAMES + ("masked_lm_positions",)
 # data_prep/create_pretraining_data.py writes <first output>.summary.json.
@@ -130,15 +131,13 @@ def validate_pretraining_files(pattern: str, seq_length: int,
                      "(comma-separated files or globs)")
   files = pretraining_dataloader.list_files(pattern)
   for path in files:
-    compression = pretraining_dataloader.detect_compression(path)
-    records = tf.data.TFRecordDataset(path, compression_type=compression)
     try:
-      first = next(iter(records.take(1)), None)
-    except tf.errors.OpError as e:
-      raise ValueError(f"{path}: unreadable TFRecord file ({e.message})") from e
+      first = next(tfrecord_io.read_records(path), None)
+    except OSError as e:  # names the file and the record
+      raise ValueError(str(e)) from e
     if first is None:
       raise ValueError(f"{path}: empty input file (no records) in {what}")
-    feats = tf.train.Example.FromString(first.numpy()).features.feature
+    feats = tf.train.Example.FromString(first).features.feature
     ids_key = "input_word_ids" if "input_word_ids" in feats else "input_ids"
     for key, want, field in (
         (ids_key, seq_length, "data.seq_length"),
@@ -269,8 +268,7 @@ class PretrainingTask(base_task.Task):
     return pretraining_dataloader.list_files(pattern) if pattern else []
 
   def bad_input(self, error):
-    return pretraining_dataloader.bad_input(
-        error, lambda: self.input_files(training=True))
+    return pretraining_dataloader.bad_input(error)
 
   def run_record_facts(self) -> Dict[str, Any]:
     """Run record facts; the tokenizer from the data's summary if known."""

@@ -170,21 +170,17 @@ class ClassifierTask(finetune_lib.FinetuneTask):
     count = tf.maximum(sums["count"], 1.0)
     out = {"loss": sums["loss_sum"] / count}
     if self.regression:
-      n = count
-      cov = sums["sxy"] - sums["sx"] * sums["sy"] / n
-      vx = sums["sxx"] - sums["sx"] ** 2 / n
-      vy = sums["syy"] - sums["sy"] ** 2 / n
-      out["pearson"] = cov / tf.sqrt(tf.maximum(vx * vy, 1e-12))
+      out["pearson"] = finetune_metrics.pearson_from_moments(
+          count, *(sums[k] for k in ("sx", "sy", "sxx", "syy", "sxy")),
+          xp=tf.math)
       # Best-checkpoint key (trainer.best_metric) for STS-B.
       out["accuracy"] = out["pearson"]
       return out
     out["accuracy"] = sums["correct"] / count
     if "tp" in sums:
       tp, fp, fn, tn = sums["tp"], sums["fp"], sums["fn"], sums["tn"]
-      out["f1"] = 2 * tp / tf.maximum(2 * tp + fp + fn, 1.0)
-      denom = tf.sqrt(tf.maximum((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn),
-                                 0.0))
-      out["mcc"] = (tp * tn - fp * fn) / tf.maximum(denom, 1e-12)
+      out["f1"] = finetune_metrics.f1_from_counts(tp, fp, fn, xp=tf.math)
+      out["mcc"] = finetune_metrics.mcc_from_counts(tp, fp, fn, tn, xp=tf.math)
     return out
 
   def predict_split(self, trainer, split):

@@ -10,6 +10,7 @@ pipeline) are compared on the same records.
 
 import collections
 import json
+import random
 
 import numpy as np
 import pytest
@@ -165,3 +166,33 @@ def test_config_values_other_than_the_data_are_refused(data):
                      r"data was made with 0.2"):
     task_inputs(path, **{"data.masked_lm_prob": 0.15})
   task_inputs(path, **{"data.mask_id": 2, "data.masked_lm_prob": 0.2})
+
+
+def test_dynamic_masks_are_the_static_rule_over_the_same_draws():
+  """One rule: given the random draws data_prep used, the input pipeline's
+  masker writes data_prep's masks exactly (positions, labels, 80/10/10)."""
+  rng = np.random.RandomState(0)
+  vocab, excluded = 60, (0, 1, 2, 3, 4)
+  info = pi.TokenInfo(cls_id=3, sep_id=4, mask_id=2,
+                      is_start=list(rng.rand(vocab) < 0.6),
+                      replacement_ids=[i for i in range(vocab)
+                                       if i not in excluded])
+  cfg = pi.InstanceConfig(max_seq_length=SEQ, max_predictions_per_seq=PRED,
+                          masked_lm_prob=0.2, ngram=4)
+  masker = dynamic_masking.DynamicMasker(
+      vocab, mask_id=2, cls_id=3, sep_id=4, control_ids=excluded,
+      max_predictions_per_seq=PRED, masked_lm_prob=0.2, ngram=4)
+  for seed in range(40):
+    a, b = rng.randint(5, vocab, rng.randint(1, 30)), rng.randint(5, vocab, 20)
+    tokens = [3, *a, 4, *b, 4]
+    out, positions, labels, boundary = pi.create_masked_lm_predictions(
+        tokens, cfg, info, random.Random(seed), collections.Counter())
+    pad = [0] * (SEQ - len(tokens))
+    ids, got_positions, got_labels, weights = masker.mask(
+        np.array(tokens + pad, np.int32),
+        np.array([1] * len(tokens) + pad, np.int32),
+        np.array(boundary + pad, np.int32), seed)
+    m = len(positions)
+    assert ids.tolist() == out + pad
+    assert got_positions[:m].tolist() == positions and weights.sum() == m
+    assert got_labels[:m].tolist() == labels

@@ -150,6 +150,29 @@ def test_dynamic_masking(data):
   np.testing.assert_allclose(frac, [0.8, 0.1, 0.1], atol=0.04)
 
 
+def test_dynamic_masking_position_can_be_saved(data, tmp_path):
+  """The trainer saves the input position (trainer.save_data_position, on
+  by default); with dynamic masking TF refused it ("RandomShuffle is
+  stateful") at the first checkpoint. The position is saved, the random
+  stream is not."""
+  tok, files = data
+  masking = dynamic_masking.settings_for_files(files["v1"][:1])
+  def batches():
+    return iter(ip.pretraining_dataset(
+        files["v1"][0], SEQ, PRED, 4, False, repeat=True, checked_reader=False,
+        dynamic_masking=True, vocab_size=tok.vocab_size, seed=3,
+        masking=masking))
+  it = batches()
+  next(it)
+  path = tf.train.Checkpoint(iterator=it).save(str(tmp_path / "pos"))
+  want = next(it)
+  restored = batches()
+  tf.train.Checkpoint(iterator=restored).restore(path).assert_consumed()
+  got = next(restored)
+  for key in ("input_mask", "input_type_ids", "token_boundary"):
+    np.testing.assert_array_equal(got[key], want[key])
+
+
 def test_missing_or_empty_patterns_are_clear_errors(tmp_path):
   with pytest.raises(ValueError, match="No pretraining data file pattern"):
     ip.list_files(" , ")

@@ -6,6 +6,7 @@ instances"); a truncated or bit-flipped shard gave a 40-line DataLossError
 naming no file; an id >= vocab_size in a later record gave
 `indices[7,5] = 1500 is not in [0, 1000)` naming no file or record."""
 
+import io
 import shutil
 
 import pytest
@@ -17,6 +18,8 @@ from albert_tf.data import pretraining_dataloader
 from albert_tf.tasks import pretraining
 from data_prep import pretraining_config
 from data_prep import create_pretraining_data as cpd
+from data_prep import inspect_tfrecord
+from data_prep import tfrecord_io
 from data_prep import pretraining_instances as pi
 from tests.testing import pretrain_testutil as tu
 
@@ -88,6 +91,25 @@ def test_bit_flip_is_named_with_file_and_record(shards, tmp_path):
   assert f"Corrupt or truncated TFRecord file {path} at record 9:" in message
 
 
+def test_one_reader_names_the_bad_record_everywhere(shards, tmp_path):
+  """The trainer's checks, the training loop's scan and inspect_tfrecord
+  read through one checked reader: the same file and record, one line."""
+  _, path = copy_dir(shards, tmp_path)
+  offsets = record_offsets(path)
+  data = bytearray(open(path, "rb").read())
+  data[offsets[3] + 40] ^= 0x10
+  open(path, "wb").write(bytes(data))
+  want = f"Corrupt or truncated TFRecord file {path} at record 3: "
+  with pytest.raises(IOError) as info:
+    list(tfrecord_io.read_records(path))
+  assert str(info.value).startswith(want) and "\n" not in str(info.value)
+  assert actions.find_corrupt_file([path]).startswith(want)
+  with pytest.raises(ValueError) as info:
+    inspect_tfrecord.show(path, None, skip=10**9, stream=io.StringIO())
+  assert str(info.value) == ("not a readable TFRecord of tf.train.Example: " +
+                             actions.find_corrupt_file([path]))
+
+
 def test_truncated_record_is_named_with_file_and_record(shards, tmp_path):
   target, path = copy_dir(shards, tmp_path)
   offsets = record_offsets(path)
@@ -133,9 +155,8 @@ def test_token_id_beyond_vocab_is_named_by_the_input_pipeline(
     for _ in ds:
       pass
   # What the trainer reports (after saving): one line naming both.
-  error = actions.input_data_error(
-      info.value, pretraining_dataloader.bad_input(info.value, lambda: [path]),
-      3, "saved x")
+  error = actions.input_data_error(info.value, lambda: [path], 3, "saved x",
+                                   pretraining_dataloader.bad_input(info.value))
   assert isinstance(error, actions.InputDataError)
   assert str(error).startswith(
       f"Token id out of range: {path}: record 7 holds token id 1500 but "

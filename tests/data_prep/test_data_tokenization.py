@@ -89,6 +89,19 @@ def test_missing_or_bad_model(tmp_path):
     tokenization.FullTokenizer(str(bad))
 
 
+def test_one_vocabulary_check_for_config_fields_and_flags(model):
+  """data prep's --vocab_size, fine-tuning's model.vocab_size and serving's
+  export all refuse a model of another size through this one check."""
+  tokenization.check_vocab_size(model, 3000, 3000, "model.vocab_size")
+  tokenization.check_vocab_size(model, 3000, None, "model.vocab_size")
+  with pytest.raises(ValueError, match=(
+      f"^{model}: 3000 pieces but model.vocab_size is 30000; every token id "
+      r"would be another piece's \(use the model's own SentencePiece")):
+    tokenization.check_vocab_size(model, 3000, 30000, "model.vocab_size")
+  with pytest.raises(ValueError, match=" but --vocab_size=2999;"):
+    tokenization.check_vocab_size(model, 3000, 2999, "--vocab_size")
+
+
 def test_train_missing_input(tmp_path):
   with pytest.raises(FileNotFoundError, match="missing.txt"):
     train_sentencepiece.train([str(tmp_path / "missing.txt")],

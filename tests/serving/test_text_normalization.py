@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 
 from tests.testing import export_testlib as lib
+from albert_tf.data import squad_alignment
 from albert_tf.serving import preprocessing
 from data_prep import tokenization
 
@@ -58,3 +59,24 @@ def test_lower_utf8_keeps_text_after_nul():
   got = preprocessing.lower_utf8(tf.constant([t.encode() for t in texts]))
   # Lists, not NumPy bytes arrays (those drop trailing NULs).
   assert got.numpy().tolist() == [t.lower().encode() for t in texts]
+
+
+def test_one_quote_table_for_data_prep_serving_and_squad(monkeypatch):
+  """The quote rule is tokenization.QUOTE_REPLACEMENTS: data prep, the
+  in-graph normalisation and SQuAD's alignment replay all follow a change
+  to it (before, serving and the replay had their own copies)."""
+  monkeypatch.setattr(tokenization, "QUOTE_REPLACEMENTS",
+                      tokenization.QUOTE_REPLACEMENTS + (("<<", "\u00ab"),))
+  text = "Say <<Caf\u00e9>> and ``that''"
+  want = tokenization.normalize_text(text)
+  assert want == 'say \u00abcafe>> and "that"'
+  got = preprocessing.normalize_text(tf.constant([text.encode()]))
+  assert got.numpy()[0].decode() == want
+
+  class Tokenizer:  # what normalize_with_map uses of a FullTokenizer
+    do_lower_case = True
+    normalize = staticmethod(tokenization.normalize_text)
+
+  norm, source = squad_alignment.normalize_with_map(Tokenizer, text)
+  assert norm == want
+  assert [text[slice(*source[i])] for i in (4, 5)] == ["<<", "C"]

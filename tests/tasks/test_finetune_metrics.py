@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from scipy import stats
 from sklearn import metrics as skm
+import tensorflow as tf
 
 from albert_tf.tasks import metrics as fm
 
@@ -118,3 +119,21 @@ def test_race_accuracy_by_level():
   assert out["accuracy_middle"] == pytest.approx(0.5)
   assert out["accuracy_high"] == pytest.approx(2 / 3)
   assert out["num_middle"] == 2 and out["num_high"] == 3
+
+
+def test_in_graph_formulas_are_the_numpy_ones():
+  """The eval loop's tensors and the NumPy metrics go through one formula
+  each (xp=tf.math in the graph): same numbers as scikit-learn / SciPy."""
+  rng = np.random.RandomState(1)
+  y = rng.randint(0, 2, 300)
+  p = np.where(rng.rand(300) < 0.7, y, 1 - y)
+  counts = [tf.constant(c, tf.float32) for c in fm.binary_counts(y, p)]
+  assert float(fm.f1_from_counts(*counts[:3], xp=tf.math)) == pytest.approx(
+      skm.f1_score(y, p), rel=1e-6)
+  assert float(fm.mcc_from_counts(*counts, xp=tf.math)) == pytest.approx(
+      skm.matthews_corrcoef(y, p), rel=1e-5)
+  x, z = rng.rand(100), rng.rand(100) + np.linspace(0, 1, 100)
+  moments = [tf.constant(v, tf.float64) for v in
+             (100.0, x.sum(), z.sum(), x @ x, z @ z, x @ z)]
+  assert float(fm.pearson_from_moments(*moments, xp=tf.math)) == (
+      pytest.approx(stats.pearsonr(x, z)[0], rel=1e-9))
