@@ -137,9 +137,13 @@ class TaggingTask(finetune_lib.FinetuneTask):
     if split not in self._sentences:
       sentences = conll_data.read_sentences(self.split_path(split),
                                             labelled=split != "test")
-      if split != "train" and sentences and sentences[0].labels is not None:
+      # Labels outside the run's are refused before training; train.txt's
+      # are the run's unless the config or the record gave them first.
+      if sentences and sentences[0].labels is not None and (
+          split != "train" or self._labels is not None):
         conll_data.check_labels(sentences, self.labels,
-                                "data.label_names or train.txt")
+                                "data.label_names, the run record or "
+                                "train.txt")
       self._sentences[split] = sentences
     return self._sentences[split]
 
@@ -182,7 +186,7 @@ class TaggingTask(finetune_lib.FinetuneTask):
     sentences, logits = self.predict_logits(trainer, split)
     piece_labels = np.argmax(logits, axis=-1)  # [sentences, seq]
     predicted = []
-    for s, row, pieces in zip(sentences, piece_labels, conll_data.word_pieces(
+    for row, pieces in zip(piece_labels, conll_data.word_pieces(
         self.tokenizer, sentences)):
       predicted.append([self.labels[row[p]] if p >= 0 else
                         token_module.OUTSIDE

@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf.data import conll_data
+from albert_tf.tasks import tagging
 from albert_tf.tasks import tagging_metrics
 from tests.tasks import test_run_finetuning as generic
 from tests.testing import finetune_testlib
@@ -164,3 +165,18 @@ def test_only_each_words_first_piece_is_labelled(tmp_path, tmp_path_factory):
   assert features["label_ids"][:len(expected)] == expected
   assert set(features["label_ids"][len(expected):]) == {-1}
   assert conll_data.first_positions(pieces) == [1, 1 + n]
+
+
+def test_labels_given_in_the_config_are_checked_on_train_txt(
+    tmp_path, tmp_path_factory):
+  (tmp_path / "train.txt").write_text("Ann B-PER\nsat O\n\nRome B-LOC\n")
+  config = finetune_testlib.tiny_finetune_config(
+      tagging.TaggingExperimentConfig, {
+          "data_dir": str(tmp_path), "label_names": ["O", "B-PER"],
+          "max_seq_length": 32,
+          "spm_model_file": finetune_testlib.spm_model(tmp_path_factory)})
+  task = tagging.TaggingTask(config, str(tmp_path / "run"))
+  assert task.labels == ["O", "B-PER"]
+  with pytest.raises(ValueError, match=(
+      r"train\.txt:4: label 'B-LOC' is not one of the run's labels")):
+    task.read_examples("train")
