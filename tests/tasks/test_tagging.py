@@ -77,6 +77,16 @@ def test_train_eval_predict_export_serve(tmp_path_factory):
   again = tagging_metrics.entity_scores([[l for _, l in s] for s in dev],
                                         predicted)
   assert again["f1"] == pytest.approx(results["f1"])
+  # With a test.txt (words only) predict reads it instead.
+  (data_dir / "test.txt").write_text(
+      "\n\n".join("\n".join(f"{w} X" for w, _ in s) for s in dev) + "\n")
+  proc = generic.run_tool(*common, "--mode=predict")
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  with open(os.path.join(model_dir, "predictions.txt"),
+            encoding="utf-8") as f:
+    assert f.read() == "\n\n".join(
+        "\n".join(f"{w} X {p}" for (w, _), p in zip(s, labels_of_s))
+        for s, labels_of_s in zip(dev, predicted)) + "\n"
 
   # export: text in, a label and the offsets of each word out.
   proc = generic.run_tool(*common, "--mode=export",
