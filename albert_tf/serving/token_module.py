@@ -6,8 +6,8 @@
     [batch, most words] (past a text's words: "" / -1):
       label       string, the word's label ("O" for a word of which
                   normalisation leaves no piece)
-      word_start  int64, byte offset of the word in the text
-      word_end    int64, byte offset just past it
+      word_start  int32, byte offset of the word in the text
+      word_end    int32, byte offset just past it
       num_words   int32 [batch]
     A text whose pieces do not fit the packed length is refused with an
     error (never cut).
