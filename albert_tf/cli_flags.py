@@ -5,11 +5,14 @@ import this module, and only from their `define_flags()` / `main()`: the
 library below them defines no flags. Every tool takes its configuration as
 `--config_file` (repeatable; a path or a packaged config such as
 `models/albert_base_v2.yaml`) + `--params_override` (repeatable too, applied
-in order); a few common fields also have their own flag (FLAG_FIELDS),
-applied last. Every tool parses its command line with `parse_flags`.
+in order); the config fields that declare a flag (`setting(flag=...)`,
+core/settings.py) have their own, applied last, and the exporter's flags
+are the serving params fields that declare one. Every tool parses its
+command line with `parse_flags`.
 """
 
 import sys
+import typing
 from typing import Any, Dict, Sequence
 
 from absl import flags
@@ -17,15 +20,16 @@ from absl import logging
 import tensorflow as tf
 
 from albert_tf.checkpoints import canonical_weights
-from albert_tf.core import distribute_utils
 from albert_tf.core import experiment_config
 from albert_tf.core import run_record
+from albert_tf.core import settings
 from albert_tf.core import train_lib
 from albert_tf.core import actions
 from albert_tf.serving import lite_export
 from albert_tf.serving import preprocessing
 from albert_tf.tasks import all_tasks  # pylint: disable=unused-import
 from albert_tf.tasks import export as tasks_export
+from albert_tf.tasks import registry
 from data_prep import command_line
 
 FLAGS = flags.FLAGS
@@ -34,33 +38,8 @@ PREEMPTED_EXIT_CODE = 143  # 128 + SIGTERM
 USER_ERRORS = (ValueError, FileNotFoundError, PermissionError,
                actions.TrainingError, canonical_weights.CheckpointConversionError)
 
-# Flags that set one config field (applied after the files and overrides).
-FLAG_FIELDS = {
-    "tpu": "runtime.tpu",
-    "strategy": "runtime.distribution_strategy",
-    "num_cpu_devices": "runtime.num_cpu_devices",
-    "init_checkpoint": "trainer.init_checkpoint",
-    "init_from_group0": "trainer.init_from_group0",
-    "train_steps": "trainer.train_steps",
-    "init_saved_model": "task.init_saved_model",
-    "spm_model_file": "data.spm_model_file",
-    "do_lower_case": "data.do_lower_case",
-    "max_seq_length": "data.max_seq_length",
-    "skip_malformed_rows": "data.skip_malformed_rows",
-    "task_name": "data.task_name",
-    "data_dir": "data.data_dir",
-    "train_file": "data.train_file",
-    "predict_file": "data.predict_file",
-    "version_2_with_negative": "data.version_2_with_negative",
-    "null_score_diff_threshold": "data.null_score_diff_threshold",
-}
-# Flags that set a field of the task's serving params (serving_params.py;
-# a flag the task's params lack is refused). The run tools' --mode=export
-# takes those of them they define that no config field covers.
-EXPORT_PARAM_FLAGS = ("seq_length", "spm_model_file", "do_lower_case",
-                      "num_labels", "label_names", "num_text_fields",
-                      "max_answer_length", "max_query_length", "doc_stride",
-                      "max_windows", "with_answerability", "num_choices")
+# The modes of the fine-tuning tools.
+FINETUNING_MODES = [m for m in train_lib.MODES if m != "continuous_eval"]
 
 
 def define_config_flags():
@@ -74,8 +53,36 @@ def define_config_flags():
       "files (repeatable: applied in order, later values winning).")
 
 
-def define_run_flags(default_mode: str, modes: Sequence[str]):
-  """Flags of every training tool."""
+def define_setting_flags(config_classes) -> None:
+  """A flag for each field of `config_classes` that declares one
+  (core/settings.py); a name defined already keeps its first definition."""
+  for config_cls in config_classes:
+    _define_flags(settings.flagged(config_cls))
+
+
+def _define_flags(flagged: Dict[str, settings.Setting]) -> None:
+  """Defines flag name -> its setting's flag (type from the field's)."""
+  for name, s in flagged.items():
+    if name in FLAGS:
+      continue
+    args = (name, None, s.flag)
+    if s.choices:
+      flags.DEFINE_enum(name, None, list(s.choices), s.flag)
+    elif s.type is bool:
+      flags.DEFINE_bool(*args)
+    elif s.type is int:
+      flags.DEFINE_integer(*args)
+    elif s.type is float:
+      flags.DEFINE_float(*args)
+    elif typing.get_origin(s.type) is list:
+      flags.DEFINE_list(*args)
+    else:
+      flags.DEFINE_string(*args)
+
+
+def define_run_flags(task_classes, default_mode: str, modes: Sequence[str]):
+  """Flags of every training tool: the tool's own and the settings of the
+  tasks' configs."""
   define_config_flags()
   flags.DEFINE_string("model_dir", None, "The run directory: checkpoints, "
                       "summaries, metrics.jsonl and the run record.")
@@ -84,37 +91,31 @@ def define_run_flags(default_mode: str, modes: Sequence[str]):
                       "eval/predict/export: checkpoint to load (default: the "
                       "latest in <model_dir>/checkpoints; "
                       "<model_dir>/best/ckpt is the best one).")
-  flags.DEFINE_string("tpu", None, "TPU name, grpc:// address or 'local' "
-                      "(runtime.tpu; selects the TPU strategy).")
-  flags.DEFINE_enum("strategy", None, list(distribute_utils.STRATEGIES),
-                    "runtime.distribution_strategy. auto: TPU if --tpu, "
-                    "mirrored if GPUs, else default.")
-  flags.DEFINE_string("init_checkpoint", None,
-                      "Warm start of a fresh run: our checkpoint, an original "
-                      "TF1 or Model Garden one (trainer.init_checkpoint).")
-  flags.DEFINE_integer("train_steps", None, "trainer.train_steps.")
+  define_setting_flags(t.config_cls for t in task_classes)
 
 
-def define_finetuning_flags():
-  define_run_flags("train_and_eval", [m for m in train_lib.MODES
-                                      if m != "continuous_eval"])
+def define_finetuning_flags(task_classes):
+  """Flags of the fine-tuning tools (`task_classes`: the tasks they run)."""
+  define_run_flags(task_classes, "train_and_eval", FINETUNING_MODES)
   flags.DEFINE_string("output_dir", None,
                       "Where eval results and predictions go (default: "
                       "--model_dir).")
-  flags.DEFINE_string("spm_model_file", None,
-                      "SentencePiece model (data.spm_model_file).")
-  flags.DEFINE_bool("do_lower_case", None, "Lowercase text "
-                    "(data.do_lower_case; the released models: true).")
-  flags.DEFINE_string("init_saved_model", None,
-                      "Warm start from an exported encoder SavedModel "
-                      "(task.init_saved_model).")
   flags.DEFINE_string("export_dir", None,
                       "--mode=export: base directory of the SavedModel "
                       "(written to <export_dir>/<version>/).")
-  flags.DEFINE_integer("max_seq_length", None, "data.max_seq_length.")
-  flags.DEFINE_bool("skip_malformed_rows", None,
-                    "Skip and count malformed input rows instead of failing "
-                    "(data.skip_malformed_rows).")
+  for task_cls in task_classes:
+    _define_flags(run_export_flags(task_cls))
+
+
+def run_export_flags(task_cls) -> Dict[str, settings.Setting]:
+  """The export flags of a run tool's --mode=export: the settings of the
+  task's serving params an export may change that no config field covers
+  (those follow the config)."""
+  config_fields = {s.path.rsplit(".", 1)[-1]
+                   for s in settings.walk(task_cls.config_cls)}
+  return {name: s for name, s in
+          settings.flagged(task_cls.serving_params_cls).items()
+          if s.export and s.path not in config_fields}
 
 
 def define_export_flags():
@@ -124,28 +125,18 @@ def define_export_flags():
       ("albert_config_file", "Deprecated alias of --config_file."),
       ("model_dir", "A run directory (its record and latest checkpoint)."),
       ("export_dir", "Writes <export_dir>/<version>/."),
-      ("checkpoint", "Checkpoint prefix or directory (any layout)."),
-      ("spm_model_file", "SentencePiece .model (shipped as an asset).")):
+      ("checkpoint", "Checkpoint prefix or directory (any layout).")):
     flags.DEFINE_string(name, None, text)
   for name, text in (("version", "Version dir (default: next free)."),
-                     ("seq_length", "Packed length of text-in signatures."),
-                     ("num_labels", "Classification: classes."),
-                     ("num_text_fields", "1 (`text`) or 2 text inputs."),
-                     ("max_answer_length", "SQuAD: longest answer."),
-                     ("max_query_length", "SQuAD: question tokens kept."),
-                     ("doc_stride", "SQuAD: window stride over long "
-                      "contexts (default 128; 0 truncates)."),
-                     ("num_choices", "Multiple choice: choices."),
                      ("max_first_segment_length", "Preprocessing export "
                       "with --truncation=first_fixed: cap on A.")):
     flags.DEFINE_integer(name, None, text)
-  define_max_windows_flag()
   for name, text in (("random_init", "Random weights (smoke tests)."),
                      ("allow_random_head", "Keep a missing head random "
-                      "(not with a run directory: its heads were trained)."),
-                     ("do_lower_case", "Lowercase text (default true)."),
-                     ("with_answerability", "SQuAD 2.0 simple head.")):
+                      "(not with a run directory: its heads were trained).")):
     flags.DEFINE_bool(name, None, text)
+  # The export settings of every registered task's serving params.
+  define_setting_flags(t.serving_params_cls for t in _registered_tasks())
   flags.DEFINE_enum("export_kind", None, tasks_export.export_kinds(),
                     "Default: the run's task's (serving for fine-tuning, "
                     "encoder for pretraining), else encoder (or serving "
@@ -153,8 +144,6 @@ def define_export_flags():
   flags.DEFINE_enum("task", None, tasks_export.serving_task_names(),
                     "Serving export without a run directory: which model "
                     "and outputs.")
-  flags.DEFINE_list("label_names", None, "Classification: class names "
-                    "(a run's: renamed in their order).")
   flags.DEFINE_enum("truncation", None,
                     list(preprocessing.TRUNCATION_MODES),
                     "Preprocessing export: how a too-long pair is cut "
@@ -174,23 +163,28 @@ def define_export_flags():
                        f"{lite_export.DEFAULT_REPRESENTATIVE_EXAMPLES}).")
 
 
-def define_max_windows_flag():
-  flags.DEFINE_integer("max_windows", None, "SQuAD export with doc-stride "
-                       "windows: longer contexts are refused with an error "
-                       "(default 32).")
+def _registered_tasks():
+  return [registry.get_task_cls(name) for name in registry.task_names()]
 
 
-def export_settings(run_tool: bool = False) -> Dict[str, Any]:
-  """The serving params fields set on the command line: EXPORT_PARAM_FLAGS
-  the tool defines and the user gave (a run tool's FLAG_FIELDS set the
-  config instead, which sets the params)."""
+def export_settings(flagged: Dict[str, settings.Setting]) -> Dict[str, Any]:
+  """The serving params fields of the `flagged` export flags that the user
+  gave."""
   out = {}
-  for name in EXPORT_PARAM_FLAGS:
-    if run_tool and name in FLAG_FIELDS:
-      continue
+  for name in flagged:
     value = flag_value(name)
     if value is not None:
       out[name] = list(value) if isinstance(value, list) else value
+  return out
+
+
+def all_export_flags() -> Dict[str, settings.Setting]:
+  """The export flags of export_savedmodel: every registered task's serving
+  params settings that declare a flag."""
+  out = {}
+  for task_cls in _registered_tasks():
+    for name, s in settings.flagged(task_cls.serving_params_cls).items():
+      out.setdefault(name, s)
   return out
 
 
@@ -216,15 +210,19 @@ def flag_value(name: str):
   return FLAGS[name].value if name in FLAGS else None
 
 
-def flag_overrides() -> Dict[str, Any]:
-  """Nested {section: {field: value}} of the FLAG_FIELDS flags that are set."""
+def flag_overrides(config_cls) -> Dict[str, Any]:
+  """Nested {section: {field: value}} of the flags of `config_cls`'s
+  settings that are set."""
   out = {}
-  for name, field in FLAG_FIELDS.items():
+  for name, s in settings.flagged(config_cls).items():
     value = flag_value(name)
     if value is None or value == "":
       continue
-    section, key = field.split(".")
-    out.setdefault(section, {})[key] = value
+    *sections, key = s.path.split(".")
+    node = out
+    for section in sections:
+      node = node.setdefault(section, {})
+    node[key] = value
   return out
 
 
@@ -244,7 +242,7 @@ def export_request() -> tasks_export.ExportRequest:
       random_init=bool(FLAGS.random_init),
       allow_random_head=bool(FLAGS.allow_random_head),
       config_files=config_sources(), params_override=FLAGS.params_override,
-      settings=export_settings(), truncation=FLAGS.truncation,
+      settings=export_settings(all_export_flags()), truncation=FLAGS.truncation,
       max_first_segment_length=FLAGS.max_first_segment_length,
       export_format=FLAGS.format, precision=FLAGS.precision,
       representative_examples=FLAGS.representative_examples)
@@ -255,6 +253,10 @@ def run_training(task_cls):
   `task_cls(config, model_dir)`, then train_lib.run_experiment."""
   if not FLAGS.model_dir:
     fail(ValueError("--model_dir is required"))
+  export_given = export_settings(run_export_flags(task_cls))
+  if export_given and FLAGS.mode != "export":
+    fail(ValueError(f"--{sorted(export_given)[0]} applies to --mode=export "
+                    f"only (--mode={FLAGS.mode})"))
   try:
     # A run that exists is continued from its recorded config: only what
     # the command line changes is checked against the record.
@@ -269,15 +271,15 @@ def run_training(task_cls):
                               "use a new --model_dir for another task")
     config = experiment_config.load_experiment_config(
         task_cls.config_cls, FLAGS.config_file, FLAGS.params_override,
-        flag_overrides(), base=base.config if base else None,
+        flag_overrides(task_cls.config_cls),
+        base=base.config if base else None,
         base_source=f"{FLAGS.model_dir}/{run_record.CONFIG_NAME}")
     task = task_cls(config, FLAGS.model_dir)
     result = train_lib.run_experiment(
         task, config, FLAGS.model_dir, FLAGS.mode,
         output_dir=flag_value("output_dir"), checkpoint=FLAGS.checkpoint,
         export_dir=flag_value("export_dir"),
-        export_fn=tasks_export.run_exporter(export_settings(run_tool=True)),
-        record=record)
+        export_fn=tasks_export.run_exporter(export_given), record=record)
   except USER_ERRORS as e:
     fail(e)
   logging.info("done: %s", {k: v for k, v in result.items() if k != "train"})

@@ -16,18 +16,13 @@ train_and_eval, export (serving SavedModel: text -> label).
 """
 
 from absl import app
-from absl import flags
 
 from albert_tf import cli_flags
 from albert_tf.tasks import sentence_prediction
 
 
 def define_flags():
-  cli_flags.define_finetuning_flags()
-  flags.DEFINE_string("task_name", None, "GLUE task (data.task_name): "
-                      f"{', '.join(sentence_prediction.glue_data.TASK_NAMES)}.")
-  flags.DEFINE_string("data_dir", None, "The task's GLUE directory "
-                      "(data.data_dir).")
+  cli_flags.define_finetuning_flags([sentence_prediction.ClassifierTask])
 
 
 def main(argv):

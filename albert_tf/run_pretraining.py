@@ -12,7 +12,6 @@ checkpoint exists, after checking the config against the run record
 """
 
 from absl import app
-from absl import flags
 
 from albert_tf import cli_flags
 from albert_tf.tasks import pretraining
@@ -20,13 +19,8 @@ from albert_tf.tasks import pretraining
 
 def define_flags():
   cli_flags.define_run_flags(
-      "train", ["train", "eval", "train_and_eval", "continuous_eval"])
-  flags.DEFINE_bool("init_from_group0", None,
-                    "Initialise every layer group from group_0 of "
-                    "--init_checkpoint (the original's option).")
-  flags.DEFINE_integer("num_cpu_devices", None,
-                       "Split the CPU into N logical devices "
-                       "(runtime.num_cpu_devices; for testing strategies).")
+      [pretraining.PretrainingTask], "train",
+      ["train", "eval", "train_and_eval", "continuous_eval"])
 
 
 def main(argv):

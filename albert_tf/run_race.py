@@ -15,16 +15,13 @@ test accuracy when the test files carry answers (the public ones do).
 """
 
 from absl import app
-from absl import flags
 
 from albert_tf import cli_flags
 from albert_tf.tasks import multiple_choice
 
 
 def define_flags():
-  cli_flags.define_finetuning_flags()
-  flags.DEFINE_string("data_dir", None, "The RACE directory (train/ dev/ "
-                      "test/ with middle/ and high/; data.data_dir).")
+  cli_flags.define_finetuning_flags([multiple_choice.RaceTask])
 
 
 def main(argv):

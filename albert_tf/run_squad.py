@@ -17,30 +17,13 @@ windowing, answer alignment and the no-answer rule.
 """
 
 from absl import app
-from absl import flags
 
 from albert_tf import cli_flags
 from albert_tf.tasks import question_answering
 
 
 def define_flags():
-  cli_flags.define_finetuning_flags()
-  flags.DEFINE_string("train_file", None, "SQuAD training JSON "
-                      "(data.train_file).")
-  flags.DEFINE_string("predict_file", None, "SQuAD JSON to evaluate / "
-                      "predict (data.predict_file).")
-  flags.DEFINE_bool("version_2_with_negative", None,
-                    "SQuAD 2.0 (unanswerable questions; "
-                    "data.version_2_with_negative). squad_v2.0.yaml uses the "
-                    "original's head (task.squad_head=xlnet); the simple head "
-                    "takes task.with_answerability.")
-  flags.DEFINE_float("null_score_diff_threshold", None,
-                     "v2.0: answer \"\" when null_odds exceeds this "
-                     "(data.null_score_diff_threshold; use the best_f1_thresh "
-                     "of an eval run; with task.squad_head=xlnet: when the "
-                     "null score reaches it, the eval's "
-                     "null_score_diff_threshold).")
-  cli_flags.define_max_windows_flag()  # --mode=export
+  cli_flags.define_finetuning_flags([question_answering.SquadTask])
 
 
 def main(argv):

@@ -258,7 +258,7 @@ ALLOWED_DEPS = {
     "optimization": set(),
     "checkpoints": {"modeling", "data_prep"},
     "data": {"modeling", "data_prep"},
-    "core": {"modeling", "optimization", "checkpoints", "data", "data_prep"},
+    "core": {"modeling", "optimization", "checkpoints", "data_prep"},
     "serving": {"modeling", "checkpoints", "data", "core", "data_prep"},
     "tasks": {"modeling", "optimization", "checkpoints", "data", "core",
               "serving", "data_prep"},

@@ -19,7 +19,7 @@ from tests.testing import pretrain_testutil as tu
 from tests.testing import tool_server
 
 TOOLS = ("run_pretraining", "run_classifier", "run_squad", "run_race",
-         "export_savedmodel", "convert_checkpoint", "plot_metrics")
+         "run_finetuning", "export_savedmodel", "convert_checkpoint", "plot_metrics")
 
 
 def start(module, *args, cwd=tu.ROOT):
@@ -61,7 +61,7 @@ def test_every_tool_refuses_words_that_are_not_flags(tmp_path):
   # `--text hello world`: "world" was dropped from the request.
   procs.append(start("clients.serving_client", "--model_name=m", "--text",
                      "hello", "world"))
-  for proc, word in zip(procs, [b] * 6 + ["train_steps=5", "world"]):
+  for proc, word in zip(procs, [b] * (len(TOOLS) - 1) + ["train_steps=5", "world"]):
     code = 2 if proc.args[2] == "clients.serving_client" else 1
     line = error_line(proc, code)
     assert f"not a flag: {word!r}" in line, line

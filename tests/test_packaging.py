@@ -18,7 +18,8 @@ from tests.testing import user_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = ("albert-run-pretraining", "albert-run-classifier",
-           "albert-run-squad", "albert-run-race", "albert-export-savedmodel",
+           "albert-run-squad", "albert-run-race", "albert-run-finetuning",
+           "albert-export-savedmodel",
            "albert-convert-checkpoint", "albert-plot-metrics",
            "albert-prepare-corpus", "albert-train-sentencepiece",
            "albert-create-pretraining-data", "albert-inspect-tfrecord",

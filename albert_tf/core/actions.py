@@ -19,7 +19,6 @@ from absl import logging
 import tensorflow as tf
 
 from albert_tf.checkpoints import object_layout
-from albert_tf.data import pretraining_dataloader
 from data_prep import output_files
 from data_prep import tfrecord_io
 
@@ -366,25 +365,24 @@ def find_corrupt_file(files: Sequence[str]) -> Optional[str]:
 
 
 def input_data_error(error: tf.errors.OpError, input_files: Callable[[], List[str]],
-                     step: int, saved: str) -> Optional[InputDataError]:
+                     step: int, saved: str, found: Optional[str] = None
+                     ) -> Optional[InputDataError]:
   """The InputDataError for a failed training loop, naming the bad file
-  (from the checked reader's message, else by scanning `input_files()`), or
-  None if `error` is not a data error."""
+  (`found` by the task's reader, `Task.bad_input`; else from the checked
+  reader's message, else by scanning `input_files()`), or None if `error`
+  is not a data error."""
   message = error.message
-  if tfrecord_io.CORRUPT_RECORD_ERROR in message:  # the checked reader's
+  if found is None and tfrecord_io.CORRUPT_RECORD_ERROR in message:
     found = message[message.index(
         tfrecord_io.CORRUPT_RECORD_ERROR):].splitlines()[0]
-  elif pretraining_dataloader.TOKEN_ID_ERROR in message:  # ends at the "]"
-    found = message[message.index(pretraining_dataloader.TOKEN_ID_ERROR):]
-    found = found.splitlines()[0].split("]")[0]
-  elif isinstance(error, tf.errors.DataLossError):
+  elif found is None:
+    if not isinstance(error, tf.errors.DataLossError):
+      return None
     logging.info("data error from the native reader; scanning the input "
                  "files to name the bad one")
     found = find_corrupt_file(input_files()) or (
         "corrupt input (no bad file found among the inputs: "
         f"{error_summary(error)})")
-  else:
-    return None
   return InputDataError(
       f"{found}. At step {step}: {saved}. Fix or remove the file and rerun "
       "(a changed file list needs restore_data_position=False).")

@@ -41,7 +41,6 @@ import tensorflow as tf
 import tf_keras
 
 from albert_tf.checkpoints import restore as restore_lib
-from albert_tf.data import pretraining_dataloader
 
 # The export kinds every task has (serving/export_lib.py writes them); a
 # task adds its own in `export_kinds`.
@@ -142,15 +141,19 @@ class Task(abc.ABC):
     return {}
 
   def input_files(self, training: bool) -> List[str]:
-    """The input files, to name a corrupt one after a data error.
+    """The input files: whose change resets the saved data position
+    (core/data_position.py), scanned to name a corrupt one after a data
+    error (default: none known)."""
+    del training
+    return []
 
-    Default: the files of `config.data.input_path` (or `eval_input_path`)
-    when the task's config has them (the pretraining task's does).
-    """
-    data = self.config.data
-    pattern = getattr(data, "input_path" if training else "eval_input_path",
-                      "")
-    return pretraining_dataloader.list_files(pattern) if pattern else []
+  def bad_input(self, error: tf.errors.OpError) -> Optional[str]:
+    """The bad input file (and record) a failed training loop's `error`
+    names in the task's own reader's words, as one line; None when it names
+    none (the checked TFRecord reader's errors and a scan of `input_files`
+    are the trainer's)."""
+    del error
+    return None
 
   # --- The run record ---
 

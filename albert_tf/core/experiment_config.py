@@ -26,6 +26,7 @@ from typing import Any, Mapping, Optional, Sequence, Type, TypeVar
 
 from official.modeling.hyperparams import base_config
 
+from albert_tf.core.settings import DATA_POSITION, SAFE, setting
 from albert_tf.modeling import albert_config
 from albert_tf.modeling import config_overrides
 from albert_tf.optimization import optimizer_config
@@ -39,45 +40,58 @@ PRECISIONS = ("auto", "float32", "bfloat16", "float16")
 @dataclasses.dataclass
 class TrainerConfig(base_config.Config):
   """The custom training loop (albert_tf.core.trainer.Trainer)."""
-  train_steps: int = 125000
+  train_steps: int = setting(125000, resume=SAFE,
+                             flag="trainer.train_steps.")
   # Steps run inside one tf.function call (one host round trip).
-  steps_per_loop: int = 1000
+  steps_per_loop: int = setting(1000, resume=SAFE)
   # Save every N steps (rounded up to a multiple of steps_per_loop).
-  checkpoint_interval: int = 5000
-  max_to_keep: int = 5
+  checkpoint_interval: int = setting(5000, resume=SAFE)
+  max_to_keep: int = setting(5, resume=SAFE)
   # Micro-batches per optimizer step (the global batch is split into them).
   gradient_accumulation_steps: int = 1
   # Evaluate every N steps in train_and_eval (rounded like checkpoints).
-  eval_interval: int = 10000
+  eval_interval: int = setting(10000, resume=SAFE)
   # Batches per evaluation; 0: the whole held-out set.
-  eval_steps: int = 0
-  # Metric that picks the best checkpoint (kept under <model_dir>/best).
-  best_metric: str = "masked_lm_accuracy"
-  best_metric_mode: str = "max"
-  # Warm start of the model only (any checkpoint layout).
-  init_checkpoint: str = ""
+  eval_steps: int = setting(0, resume=SAFE)
+  # Metric that picks the best checkpoint (kept under <model_dir>/best);
+  # each task's config sets its own default.
+  best_metric: str = setting("", resume=SAFE)
+  best_metric_mode: str = setting("max", resume=SAFE)
+  # Warm start of the model only (any checkpoint layout); a fresh run's
+  # only, ignored on resume.
+  init_checkpoint: str = setting(
+      "", resume=SAFE, flag="Warm start of a fresh run: our checkpoint, an "
+      "original TF1 or Model Garden one (trainer.init_checkpoint).")
   # Every layer group starts from group_0 of init_checkpoint.
-  init_from_group0: bool = False
+  init_from_group0: bool = setting(
+      False, resume=SAFE, flag="Initialise every layer group from group_0 "
+      "of --init_checkpoint (the original's option).")
   # Save the input iterator with checkpoints (exact resume of data order).
-  save_data_position: bool = True
+  save_data_position: bool = setting(True, resume=DATA_POSITION)
   # continuous_eval: seconds to wait for a new checkpoint before stopping.
-  continuous_eval_timeout: int = 3600
+  continuous_eval_timeout: int = setting(3600, resume=SAFE)
 
 
 @dataclasses.dataclass
 class RuntimeConfig(base_config.Config):
   """Devices, precision and determinism."""
-  distribution_strategy: str = "auto"
+  distribution_strategy: str = setting(
+      "auto", resume=SAFE, flag_name="strategy", choices=STRATEGIES,
+      flag="runtime.distribution_strategy. auto: TPU if --tpu, mirrored if "
+      "GPUs, else default.")
   # TPU name, grpc address or "local"; implies the TPU strategy.
-  tpu: str = ""
+  tpu: str = setting("", resume=SAFE, flag="TPU name, grpc:// address or "
+                     "'local' (runtime.tpu; selects the TPU strategy).")
   # Split the CPU into N logical devices (tests of distribution on CPU).
-  num_cpu_devices: int = 0
+  num_cpu_devices: int = setting(
+      0, resume=SAFE, flag="Split the CPU into N logical devices "
+      "(runtime.num_cpu_devices; for testing strategies).")
   # auto: bfloat16 on TPU, float16 (dynamic loss scale) on GPU, else float32.
   mixed_precision_dtype: str = "float32"
-  jit_compile: bool = False
-  seed: Optional[int] = None
+  jit_compile: bool = setting(False, resume=SAFE)
+  seed: Optional[int] = setting(None, resume=SAFE)
   # tf.config.experimental.enable_op_determinism (bitwise reproducible).
-  deterministic: bool = False
+  deterministic: bool = setting(False, resume=SAFE)
 
 
 @dataclasses.dataclass

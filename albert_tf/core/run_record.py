@@ -11,9 +11,9 @@ file to a temporary name, then renamed):
                            do_lower_case.
 
 Every later start (resume, eval, predict, export) compares its config with
-the record. Only SAFE_FIELDS may change; DATA_POSITION_FIELDS may change
-when the saved input position is not restored (see `ResumeCheck`); any other
-difference is refused with a one-line error naming the field and both
+the record by the resume rule each config field declares (core/settings.py):
+SAFE fields may change, DATA_POSITION fields when the saved input position
+is not restored (see `ResumeCheck`); any other difference is refused with a one-line error naming the field and both
 values. Accepted changes are appended to run_record_changes.jsonl; the
 record of a run with checkpoints is never rewritten (one whose first start
 ended before any checkpoint is replaced by the next start: `binding`).
@@ -24,7 +24,7 @@ import hashlib
 import json
 import os
 import time
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from absl import logging
 import yaml
@@ -33,6 +33,7 @@ from albert_tf.checkpoints import identity
 from albert_tf.checkpoints import paths
 from albert_tf.modeling import albert_config
 from albert_tf.core import run_lock
+from albert_tf.core import settings
 from data_prep import output_files
 from data_prep.output_files import atomic_write
 
@@ -44,31 +45,6 @@ BEST_SUBDIR = "best"
 CHANGES_NAME = "run_record_changes.jsonl"
 # The resolved experiment config beside the record.
 CONFIG_NAME = albert_config.RUN_CONFIG_NAME
-
-# Fields a resumed run may change: how long and how often, where evaluation
-# reads, devices. (train_steps also moves the end of the LR decay.)
-SAFE_FIELDS = frozenset({
-    "trainer.train_steps", "trainer.steps_per_loop",
-    "trainer.checkpoint_interval", "trainer.eval_interval",
-    "trainer.eval_steps", "trainer.max_to_keep", "trainer.best_metric",
-    "trainer.best_metric_mode", "trainer.continuous_eval_timeout",
-    # Warm start applies only to a fresh run: ignored on resume.
-    "trainer.init_checkpoint", "trainer.init_from_group0",
-    "task.init_saved_model",
-    "data.eval_input_path", "data.eval_batch_size", "data.predict_file",
-    "data.n_best_size", "data.max_answer_length",
-    "data.null_score_diff_threshold", "data.cache_dir",
-    "data.skip_malformed_rows", "data.allow_unverified_input",
-    "runtime.distribution_strategy", "runtime.tpu", "runtime.num_cpu_devices",
-    "runtime.jit_compile", "runtime.deterministic", "runtime.seed",
-})
-# Fields the saved input position (trainer.save_data_position) depends on:
-# a change is allowed only when that position is not restored.
-DATA_POSITION_FIELDS = frozenset({
-    "data.input_path", "data.data_dir", "data.train_file",
-    "data.global_batch_size", "data.shuffle_buffer_size", "data.cycle_length",
-    "data.seed", "trainer.save_data_position",
-})
 
 
 def flatten(values: Mapping[str, Any], prefix: str = "") -> Dict[str, Any]:
@@ -195,6 +171,8 @@ class ResumeCheck:
   position must not be restored."""
   changes: Dict[str, Any] = dataclasses.field(default_factory=dict)
   data_position_reset: bool = False
+  # The changed fields the saved data position depends on.
+  data_position_fields: List[str] = dataclasses.field(default_factory=list)
 
 
 def _same_spm(record: RunRecord, new_path: str) -> bool:
@@ -205,16 +183,19 @@ def _same_spm(record: RunRecord, new_path: str) -> bool:
 def check_resume(record: RunRecord, config) -> ResumeCheck:
   """Compares a new start's config with the record; raises on unsafe changes."""
   old, new = flatten(record.config), flatten(config.as_dict())
+  rules = settings.resume_rules(type(config))
   check = ResumeCheck()
   for field in sorted(set(old) | set(new)):
     before, after = old.get(field), new.get(field)
     if before == after:
       continue
-    if field in SAFE_FIELDS:
+    rule = rules.get(field, settings.FIXED)
+    if rule == settings.SAFE:
       pass
-    elif field in DATA_POSITION_FIELDS:
+    elif rule == settings.DATA_POSITION:
       check.data_position_reset = True
-    elif field == "data.spm_model_file" and _same_spm(record, after):
+      check.data_position_fields.append(field)
+    elif rule == settings.SAME_VOCAB and _same_spm(record, after):
       pass  # moved, same content
     else:
       raise refuse(field, before, after, record.model_dir,

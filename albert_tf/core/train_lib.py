@@ -51,7 +51,7 @@ def _trainer_kwargs(check: run_record.ResumeCheck) -> Dict[str, Any]:
     return {}
   changed = ", ".join(f"{k} {v[0]!r} -> {v[1]!r}"
                       for k, v in check.changes.items()
-                      if k in run_record.DATA_POSITION_FIELDS)
+                      if k in check.data_position_fields)
   logging.warning("input changed since the last start (%s): the data "
                   "position is reset, the input pipeline starts over",
                   changed)

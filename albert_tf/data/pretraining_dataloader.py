@@ -19,6 +19,8 @@ Usage with a distribution strategy:
       lambda ctx: pretraining_dataset(pattern, 128, 20, global_batch, True, ctx))
 """
 
+from typing import Optional
+
 import numpy as np
 import tensorflow as tf
 
@@ -234,3 +236,14 @@ def pretraining_dataset(file_pattern, seq_length, max_predictions_per_seq,
                  if input_context else batch_size)
   ds = ds.batch(per_replica, drop_remainder=is_training)
   return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def bad_input(error) -> Optional[str]:
+  """The file and record the token id check's error (a tf.errors.OpError
+  from `pretraining_dataset(vocab_size=...)`) names, as one line; None for
+  another error."""
+  message = error.message
+  if TOKEN_ID_ERROR not in message:
+    return None
+  found = message[message.index(TOKEN_ID_ERROR):]
+  return found.splitlines()[0].split("]")[0]  # the message ends at the "]"

@@ -5,7 +5,7 @@ change them.
 Every export has the fields of `ServingParams`; a task subclasses it with
 its own (labels, text fields, SQuAD windows, ...). A run's params come from
 its recorded config (the task computes them); flags may then change only the
-fields in `export_settable` (decoding and display settings: they do not
+fields declared `export=True` (`export_settable`; decoding and display settings: they do not
 change what the weights mean). Any other flag that disagrees with the run is
 refused naming the field, and a flag the task's params do not have is
 refused: every word on the command line is used or refused.
@@ -13,8 +13,10 @@ refused: every word on the command line is used or refused.
 
 import dataclasses
 import math
-from typing import Any, ClassVar, FrozenSet, Mapping, Optional
+from typing import Any, FrozenSet, Mapping, Optional
 
+from albert_tf.core import settings
+from albert_tf.core.settings import setting
 from data_prep import output_files
 
 
@@ -22,13 +24,17 @@ from data_prep import output_files
 class ServingParams:
   """Settings of every text-in export."""
   # Packed length of the text-in signatures.
-  seq_length: int = 128
+  seq_length: int = setting(128, flag="Packed length of text-in "
+                            "signatures.")
   # SentencePiece model shipped as an asset (text-in signatures need it).
-  spm_model_file: str = ""
-  do_lower_case: bool = True
+  spm_model_file: str = setting("", flag="SentencePiece .model (shipped as "
+                                "an asset).")
+  do_lower_case: bool = setting(True, flag="Lowercase text (default true).")
 
-  # Fields a flag may change on a run's export (subclasses extend).
-  export_settable: ClassVar[FrozenSet[str]] = frozenset()
+  @property
+  def export_settable(self) -> FrozenSet[str]:
+    """Fields a flag may change on a run's export (`setting(export=True)`)."""
+    return settings.exportable(type(self))
 
   def validate(self) -> None:
     """Raises ValueError naming the first bad field (subclasses extend)."""

@@ -38,6 +38,7 @@ from albert_tf.checkpoints import identity
 from albert_tf.checkpoints import restore as restore_lib
 from albert_tf.core import base_task
 from albert_tf.core import experiment_config
+from albert_tf.core.settings import DATA_POSITION, SAFE, SAME_VOCAB, setting
 from albert_tf.data import finetune_features
 from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
 from albert_tf.modeling.networks.albert_encoder import INPUT_NAMES
@@ -51,18 +52,24 @@ from data_prep import output_files
 @dataclasses.dataclass
 class FinetuningDataConfig(base_config.Config):
   """Inputs every fine-tuning family has (families add their own fields)."""
-  spm_model_file: str = ""
-  do_lower_case: bool = True
-  max_seq_length: int = 512
-  global_batch_size: int = 32
+  spm_model_file: str = setting(
+      "", resume=SAME_VOCAB,
+      flag="SentencePiece model (data.spm_model_file).")
+  do_lower_case: bool = setting(True, flag="Lowercase text "
+                                "(data.do_lower_case; the released models: "
+                                "true).")
+  max_seq_length: int = setting(512, flag="data.max_seq_length.")
+  global_batch_size: int = setting(32, resume=DATA_POSITION)
   # 0: same as global_batch_size.
-  eval_batch_size: int = 8
+  eval_batch_size: int = setting(8, resume=SAFE)
   # Feature cache (TFRecords); "": <model_dir>/features.
-  cache_dir: str = ""
+  cache_dir: str = setting("", resume=SAFE)
   # Malformed rows/files: skip and count instead of failing.
-  skip_malformed_rows: bool = False
-  shuffle_buffer_size: int = 10000
-  seed: Optional[int] = None
+  skip_malformed_rows: bool = setting(
+      False, resume=SAFE, flag="Skip and count malformed input rows instead "
+      "of failing (data.skip_malformed_rows).")
+  shuffle_buffer_size: int = setting(10000, resume=DATA_POSITION)
+  seed: Optional[int] = setting(None, resume=DATA_POSITION)
 
 
 @dataclasses.dataclass
@@ -72,7 +79,14 @@ class FinetuningTaskConfig(base_config.Config):
   classifier_dropout: float = 0.1
   # Warm start from an encoder SavedModel (export_savedmodel encoder
   # export; a version dir or its parent) instead of trainer.init_checkpoint.
-  init_saved_model: str = ""
+  init_saved_model: str = setting(
+      "", resume=SAFE, flag="Warm start from an exported encoder SavedModel "
+      "(task.init_saved_model).")
+
+
+@dataclasses.dataclass
+class FinetuningTrainerConfig(experiment_config.TrainerConfig):
+  best_metric: str = setting("accuracy", resume=SAFE)
 
 
 @dataclasses.dataclass
@@ -81,6 +95,8 @@ class FinetuningExperimentConfig(experiment_config.ExperimentConfig):
       default_factory=FinetuningDataConfig)
   task: FinetuningTaskConfig = dataclasses.field(
       default_factory=FinetuningTaskConfig)
+  trainer: FinetuningTrainerConfig = dataclasses.field(
+      default_factory=FinetuningTrainerConfig)
 
   def validate_data(self):
     """Raises ValueError naming the first bad data field."""
@@ -95,8 +111,6 @@ class FinetuningExperimentConfig(experiment_config.ExperimentConfig):
     if d.eval_batch_size < 0:
       raise ValueError(f"data.eval_batch_size must be >= 0, got "
                        f"{d.eval_batch_size}")
-    if self.trainer.best_metric == "masked_lm_accuracy":
-      self.trainer.best_metric = "accuracy"  # the pretraining default
 
 
 # --- Warm start ------------------------------------------------------------------------
@@ -244,6 +258,13 @@ class FinetuneTask(base_task.Task):
   def loss_from_sums(self, sums, normalizers):
     return sums["loss_sum"] / tf.maximum(normalizers["count"], 1.0)
 
+  def metrics_from_sums(self, sums):
+    """Loss and accuracy of `softmax_sums` (families with other metrics
+    override this)."""
+    count = tf.maximum(sums["count"], 1.0)
+    return {"loss": sums["loss_sum"] / count,
+            "accuracy": sums["correct"] / count}
+
   def predict_logits(self, trainer, split):
     """(examples, logits [num_examples, ...]) of the model on `split`, for
     tasks whose model outputs `logits`."""
@@ -277,6 +298,18 @@ class FinetuneTask(base_task.Task):
 def encoder(model_config):
   """The encoder of every fine-tuning model (its variables' names)."""
   return AlbertEncoder(model_config, name="albert_encoder")
+
+
+def softmax_sums(logits, labels, weights):
+  """The additive sums of a softmax classifier (any rank: logits [..., C],
+  labels and weights [...]; weight 0 for padding): loss_sum, count,
+  correct."""
+  ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+  hit = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32),
+                         labels), tf.float32)
+  return {"loss_sum": tf.reduce_sum(weights * ce),
+          "count": tf.reduce_sum(weights),
+          "correct": tf.reduce_sum(weights * hit)}
 
 
 def padded_eval_dataset(path, spec, global_batch, num_records, index_key,
@@ -331,5 +364,5 @@ def predict_records(trainer, path, spec, num_records, batch_size, index_key,
 
 __all__ = ["FinetuningDataConfig", "FinetuningExperimentConfig",
            "FinetuningTaskConfig", "FinetuneTask", "encoder",
-           "initialize_model",
-           "padded_eval_dataset", "predict_records"]
+           "initialize_model", "padded_eval_dataset", "predict_records",
+           "softmax_sums"]

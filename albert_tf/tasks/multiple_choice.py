@@ -5,9 +5,9 @@ import dataclasses
 import os
 
 import numpy as np
-import tensorflow as tf
 
 from albert_tf.core import train_lib
+from albert_tf.core.settings import DATA_POSITION, setting
 from albert_tf.data import finetune_features
 from albert_tf.data import race_data
 from albert_tf.modeling.models import downstream_models
@@ -21,7 +21,9 @@ from albert_tf.tasks import registry
 @dataclasses.dataclass
 class RaceDataConfig(finetune_lib.FinetuningDataConfig):
   # The RACE directory (train/ dev/ test/, each with middle/ and high/).
-  data_dir: str = ""
+  data_dir: str = setting("", resume=DATA_POSITION, flag="The RACE "
+                          "directory (train/ dev/ test/ with middle/ and "
+                          "high/; data.data_dir).")
   # Tokens kept of question + option.
   max_qa_length: int = 128
 
@@ -34,7 +36,8 @@ class RaceExperimentConfig(finetune_lib.FinetuningExperimentConfig):
 @dataclasses.dataclass
 class MultipleChoiceServingParams(serving_params.ServingParams):
   """Export settings: `choices` [batch, num_choices] per `context`."""
-  num_choices: int = race_data.NUM_CHOICES
+  num_choices: int = setting(race_data.NUM_CHOICES,
+                            flag="Multiple choice: choices.")
 
   def validate(self):
     super().validate()
@@ -99,18 +102,8 @@ class RaceTask(finetune_lib.FinetuneTask):
 
   def compute_sums(self, model, features, training):
     logits = model(self.model_inputs(features), training=training)["logits"]
-    labels = features["label_ids"]
-    w = self.valid(features)
-    ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
-    hit = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32),
-                           labels), tf.float32)
-    return {"loss_sum": tf.reduce_sum(w * ce), "count": tf.reduce_sum(w),
-            "correct": tf.reduce_sum(w * hit)}
-
-  def metrics_from_sums(self, sums):
-    count = tf.maximum(sums["count"], 1.0)
-    return {"loss": sums["loss_sum"] / count,
-            "accuracy": sums["correct"] / count}
+    return finetune_lib.softmax_sums(logits, features["label_ids"],
+                                     self.valid(features))
 
   def predict_split(self, trainer, split):
     examples, logits = self.predict_logits(trainer, split)

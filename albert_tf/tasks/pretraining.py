@@ -20,6 +20,7 @@ from albert_tf.checkpoints import restore as restore_lib
 from albert_tf.core import base_task
 from albert_tf.core import experiment_config
 from albert_tf.core import run_record
+from albert_tf.core.settings import DATA_POSITION, SAFE, setting
 from albert_tf.data import dynamic_masking
 from albert_tf.data import pretraining_checks
 from albert_tf.data import pretraining_dataloader
@@ -49,33 +50,40 @@ _COUNT_CHECK_MAX_BYTES = 1 << 30
 class PretrainingDataConfig(base_config.Config):
   """Pretraining TFRecords (data_prep/create_pretraining_data.py output)."""
   # Comma-separated files or globs.
-  input_path: str = ""
+  input_path: str = setting("", resume=DATA_POSITION)
   # Held-out files for evaluation (the `eval` modes).
-  eval_input_path: str = ""
+  eval_input_path: str = setting("", resume=SAFE)
   seq_length: int = 512
   max_predictions_per_seq: int = 20
-  global_batch_size: int = 4096
+  global_batch_size: int = setting(4096, resume=DATA_POSITION)
   # 0: same as global_batch_size.
-  eval_batch_size: int = 0
+  eval_batch_size: int = setting(0, resume=SAFE)
   # Re-mask every example on the fly (needs token_boundary in the files),
   # with the masking settings and ids the data was made with (its summary).
   dynamic_masking: bool = False
   # None: the data's. A value other than the data's is refused.
   masked_lm_prob: Optional[float] = None
   mask_id: Optional[int] = None
-  shuffle_buffer_size: int = 10000
-  cycle_length: int = 8
+  shuffle_buffer_size: int = setting(10000, resume=DATA_POSITION)
+  cycle_length: int = setting(8, resume=DATA_POSITION)
   # Seed of file/record shuffling; None: from runtime.seed.
-  seed: Optional[int] = None
+  seed: Optional[int] = setting(None, resume=DATA_POSITION)
   # Train on files without a matching <file>.summary.json (data_prep's
   # record of counts, vocab_size and lengths); see tasks/pretraining.py.
-  allow_unverified_input: bool = False
+  allow_unverified_input: bool = setting(False, resume=SAFE)
+
+
+@dataclasses.dataclass
+class PretrainingTrainerConfig(experiment_config.TrainerConfig):
+  best_metric: str = setting("masked_lm_accuracy", resume=SAFE)
 
 
 @dataclasses.dataclass
 class PretrainingExperimentConfig(experiment_config.ExperimentConfig):
   data: PretrainingDataConfig = dataclasses.field(
       default_factory=PretrainingDataConfig)
+  trainer: PretrainingTrainerConfig = dataclasses.field(
+      default_factory=PretrainingTrainerConfig)
 
   def validate_data(self):
     """Raises ValueError naming the first bad data field."""
@@ -99,8 +107,8 @@ class PretrainingExperimentConfig(experiment_config.ExperimentConfig):
 class PretrainingServingParams(serving_params.ServingParams):
   """Export settings: the `serving` export is the encoder with text in."""
   # 1: a `text` input; 2: `text_a`, `text_b`.
-  num_text_fields: int = 1
-  export_settable = frozenset({"num_text_fields"})
+  num_text_fields: int = setting(1, export=True, flag="1 (`text`) or 2 "
+                                "text inputs.")
 
   def validate(self):
     super().validate()
@@ -251,6 +259,13 @@ class PretrainingTask(base_task.Task):
     pretraining_summary.check_one_tokenizer(
         self._described, " and ".join(f"data.{k}" for k in sorted(
             self._validated)))
+
+  def input_files(self, training):
+    pattern = self.data.input_path if training else self.data.eval_input_path
+    return pretraining_dataloader.list_files(pattern) if pattern else []
+
+  def bad_input(self, error):
+    return pretraining_dataloader.bad_input(error)
 
   def data_tokenizer(self) -> Dict[str, Any]:
     """The tokenizer of the data (spm_model_file, do_lower_case) from its

@@ -8,6 +8,7 @@ from typing import Optional
 
 import tensorflow as tf
 
+from albert_tf.core.settings import DATA_POSITION, SAFE, setting
 from albert_tf.data import finetune_features
 from albert_tf.data import squad_checks
 from albert_tf.data import squad_data
@@ -20,14 +21,24 @@ from albert_tf.tasks import squad_heads
 @dataclasses.dataclass
 class SquadDataConfig(finetune_lib.FinetuningDataConfig):
   # SQuAD JSON files.
-  train_file: str = ""
-  predict_file: str = ""
-  version_2_with_negative: bool = False
+  train_file: str = setting("", resume=DATA_POSITION,
+                            flag="SQuAD training JSON (data.train_file).")
+  predict_file: str = setting("", resume=SAFE, flag="SQuAD JSON to "
+                              "evaluate / predict (data.predict_file).")
+  version_2_with_negative: bool = setting(
+      False, flag="SQuAD 2.0 (unanswerable questions; "
+      "data.version_2_with_negative). squad_v2.0.yaml uses the original's "
+      "head (task.squad_head=xlnet); the simple head takes "
+      "task.with_answerability.")
   doc_stride: int = 128
   max_query_length: int = 64
-  n_best_size: int = 20
-  max_answer_length: int = 30
-  null_score_diff_threshold: float = 0.0
+  n_best_size: int = setting(20, resume=SAFE)
+  max_answer_length: int = setting(30, resume=SAFE)
+  null_score_diff_threshold: float = setting(
+      0.0, resume=SAFE, flag="v2.0: answer \"\" when null_odds exceeds this "
+      "(data.null_score_diff_threshold; use the best_f1_thresh of an eval "
+      "run; with task.squad_head=xlnet: when the null score reaches it, the "
+      "eval's null_score_diff_threshold).")
 
 
 @dataclasses.dataclass
@@ -54,21 +65,22 @@ class SquadServingParams(serving_params.ServingParams):
   """Export settings: the head, how text is packed and windowed, how spans
   are decoded."""
   squad_head: str = "simple"
-  with_answerability: bool = False
+  with_answerability: bool = setting(False, flag="SQuAD 2.0 simple head.")
   start_n_top: int = 5
   end_n_top: int = 5
-  max_query_length: int = 64
+  max_query_length: int = setting(64, flag="SQuAD: question tokens kept.")
   # Windows over contexts longer than one sequence (0: truncate; the
   # xlnet head needs windows).
-  doc_stride: int = 128
+  doc_stride: int = setting(128, export=True, flag="SQuAD: window stride "
+                            "over long contexts (default 128; 0 truncates).")
   # Contexts needing more windows are refused with an error.
-  max_windows: int = 32
-  max_answer_length: int = 30
+  max_windows: int = setting(32, export=True, flag="SQuAD export with "
+                             "doc-stride windows: longer contexts are "
+                             "refused with an error (default 32).")
+  max_answer_length: int = setting(30, export=True,
+                                   flag="SQuAD: longest answer.")
   # xlnet head: answer "" when the null score reaches this (None: never).
-  null_score_diff_threshold: Optional[float] = None
-  export_settable = frozenset({"doc_stride", "max_windows",
-                               "max_answer_length",
-                               "null_score_diff_threshold"})
+  null_score_diff_threshold: Optional[float] = setting(None, export=True)
 
   def validate(self):
     super().validate()

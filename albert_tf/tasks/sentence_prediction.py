@@ -8,6 +8,7 @@ from typing import List, Optional
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.core.settings import DATA_POSITION, setting
 from albert_tf.data import finetune_features
 from albert_tf.data import glue_data
 from albert_tf.data import label_names
@@ -22,9 +23,11 @@ from albert_tf.tasks import registry
 @dataclasses.dataclass
 class GlueDataConfig(finetune_lib.FinetuningDataConfig):
   # GLUE task name (cola, sst-2, mrpc, sts-b, qqp, mnli, qnli, rte, wnli).
-  task_name: str = ""
+  task_name: str = setting("", flag="GLUE task (data.task_name): "
+                           f"{', '.join(glue_data.TASK_NAMES)}.")
   # The task's GLUE directory (train.tsv, dev*.tsv, test*.tsv).
-  data_dir: str = ""
+  data_dir: str = setting("", resume=DATA_POSITION,
+                          flag="The task's GLUE directory (data.data_dir).")
 
 
 @dataclasses.dataclass
@@ -35,13 +38,14 @@ class GlueExperimentConfig(finetune_lib.FinetuningExperimentConfig):
 @dataclasses.dataclass
 class SentenceServingParams(serving_params.ServingParams):
   """Export settings of a classifier (num_labels > 1) or a regressor (1)."""
-  num_labels: int = 2
+  num_labels: int = setting(2, flag="Classification: classes.")
   # Names of label ids 0, 1, ... (default "0", "1", ...); renaming at
   # export keeps the order.
-  label_names: Optional[List[str]] = None
+  label_names: Optional[List[str]] = setting(
+      None, export=True, flag="Classification: class names (a run's: "
+      "renamed in their order).")
   # 1: a `text` input; 2: `text_a`, `text_b`.
-  num_text_fields: int = 1
-  export_settable = frozenset({"label_names"})
+  num_text_fields: int = setting(1, flag="1 (`text`) or 2 text inputs.")
 
   @property
   def regression(self) -> bool:

@@ -155,7 +155,8 @@ def test_token_id_beyond_vocab_is_named_by_the_input_pipeline(
     for _ in ds:
       pass
   # What the trainer reports (after saving): one line naming both.
-  error = actions.input_data_error(info.value, lambda: [path], 3, "saved x")
+  error = actions.input_data_error(info.value, lambda: [path], 3, "saved x",
+                                   pretraining_dataloader.bad_input(info.value))
   assert isinstance(error, actions.InputDataError)
   assert str(error).startswith(
       f"Token id out of range: {path}: record 7 holds token id 1500 but "
