@@ -10,3 +10,4 @@ from albert_tf.tasks import multiple_choice
 from albert_tf.tasks import pretraining
 from albert_tf.tasks import question_answering
 from albert_tf.tasks import sentence_prediction
+from albert_tf.tasks import tagging

@@ -1,0 +1,214 @@
+"""Token classification (named entities and other IOB2 tagging) on CoNLL
+files, registered as `tagging` (Model Garden's name):
+
+  python -m albert_tf.run_finetuning --task=tagging --data_dir=conll \
+    --config_file=models/albert_base_v2.yaml \
+    --spm_model_file=albert_base/30k-clean.model \
+    --init_checkpoint=albert_base/model.ckpt-best --model_dir=/tmp/ner
+
+--data_dir holds train.txt, dev.txt and optionally test.txt
+(albert_tf/data/conll_data.py). The labels are those of train.txt ("O"
+first, the others sorted) unless data.label_names gives them. `eval`
+reports conlleval's entity-level precision / recall / F1 on dev.txt
+(tagging_metrics.py) into eval_results.json; `predict` writes
+<output_dir>/predictions.txt (test.txt, else dev.txt, each line with its
+predicted label appended); `export` serves text -> a label per word
+(serving/token_module.py).
+"""
+
+import dataclasses
+import os
+from typing import List
+
+import numpy as np
+import tensorflow as tf
+import tf_keras
+
+from albert_tf.core import run_record
+from albert_tf.core.settings import DATA_POSITION, setting
+from albert_tf.data import conll_data
+from albert_tf.data import finetune_features
+from albert_tf.data import label_names as label_names_lib
+from albert_tf.modeling.layers.downstream_heads import ClassificationHead
+from albert_tf.modeling.networks.albert_encoder import encoder_inputs
+from albert_tf.serving import serving_params
+from albert_tf.serving import token_module
+from albert_tf.tasks import finetuning as finetune_lib
+from albert_tf.tasks import registry
+from albert_tf.tasks import tagging_metrics
+
+FILES = {"train": "train.txt", "dev": "dev.txt", "test": "test.txt"}
+PREDICTIONS_FILE = "predictions.txt"
+
+
+@dataclasses.dataclass
+class TaggingDataConfig(finetune_lib.FinetuningDataConfig):
+  data_dir: str = setting("", resume=DATA_POSITION, flag="The CoNLL "
+                          "directory: train.txt, dev.txt, optional test.txt "
+                          "(data.data_dir).")
+  # The IOB2 labels in output order; []: those of train.txt.
+  label_names: List[str] = setting(
+      [], flag="The IOB2 labels in output order (data.label_names; default: "
+      "those of train.txt, O first).")
+
+
+@dataclasses.dataclass
+class TaggingExperimentConfig(finetune_lib.FinetuningExperimentConfig):
+  data: TaggingDataConfig = dataclasses.field(
+      default_factory=TaggingDataConfig)
+
+
+@dataclasses.dataclass
+class TaggingServingParams(serving_params.ServingParams):
+  """Export settings: the labels of the model's outputs."""
+  label_names: List[str] = setting([])
+
+  def validate(self):
+    super().validate()
+    if not self.label_names:
+      raise ValueError("label_names: a tagging export needs the labels "
+                       "(--label_names)")
+    label_names_lib.check_names(self.label_names)
+
+
+class TokenClassifier(tf_keras.Model):
+  """Encoder + a label per position: {"logits": [batch, seq, labels]}."""
+
+  def __init__(self, encoder, num_labels, dropout_rate=0.1, **kwargs):
+    head = ClassificationHead(
+        num_labels, initializer_range=encoder.config.initializer_range,
+        dropout_rate=dropout_rate, name="token_classification_head")
+    inputs = encoder_inputs()
+    sequence = encoder(inputs)["sequence_output"]  # [batch, seq, H]
+    super().__init__(inputs=inputs, outputs={"logits": head(sequence)},
+                     **kwargs)
+    self.encoder, self.head, self.num_labels = encoder, head, num_labels
+
+  @property
+  def checkpoint_items(self):
+    return dict(encoder=self.encoder, head=self.head)
+
+
+@registry.register_task
+class TaggingTask(finetune_lib.FinetuneTask):
+  """IOB2 tagging of each word's first piece."""
+
+  name = "tagging"
+  config_cls = TaggingExperimentConfig
+  serving_params_cls = TaggingServingParams
+  serving_tasks = {"tagging": {}}
+
+  def __init__(self, config, model_dir):
+    super().__init__(config, model_dir)
+    if not self.data.data_dir:
+      raise ValueError("data.data_dir (--data_dir) is required")
+    self._labels = None
+    self._sentences = {}
+
+  @property
+  def labels(self) -> List[str]:
+    """The config's, else the run record's, else train.txt's."""
+    if self._labels is None:
+      record = run_record.read(self.model_dir) if self.model_dir else None
+      self._labels = label_names_lib.check_names(
+          self.data.label_names or (record and record.facts.get(
+              "label_names")) or conll_data.label_list(
+                  self.read_examples("train")))
+    return self._labels
+
+  @classmethod
+  def model_for(cls, kind, model_config, params, dropout_rate=0.0):
+    del kind
+    return TokenClassifier(finetune_lib.encoder(model_config),
+                           len(params.label_names), dropout_rate)
+
+  def feature_spec(self):
+    return conll_data.feature_spec(self.data.max_seq_length)
+
+  def split_path(self, split):
+    return os.path.join(self.data.data_dir, FILES[split])
+
+  def read_examples(self, split):
+    if split not in self._sentences:
+      sentences = conll_data.read_sentences(self.split_path(split),
+                                            labelled=split != "test")
+      # Labels outside the run's are refused before training; train.txt's
+      # are the run's unless the config or the record gave them first.
+      if sentences and sentences[0].labels is not None and (
+          split != "train" or self._labels is not None):
+        conll_data.check_labels(sentences, self.labels,
+                                "data.label_names, the run record or "
+                                "train.txt")
+      self._sentences[split] = sentences
+    return self._sentences[split]
+
+  def cached_records(self, split, examples=None):
+    path_in = self.split_path(split)
+    fp = finetune_features.fingerprint(
+        [path_in], self.tokenizer, max_seq_length=self.data.max_seq_length,
+        labels=self.labels)
+    path = os.path.join(self.cache_dir, f"tagging_{split}_{fp}.tf_record")
+
+    def build(out):
+      finetune_features.write_records(out, conll_data.convert_sentences(
+          examples or self.read_examples(split), self.tokenizer,
+          {l: i for i, l in enumerate(self.labels)},
+          self.data.max_seq_length))
+    return finetune_features.cached_records(path, build)
+
+  def check_data_files(self, training):
+    path = self.split_path(self.train_split if training else self.eval_split)
+    if not os.path.isfile(path):
+      raise FileNotFoundError(f"CoNLL file not found: {path} "
+                              "(data.data_dir / --data_dir)")
+
+  def loss_normalizers(self, features):
+    return {"count": tf.reduce_sum(self._weights(features))}
+
+  def _weights(self, features):
+    """1.0 at each real word's first piece, else 0.0 ([batch, seq])."""
+    labelled = tf.cast(features["label_ids"] >= 0, tf.float32)
+    return labelled * self.valid(features)[:, None]
+
+  def compute_sums(self, model, features, training):
+    logits = model(self.model_inputs(features), training=training)["logits"]
+    # Ignored positions (label -1) weigh 0; any class id stands in for them.
+    return finetune_lib.softmax_sums(
+        logits, tf.maximum(features["label_ids"], 0), self._weights(features))
+
+  def predict_split(self, trainer, split):
+    """(sentences, the predicted label of each word)."""
+    sentences, logits = self.predict_logits(trainer, split)
+    piece_labels = np.argmax(logits, axis=-1)  # [sentences, seq]
+    predicted = []
+    for row, pieces in zip(piece_labels, conll_data.word_pieces(
+        self.tokenizer, sentences)):
+      predicted.append([self.labels[row[p]] if p >= 0 else
+                        token_module.OUTSIDE
+                        for p in conll_data.first_positions(pieces)])
+    return sentences, predicted
+
+  def evaluate(self, trainer, output_dir):
+    sentences, predicted = self.predict_split(trainer, self.eval_split)
+    results = tagging_metrics.entity_scores([s.labels for s in sentences],
+                                            predicted)
+    results.update(step=int(trainer.global_step.numpy()),
+                   num_sentences=len(sentences))
+    return results
+
+  def predict(self, trainer, output_dir):
+    split = "test" if os.path.isfile(self.split_path("test")) else "dev"
+    sentences, predicted = self.predict_split(trainer, split)
+    return [conll_data.write_predictions(
+        os.path.join(output_dir, PREDICTIONS_FILE), sentences, predicted)]
+
+  # --- Export ---
+
+  def serving_params(self, recorded_facts):
+    return TaggingServingParams(
+        label_names=list(recorded_facts.get("label_names") or self.labels),
+        **self.base_serving_params())
+
+  @classmethod
+  def module_for(cls, params):
+    return token_module.TokenClassificationModule
