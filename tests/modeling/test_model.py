@@ -330,6 +330,55 @@ def test_mixed_precision_policy():
     np.testing.assert_allclose(out[key], ref[key], atol=5e-2)
 
 
+def _traced_ops(model, inputs, training):
+  """The ops of `model(inputs, training=...)` traced as a tf.function, and
+  the graph's placeholder for each captured variable handle (by name)."""
+  graph = tf.function(lambda: model(inputs, training=training)
+                      ).get_concrete_function().graph
+  handles = {id(external): internal for external, internal in graph.captures}
+  return graph.get_operations(), {
+      v.name: handles.get(id(v.handle)) for v in model.weights}
+
+
+def test_bfloat16_casts_shared_weights_once_and_fuses_layer_norm():
+  """Under mixed_bfloat16 a call casts each shared weight to bfloat16 once,
+  not once per layer that shares it; at inference each block's LayerNorm is
+  one FusedBatchNormV3 (the form oneDNN fuses), within bfloat16 of
+  Keras' float32 LayerNorm (training's) and of the float32 model."""
+  config = tiny_config(num_hidden_layers=3)
+  reference = AlbertEncoder(config)
+  rng = np.random.default_rng(0)
+  for v in reference.weights:  # LayerNorms not the identity they start as
+    if "layer_norm" in v.name:
+      v.assign(v + rng.normal(0, 0.3, v.shape).astype(np.float32))
+  tf_keras.mixed_precision.set_global_policy("mixed_bfloat16")
+  try:
+    mixed = AlbertEncoder(config)
+  finally:
+    tf_keras.mixed_precision.set_global_policy("float32")
+  mixed.set_weights(reference.get_weights())
+  inputs = random_inputs(config)
+  kernel = mixed.transformer.ffn_layers[0].intermediate.kernel.name
+  for training in (False, True):
+    ops, placeholders = _traced_ops(mixed, inputs, training)
+    reads = [op for op in ops if op.type == "ReadVariableOp" and
+             op.inputs[0] is placeholders[kernel]]
+    assert len(reads) == 1, (training, len(reads))
+    norms = [op for op in ops if op.type == "FusedBatchNormV3"]
+    assert len(norms) == (0 if training else 2 * config.num_hidden_layers)
+  ops, _ = _traced_ops(reference, inputs, False)
+  assert not [op for op in ops if op.type == "FusedBatchNormV3"]
+
+  want = reference(inputs)["sequence_output"].numpy()
+  fused = mixed(inputs, training=False)["sequence_output"].numpy()
+  keras_norm = mixed(inputs, training=True)["sequence_output"].numpy()
+  assert fused.dtype == np.float32
+  scale = np.abs(want).max()
+  assert np.abs(fused - want).max() / scale < 0.05
+  assert np.abs(fused - keras_norm).max() / scale < 0.05
+  assert not np.array_equal(fused, keras_norm)  # really the fused form
+
+
 def test_invalid_configs_name_the_field():
   cases = {
       "num_attention_heads": dict(hidden_size=30, num_attention_heads=4),
