@@ -283,13 +283,14 @@ class SharedTransformerStack(layer_utils.UnconvertedLayer):
     bias = attention_bias(input_mask, x.dtype)  # [batch, 1, 1, seq]
     x = tf.reshape(x, [-1, self.hidden_size])  # [batch*seq, H]
     # Each sublayer's fused Q/K/V weights once per call, not once per layer
-    # that shares it (12 concats of [H, 3H] at ALBERT-base), and under a
-    # mixed policy its other kernels and biases in the compute dtype (12
-    # casts of each at ALBERT-base; the layers' gradients of a weight are
-    # then summed in the compute dtype before one cast back, as the fused
-    # Q/K/V's always were). Not with recompute_grad: it differentiates only
-    # the variables read inside.
-    cast = x.dtype != self.dtype
+    # that shares it (12 concats of [H, 3H] at ALBERT-base). Not with
+    # recompute_grad: it differentiates only the variables read inside.
+    # Under a mixed policy at inference, also its other kernels and biases
+    # in the compute dtype (12 casts of each at ALBERT-base, a tenth of a
+    # batch-1 bfloat16 call). Not in training, where it did not measurably
+    # help and would sum a weight's per-layer gradients in bfloat16.
+    inference = not tf.is_tensor(training) and not training
+    cast = x.dtype != self.dtype and inference
     weights = {"attention": {}, "ffn": {}}
     if not self.gradient_checkpointing:
       weights = {name: {i: sublayer.shared_weights(x.dtype, cast)
@@ -300,8 +301,7 @@ class SharedTransformerStack(layer_utils.UnconvertedLayer):
     # LayerNorms as one fused op on bfloat16 (training keeps Keras' float32
     # LayerNorm and its gradient; float16 keeps it too: cuDNN's batch norm
     # takes no epsilon below 1e-5).
-    fused_norm = (x.dtype == tf.bfloat16 and not tf.is_tensor(training) and
-                  not training)
+    fused_norm = x.dtype == tf.bfloat16 and inference
     outputs = []
     for layer in range(self.num_hidden_layers):
       x = self._layer_fn(layer, bias, batch, seq, training, weights,
