@@ -309,17 +309,24 @@ def test_gradient_checkpointing_gives_same_gradients():
     np.testing.assert_allclose(tf.convert_to_tensor(a), tf.convert_to_tensor(b), atol=1e-5)
 
 
+def _mixed_copy(model_cls, config, policy, reference):
+  """`model_cls(config)` built under the Keras `policy`, with `reference`'s
+  weights."""
+  tf_keras.mixed_precision.set_global_policy(policy)
+  try:
+    mixed = model_cls(config)
+  finally:
+    tf_keras.mixed_precision.set_global_policy("float32")
+  mixed.set_weights(reference.get_weights())
+  return mixed
+
+
 def test_mixed_precision_policy():
   config = tiny_config()
   reference = AlbertPretrainer(config)
   inputs = dict(random_inputs(config), masked_lm_positions=np.array(
       [[1, 2], [3, 4], [0, 5]], np.int32))
-  tf_keras.mixed_precision.set_global_policy("mixed_float16")
-  try:
-    mixed = AlbertPretrainer(config)
-  finally:
-    tf_keras.mixed_precision.set_global_policy("float32")
-  mixed.set_weights(reference.get_weights())
+  mixed = _mixed_copy(AlbertPretrainer, config, "mixed_float16", reference)
   attention = mixed.encoder.transformer.attention_layers[0]
   assert attention.compute_dtype == "float16"
   assert attention.layer_norm.compute_dtype == "float32"
@@ -352,12 +359,7 @@ def test_bfloat16_casts_shared_weights_once_and_fuses_layer_norm():
   for v in reference.weights:  # LayerNorms not the identity they start as
     if "layer_norm" in v.name:
       v.assign(v + rng.normal(0, 0.3, v.shape).astype(np.float32))
-  tf_keras.mixed_precision.set_global_policy("mixed_bfloat16")
-  try:
-    mixed = AlbertEncoder(config)
-  finally:
-    tf_keras.mixed_precision.set_global_policy("float32")
-  mixed.set_weights(reference.get_weights())
+  mixed = _mixed_copy(AlbertEncoder, config, "mixed_bfloat16", reference)
   inputs = random_inputs(config)
   kernel = mixed.transformer.ffn_layers[0].intermediate.kernel.name
   for training in (False, True):
