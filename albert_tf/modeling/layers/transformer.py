@@ -86,7 +86,7 @@ class SelfAttention(layer_utils.UnconvertedLayer):
 
   def call(self, x, bias, batch, seq, training=None, weights=None,
            fused_norm=False):
-    """`weights`: `shared_weights(x.dtype)` made once for several calls (a
+    """`weights`: `shared_weights(x.dtype, ...)` made once for several calls (a
     shared layer: the concat and casts of the kernels are then not redone
     per layer). `fused_norm`: the LayerNorm as `fused_layer_norm`."""
     heads, head_size = self.num_attention_heads, self.head_size
@@ -167,7 +167,8 @@ class FeedForward(layer_utils.UnconvertedLayer):
             "output": layer_utils.cast_dense(self.output_dense, dtype)}
 
   def call(self, x, training=None, weights=None, fused_norm=False):
-    """`weights`: `shared_weights(x.dtype)`, or None to read the layers'.
+    """`weights`: `shared_weights(x.dtype, ...)`, or None to read the
+    layers'.
     `fused_norm`: the LayerNorm as `fused_layer_norm`."""
     weights = weights or {}
     h = layer_utils.apply_dense(self.intermediate, x,
