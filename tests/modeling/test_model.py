@@ -309,17 +309,24 @@ def test_gradient_checkpointing_gives_same_gradients():
     np.testing.assert_allclose(tf.convert_to_tensor(a), tf.convert_to_tensor(b), atol=1e-5)
 
 
+def _mixed_copy(model_cls, config, policy, reference):
+  """`model_cls(config)` built under the Keras `policy`, with `reference`'s
+  weights."""
+  tf_keras.mixed_precision.set_global_policy(policy)
+  try:
+    mixed = model_cls(config)
+  finally:
+    tf_keras.mixed_precision.set_global_policy("float32")
+  mixed.set_weights(reference.get_weights())
+  return mixed
+
+
 def test_mixed_precision_policy():
   config = tiny_config()
   reference = AlbertPretrainer(config)
   inputs = dict(random_inputs(config), masked_lm_positions=np.array(
       [[1, 2], [3, 4], [0, 5]], np.int32))
-  tf_keras.mixed_precision.set_global_policy("mixed_float16")
-  try:
-    mixed = AlbertPretrainer(config)
-  finally:
-    tf_keras.mixed_precision.set_global_policy("float32")
-  mixed.set_weights(reference.get_weights())
+  mixed = _mixed_copy(AlbertPretrainer, config, "mixed_float16", reference)
   attention = mixed.encoder.transformer.attention_layers[0]
   assert attention.compute_dtype == "float16"
   assert attention.layer_norm.compute_dtype == "float32"
@@ -328,6 +335,51 @@ def test_mixed_precision_policy():
   for key in ("mlm_logits", "sop_logits"):
     assert out[key].dtype == tf.float32
     np.testing.assert_allclose(out[key], ref[key], atol=5e-2)
+
+
+def _traced_ops(model, inputs, training):
+  """The ops of `model(inputs, training=...)` traced as a tf.function, and
+  the graph's placeholder for each captured variable handle (by name)."""
+  graph = tf.function(lambda: model(inputs, training=training)
+                      ).get_concrete_function().graph
+  handles = {id(external): internal for external, internal in graph.captures}
+  return graph.get_operations(), {
+      v.name: handles.get(id(v.handle)) for v in model.weights}
+
+
+def test_bfloat16_casts_shared_weights_once_and_fuses_layer_norm():
+  """Under mixed_bfloat16 at inference a call casts each shared weight to
+  bfloat16 once, not once per layer that shares it (training still casts
+  per layer), and each block's LayerNorm is one FusedBatchNormV3 (the form
+  oneDNN fuses), within bfloat16 of Keras' float32 LayerNorm (training's)
+  and of the float32 model."""
+  config = tiny_config(num_hidden_layers=3)
+  reference = AlbertEncoder(config)
+  rng = np.random.default_rng(0)
+  for v in reference.weights:  # LayerNorms not the identity they start as
+    if "layer_norm" in v.name:
+      v.assign(v + rng.normal(0, 0.3, v.shape).astype(np.float32))
+  mixed = _mixed_copy(AlbertEncoder, config, "mixed_bfloat16", reference)
+  inputs = random_inputs(config)
+  kernel = mixed.transformer.ffn_layers[0].intermediate.kernel.name
+  for training in (False, True):
+    ops, placeholders = _traced_ops(mixed, inputs, training)
+    reads = [op for op in ops if op.type == "ReadVariableOp" and
+             op.inputs[0] is placeholders[kernel]]
+    assert len(reads) == (config.num_hidden_layers if training else 1)
+    norms = [op for op in ops if op.type == "FusedBatchNormV3"]
+    assert len(norms) == (0 if training else 2 * config.num_hidden_layers)
+  ops, _ = _traced_ops(reference, inputs, False)
+  assert not [op for op in ops if op.type == "FusedBatchNormV3"]
+
+  want = reference(inputs)["sequence_output"].numpy()
+  fused = mixed(inputs, training=False)["sequence_output"].numpy()
+  keras_norm = mixed(inputs, training=True)["sequence_output"].numpy()
+  assert fused.dtype == np.float32
+  scale = np.abs(want).max()
+  assert np.abs(fused - want).max() / scale < 0.05
+  assert np.abs(fused - keras_norm).max() / scale < 0.05
+  assert not np.array_equal(fused, keras_norm)  # really the fused form
 
 
 def test_invalid_configs_name_the_field():

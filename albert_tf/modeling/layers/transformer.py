@@ -27,6 +27,13 @@ def attention_bias(input_mask, dtype):
   return (1.0 - mask) * tf.cast(-10000.0, dtype)
 
 
+def norm(layer_norm, x, fused):
+  """A sublayer's LayerNorm of `x`, in `x`'s dtype."""
+  if fused:
+    return layer_utils.fused_layer_norm(layer_norm, x)
+  return tf.cast(layer_norm(x), x.dtype)
+
+
 @tf_keras.utils.register_keras_serializable(package="albert_tf")
 class SelfAttention(layer_utils.UnconvertedLayer):
   """Multi-head self-attention, output projection, residual, LayerNorm.
@@ -68,12 +75,24 @@ class SelfAttention(layer_utils.UnconvertedLayer):
     return (tf.concat([tf.cast(l.kernel, dtype) for l in layers], axis=1),
             tf.concat([tf.cast(l.bias, dtype) for l in layers], axis=0))
 
-  def call(self, x, bias, batch, seq, training=None, qkv_weights=None):
-    """`qkv_weights`: `fused_qkv(x.dtype)` made once for several calls (a
-    shared layer: the concat of the kernels is then not redone per layer)."""
+  def shared_weights(self, dtype, cast):
+    """The weights `call` takes as `weights`, made once for every layer that
+    shares this sublayer: the fused Q/K/V, and with `cast` the output
+    projection in the compute `dtype`."""
+    weights = {"qkv": self.fused_qkv(dtype)}
+    if cast:
+      weights["output"] = layer_utils.cast_dense(self.output_dense, dtype)
+    return weights
+
+  def call(self, x, bias, batch, seq, training=None, weights=None,
+           fused_norm=False):
+    """`weights`: `shared_weights(x.dtype, ...)` made once for several calls (a
+    shared layer: the concat and casts of the kernels are then not redone
+    per layer). `fused_norm`: the LayerNorm as `fused_layer_norm`."""
     heads, head_size = self.num_attention_heads, self.head_size
     dtype = x.dtype
-    kernel, qkv_bias = qkv_weights or self.fused_qkv(dtype)
+    weights = weights or {}
+    kernel, qkv_bias = weights.get("qkv") or self.fused_qkv(dtype)
     qkv = tf.matmul(x, kernel) + qkv_bias  # [batch*seq, 3H]
     # tf.split, not slicing: its gradient is one concat, where each slice's
     # gradient would write a zero-filled copy of the whole [batch*seq, 3H].
@@ -91,9 +110,10 @@ class SelfAttention(layer_utils.UnconvertedLayer):
     context = tf.matmul(probs, v)  # [batch, heads, seq, d]
     context = tf.transpose(context, [0, 2, 1, 3])  # [batch, seq, heads, d]
     context = tf.reshape(context, [-1, self.hidden_size])  # [batch*seq, H]
-    out = self.output_dense(context)
+    out = layer_utils.apply_dense(self.output_dense, context,
+                                  weights.get("output"))
     out = self.output_dropout(out, training=training)
-    return tf.cast(self.layer_norm(x + out), dtype)
+    return norm(self.layer_norm, x + out, fused_norm)
 
   def get_config(self):
     config = super().get_config()
@@ -137,11 +157,26 @@ class FeedForward(layer_utils.UnconvertedLayer):
     layer_utils.build_in_scope(self.layer_norm, [None, self.hidden_size])
     super().build(input_shape)
 
-  def call(self, x, training=None):
-    h = self.intermediate(x)  # [batch*seq, I]
-    out = self.output_dense(h)  # [batch*seq, H]
+  def shared_weights(self, dtype, cast):
+    """The weights `call` takes as `weights`: with `cast`, both kernels and
+    biases in the compute `dtype`, made once for every layer that shares
+    this sublayer; none otherwise."""
+    if not cast:
+      return {}
+    return {"intermediate": layer_utils.cast_dense(self.intermediate, dtype),
+            "output": layer_utils.cast_dense(self.output_dense, dtype)}
+
+  def call(self, x, training=None, weights=None, fused_norm=False):
+    """`weights`: `shared_weights(x.dtype, ...)`, or None to read the
+    layers'.
+    `fused_norm`: the LayerNorm as `fused_layer_norm`."""
+    weights = weights or {}
+    h = layer_utils.apply_dense(self.intermediate, x,
+                                weights.get("intermediate"))  # [batch*seq, I]
+    out = layer_utils.apply_dense(self.output_dense, h,
+                                  weights.get("output"))  # [batch*seq, H]
     out = self.dropout(out, training=training)
-    return tf.cast(self.layer_norm(x + out), x.dtype)
+    return norm(self.layer_norm, x + out, fused_norm)
 
   def get_config(self):
     config = super().get_config()
@@ -227,14 +262,18 @@ class SharedTransformerStack(layer_utils.UnconvertedLayer):
     return (sublayer_indices(layer, inner, *shape, self.share_attention),
             sublayer_indices(layer, inner, *shape, self.share_ffn))
 
-  def _layer_fn(self, layer, bias, batch, seq, training, qkv_weights):
+  def _layer_fn(self, layer, bias, batch, seq, training, weights,
+                fused_norm):
     def apply(x):
       for inner in range(self.inner_group_num):
         attention, ffn = self.block_indices(layer, inner)
         x = self.attention_layers[attention](
             x, bias, batch, seq, training=training,
-            qkv_weights=qkv_weights.get(attention))
-        x = self.ffn_layers[ffn](x, training=training)
+            weights=weights["attention"].get(attention),
+            fused_norm=fused_norm)
+        x = self.ffn_layers[ffn](x, training=training,
+                                 weights=weights["ffn"].get(ffn),
+                                 fused_norm=fused_norm)
       return x
     if self.gradient_checkpointing:
       return tf.recompute_grad(apply)
@@ -244,15 +283,30 @@ class SharedTransformerStack(layer_utils.UnconvertedLayer):
     batch, seq = tf.shape(x)[0], tf.shape(x)[1]
     bias = attention_bias(input_mask, x.dtype)  # [batch, 1, 1, seq]
     x = tf.reshape(x, [-1, self.hidden_size])  # [batch*seq, H]
-    # Each attention sublayer's fused Q/K/V weights once per call, not once
-    # per layer that shares it (12 concats of [H, 3H] at ALBERT-base). Not
-    # with recompute_grad: it differentiates only the variables read inside.
-    qkv_weights = {} if self.gradient_checkpointing else {
-        i: layer.fused_qkv(x.dtype)
-        for i, layer in enumerate(self.attention_layers)}
+    # Each sublayer's fused Q/K/V weights once per call, not once per layer
+    # that shares it (12 concats of [H, 3H] at ALBERT-base). Not with
+    # recompute_grad: it differentiates only the variables read inside.
+    # Under a mixed policy at inference, also its other kernels and biases
+    # in the compute dtype (12 casts of each at ALBERT-base, a tenth of a
+    # batch-1 bfloat16 call). Not in training, where it did not measurably
+    # help and would sum a weight's per-layer gradients in bfloat16.
+    inference = not tf.is_tensor(training) and not training
+    cast = x.dtype != self.dtype and inference
+    weights = {"attention": {}, "ffn": {}}
+    if not self.gradient_checkpointing:
+      weights = {name: {i: sublayer.shared_weights(x.dtype, cast)
+                        for i, sublayer in enumerate(layers)}
+                 for name, layers in (("attention", self.attention_layers),
+                                      ("ffn", self.ffn_layers))}
+    # Computing in bfloat16 at inference (the bfloat16 SavedModel), the
+    # LayerNorms as one fused op on bfloat16 (training keeps Keras' float32
+    # LayerNorm and its gradient; float16 keeps it too: cuDNN's batch norm
+    # takes no epsilon below 1e-5).
+    fused_norm = x.dtype == tf.bfloat16 and inference
     outputs = []
     for layer in range(self.num_hidden_layers):
-      x = self._layer_fn(layer, bias, batch, seq, training, qkv_weights)(x)
+      x = self._layer_fn(layer, bias, batch, seq, training, weights,
+                         fused_norm)(x)
       outputs.append(tf.reshape(x, [batch, seq, self.hidden_size]))
     return outputs
 
