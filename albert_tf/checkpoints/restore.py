@@ -198,14 +198,6 @@ def _assign_tf1_heads(found, report):
       report.extras.pop(name, None)
 
 
-def tf1_global_step(prefix, reader=None):
-  """A TF1 checkpoint's `global_step`, or None."""
-  reader = reader or cw.open_reader(prefix)
-  if "global_step" not in reader.get_variable_to_shape_map():
-    return None
-  return int(reader.get_tensor("global_step"))
-
-
 def _restore_converted(model, prefix, reader, layout, want_heads,
                        allow_missing_heads, init_from_group0, step):
   """tf1 / model_garden / group-0 init: canonical arrays, then assignment
@@ -243,9 +235,8 @@ def _restore_converted(model, prefix, reader, layout, want_heads,
     object_layout.restore_parts({h: all_parts[h] for h in held}, prefix)
   restored = ["encoder"] + held
   if step is not None and layout == "tf1":
-    global_step = tf1_global_step(prefix, reader)
-    if global_step is not None:
-      step.assign(global_step)
+    if "global_step" in reader.get_variable_to_shape_map():
+      step.assign(int(reader.get_tensor("global_step")))
       restored.append("step")
   return RestoreReport(prefix, report.layout, restored,
                        fresh if want_heads else others, report)
