@@ -15,6 +15,7 @@ import sys
 import typing
 from typing import Any, Dict, Sequence
 
+from absl import app
 from absl import flags
 from absl import logging
 import tensorflow as tf
@@ -246,6 +247,19 @@ def export_request() -> tasks_export.ExportRequest:
       max_first_segment_length=FLAGS.max_first_segment_length,
       export_format=FLAGS.format, precision=FLAGS.precision,
       representative_examples=FLAGS.representative_examples)
+
+
+def training_tool(task_cls, define_flags):
+  """(main, cli) of the training tool of `task_cls` whose flags
+  `define_flags()` defines; `cli` is its console-script entry point."""
+  def main(argv):
+    del argv
+    run_training(task_cls)
+
+  def cli():
+    define_flags()
+    app.run(main, flags_parser=parse_flags)
+  return main, cli
 
 
 def run_training(task_cls):

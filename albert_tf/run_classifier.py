@@ -15,8 +15,6 @@ eval_results.json), predict (test -> the GLUE server's <TASK>.tsv files),
 train_and_eval, export (serving SavedModel: text -> label).
 """
 
-from absl import app
-
 from albert_tf import cli_flags
 from albert_tf.tasks import sentence_prediction
 
@@ -25,16 +23,8 @@ def define_flags():
   cli_flags.define_finetuning_flags([sentence_prediction.ClassifierTask])
 
 
-def main(argv):
-  del argv
-  cli_flags.run_training(sentence_prediction.ClassifierTask)
-
-
-def cli():
-  """Console-script entry point (pyproject.toml)."""
-  define_flags()
-  app.run(main, flags_parser=cli_flags.parse_flags)
-
+main, cli = cli_flags.training_tool(
+    sentence_prediction.ClassifierTask, define_flags)
 
 if __name__ == "__main__":
   cli()

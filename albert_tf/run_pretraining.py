@@ -11,8 +11,6 @@ checkpoint exists, after checking the config against the run record
 (core/run_record.py). Exit code 143 when stopped by SIGTERM after saving.
 """
 
-from absl import app
-
 from albert_tf import cli_flags
 from albert_tf.tasks import pretraining
 
@@ -23,16 +21,7 @@ def define_flags():
       ["train", "eval", "train_and_eval", "continuous_eval"])
 
 
-def main(argv):
-  del argv
-  cli_flags.run_training(pretraining.PretrainingTask)
-
-
-def cli():
-  """Console-script entry point (pyproject.toml)."""
-  define_flags()
-  app.run(main, flags_parser=cli_flags.parse_flags)
-
+main, cli = cli_flags.training_tool(pretraining.PretrainingTask, define_flags)
 
 if __name__ == "__main__":
   cli()

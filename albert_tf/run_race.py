@@ -14,8 +14,6 @@ r"""Fine-tunes ALBERT on RACE (4-way multiple choice) with the generic trainer.
 test accuracy when the test files carry answers (the public ones do).
 """
 
-from absl import app
-
 from albert_tf import cli_flags
 from albert_tf.tasks import multiple_choice
 
@@ -24,16 +22,7 @@ def define_flags():
   cli_flags.define_finetuning_flags([multiple_choice.RaceTask])
 
 
-def main(argv):
-  del argv
-  cli_flags.run_training(multiple_choice.RaceTask)
-
-
-def cli():
-  """Console-script entry point (pyproject.toml)."""
-  define_flags()
-  app.run(main, flags_parser=cli_flags.parse_flags)
-
+main, cli = cli_flags.training_tool(multiple_choice.RaceTask, define_flags)
 
 if __name__ == "__main__":
   cli()

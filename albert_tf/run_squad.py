@@ -16,8 +16,6 @@ and best threshold) into eval_results.json. See albert_tf/data/squad_data.py for
 windowing, answer alignment and the no-answer rule.
 """
 
-from absl import app
-
 from albert_tf import cli_flags
 from albert_tf.tasks import question_answering
 
@@ -26,16 +24,7 @@ def define_flags():
   cli_flags.define_finetuning_flags([question_answering.SquadTask])
 
 
-def main(argv):
-  del argv
-  cli_flags.run_training(question_answering.SquadTask)
-
-
-def cli():
-  """Console-script entry point (pyproject.toml)."""
-  define_flags()
-  app.run(main, flags_parser=cli_flags.parse_flags)
-
+main, cli = cli_flags.training_tool(question_answering.SquadTask, define_flags)
 
 if __name__ == "__main__":
   cli()

@@ -112,13 +112,6 @@ def check_is_text(path, f):
                      "of --input_file")
 
 
-def remove_control_chars(text):
-  """Drops control/format characters and makes U+200B a space, as the
-  tokenizer does (`tokenization.clean_invisible`): words the tokenizer and
-  serving split stay apart. Whitespace is kept. Returns (text, changed)."""
-  return tokenization.clean_invisible(text)
-
-
 def check_text_file(path, opener=None):
   """Raises ValueError naming `path` if it is not text (see check_is_text):
   for launchers, before workers read it."""
@@ -188,7 +181,9 @@ def iter_clean_lines(path, stats, max_line_chars=100_000, progress=None,
           stats["invalid_utf8_lines"] += 1
           invalid_lines += 1
           first_invalid = first_invalid or lineno + 1
-        text, changed = remove_control_chars(text)
+        # Control characters go and U+200B is a space, as the tokenizer
+        # does: words the tokenizer and serving split stay apart.
+        text, changed = tokenization.clean_invisible(text)
         if changed:
           stats["control_char_lines"] += 1
         text = pending + text

@@ -210,39 +210,7 @@ def open_reader(path: str):
     ) from e
 
 
-# --- Object-based (TF2) checkpoint keys -------------------------------------
-
-
-def _escape(name: str) -> str:
-  # As tf.train.Checkpoint escapes object names in keys.
-  return name.replace(".", "..").replace("/", ".S")
-
-
-def object_checkpoint_keys(root_items: Mapping[str, object]
-                           ) -> Dict[str, tf.Variable]:
-  """Checkpoint key -> variable that `tf.train.Checkpoint(**root_items)` would
-  write, without writing anything.
-
-  Keys are the first path to each object in breadth-first order over the
-  tracked children, as TensorFlow assigns them.
-  """
-  root = tf.train.Checkpoint(**root_items)
-  seen = {id(root)}
-  out = {}
-  queue = collections.deque([(root, "")])
-  while queue:
-    obj, path = queue.popleft()
-    if isinstance(obj, tf.Variable):
-      out[f"{path}/.ATTRIBUTES/VARIABLE_VALUE"] = obj
-      continue
-    children = tf.train.TrackableView(obj).children(obj)
-    for name, child in children.items():
-      if id(child) in seen:
-        continue
-      seen.add(id(child))
-      child_path = f"{path}/{_escape(name)}" if path else _escape(name)
-      queue.append((child, child_path))
-  return out
+# --- Object-based (TF2) checkpoints ----------------------------------------
 
 
 def object_training_state_reason(key: str) -> Optional[str]:

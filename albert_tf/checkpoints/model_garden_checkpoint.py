@@ -25,6 +25,7 @@ import tf_keras
 
 from albert_tf.modeling import activations
 from albert_tf.checkpoints import canonical_weights as cw
+from albert_tf.checkpoints import object_layout
 from albert_tf.checkpoints import paths
 
 LAYOUT = "model_garden"
@@ -186,7 +187,7 @@ def read_model_garden_checkpoint(path: str, config, with_heads: bool = True
   stored = set(cw.open_reader(path).get_variable_to_shape_map())
   best = None
   for label, root in root_candidates(encoder, pretrainer):
-    keys = cw.object_checkpoint_keys(root)
+    keys = object_layout.object_checkpoint_keys(root)
     hits = len(stored & set(keys))
     if best is None or hits > best[0]:
       best = (hits, label, keys)

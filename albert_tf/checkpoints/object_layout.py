@@ -9,6 +9,10 @@ fill another class's head by accident, and any checkpoint warm-starts an
 encoder the same way. Training adds `optimizer`, `step` and so on beside them.
 """
 
+import collections
+from typing import Dict, Mapping
+
+from absl import logging
 import tensorflow as tf
 
 from albert_tf.checkpoints import canonical_weights as cw
@@ -38,13 +42,72 @@ def checkpoint_for(model, **extra):
   return tf.train.Checkpoint(**model_parts(model), **extra)
 
 
-def parts_in_checkpoint(path):
-  """The top-level names (parts) a checkpoint of our layout holds."""
-  return {name.split("/", 1)[0] for name, _ in tf.train.list_variables(path)}
+def object_checkpoint_keys(root_items: Mapping[str, object]
+                           ) -> Dict[str, tf.Variable]:
+  """Checkpoint key -> variable that `tf.train.Checkpoint(**root_items)` would
+  write, without writing anything: the first path to each object in
+  breadth-first order over the tracked children, as TensorFlow assigns them.
+  """
+  def escape(name):  # As tf.train.Checkpoint escapes object names in keys.
+    return name.replace(".", "..").replace("/", ".S")
+  root = tf.train.Checkpoint(**root_items)
+  seen = {id(root)}
+  out = {}
+  queue = collections.deque([(root, "")])
+  while queue:
+    obj, path = queue.popleft()
+    if isinstance(obj, tf.Variable):
+      out[f"{path}/.ATTRIBUTES/VARIABLE_VALUE"] = obj
+      continue
+    for name, child in tf.train.TrackableView(obj).children(obj).items():
+      if id(child) not in seen:
+        seen.add(id(child))
+        queue.append((child, f"{path}/{escape(name)}" if path
+                      else escape(name)))
+  return out
 
 
-# The primitives of our layout; `restore.restore` is what callers use (it
-# detects the layout, resolves the path and reports what it loaded).
+def held_parts(stored: Mapping[str, list]):
+  """The top-level names (parts) of a checkpoint of our layout, from its
+  variable -> shape map."""
+  return {name.split("/", 1)[0] for name in stored}
+
+
+def check_heads(model, path, wanted_heads, held_heads, allow_missing_heads):
+  """The wanted heads `path` lacks (kept fresh when allowed, else an error)."""
+  missing = [h for h in wanted_heads if h not in held_heads]
+  if missing and not allow_missing_heads:
+    raise CheckpointConversionError(
+        f"{path}: holds an encoder but not the {type(model).__name__} head "
+        f"({', '.join(missing)}): not a checkpoint of this model; restore "
+        "parts='encoder', or allow_missing_heads (--allow_random_head) to "
+        "keep fresh heads")
+  if missing:
+    logging.warning("%s has no %s; keeping their initial values", path,
+                    ", ".join(missing))
+  return missing
+
+
+def restore_model_parts(model, prefix, stored, with_heads,
+                        allow_missing_heads=False, step=None):
+  """`restore()` of a checkpoint of our layout: the encoder, the heads when
+  `with_heads`, `step` if given and saved. `stored`: the checkpoint's
+  variable -> shape map. Returns (parts restored, heads left fresh)."""
+  all_parts = model_parts(model)
+  held = held_parts(stored)
+  if "encoder" not in held:
+    raise CheckpointConversionError(
+        f"{prefix}: no encoder in this checkpoint (it holds {sorted(held)})")
+  others = [p for p in all_parts if p != "encoder"]
+  fresh = check_heads(model, prefix, others if with_heads else [], held,
+                      allow_missing_heads)
+  parts = {name: all_parts[name]
+           for name in ["encoder"] + (others if with_heads else [])
+           if name not in fresh}
+  if step is not None and "step" in held:
+    parts["step"] = step
+  _read_parts(parts, prefix, stored)
+  return list(parts), fresh if with_heads else others
 
 
 def restore_encoder(encoder, path):
@@ -67,16 +130,21 @@ def restore_model(model, path):
 def restore_parts(parts, path):
   """Loads the named `parts` (name -> trackable); returns the prefix."""
   path = paths.resolve_checkpoint(path)
-  missing = sorted(set(parts) - parts_in_checkpoint(path))
+  _read_parts(parts, path, dict(tf.train.list_variables(path)))
+  return path
+
+
+def _read_parts(parts, path, stored):
+  """Reads `parts` from prefix `path` once every one is held with the
+  model's shapes (a failing read would leave the model half-assigned)."""
+  missing = sorted(set(parts) - held_parts(stored))
   if missing:
     raise CheckpointConversionError(
         f"{path}: checkpoint has no {missing} (it holds "
-        f"{sorted(parts_in_checkpoint(path))})")
-  # Shapes first: a failing read would leave the model half-assigned.
-  stored = dict(tf.train.list_variables(path))
+        f"{sorted(held_parts(stored))})")
   mismatched = [f"{key} {stored[key]} in the checkpoint vs "
                 f"{var.shape.as_list()} in the model"
-                for key, var in cw.object_checkpoint_keys(parts).items()
+                for key, var in object_checkpoint_keys(parts).items()
                 if key in stored and list(stored[key]) != var.shape.as_list()]
   if mismatched:
     raise CheckpointConversionError(
@@ -91,4 +159,3 @@ def restore_parts(parts, path):
     raise CheckpointConversionError(
         f"{path}: cannot restore {sorted(parts)} (wrong config for this "
         f"checkpoint?): {first}") from e
-  return path

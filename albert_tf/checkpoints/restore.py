@@ -57,14 +57,6 @@ class RestoreReport:
   fresh: List[str] = dataclasses.field(default_factory=list)
   conversion: Optional[cw.ConversionReport] = None
 
-  @property
-  def mapped(self) -> Dict[str, str]:
-    return self.conversion.mapped if self.conversion else {}
-
-  @property
-  def skipped(self) -> Dict[str, str]:
-    return self.conversion.skipped if self.conversion else {}
-
   def summary(self) -> str:
     text = f"{', '.join(self.restored)} from {self.path} ({self.layout} layout)"
     if self.fresh:
@@ -75,9 +67,12 @@ class RestoreReport:
 # --- Layouts -----------------------------------------------------------------
 
 
-def detect_layout(prefix: str) -> str:
-  """'tf1', 'albert_tf' or 'model_garden' from the variable names."""
-  names = list(cw.open_reader(prefix).get_variable_to_shape_map())
+def detect_layout(prefix: str, names=None) -> str:
+  """'tf1', 'albert_tf' or 'model_garden' from the variable names (read from
+  `prefix` unless given)."""
+  if names is None:
+    names = cw.open_reader(prefix).get_variable_to_shape_map()
+  names = list(names)
   if tf1_checkpoint.looks_like_tf1_albert(names):
     return "tf1"
   if any("/attention_layers/" in n for n in names):
@@ -103,7 +98,7 @@ def _read_albert_tf(prefix, config, with_heads, model=None):
     model = AlbertPretrainer(config) if with_heads else AlbertEncoder(config)
   variables = cw.model_variables(model, with_heads=with_heads)
   names_by_id = {id(v): n for n, v in variables.items()}
-  keys = cw.object_checkpoint_keys(object_layout.model_parts(model))
+  keys = object_layout.object_checkpoint_keys(object_layout.model_parts(model))
   key_to_name = {k: names_by_id[id(v)] for k, v in keys.items()
                  if id(v) in names_by_id}
   return cw.read_object_checkpoint(prefix, key_to_name, "albert_tf")
@@ -139,8 +134,14 @@ def read_weights(prefix: str, config, layout: Optional[str] = None,
 # --- Sources -----------------------------------------------------------------
 
 
-def _restore_saved_model(encoder, directory: str) -> None:
+def _restore_saved_model(model, directory: str, want_heads: bool,
+                         allow_missing_heads: bool) -> RestoreReport:
   """Copies an encoder export's `.variables` (the encoder's, in order)."""
+  all_parts = object_layout.model_parts(model)
+  heads = [p for p in all_parts if p != "encoder"]
+  if want_heads:  # An encoder export holds no head.
+    object_layout.check_heads(model, directory, heads, [], allow_missing_heads)
+  encoder = all_parts["encoder"]
   loaded = tf.saved_model.load(directory)
   source = list(getattr(loaded, "variables", None) or [])
   target = list(encoder.variables)
@@ -155,16 +156,16 @@ def _restore_saved_model(encoder, directory: str) -> None:
           f"the model's {t.name} has {t.shape.as_list()} (wrong config?)")
   for s, t in zip(source, target):
     t.assign(s)
+  return RestoreReport(directory, "saved_model", ["encoder"], heads)
 
 
-def _read_tf1_heads(model, prefix: str, heads: List[str]):
+def _read_tf1_heads(model, prefix: str, heads: List[str], reader):
   """The original fine-tuning scripts' heads the checkpoint holds, read and
   checked (nothing assigned): part -> {original name: (variable, array)}.
 
   A head is all or nothing: some but not all of its variables, or one of
   another shape, is an error naming the variable.
   """
-  reader = cw.open_reader(prefix)
   stored = reader.get_variable_to_shape_map()
   found = {}
   for part in heads:
@@ -197,32 +198,13 @@ def _assign_tf1_heads(found, report):
       report.extras.pop(name, None)
 
 
-def tf1_global_step(prefix):
-  """A TF1 checkpoint's `global_step`, or None."""
-  reader = cw.open_reader(prefix)
-  if "global_step" not in reader.get_variable_to_shape_map():
-    return None
-  return int(reader.get_tensor("global_step"))
-
-
-def _check_heads(model, path, wanted_heads, held_heads, allow_missing_heads):
-  missing = [h for h in wanted_heads if h not in held_heads]
-  if missing and not allow_missing_heads:
-    raise CheckpointConversionError(
-        f"{path}: holds an encoder but not the {type(model).__name__} head "
-        f"({', '.join(missing)}): not a checkpoint of this model; restore "
-        "parts='encoder', or allow_missing_heads (--allow_random_head) to "
-        "keep fresh heads")
-  if missing:
-    logging.warning("%s has no %s; keeping their initial values", path,
-                    ", ".join(missing))
-  return missing
-
-
-def _restore_converted(model, all_parts, prefix, layout, heads,
+def _restore_converted(model, prefix, reader, layout, want_heads,
                        allow_missing_heads, init_from_group0, step):
   """tf1 / model_garden / group-0 init: canonical arrays, then assignment
   once every value has been checked."""
+  all_parts = object_layout.model_parts(model)
+  others = [p for p in all_parts if p != "encoder"]
+  heads = others if want_heads else []
   config = cw.model_config(model)
   is_pretrainer = isinstance(model, AlbertPretrainer)
   with_heads = is_pretrainer and bool(heads)
@@ -235,14 +217,16 @@ def _restore_converted(model, all_parts, prefix, layout, heads,
     held = [h for h in heads
             if all(n in values for n in variables if n.startswith(h + "/"))]
   elif layout == "tf1":  # The original fine-tuning scripts' head names.
-    tf1_heads = _read_tf1_heads(model, prefix, heads)
+    tf1_heads = _read_tf1_heads(model, prefix, heads, reader)
     held = list(tf1_heads)
   elif layout == "albert_tf":  # Only reached with init_from_group0.
-    in_checkpoint = object_layout.parts_in_checkpoint(prefix)
+    in_checkpoint = object_layout.held_parts(
+        reader.get_variable_to_shape_map())
     held = [h for h in heads if h in in_checkpoint]
   else:
     held = []
-  fresh = _check_heads(model, prefix, heads, held, allow_missing_heads)
+  fresh = object_layout.check_heads(model, prefix, heads, held,
+                                    allow_missing_heads)
   variables = {n: v for n, v in variables.items()
                if n.split("/", 1)[0] not in fresh}
   cw.check_and_assign(variables, values, report.mapped, prefix)
@@ -251,26 +235,11 @@ def _restore_converted(model, all_parts, prefix, layout, heads,
     object_layout.restore_parts({h: all_parts[h] for h in held}, prefix)
   restored = ["encoder"] + held
   if step is not None and layout == "tf1":
-    global_step = tf1_global_step(prefix)
-    if global_step is not None:
-      step.assign(global_step)
+    if "global_step" in reader.get_variable_to_shape_map():
+      step.assign(int(reader.get_tensor("global_step")))
       restored.append("step")
-  return RestoreReport(prefix, report.layout, restored, fresh, report)
-
-
-def _restore_ours(model, all_parts, prefix, heads, allow_missing_heads,
-                  step):
-  held = object_layout.parts_in_checkpoint(prefix)
-  if "encoder" not in held:
-    raise CheckpointConversionError(
-        f"{prefix}: no encoder in this checkpoint (it holds {sorted(held)})")
-  fresh = _check_heads(model, prefix, heads, held, allow_missing_heads)
-  parts = {name: all_parts[name] for name in ["encoder"] + heads
-           if name not in fresh}
-  if step is not None and "step" in held:
-    parts["step"] = step
-  object_layout.restore_parts(parts, prefix)
-  return RestoreReport(prefix, "albert_tf", list(parts), fresh)
+  return RestoreReport(prefix, report.layout, restored,
+                       fresh if want_heads else others, report)
 
 
 def restore(model, path: str, parts: str = "all",
@@ -290,23 +259,23 @@ def restore(model, path: str, parts: str = "all",
   """
   if parts not in PARTS:
     raise ValueError(f"parts={parts!r}: expected one of {PARTS}")
-  all_parts = object_layout.model_parts(model)
-  others = [p for p in all_parts if p != "encoder"]
-  heads = [] if parts == "encoder" else others
+  # One pass: the source resolved once, its variable list read once, the
+  # layout picked once, one load.
+  want_heads = parts == "all"
   kind, source = paths.resolve_source(path)
   if kind == "saved_model":
-    fresh = _check_heads(model, source, heads, [], allow_missing_heads)
-    _restore_saved_model(all_parts["encoder"], source)
-    report = RestoreReport(source, "saved_model", ["encoder"], fresh)
+    report = _restore_saved_model(model, source, want_heads,
+                                  allow_missing_heads)
   else:
-    layout = detect_layout(source)
+    reader = cw.open_reader(source)
+    stored = reader.get_variable_to_shape_map()
+    layout = detect_layout(source, stored)
     if layout == "albert_tf" and not init_from_group0:
-      report = _restore_ours(model, all_parts, source, heads,
-                             allow_missing_heads, step)
+      restored, fresh = object_layout.restore_model_parts(
+          model, source, stored, want_heads, allow_missing_heads, step)
+      report = RestoreReport(source, "albert_tf", restored, fresh)
     else:
-      report = _restore_converted(model, all_parts, source, layout, heads,
+      report = _restore_converted(model, source, reader, layout, want_heads,
                                   allow_missing_heads, init_from_group0, step)
-  if parts == "encoder":
-    report.fresh = others
   logging.info("restored %s", report.summary())
   return report

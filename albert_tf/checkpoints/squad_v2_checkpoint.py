@@ -26,11 +26,6 @@ def has_squad_v2_head(path):
   return any(n in names for n in tf1_checkpoint.SQUAD_V2_HEAD.values())
 
 
-def global_step(path):
-  """The checkpoint's global_step, or None."""
-  return restore_lib.tf1_global_step(paths.resolve_checkpoint(path))
-
-
 def load_tf1_squad_v2(model, path):
   """Loads encoder and head of an `AlbertSquadV2` from the original's
   fine-tuned checkpoint; returns the ConversionReport (head names in

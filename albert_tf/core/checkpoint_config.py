@@ -112,9 +112,7 @@ def restore_newest_readable(restore: Callable[[str], Any], model_dir: str,
   does, with a warning for each one skipped. Returns (path, result).
 
   A given checkpoint that cannot be read, or a run none of whose
-  checkpoints reads, is a one-line CheckpointError naming them (it was a
-  43-line traceback for a truncated file, and 'wrong config?' for one a
-  running trainer rotated away mid-export).
+  checkpoints reads, is a one-line CheckpointError naming them.
   """
   if checkpoint:
     candidates = [paths.resolve_checkpoint(checkpoint)]

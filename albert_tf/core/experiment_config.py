@@ -136,13 +136,6 @@ def load_experiment_config(config_cls: Type[T],
   return validate(config)
 
 
-def config_from_dict(config_cls: Type[T], values: Mapping[str, Any],
-                     source: str) -> T:
-  """`config_cls` from a resolved config dict (a run's
-  experiment_config.yaml), type-checked and validated like a file."""
-  return load_experiment_config(config_cls, base=values, base_source=source)
-
-
 def validate(config: ExperimentConfig) -> ExperimentConfig:
   """Raises ValueError naming the first bad field."""
   config.model.validate()

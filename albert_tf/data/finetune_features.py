@@ -198,10 +198,3 @@ def record_dataset(path, feature_spec, batch_size, is_training,
     drop_remainder = is_training
   ds = ds.batch(batch_size, drop_remainder=drop_remainder)
   return ds.prefetch(tf.data.AUTOTUNE)
-
-
-def split_inputs(batch, label_names):
-  """Feature dict -> (model inputs dict, labels dict)."""
-  inputs = {k: batch[k] for k in INPUT_NAMES}
-  labels = {k: batch[k] for k in label_names if k in batch}
-  return inputs, labels

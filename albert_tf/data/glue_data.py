@@ -26,7 +26,6 @@ unless `skip_malformed=True`, in which case they are skipped and counted
 (`ReadStats`), the first few logged with their file and line.
 """
 
-import collections
 import dataclasses
 import os
 from typing import List, Optional
@@ -286,7 +285,3 @@ def write_submission(task, split, examples, predictions, output_dir):
         value = spec.labels[int(pred)]
       f.write(f"{example.index}\t{value}\n")
   return path
-
-
-def label_distribution(examples):
-  return collections.Counter(e.label for e in examples)

@@ -125,11 +125,6 @@ class SquadTask(finetune_lib.FinetuneTask):
   def initialize(self, model):
     self.head.initialize(self, model)
 
-  @classmethod
-  def restore_for_inference(cls, model, path, step=None,
-                            allow_missing_heads=False):
-    return squad_heads.restore(model, path, step, allow_missing_heads)
-
   def feature_spec(self):
     return squad_data.feature_spec(self.data.max_seq_length)
 

@@ -95,8 +95,8 @@ def task_of_record(record: run_record.RunRecord, sources=(),
   task_cls = get_task_cls(record.task, record.facts.get("task_module"))
   model, _ = checkpoint_config.model_config_for(sources, params_override,
                                                 record=record)
-  config = experiment_config.config_from_dict(
-      task_cls.config_cls, record.config,
-      f"{record.model_dir}/{run_record.CONFIG_NAME}")
+  config = experiment_config.load_experiment_config(
+      task_cls.config_cls, base=record.config,
+      base_source=f"{record.model_dir}/{run_record.CONFIG_NAME}")
   config.model = model
   return task_cls(config, record.model_dir)

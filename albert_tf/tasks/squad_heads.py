@@ -13,7 +13,6 @@ from absl import logging
 import tensorflow as tf
 
 from albert_tf.data import squad_answers
-from albert_tf.checkpoints import restore as restore_lib
 from albert_tf.checkpoints import squad_v2_checkpoint
 from albert_tf.modeling.models import albert_squad_v2
 from albert_tf.modeling.models import downstream_models
@@ -222,18 +221,3 @@ class XlnetHead:
 
 
 HEADS = {head.name: head for head in (SimpleHead, XlnetHead)}
-
-
-def restore(model, path, step=None, allow_missing_heads=False):
-  """Our checkpoints into either head's model; into the xlnet head's also
-  the original's fine-tuned SQuAD 2.0 checkpoint (its global_step, when
-  present, becomes the step)."""
-  if not (isinstance(model, albert_squad_v2.AlbertSquadV2) and
-          squad_v2_checkpoint.has_squad_v2_head(path)):
-    return restore_lib.restore(model, path, step=step,
-                               allow_missing_heads=allow_missing_heads)
-  report = squad_v2_checkpoint.load_tf1_squad_v2(model, path)
-  saved_step = squad_v2_checkpoint.global_step(path)
-  if step is not None and saved_step is not None:
-    step.assign(saved_step)
-  return report
