@@ -57,6 +57,14 @@ class RestoreReport:
   fresh: List[str] = dataclasses.field(default_factory=list)
   conversion: Optional[cw.ConversionReport] = None
 
+  @property
+  def mapped(self) -> Dict[str, str]:
+    return self.conversion.mapped if self.conversion else {}
+
+  @property
+  def skipped(self) -> Dict[str, str]:
+    return self.conversion.skipped if self.conversion else {}
+
   def summary(self) -> str:
     text = f"{', '.join(self.restored)} from {self.path} ({self.layout} layout)"
     if self.fresh:
