@@ -178,9 +178,7 @@ def stage(run):
   manifest, source = unpack(run)
   model_yaml = os.path.join(BUNDLE_DIR, "model.yaml")
   files = [context.PRETRAIN_RECIPE, model_yaml]
-  # Evaluation reads only data.eval_input_path.
-  overrides = (f"data.input_path={source.held_rec},"
-               f"data.eval_input_path={source.held_rec}")
+  overrides = f"data.eval_input_path={source.held_rec}"
   print("  held-out evaluation of the random weights it started from and of "
         "the shipped weights:", flush=True)
   before = stage_pretrain.evaluate(run, "eval_shipped_initial",
