@@ -31,8 +31,6 @@ class ModelSource:
   spm: str
   held_txt: str             # held-out documents (never trained on)
   held_rec: str = ""        # their pretraining TFRecords
-  # Its held-out MLM/SOP before/after (filled in when measured).
-  pretraining: Optional[Dict[str, Any]] = None
 
 
 @dataclasses.dataclass

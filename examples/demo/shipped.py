@@ -188,8 +188,8 @@ def stage(run):
                                   run.path("shipped", "eval"), files,
                                   overrides, source.checkpoint)
   steps = manifest["figures"]["pretraining"]["steps"]
-  source.pretraining = {"steps": steps,
-                        **stage_pretrain.before_after(before, after)}
+  pretraining = {"steps": steps,
+                 **stage_pretrain.before_after(before, after)}
   export_dir = stage_export.export_model(
       run, "pretraining", run.path("exports", "shipped_pretraining"),
       model_yaml, source.checkpoint, source.spm,
@@ -198,7 +198,7 @@ def stage(run):
   run.summary["metrics"]["shipped"] = {
       "bundle": os.path.relpath(BUNDLE_DIR, context.REPO),
       "what": manifest["what"], "date": manifest["date"],
-      "machine": manifest["machine"], "pretraining": source.pretraining,
+      "machine": manifest["machine"], "pretraining": pretraining,
       "fill_mask": stage_export.fill_mask(run, "fill_mask_shipped",
                                           export_dir, source.held_txt),
       "recorded": manifest["figures"]}

@@ -73,8 +73,7 @@ def pretrain(run):
       name="this run's", checkpoint=os.path.join(run.model_dir, "checkpoints"),
       random_init=os.path.dirname(init_ckpt),
       model_section=context.model_section(run.model_dir), spm=run.spm,
-      held_txt=run.held_txt, held_rec=run.held_rec,
-      pretraining=run.summary["metrics"]["pretraining"])
+      held_txt=run.held_txt, held_rec=run.held_rec)
 
 
 def evaluate(run, name, model_dir, config_files, overrides, checkpoint):
