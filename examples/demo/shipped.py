@@ -21,7 +21,6 @@ each file's sha256 (checked before use: `verify`).
 """
 
 import gzip
-import hashlib
 import json
 import os
 import shutil
@@ -30,6 +29,7 @@ import time
 import yaml
 
 from albert_tf import AlbertConfig
+from data_prep import output_files
 from examples.demo import context
 from examples.demo import corpus
 from examples.demo import models
@@ -41,14 +41,6 @@ MANIFEST = "MANIFEST.json"
 WEIGHTS = "weights"
 FILES = (f"{WEIGHTS}.index", f"{WEIGHTS}.data-00000-of-00001", "spm.model",
          "model.yaml", "heldout.txt.gz")
-
-
-def file_sha256(path):
-  digest = hashlib.sha256()
-  with open(path, "rb") as f:
-    for block in iter(lambda: f.read(1 << 20), b""):
-      digest.update(block)
-  return digest.hexdigest()
 
 
 def verify(bundle_dir=BUNDLE_DIR):
@@ -67,7 +59,7 @@ def verify(bundle_dir=BUNDLE_DIR):
     file = os.path.join(bundle_dir, name)
     if not os.path.isfile(file):
       raise ValueError(f"{file}: missing from the shipped model")
-    if file_sha256(file) != recorded[name]:
+    if output_files.file_sha256(file) != recorded[name]:
       raise ValueError(f"{file}: sha256 differs from {MANIFEST}'s; the "
                        "shipped model was changed (git checkout it back)")
   return manifest
@@ -117,7 +109,7 @@ def write_bundle(run, bundle_dir):
                       "task", "steps", "pretraining_gain", "pretrained",
                       "random_init", "majority_baseline")}
                   if "finetuning" in metrics else None},
-      "sha256": {name: file_sha256(os.path.join(tmp, name))
+      "sha256": {name: output_files.file_sha256(os.path.join(tmp, name))
                  for name in FILES},
   }
   with open(os.path.join(tmp, MANIFEST), "w", encoding="utf-8") as f:
