@@ -295,9 +295,11 @@ class FinetuneTask(base_task.Task):
                                self.index_key, input_context)
 
 
-def encoder(model_config):
-  """The encoder of every fine-tuning model (its variables' names)."""
-  return AlbertEncoder(model_config, name="albert_encoder")
+def encoder(model_config, output_range=None):
+  """The encoder of every fine-tuning model (its variables' names).
+  `output_range=1` for an export that reads only the pooled output."""
+  return AlbertEncoder(model_config, output_range=output_range,
+                       name="albert_encoder")
 
 
 def softmax_sums(logits, labels, weights):

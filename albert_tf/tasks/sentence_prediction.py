@@ -92,9 +92,12 @@ class ClassifierTask(finetune_lib.FinetuneTask):
 
   @classmethod
   def model_for(cls, kind, model_config, params, dropout_rate=0.0):
-    del kind
+    # An export (`kind` given) computes only the [CLS] row of the last
+    # layer: its logits read the pooled output alone. Training keeps the
+    # whole layer (its dropout draws stay those of the full model).
     return downstream_models.AlbertClassifier(
-        finetune_lib.encoder(model_config), num_labels=params.num_labels,
+        finetune_lib.encoder(model_config, output_range=1 if kind else None),
+        num_labels=params.num_labels,
         dropout_rate=dropout_rate)
 
   def feature_spec(self):

@@ -85,10 +85,13 @@ class SelfAttention(layer_utils.UnconvertedLayer):
     return weights
 
   def call(self, x, bias, batch, seq, training=None, weights=None,
-           fused_norm=False):
+           fused_norm=False, query_rows=None):
     """`weights`: `shared_weights(x.dtype, ...)` made once for several calls (a
     shared layer: the concat and casts of the kernels are then not redone
-    per layer). `fused_norm`: the LayerNorm as `fused_layer_norm`."""
+    per layer). `fused_norm`: the LayerNorm as `fused_layer_norm`.
+    `query_rows`: only the first `query_rows` positions of each sequence
+    attend (keys and values are still every position); returns
+    [batch*query_rows, H]."""
     heads, head_size = self.num_attention_heads, self.head_size
     dtype = x.dtype
     weights = weights or {}
@@ -99,17 +102,21 @@ class SelfAttention(layer_utils.UnconvertedLayer):
     q, k, v = [tf.transpose(tf.reshape(t, [batch, seq, heads, head_size]),
                             [0, 2, 1, 3])  # [batch, heads, seq, d]
                for t in tf.split(qkv, 3, axis=1)]
+    if query_rows is not None:
+      q = q[:, :, :query_rows, :]  # [batch, heads, rows, d]
+      x = tf.reshape(tf.reshape(x, [batch, seq, self.hidden_size])
+                     [:, :query_rows, :], [-1, self.hidden_size])
 
     q = q * tf.cast(1.0 / math.sqrt(head_size), dtype)
-    scores = tf.matmul(q, k, transpose_b=True)  # [batch, heads, seq, seq]
+    scores = tf.matmul(q, k, transpose_b=True)  # [batch, heads, rows, seq]
     # Softmax in float32 under mixed precision.
     scores = tf.cast(scores, tf.float32) + tf.cast(bias, tf.float32)
     probs = tf.cast(tf.nn.softmax(scores, axis=-1), dtype)
     probs = self.probs_dropout(probs, training=training)
 
-    context = tf.matmul(probs, v)  # [batch, heads, seq, d]
-    context = tf.transpose(context, [0, 2, 1, 3])  # [batch, seq, heads, d]
-    context = tf.reshape(context, [-1, self.hidden_size])  # [batch*seq, H]
+    context = tf.matmul(probs, v)  # [batch, heads, rows, d]
+    context = tf.transpose(context, [0, 2, 1, 3])  # [batch, rows, heads, d]
+    context = tf.reshape(context, [-1, self.hidden_size])  # [batch*rows, H]
     out = layer_utils.apply_dense(self.output_dense, context,
                                   weights.get("output"))
     out = self.output_dropout(out, training=training)
@@ -211,8 +218,11 @@ def num_sublayers(num_layers, num_groups, inner_group_num, shared):
 class SharedTransformerStack(layer_utils.UnconvertedLayer):
   """`num_hidden_layers` layers built from shared attention and FFN sublayers.
 
-  Call: `layer(x, input_mask)` with x [batch, seq, H] and input_mask
-  [batch, seq]; returns a list of num_hidden_layers tensors [batch, seq, H].
+  Call: `layer(x, input_mask, output_range=None)` with x [batch, seq, H] and
+  input_mask [batch, seq]; returns a list of num_hidden_layers tensors
+  [batch, seq, H]. With `output_range=n` (Model Garden's name) the last
+  layer computes only the first n positions (all a pooled output needs):
+  its tensor is [batch, n, H].
   With `gradient_checkpointing` each layer's activations are recomputed in the
   backward pass instead of being kept (dropout masks are then redrawn, so use
   it with dropout 0 when exact gradients matter).
@@ -263,14 +273,16 @@ class SharedTransformerStack(layer_utils.UnconvertedLayer):
             sublayer_indices(layer, inner, *shape, self.share_ffn))
 
   def _layer_fn(self, layer, bias, batch, seq, training, weights,
-                fused_norm):
+                fused_norm, output_range):
+    last_block = (layer, self.inner_group_num - 1)
     def apply(x):
       for inner in range(self.inner_group_num):
         attention, ffn = self.block_indices(layer, inner)
         x = self.attention_layers[attention](
             x, bias, batch, seq, training=training,
             weights=weights["attention"].get(attention),
-            fused_norm=fused_norm)
+            fused_norm=fused_norm,
+            query_rows=output_range if (layer, inner) == last_block else None)
         x = self.ffn_layers[ffn](x, training=training,
                                  weights=weights["ffn"].get(ffn),
                                  fused_norm=fused_norm)
@@ -279,7 +291,7 @@ class SharedTransformerStack(layer_utils.UnconvertedLayer):
       return tf.recompute_grad(apply)
     return apply
 
-  def call(self, x, input_mask, training=None):
+  def call(self, x, input_mask, training=None, output_range=None):
     batch, seq = tf.shape(x)[0], tf.shape(x)[1]
     bias = attention_bias(input_mask, x.dtype)  # [batch, 1, 1, seq]
     x = tf.reshape(x, [-1, self.hidden_size])  # [batch*seq, H]
@@ -305,9 +317,10 @@ class SharedTransformerStack(layer_utils.UnconvertedLayer):
     fused_norm = x.dtype == tf.bfloat16 and inference
     outputs = []
     for layer in range(self.num_hidden_layers):
+      last = layer == self.num_hidden_layers - 1
       x = self._layer_fn(layer, bias, batch, seq, training, weights,
-                         fused_norm)(x)
-      outputs.append(tf.reshape(x, [batch, seq, self.hidden_size]))
+                         fused_norm, output_range if last else None)(x)
+      outputs.append(tf.reshape(x, [batch, -1, self.hidden_size]))
     return outputs
 
   def get_config(self):

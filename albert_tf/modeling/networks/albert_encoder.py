@@ -49,9 +49,13 @@ class AlbertEncoder(tf_keras.Model):
   Args:
     config: an `AlbertConfig`, a dict of its fields, or a preset name such as
       "albert_base_v2".
+    output_range: None, or n: the last layer computes only the first n
+      positions (Model Garden's `output_range`); `sequence_output` and the
+      last of `encoder_outputs` are then [batch, n, H] and `pooled_output` is
+      unchanged. With 1, a classifier's export skips most of a layer.
   """
 
-  def __init__(self, config, **kwargs):
+  def __init__(self, config, output_range=None, **kwargs):
     config = albert_config.as_albert_config(config)
 
     # === Layers ===
@@ -85,7 +89,8 @@ class AlbertEncoder(tf_keras.Model):
     inputs = encoder_inputs()
     x = embeddings(inputs["input_word_ids"], inputs["input_type_ids"])
     # L x [batch, seq, H]
-    encoder_outputs = transformer(x, inputs["input_mask"])
+    encoder_outputs = transformer(x, inputs["input_mask"],
+                                  output_range=output_range)
     sequence_output = encoder_outputs[-1]
     pooled_output = pooler(sequence_output[:, 0, :])  # [batch, H]
     # Outputs in float32 whatever the compute policy.
@@ -98,6 +103,7 @@ class AlbertEncoder(tf_keras.Model):
 
     # === Config ===
     self.config = config
+    self.output_range = output_range
     self.embeddings = embeddings
     self.transformer = transformer
     self.pooler = pooler
@@ -108,7 +114,8 @@ class AlbertEncoder(tf_keras.Model):
     return self.embeddings.word_embeddings
 
   def get_config(self):
-    return {"config": self.config.as_dict(), "name": self.name}
+    return {"config": self.config.as_dict(),
+            "output_range": self.output_range, "name": self.name}
 
   @classmethod
   def from_config(cls, config, custom_objects=None):
