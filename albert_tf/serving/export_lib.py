@@ -17,8 +17,8 @@ ids and tf.Example signatures for TF Serving; the pretraining task's
 (albert_tf/tasks/export.py) and saved by `export_module`.
 """
 
+import contextlib
 import os
-import shutil
 import tempfile
 
 import tensorflow as tf
@@ -79,23 +79,14 @@ def save_versioned(module, export_dir, signatures, version=None):
       version)
 
 
-class _ConfigAsset:
+@contextlib.contextmanager
+def _config_asset(config):
   """A temporary `albert_config.json` file to attach as an asset."""
-
-  def __init__(self, config):
-    self._dir = tempfile.mkdtemp(prefix="albert_export_")
-    self.path = os.path.join(self._dir, albert_config.CONFIG_JSON_NAME)
-    config.to_json_file(self.path)
-
-  def __enter__(self):
-    return self.path
-
-  def __exit__(self, *unused):
-    shutil.rmtree(self._dir, ignore_errors=True)
-
-
-def _encoder_of(model):
-  return getattr(model, "encoder", model)
+  with tempfile.TemporaryDirectory(prefix="albert_export_",
+                                   ignore_cleanup_errors=True) as tmp:
+    path = os.path.join(tmp, albert_config.CONFIG_JSON_NAME)
+    config.to_json_file(path)
+    yield path
 
 
 # --- Export functions ----------------------------------------------------------
@@ -103,20 +94,18 @@ def _encoder_of(model):
 
 def export_encoder(encoder, export_dir, spm_model_file=None,
                    do_lower_case=True, version=None):
-  """Exports an AlbertEncoder (or a model's `.encoder`) as a TF-Hub encoder.
-
-  Returns the versioned directory written.
-  """
-  encoder = _encoder_of(encoder)
+  """Exports an AlbertEncoder (or a model's `.encoder`) as a TF-Hub encoder;
+  returns the versioned directory written."""
+  encoder = getattr(encoder, "encoder", encoder)
   if spm_model_file:
     preprocessing.check_spm_model(spm_model_file, encoder.config.vocab_size)
-  with _ConfigAsset(encoder.config) as config_file:
-    module = serving_modules.EncoderModule(
-        encoder, encoder.config, config_file=config_file,
-        spm_model_file=spm_model_file,
-        do_lower_case=do_lower_case if spm_model_file else None)
+
+  def build(assets):
+    module = serving_modules.EncoderModule(encoder, encoder.config, **assets)
     module.trace()
-    return save_versioned(module, export_dir, module.signatures(), version)
+    return module
+  return export_module(build, encoder.config, export_dir, spm_model_file,
+                       do_lower_case, version)
 
 
 def export_module(build_module, config, export_dir, spm_model_file=None,
@@ -125,7 +114,7 @@ def export_module(build_module, config, export_dir, spm_model_file=None,
   `signatures()`) to `<export_dir>/<version>/`; `assets` are its asset
   arguments: the model config (as a file) and the SentencePiece model."""
   version_dir(export_dir, version)  # an existing version fails before tracing
-  with _ConfigAsset(config) as config_file:
+  with _config_asset(config) as config_file:
     module = build_module(dict(
         config_file=config_file, spm_model_file=spm_model_file,
         do_lower_case=do_lower_case if spm_model_file else None))
@@ -155,39 +144,32 @@ def export_preprocessing(spm_model_file, export_dir, seq_length=128,
   module.do_lower_case_var = tf.Variable(do_lower_case, trainable=False,
                                          name="do_lower_case")
 
-  text = tf.TensorSpec([None], tf.string, name="text")
+  text = {"text": preprocessing.STRINGS}
 
-  def checked(text, name):
-    return serving_modules.check_rank(text, 1, name, "[batch]")
+  def checked(texts):
+    return [serving_modules.check_rank(t, 1, name, "[batch]")
+            for name, t in texts.items()]
 
-  @tf.function(autograph=False, input_signature=[text])
-  def serving_default(text):
-    return module.preprocess([checked(text, "text")])
+  def text_pair(texts):
+    return module.preprocess(list(serving_modules.same_batch(
+        *checked(texts), "text_a", "text_b")))
 
-  @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string, name="text_a"),
-                                tf.TensorSpec([None], tf.string,
-                                              name="text_b")])
-  def text_pair(text_a, text_b):
-    check = tf.debugging.assert_equal(
-        tf.shape(text_a), tf.shape(text_b),
-        message="text_a and text_b must have the same batch size")
-    with tf.control_dependencies([check]):
-      return module.preprocess([checked(text_a, "text_a"),
-                                checked(text_b, "text_b")])
-
-  @tf.function(autograph=False, input_signature=[text])
-  def tokenize(text):
-    ids = module.tokenize_ids(checked(text, "text"))
+  def tokenize(texts):
+    ids = module.tokenize_ids(checked(texts)[0])
     return {"token_ids": ids.to_tensor(0),
             "num_tokens": tf.cast(ids.row_lengths(), tf.int32)}
 
-  signatures = {"serving_default": serving_default, "text_pair": text_pair,
-                "tokenize": tokenize}
-  if config is not None:
-    with _ConfigAsset(config) as config_file:
+  named = serving_modules.named_signature
+  signatures = {
+      "serving_default": named(lambda t: module.preprocess(checked(t)), text),
+      "text_pair": named(text_pair, dict.fromkeys(("text_a", "text_b"),
+                                                  preprocessing.STRINGS)),
+      "tokenize": named(tokenize, text)}
+  with (_config_asset(config) if config is not None else
+        contextlib.nullcontext()) as config_file:
+    if config_file:
       module.albert_config_file = tf.saved_model.Asset(config_file)
-      return save_versioned(module, export_dir, signatures, version)
-  return save_versioned(module, export_dir, signatures, version)
+    return save_versioned(module, export_dir, signatures, version)
 
 
 # --- Inspection ------------------------------------------------------------------
@@ -195,16 +177,22 @@ def export_preprocessing(spm_model_file, export_dir, seq_length=128,
 
 def describe_signatures(path):
   """Text listing each signature's inputs and outputs (dtype, shape)."""
-  try:
-    import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import
-  except ImportError:
-    pass
   loaded = tf.saved_model.load(path)
-  lines = [f"SavedModel {path}"]
-  for name, fn in sorted(loaded.signatures.items()):
+  return "\n".join([f"SavedModel {path}"] + signature_lines({
+      name: {"inputs": fn.structured_input_signature[1],
+             "outputs": fn.structured_outputs}
+      for name, fn in loaded.signatures.items()}))
+
+
+def signature_lines(table):
+  """Lines listing {signature: {"inputs" / "outputs": {name: spec}}}, a
+  spec being a TensorSpec or a [dtype, shape] pair."""
+  lines = []
+  for name, sides in sorted(table.items()):
     lines.append(f"  signature {name!r}")
-    for key, spec in sorted(fn.structured_input_signature[1].items()):
-      lines.append(f"    in  {key}: {spec.dtype.name} {spec.shape}")
-    for key, spec in sorted(fn.structured_outputs.items()):
-      lines.append(f"    out {key}: {spec.dtype.name} {spec.shape}")
-  return "\n".join(lines)
+    for side, short in (("inputs", "in "), ("outputs", "out")):
+      for key, spec in sorted(sides[side].items()):
+        dtype, shape = ((spec.dtype.name, spec.shape)
+                        if isinstance(spec, tf.TensorSpec) else spec)
+        lines.append(f"    {short} {key}: {dtype} {shape}")
+  return lines

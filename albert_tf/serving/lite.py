@@ -26,6 +26,7 @@ import os
 import numpy as np
 import tensorflow_text as tf_text
 
+from albert_tf.checkpoints import paths
 from albert_tf.serving import lite_tokenizer
 
 try:  # pylint: disable=g-import-not-at-top
@@ -48,6 +49,19 @@ def interpreter(tflite_path=None, model_content=None, num_threads=None):
       num_threads=num_threads)
 
 
+def signature_details(lite_interpreter):
+  """{signature: {"inputs" / "outputs": {name: (numpy dtype, shape)}}}."""
+  table = {}
+  for name in lite_interpreter.get_signature_list():
+    runner = lite_interpreter.get_signature_runner(name)
+    table[name] = {
+        side: {key: (np.dtype(d["dtype"]), tuple(d["shape_signature"]))
+               for key, d in details.items()}
+        for side, details in (("inputs", runner.get_input_details()),
+                              ("outputs", runner.get_output_details()))}
+  return table
+
+
 def model_path(path):
   """The .tflite file of `path`: the file, a version directory, or an
   export directory (its highest integer version)."""
@@ -56,12 +70,10 @@ def model_path(path):
   candidate = os.path.join(path, TFLITE_NAME)
   if os.path.isfile(candidate):
     return candidate
-  if os.path.isdir(path):
-    versions = sorted((int(v) for v in os.listdir(path) if v.isdigit() and
-                       os.path.isfile(os.path.join(
-                           path, v, TFLITE_NAME))), reverse=True)
-    if versions:
-      return os.path.join(path, str(versions[0]), TFLITE_NAME)
+  for version in reversed(paths.existing_versions(path)):
+    candidate = os.path.join(path, str(version), TFLITE_NAME)
+    if os.path.isfile(candidate):
+      return candidate
   raise ValueError(f"{path}: no {TFLITE_NAME} there (pass the "
                    "file, its version directory or the export directory)")
 
@@ -92,16 +104,9 @@ class LiteModel:
     with open(info_path, encoding="utf-8") as f:
       self.info = json.load(f)
     self.interpreter = INTERPRETER
-    self._runners = {}
-    self.signatures = {}
-    for name in self._interpreter.get_signature_list():
-      runner = self._interpreter.get_signature_runner(name)
-      self._runners[name] = runner
-      self.signatures[name] = {
-          side: {key: (np.dtype(d["dtype"]), tuple(d["shape_signature"]))
-                 for key, d in details.items()}
-          for side, details in (("inputs", runner.get_input_details()),
-                                ("outputs", runner.get_output_details()))}
+    self.signatures = signature_details(self._interpreter)
+    self._runners = {name: self._interpreter.get_signature_runner(name)
+                     for name in self.signatures}
     text = self.info.get("text") or {}
     self._lower = bool(text.get("do_lower_case", True))
     self._model_config = self.info.get("model_config") or {}
@@ -141,21 +146,19 @@ class LiteModel:
     return arrays
 
   def _array(self, name, value, dtype, shape):
-    rank = len(shape)
-    if dtype == np.object_ or dtype.kind in "SU":  # a string input
-      array = np.asarray(value, dtype=object)
-      if array.ndim != rank:
-        raise ValueError(f"{name} must have rank {rank} (strings "
-                         f"{list(shape)}), got shape {list(array.shape)}")
+    text = dtype == np.object_ or dtype.kind in "SU"  # a string input
+    array = np.asarray(value, dtype=object if text else None)
+    spec = f"{'strings' if text else np.dtype(dtype).name} {list(shape)}"
+    if not text and (array.dtype.kind not in "iu" or
+                     array.dtype.itemsize > 8):
+      raise ValueError(f"{name} must hold integers ({spec}), got "
+                       f"{array.dtype.name}")
+    if array.ndim != len(shape):
+      raise ValueError(f"{name} must have rank {len(shape)} ({spec}), got "
+                       f"shape {list(array.shape)}")
+    if text:
       flat = [self._text(name, x) for x in array.reshape(-1)]
       return np.array(flat, dtype=object).reshape(array.shape)
-    array = np.asarray(value)
-    if array.dtype.kind not in "iu" or array.dtype.itemsize > 8:
-      raise ValueError(f"{name} must hold integers ({np.dtype(dtype).name} "
-                       f"{list(shape)}), got {array.dtype.name}")
-    if array.ndim != rank:
-      raise ValueError(f"{name} must have rank {rank} ({np.dtype(dtype).name}"
-                       f" {list(shape)}), got shape {list(array.shape)}")
     info = np.iinfo(dtype)
     if array.size and (array.min() < info.min or array.max() > info.max):
       raise ValueError(f"{name} holds values outside {np.dtype(dtype).name}")
@@ -163,10 +166,7 @@ class LiteModel:
 
   def _text(self, name, value):
     if isinstance(value, bytes):
-      try:
-        value = value.decode("utf-8")
-      except UnicodeDecodeError:
-        value = value.decode("utf-8", errors="replace")  # as data_prep
+      value = value.decode("utf-8", errors="replace")  # as data_prep
     if not isinstance(value, str):
       raise ValueError(f"{name} must hold strings, got "
                        f"{type(value).__name__}")

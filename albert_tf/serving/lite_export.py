@@ -45,12 +45,12 @@ from albert_tf.modeling.networks.albert_encoder import INPUT_NAMES
 from albert_tf.serving import export_lib
 from albert_tf.serving import lite
 from albert_tf.serving import lite_preprocessing
+from albert_tf.serving.lite import METADATA_NAME, TFLITE_NAME
 from data_prep import tokenization
 
 FORMATS = ("savedmodel", "tflite")
 PRECISIONS = {"savedmodel": ("float32", "bfloat16"),
               "tflite": ("float32", "float16", "dynamic_int8", "int8")}
-TFLITE_NAME = lite.TFLITE_NAME
 # Ops int8 leaves in float32: in int8, ALBERT's attention mask (-10000
 # added to the scores), softmax and LayerNorm (mean, variance, rsqrt) lose
 # the model (a fine-tuned classifier's outputs became constant), and one
@@ -60,7 +60,6 @@ INT8_FLOAT_OPS = ("GATHER", "BATCH_MATMUL", "ADD", "SUB", "MUL", "SOFTMAX",
                   "MEAN", "SQUARED_DIFFERENCE", "RSQRT", "GELU", "TANH")
 # int8's calibration examples when --representative_examples is not given.
 DEFAULT_REPRESENTATIVE_EXAMPLES = 100
-METADATA_NAME = lite.METADATA_NAME
 # Signatures left out of a .tflite, and why.
 LEFT_OUT = {"serve_examples": "tf.Example parsing has no TFLite kernel"}
 
@@ -86,60 +85,53 @@ def for_tflite(module):
   if refusal:
     raise ValueError(f"no TFLite form: {refusal}")
   module.in_graph_checks = False
-  if getattr(module, "preprocessor", None) is not None:
-    module.preprocessor = lite_preprocessing.LitePreprocessor.like(
-        module.preprocessor)
-  signatures = dict(module.signatures())
-  for name in LEFT_OUT:
-    signatures.pop(name, None)
-  return signatures
+  preprocessor = getattr(module, "preprocessor", None)
+  if preprocessor is not None:
+    module.preprocessor = lite_preprocessing.LitePreprocessor(
+        preprocessor.spm_model_path, **preprocessor.settings())
+  return {name: fn for name, fn in module.signatures().items()
+          if name not in LEFT_OUT}
 
 
 # --- int8 calibration samples ---------------------------------------------------
 
 
-def _segment_text(row, segment, decode, special_ids):
+def _segment_text(row, segment, tokenizer):
   """Text of segment `segment` (0 or 1) of one packed row of ids."""
   ids = row["input_word_ids"]
   keep = ((row["input_type_ids"] == segment) & (row["input_mask"] == 1) &
-          ~np.isin(ids, special_ids))
-  return decode(ids[keep].tolist())
+          ~np.isin(ids, [tokenizer.cls_id, tokenizer.sep_id,
+                         tokenizer.pad_id]))
+  return tokenizer.decode_ids(ids[keep].tolist())
 
 
 def calibration_samples(signatures, examples, preprocessor):
   """(signature key, inputs) samples calibrating every signature: ids-in
   inputs take each example's ids (a batch of one), text-in inputs the
   decoded text of its segments (the first text input segment 0, the second
-  segment 1; a [batch, choices] input one text per choice).
+  segment 1; a [batch, choices] input one text per choice, a [batch] one
+  the first choice's).
 
   examples: dicts of numpy arrays of one example ([seq], or [choices, seq]
     for multiple choice). preprocessor: the module's text preprocessor (None
     for ids-only modules).
   """
-  decode, special_ids = None, None
-  if preprocessor is not None:
-    tokenizer = tokenization.FullTokenizer(preprocessor.spm_model_path)
-    decode = tokenizer.decode_ids
-    special_ids = [tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id]
+  tokenizer = (None if preprocessor is None else
+               tokenization.FullTokenizer(preprocessor.spm_model_path))
   samples = []
   for key, fn in sorted(signatures.items()):
-    specs = fn.input_signature
     for example in examples:
-      choices = example["input_word_ids"].ndim == 2  # [choices, seq]
+      rows = ([{k: example[k][c] for k in INPUT_NAMES}
+               for c in range(len(example["input_word_ids"]))]
+              if example["input_word_ids"].ndim == 2 else [example])
       inputs, segment = {}, 0
-      for spec in specs:
+      for spec in fn.input_signature:
         if spec.dtype != tf.string:
           inputs[spec.name] = example[spec.name][None]
           continue
-        if spec.shape.rank == 2:  # one text per choice
-          texts = [_segment_text({k: example[k][c] for k in INPUT_NAMES},
-                                 segment, decode, special_ids)
-                   for c in range(example["input_word_ids"].shape[0])]
-        else:
-          row = ({k: example[k][0] for k in INPUT_NAMES} if choices
-                 else example)
-          texts = _segment_text(row, segment, decode, special_ids)
-        inputs[spec.name] = np.array([texts], dtype=object)
+        texts = [_segment_text(row, segment, tokenizer) for row in rows]
+        inputs[spec.name] = np.array(
+            [texts if spec.shape.rank == 2 else texts[0]], dtype=object)
         segment += 1
       samples.append((key, inputs))
   return samples
@@ -154,13 +146,11 @@ def _converter(saved_model_dir, signature_keys, precision, representative):
   # Builtins and TF Text's kernels only: a Flex op fails the conversion.
   converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
   converter.allow_custom_ops = True
+  if precision != "float32":
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
   if precision == "float16":
-    converter.optimizations = [tf.lite.Optimize.DEFAULT]
     converter.target_spec.supported_types = [tf.float16]
-  elif precision == "dynamic_int8":
-    converter.optimizations = [tf.lite.Optimize.DEFAULT]
   elif precision == "int8":
-    converter.optimizations = [tf.lite.Optimize.DEFAULT]
     converter.representative_dataset = lambda: iter(representative)
     # The calibrator runs the model, text ops included (TFLite 2.20 reads
     # this private field for it; there is no public one).
@@ -242,8 +232,7 @@ def check_ops(tflite_bytes):
     raise ValueError(f"the converted model needs Flex (Select TF) ops: "
                      f"{', '.join(flex)}")
   try:
-    interpreter = lite.interpreter(model_content=tflite_bytes)
-    interpreter.allocate_tensors()
+    lite.interpreter(model_content=tflite_bytes).allocate_tensors()
   except (RuntimeError, ValueError) as e:
     raise ValueError("the converted model does not load with TF Text's "
                      f"TFLite kernels: {str(e).strip().splitlines()[0]}"
@@ -280,17 +269,11 @@ def convert(module, precision, calibration_examples=None):
 
 def signature_table(tflite_bytes):
   """{signature: {"inputs": {name: [dtype, shape]}, "outputs": ...}}."""
-  interpreter = lite.interpreter(model_content=tflite_bytes)
-  table = {}
-  for name in interpreter.get_signature_list():
-    runner = interpreter.get_signature_runner(name)
-    table[name] = {
-        side: {key: [np.dtype(d["dtype"]).name,
-                     [int(x) for x in d["shape_signature"]]]
-               for key, d in sorted(details.items())}
-        for side, details in (("inputs", runner.get_input_details()),
-                              ("outputs", runner.get_output_details()))}
-  return table
+  details = lite.signature_details(lite.interpreter(model_content=tflite_bytes))
+  return {name: {side: {key: [dtype.name, [int(x) for x in shape]]
+                        for key, (dtype, shape) in sorted(specs.items())}
+                 for side, specs in sides.items()}
+          for name, sides in details.items()}
 
 
 def export_tflite(module, export_dir, precision, metadata,
@@ -301,26 +284,17 @@ def export_tflite(module, export_dir, precision, metadata,
   export_lib.version_dir(export_dir, version)  # a taken version fails first
   tflite_bytes = convert(module, precision, calibration_examples)
   preprocessor = getattr(module, "preprocessor", None)
-  info = dict(metadata)
-  info.update({
-      "format": "tflite",
-      "precision": precision,
-      "file": TFLITE_NAME,
-      "size_bytes": len(tflite_bytes),
-      "signatures": signature_table(tflite_bytes),
-      "left_out_signatures": {k: v for k, v in LEFT_OUT.items()},
-      "custom_ops": custom_ops(tflite_bytes),
-      "in_graph_checks": False,
-  })
+  info = dict(
+      metadata, format="tflite", precision=precision, file=TFLITE_NAME,
+      size_bytes=len(tflite_bytes), signatures=signature_table(tflite_bytes),
+      left_out_signatures=dict(LEFT_OUT),
+      custom_ops=custom_ops(tflite_bytes), in_graph_checks=False)
   if preprocessor is not None:
-    info["text"] = {
-        "seq_length": preprocessor.seq_length,
-        "do_lower_case": bool(preprocessor.do_lower_case),
-        "truncation": preprocessor.truncation,
-        "max_first_segment_length": preprocessor.max_first_segment_length,
-        "pre_rules": "lite_tokenizer.pre_rules: drop NUL; final capital "
-                     "sigma -> U+03C2 when lower-casing",
-    }
+    info["text"] = dict(
+        preprocessor.settings(),
+        do_lower_case=bool(preprocessor.do_lower_case),
+        pre_rules="lite_tokenizer.pre_rules: drop NUL; final capital "
+        "sigma -> U+03C2 when lower-casing")
 
   def write(directory):
     tf.io.gfile.makedirs(directory)
@@ -336,11 +310,7 @@ def describe(path):
   """Text listing a .tflite export's signatures (from its model.json)."""
   with tf.io.gfile.GFile(os.path.join(path, METADATA_NAME)) as f:
     info = json.load(f)
-  lines = [f"TFLite {os.path.join(path, TFLITE_NAME)} ({info['precision']}, "
-           f"{info['size_bytes']:,} bytes)"]
-  for name, sides in sorted(info["signatures"].items()):
-    lines.append(f"  signature {name!r}")
-    for side, short in (("inputs", "in "), ("outputs", "out")):
-      for key, (dtype, shape) in sorted(sides[side].items()):
-        lines.append(f"    {short} {key}: {dtype} {shape}")
-  return "\n".join(lines)
+  return "\n".join(
+      [f"TFLite {os.path.join(path, TFLITE_NAME)} ({info['precision']}, "
+       f"{info['size_bytes']:,} bytes)"] +
+      export_lib.signature_lines(info["signatures"]))

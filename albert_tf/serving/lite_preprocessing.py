@@ -8,7 +8,6 @@ its normaliser (`lite_tokenizer.folded_model`) in TF Text's
 Packing is the SavedModel's (dense index arithmetic already).
 """
 
-import numpy as np
 import sentencepiece as spm
 from sentencepiece import sentencepiece_model_pb2
 import tensorflow as tf
@@ -19,17 +18,7 @@ from albert_tf.serving import preprocessing
 
 
 class LitePreprocessor(preprocessing.TextPreprocessor):
-  """`TextPreprocessor` whose tokenizer runs in TFLite: the folded model in
-  `FastSentencepieceTokenizer`, the "<digit>," fix as dense gathers."""
-
-  @classmethod
-  def like(cls, preprocessor):
-    """A LitePreprocessor with `preprocessor`'s settings."""
-    return cls(preprocessor.spm_model_path,
-               do_lower_case=preprocessor.do_lower_case,
-               seq_length=preprocessor.seq_length,
-               truncation=preprocessor.truncation,
-               max_first_segment_length=preprocessor.max_first_segment_length)
+  """`TextPreprocessor` whose tokenizer runs in TFLite (see module doc)."""
 
   def _build_tokenizer(self, python_tokenizer):
     self._pieces = None  # detokenize's piece tables, built when used
@@ -38,13 +27,9 @@ class LitePreprocessor(preprocessing.TextPreprocessor):
     rows = preprocessing.expansion_rows(python_tokenizer)
     self._expansion = None
     if rows is not None:
-      width = max(len(r) for r in rows)
-      table = np.full([len(rows), width], -1, np.int32)
-      for i, row in enumerate(rows):
-        table[i, :len(row)] = row
-      self._expansion = tf.constant(table)  # [vocab, width], -1 padded
-      self._expansion_counts = tf.constant(
-          np.array([len(r) for r in rows], np.int64))  # [vocab]
+      ragged = tf.ragged.constant(rows, dtype=tf.int32, ragged_rank=1)
+      self._expansion = ragged.to_tensor(-1)  # [vocab, width], -1 padded
+      self._expansion_counts = ragged.row_lengths()  # [vocab] int64
 
   def tokenize_ids(self, text):
     """String [batch] -> ragged int32 ids [batch, (tokens)], no truncation

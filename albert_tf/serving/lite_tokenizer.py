@@ -61,18 +61,6 @@ def pre_rules(text, lower):
   return text
 
 
-def check_foldable(proto, spm_model_file):
-  """Raises ValueError (naming the file) when the model's own whitespace
-  handling would differ from `normalize_text`'s once folded."""
-  spec = proto.normalizer_spec
-  if not spec.remove_extra_whitespaces:
-    raise ValueError(
-        f"{spm_model_file}: the SentencePiece model keeps extra whitespace "
-        "(normalizer_spec.remove_extra_whitespaces is false), which ALBERT's "
-        "normalisation collapses; a .tflite cannot tokenize its text as the "
-        "data tools do")
-
-
 def _compositions():
   """(first, second) -> composed, for canonical compositions of two
   characters with combining class 0 (the ones combining-mark dropping keeps),
@@ -173,9 +161,8 @@ def _compile_charsmap(rules):
         sentence_iterator=iter(["a b c"] * 4), model_writer=model,
         vocab_size=8, model_type="char", normalization_rule_tsv=tsv,
         hard_vocab_limit=False, minloglevel=3, num_threads=1)
-  proto = sentencepiece_model_pb2.ModelProto()
-  proto.ParseFromString(model.getvalue())
-  return proto.normalizer_spec.precompiled_charsmap
+  return sentencepiece_model_pb2.ModelProto.FromString(
+      model.getvalue()).normalizer_spec.precompiled_charsmap
 
 
 def folded_model(spm_model_file, do_lower_case):
@@ -183,12 +170,16 @@ def folded_model(spm_model_file, do_lower_case):
   normalisation folded into its normaliser (same pieces and ids)."""
   with open(spm_model_file, "rb") as f:
     own_proto = f.read()
-  proto = sentencepiece_model_pb2.ModelProto()
-  proto.ParseFromString(own_proto)
-  check_foldable(proto, spm_model_file)
-  rules = _folded_rules(own_proto, bool(do_lower_case))
+  proto = sentencepiece_model_pb2.ModelProto.FromString(own_proto)
   spec = proto.normalizer_spec
-  spec.precompiled_charsmap = _compile_charsmap(rules)
+  if not spec.remove_extra_whitespaces:  # the model's own, once folded
+    raise ValueError(
+        f"{spm_model_file}: the SentencePiece model keeps extra whitespace "
+        "(normalizer_spec.remove_extra_whitespaces is false), which ALBERT's "
+        "normalisation collapses; a .tflite cannot tokenize its text as the "
+        "data tools do")
+  spec.precompiled_charsmap = _compile_charsmap(
+      _folded_rules(own_proto, bool(do_lower_case)))
   spec.name = f"albert_{'lower' if do_lower_case else 'cased'}+{spec.name}"
   spec.normalization_rule_tsv = ""
   return proto.SerializeToString()

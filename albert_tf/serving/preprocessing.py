@@ -45,47 +45,24 @@ import tensorflow_text as tf_text
 from data_prep import tokenization
 
 TRUNCATION_MODES = ("longest_first", "first_fixed")
+STRINGS = tf.TensorSpec([None], tf.string)  # string [batch]
 
 
-def _ranges(predicate):
-  """Sorted (first, last) code point ranges where predicate(chr(cp)) holds."""
-  out = []
+@functools.lru_cache(maxsize=None)
+def char_class(predicate):
+  """RE2 character class (of ranges) of the code points where
+  predicate(chr(cp)) holds, surrogates left out."""
+  ranges = []
   for cp in range(sys.maxunicode + 1):
     if 0xD800 <= cp <= 0xDFFF or not predicate(chr(cp)):
       continue
-    if out and out[-1][1] == cp - 1:
-      out[-1][1] = cp
+    if ranges and ranges[-1][1] == cp - 1:
+      ranges[-1][1] = cp
     else:
-      out.append([cp, cp])
-  return out
-
-
-def _char_class(ranges):
-  """RE2 character class for code point ranges."""
-  parts = []
-  for first, last in ranges:
-    parts.append(f"\\x{{{first:x}}}" if first == last else
-                 f"\\x{{{first:x}}}-\\x{{{last:x}}}")
-  return "[" + "".join(parts) + "]"
-
-
-@functools.lru_cache(maxsize=None)
-def dropped_class():
-  """Invisible characters normalize_text drops (tokenization.is_dropped_char)."""
-  return _char_class(_ranges(tokenization.is_dropped_char))
-
-
-@functools.lru_cache(maxsize=None)
-def word_break_class():
-  """Characters that separate words (tokenization.is_word_break: what
-  str.split() splits on, and tokenization.WORD_BREAK_CHARS)."""
-  return _char_class(_ranges(tokenization.is_word_break))
-
-
-@functools.lru_cache(maxsize=None)
-def combining_class():
-  """Characters with a non-zero canonical combining class."""
-  return _char_class(_ranges(unicodedata.combining))
+      ranges.append([cp, cp])
+  return "[" + "".join(
+      f"\\x{{{first:x}}}" if first == last else
+      f"\\x{{{first:x}}}-\\x{{{last:x}}}" for first, last in ranges) + "]"
 
 
 def normalize_text(text, lower=True):
@@ -96,15 +73,19 @@ def normalize_text(text, lower=True):
   """
   text = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace",
                                       replacement_char=0xFFFD)
-  # tokenization.clean_invisible: the same rule as the data tools.
-  text = tf.strings.regex_replace(text, dropped_class(), "")
-  text = tf.strings.regex_replace(text, word_break_class() + "+", " ")
+  # tokenization.clean_invisible: the same rule as the data tools
+  # (is_word_break: what str.split() splits on, and WORD_BREAK_CHARS).
+  text = tf.strings.regex_replace(
+      text, char_class(tokenization.is_dropped_char), "")
+  text = tf.strings.regex_replace(
+      text, char_class(tokenization.is_word_break) + "+", " ")
   text = tf.strings.regex_replace(text, "^ | $", "")
   for old, new in tokenization.QUOTE_REPLACEMENTS:
     text = tf.strings.regex_replace(text, re.escape(old), new)
   # tokenization.strip_marks:
   text = tf_text.normalize_utf8(text, "NFKD")
-  text = tf.strings.regex_replace(text, combining_class(), "")
+  text = tf.strings.regex_replace(text, char_class(unicodedata.combining),
+                                  "")
   if lower:
     text = lower_utf8(text)
   return text
@@ -180,25 +161,17 @@ def truncated_lengths(len_a, len_b, budget, mode="longest_first",
 
 
 class TextPreprocessor(tf.Module):
-  """SentencePiece tokenizer + packer as a tf.Module (savable).
+  """SentencePiece tokenizer + packer as a tf.Module (savable), with the
+  SentencePiece model file as an asset.
 
-  Attributes after construction: `cls_id`, `sep_id`, `pad_id`, `vocab_size`
-  (Python ints), `seq_length`, `do_lower_case`.
-
-  Args:
-    spm_model_file: the SentencePiece `.model` file (tracked as an asset).
-    do_lower_case: lowercase after normalisation (must match the model's
-      training data).
-    seq_length: packed length, including [CLS] and [SEP]s.
-    truncation: "longest_first" or "first_fixed" (see module doc).
-    max_first_segment_length: cap on segment A for "first_fixed" (SQuAD's
-      max_query_length, 64).
+  `seq_length` counts [CLS] and [SEP]s; `truncation` is "longest_first" or
+  "first_fixed" (capping segment A at `max_first_segment_length`, see the
+  module doc). `cls_id`, `sep_id`, `pad_id`: Python ints.
   """
 
   def __init__(self, spm_model_file, do_lower_case=True, seq_length=128,
-               truncation="longest_first", max_first_segment_length=None,
-               name=None):
-    super().__init__(name=name)
+               truncation="longest_first", max_first_segment_length=None):
+    super().__init__()
     if truncation not in TRUNCATION_MODES:
       raise ValueError(f"truncation must be one of {TRUNCATION_MODES}, got "
                        f"{truncation!r}")
@@ -208,7 +181,6 @@ class TextPreprocessor(tf.Module):
     self.cls_id = python_tokenizer.cls_id
     self.sep_id = python_tokenizer.sep_id
     self.pad_id = python_tokenizer.pad_id
-    self.vocab_size = python_tokenizer.vocab_size
     self.seq_length = seq_length
     self.do_lower_case = do_lower_case
     self.truncation = truncation
@@ -216,6 +188,13 @@ class TextPreprocessor(tf.Module):
     self.spm_model_path = spm_model_file
     self.sp_model_file = tf.saved_model.Asset(spm_model_file)
     self._build_tokenizer(python_tokenizer)
+
+  def settings(self):
+    """The constructor's arguments but the model file (what a preprocessor
+    like this one is built with)."""
+    return dict(do_lower_case=self.do_lower_case, seq_length=self.seq_length,
+                truncation=self.truncation,
+                max_first_segment_length=self.max_first_segment_length)
 
   def _build_tokenizer(self, python_tokenizer):
     """The in-graph SentencePiece tokenizer and "<digit>," fix."""
@@ -239,13 +218,13 @@ class TextPreprocessor(tf.Module):
       ids = tf.gather(self._expansion, ids).merge_dims(1, 2)
     return ids
 
-  def pack(self, segments, seq_length=None):
+  def pack(self, segments):
     """One or two ragged id segments -> dict of int32 [batch, seq_length].
 
     Keys: `input_word_ids`, `input_mask`, `input_type_ids`. Built with dense
     index arithmetic (a few dozen ops) rather than ragged concatenation.
     """
-    seq_length = seq_length or self.seq_length
+    seq_length = self.seq_length
     if len(segments) not in (1, 2):
       raise ValueError(f"pack takes 1 or 2 segments, got {len(segments)}")
     pair = len(segments) == 2
@@ -281,9 +260,9 @@ class TextPreprocessor(tf.Module):
         "input_type_ids": tf.cast(in_seq & (pos > end_a), tf.int32),
     }
 
-  def preprocess(self, texts, seq_length=None):
+  def preprocess(self, texts):
     """List of 1 or 2 string [batch] tensors -> packed model inputs."""
-    return self.pack([self.tokenize_ids(t) for t in texts], seq_length)
+    return self.pack([self.tokenize_ids(t) for t in texts])
 
   def detokenize(self, ids, max_length=None):
     """Ragged int32 ids [batch, (n)] -> normalised text [batch].
@@ -293,18 +272,17 @@ class TextPreprocessor(tf.Module):
 
   # --- Saved functions (TF-Hub preprocessing model API). ---
 
-  @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string)])
+  @tf.function(autograph=False, input_signature=[STRINGS])
   def __call__(self, text):
     """Single-segment text [batch] -> packed inputs [batch, seq_length]."""
     return self.preprocess([text])
 
-  @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string)])
+  @tf.function(autograph=False, input_signature=[STRINGS])
   def tokenize(self, text):
     """Text [batch] -> ragged int32 ids [batch, (tokens)], no truncation."""
     return self.tokenize_ids(text)
 
-  @tf.function(autograph=False, input_signature=[tf.TensorSpec([None], tf.string),
-                                tf.TensorSpec([None], tf.string)])
+  @tf.function(autograph=False, input_signature=[STRINGS, STRINGS])
   def pack_pair(self, text_a, text_b):
     """Text pair -> packed `[CLS] A [SEP] B [SEP]` inputs."""
     return self.preprocess([text_a, text_b])
@@ -317,9 +295,7 @@ def expansion_rows(python_tokenizer):
   Computed by running the Python tokenizer's own fix on each id, so the
   graph cannot drift from data_prep.
   """
-  fix = getattr(python_tokenizer, "_fix_digit_comma", None)
-  if fix is None:
-    return None
+  fix = python_tokenizer._fix_digit_comma  # pylint: disable=protected-access
   rows = [list(fix([i])) for i in range(python_tokenizer.vocab_size)]
   if all(len(r) == 1 and r[0] == i for i, r in enumerate(rows)):
     return None

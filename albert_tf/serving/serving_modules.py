@@ -7,20 +7,14 @@ albert_tf. Every signature pins dtype and rank in its input spec and checks
 sequence length, shapes and id ranges with `tf.debugging` asserts whose
 messages name the offending input.
 
-Modules:
-  EncoderModule      TF-Hub reusable encoder (`__call__(inputs, training)`,
-                     `variables`, `trainable_variables`,
-                     `regularization_losses`) + `serving_default` ids-in.
-  PretrainingModule  EncoderModule + `mlm` and `sop` functions/signatures.
-
-The TF Serving modules of each task (text, ids and tf.Example signatures)
-are in `task_modules.py` and `squad_module.py`.
+Here: EncoderModule (TF-Hub reusable encoder) and PretrainingModule (+ `mlm`
+and `sop`); the TF Serving modules of each task (text, ids and tf.Example
+signatures) are in `task_modules.py` and `squad_module.py`.
 """
 
 import tensorflow as tf
 
 from albert_tf.modeling.networks.albert_encoder import INPUT_NAMES
-
 
 
 class _Untracked:
@@ -30,8 +24,35 @@ class _Untracked:
     self.value = value
 
 
-def ids_spec(rank=2):
-  return tf.TensorSpec([None] * rank, tf.int32)
+def ids_specs(rank=2, names=INPUT_NAMES):
+  """name -> int32 TensorSpec of rank `rank`, one per id input."""
+  return {name: tf.TensorSpec([None] * rank, tf.int32) for name in names}
+
+
+def named_signature(fn, specs):
+  """A signature calling `fn(dict of inputs)`, whose inputs are `specs`
+  (name -> TensorSpec) named by their keys (signatures take flat, named
+  tensors; `fn` takes them as one dict)."""
+  names = list(specs)
+
+  @tf.function(autograph=False, input_signature=[
+      tf.TensorSpec(s.shape, s.dtype, name=n) for n, s in specs.items()])
+  def signature(*inputs):
+    return fn(dict(zip(names, inputs)))
+  return signature
+
+
+def after(checks, tensors):
+  """`tensors` (a nest) once the asserts `checks` have run."""
+  with tf.control_dependencies(checks):
+    return tf.nest.map_structure(tf.identity, tensors)
+
+
+def same_batch(a, b, name_a, name_b):
+  """`a`, `b` after asserting they have the same batch size."""
+  return after([tf.debugging.assert_equal(
+      tf.shape(a)[0], tf.shape(b)[0],
+      message=f"{name_a} and {name_b} must have the same batch size")], (a, b))
 
 
 def check_rank(tensor, rank, name, shape_doc):
@@ -46,8 +67,7 @@ def check_rank(tensor, rank, name, shape_doc):
   check = tf.debugging.assert_equal(
       tf.rank(opaque), rank,
       message=f"{name} must have rank {rank}: {tensor.dtype.name} {shape_doc}")
-  with tf.control_dependencies([check]):
-    return tf.identity(tensor)
+  return after([check], tensor)
 
 
 def check_model_inputs(features, max_seq_length, vocab_size, type_vocab_size):
@@ -74,24 +94,19 @@ def check_model_inputs(features, max_seq_length, vocab_size, type_vocab_size):
     checks.append(tf.debugging.assert_equal(
         tf.shape(features[name]), tf.shape(ids),
         message=f"{name} must have the same shape as input_word_ids"))
-  checks += [
-      tf.debugging.assert_non_negative(
-          ids, message="input_word_ids must be >= 0"),
-      tf.debugging.assert_less(
-          ids, vocab_size,
-          message=f"input_word_ids must be < vocab_size = {vocab_size}"),
-      tf.debugging.assert_non_negative(
-          features["input_type_ids"], message="input_type_ids must be >= 0"),
-      tf.debugging.assert_less(
-          features["input_type_ids"], type_vocab_size,
-          message=f"input_type_ids must be < type_vocab_size = "
-          f"{type_vocab_size}"),
-      tf.debugging.assert_less_equal(
-          tf.abs(features["input_mask"] - 1) * features["input_mask"], 0,
-          message="input_mask must hold only 0 and 1"),
-  ]
-  with tf.control_dependencies(checks):
-    return {k: tf.identity(features[k]) for k in INPUT_NAMES}
+  for name, limit, size in (("input_word_ids", "vocab_size", vocab_size),
+                            ("input_type_ids", "type_vocab_size",
+                             type_vocab_size)):
+    checks += [
+        tf.debugging.assert_non_negative(
+            features[name], message=f"{name} must be >= 0"),
+        tf.debugging.assert_less(
+            features[name], size,
+            message=f"{name} must be < {limit} = {size}")]
+  checks.append(tf.debugging.assert_less_equal(
+      tf.abs(features["input_mask"] - 1) * features["input_mask"], 0,
+      message="input_mask must hold only 0 and 1"))
+  return after(checks, {k: features[k] for k in INPUT_NAMES})
 
 
 def as_float32(outputs):
@@ -100,12 +115,6 @@ def as_float32(outputs):
   return tf.nest.map_structure(
       lambda t: tf.cast(t, tf.float32) if t.dtype.is_floating else t,
       outputs)
-
-
-def stack_layers(encoder_outputs):
-  """List of L x [batch, seq, H] -> [batch, L, seq, H] (batch first, as TF
-  Serving's row format needs)."""
-  return tf.stack(encoder_outputs, axis=1)
 
 
 class ModelModule(tf.Module):
@@ -121,12 +130,11 @@ class ModelModule(tf.Module):
   in_graph_checks = True
 
   def __init__(self, model, config, config_file=None, spm_model_file=None,
-               do_lower_case=None, name=None):
-    super().__init__(name=name)
+               do_lower_case=None):
+    super().__init__()
     self._model_ref = _Untracked(model)
     self._config = config
     encoder = getattr(model, "encoder", model)
-    self._encoder_ref = _Untracked(encoder)
     self.variables = list(encoder.variables)
     self.trainable_variables = list(encoder.trainable_variables)
     self.regularization_losses = []
@@ -149,7 +157,7 @@ class ModelModule(tf.Module):
 
   @property
   def encoder(self):
-    return self._encoder_ref.value
+    return getattr(self.model, "encoder", self.model)
 
   def check_rank(self, tensor, rank, name, shape_doc):
     """`check_rank` when this module checks in the graph."""
@@ -157,7 +165,8 @@ class ModelModule(tf.Module):
       return tensor
     return check_rank(tensor, rank, name, shape_doc)
 
-  def _check(self, features):
+  def checked_ids(self, features):
+    """The encoder inputs of `features`, checked (`in_graph_checks`)."""
     if not self.in_graph_checks:
       return {k: features[k] for k in INPUT_NAMES}
     c = self._config
@@ -176,41 +185,28 @@ class EncoderModule(ModelModule):
 
   @tf.function(autograph=False)
   def __call__(self, inputs, training=False):
-    return self._encode(inputs, training)
-
-  def _encode(self, inputs, training=False):
-    features = self._check(inputs)
+    features = self.checked_ids(inputs)
     outputs = as_float32(self.encoder(features, training=training))
-    return {
-        "sequence_output": outputs["sequence_output"],
-        "pooled_output": outputs["pooled_output"],
-        "default": outputs["pooled_output"],
-        "encoder_outputs": list(outputs["encoder_outputs"]),
-    }
+    return dict(outputs, default=outputs["pooled_output"],
+                encoder_outputs=list(outputs["encoder_outputs"]))
 
   def trace(self):
     """Traces `__call__` for both training values (before saving)."""
-    spec = {name: ids_spec() for name in INPUT_NAMES}
     for training in (False, True):
-      self.__call__.get_concrete_function(spec, training=training)
-
-  def encoder_signature(self):
-    @tf.function(autograph=False, input_signature=[ids_spec()] * 3)
-    def serve(input_word_ids, input_mask, input_type_ids):
-      outputs = self._encode(dict(input_word_ids=input_word_ids,
-                                  input_mask=input_mask,
-                                  input_type_ids=input_type_ids))
-      return {
-          "sequence_output": outputs["sequence_output"],
-          "pooled_output": outputs["pooled_output"],
-          "default": outputs["default"],
-          # [batch, L, seq, H]
-          "encoder_outputs": stack_layers(outputs["encoder_outputs"]),
-      }
-    return serve
+      self.__call__.get_concrete_function(ids_specs(), training=training)
 
   def signatures(self):
-    return {"serving_default": self.encoder_signature()}
+    def serve(inputs):
+      outputs = self(inputs)
+      # L x [batch, seq, H] -> [batch, L, seq, H]: batch first, as TF
+      # Serving's row format needs.
+      return dict(outputs, encoder_outputs=tf.stack(
+          outputs["encoder_outputs"], axis=1))
+    return {"serving_default": named_signature(serve, ids_specs())}
+
+
+# mlm's inputs: the encoder's and int32 [batch, P] masked_lm_positions.
+_MLM_SPECS = ids_specs(names=INPUT_NAMES + ("masked_lm_positions",))
 
 
 class PretrainingModule(EncoderModule):
@@ -221,8 +217,9 @@ class PretrainingModule(EncoderModule):
   `sop_logits` [batch, 2] (1 = segments swapped).
   """
 
-  def _mlm(self, inputs):
-    features = self._check(inputs)
+  @tf.function(autograph=False, input_signature=[_MLM_SPECS])
+  def mlm(self, inputs):
+    features = self.checked_ids(inputs)
     positions = self.check_rank(inputs["masked_lm_positions"], 2,
                            "masked_lm_positions", "[batch, num_positions]")
     seq_length = tf.shape(features["input_word_ids"])[1]
@@ -237,43 +234,19 @@ class PretrainingModule(EncoderModule):
             positions, seq_length,
             message="masked_lm_positions must be < the sequence length"),
     ]
-    with tf.control_dependencies(checks):
-      positions = tf.identity(positions)
+    positions = after(checks, positions)
     sequence_output = self.encoder(features,
                                    training=False)["sequence_output"]
     return as_float32(
         {"mlm_logits": self.model.mlm_head(sequence_output, positions)})
 
-  def _sop(self, inputs):
-    features = self._check(inputs)
+  @tf.function(autograph=False, input_signature=[ids_specs()])
+  def sop(self, inputs):
+    features = self.checked_ids(inputs)
     pooled = self.encoder(features, training=False)["pooled_output"]
     return as_float32({"sop_logits": self.model.sop_head(pooled)})
 
-  @tf.function(autograph=False, input_signature=[dict(
-      input_word_ids=ids_spec(), input_mask=ids_spec(),
-      input_type_ids=ids_spec(), masked_lm_positions=ids_spec())])
-  def mlm(self, inputs):
-    return self._mlm(inputs)
-
-  @tf.function(autograph=False, input_signature=[dict(
-      input_word_ids=ids_spec(), input_mask=ids_spec(),
-      input_type_ids=ids_spec())])
-  def sop(self, inputs):
-    return self._sop(inputs)
-
   def signatures(self):
-    @tf.function(autograph=False, input_signature=[ids_spec()] * 4)
-    def mlm(input_word_ids, input_mask, input_type_ids, masked_lm_positions):
-      return self._mlm(dict(input_word_ids=input_word_ids,
-                            input_mask=input_mask,
-                            input_type_ids=input_type_ids,
-                            masked_lm_positions=masked_lm_positions))
-
-    @tf.function(autograph=False, input_signature=[ids_spec()] * 3)
-    def sop(input_word_ids, input_mask, input_type_ids):
-      return self._sop(dict(input_word_ids=input_word_ids,
-                            input_mask=input_mask,
-                            input_type_ids=input_type_ids))
-
-    return {"serving_default": self.encoder_signature(), "mlm": mlm,
-            "sop": sop}
+    return dict(super().signatures(),
+                mlm=named_signature(self.mlm, _MLM_SPECS),
+                sop=named_signature(self.sop, ids_specs()))

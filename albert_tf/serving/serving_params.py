@@ -5,7 +5,7 @@ change them.
 Every export has the fields of `ServingParams`; a task subclasses it with
 its own (labels, text fields, SQuAD windows, ...). A run's params come from
 its recorded config (the task computes them); flags may then change only the
-fields declared `export=True` (`export_settable`; decoding and display settings: they do not
+fields declared `export=True` (decoding and display settings: they do not
 change what the weights mean). Any other flag that disagrees with the run is
 refused naming the field, and a flag the task's params do not have is
 refused: every word on the command line is used or refused.
@@ -13,7 +13,7 @@ refused: every word on the command line is used or refused.
 
 import dataclasses
 import math
-from typing import Any, FrozenSet, Mapping, Optional
+from typing import Any, Mapping, Optional
 
 from albert_tf.core import settings
 from albert_tf.core.settings import setting
@@ -23,18 +23,11 @@ from data_prep import output_files
 @dataclasses.dataclass
 class ServingParams:
   """Settings of every text-in export."""
-  # Packed length of the text-in signatures.
   seq_length: int = setting(128, flag="Packed length of text-in "
                             "signatures.")
-  # SentencePiece model shipped as an asset (text-in signatures need it).
   spm_model_file: str = setting("", flag="SentencePiece .model (shipped as "
                                 "an asset).")
   do_lower_case: bool = setting(True, flag="Lowercase text (default true).")
-
-  @property
-  def export_settable(self) -> FrozenSet[str]:
-    """Fields a flag may change on a run's export (`setting(export=True)`)."""
-    return settings.exportable(type(self))
 
   def validate(self) -> None:
     """Raises ValueError naming the first bad field (subclasses extend)."""
@@ -67,10 +60,6 @@ class ServingParams:
     del field, value
 
 
-def field_names(params_cls) -> FrozenSet[str]:
-  return frozenset(f.name for f in dataclasses.fields(params_cls))
-
-
 def _same(a, b) -> bool:
   if isinstance(a, float) and isinstance(b, float):
     return a == b or (math.isnan(a) and math.isnan(b))
@@ -86,9 +75,11 @@ def with_settings(params: ServingParams, given: Mapping[str, Any],
 
   what: the export, for errors ("a classification export").
   recorded_in: the run directory `params` were derived from; then only
-    `export_settable` fields may differ from them.
+    `setting(export=True)` fields may differ from them.
   """
-  fields = field_names(type(params))
+  fields = {f.name for f in dataclasses.fields(params)}
+  # What a flag may change on a run's export (`setting(export=True)`).
+  settable = settings.exportable(type(params))
   changes = {}
   for name, value in given.items():
     if name not in fields:
@@ -100,11 +91,11 @@ def with_settings(params: ServingParams, given: Mapping[str, Any],
         changes[name] = value  # the file that exists now
       continue
     if recorded_in is not None:
-      if name not in params.export_settable:
+      if name not in settable:
         raise ValueError(
             f"{name} is {value!r} but the run record of {recorded_in} has "
             f"{current!r}; omit --{name} to use the run's value (settable "
-            f"at export: {', '.join(sorted(params.export_settable)) or 'none'}"
+            f"at export: {', '.join(sorted(settable)) or 'none'}"
             ")")
       params.check_change(name, value)
     changes[name] = value

@@ -15,29 +15,31 @@ from albert_tf.serving import task_modules
 _NEG = -1e30
 
 
-def best_spans(start_logits, end_logits, in_context, max_answer_length):
-  """Best allowed span per row.
-
-  Args:
-    start_logits, end_logits: float [b, seq].
-    in_context: bool [b, seq], positions an answer may cover.
-    max_answer_length: longest span in tokens.
-
-  Returns:
-    start, end int32 [b] (0, 0 when no span is allowed), score float [b]
-    (start + end logit, `_NEG` when none), found bool [b].
-  """
+def span_scores(start_logits, end_logits, may_start, may_end,
+                max_answer_length, neg=_NEG):
+  """Start + end logit of every span, float [b, start, end]: `neg` unless
+  it starts where `may_start` and ends where `may_end` (bool [b, seq]) and
+  0 <= end - start < max_answer_length. Returns (scores, allowed)."""
   seq_length = tf.shape(start_logits)[1]
   positions = tf.range(seq_length)
   # expand_dims, not [:, None]: TFLite's strided slice has no new-axis form.
   offset = (tf.expand_dims(positions, 0) -
             tf.expand_dims(positions, 1))  # [seq, seq]: end - start
   in_band = (offset >= 0) & (offset < max_answer_length)
-  allowed = (tf.expand_dims(in_band, 0) & tf.expand_dims(in_context, 2) &
-             tf.expand_dims(in_context, 1))  # [b, start, end]
+  allowed = (tf.expand_dims(in_band, 0) & tf.expand_dims(may_start, 2) &
+             tf.expand_dims(may_end, 1))  # [b, start, end]
   scores = (tf.expand_dims(start_logits, 2) +
             tf.expand_dims(end_logits, 1))  # [b, s, s]
-  scores = tf.where(allowed, scores, _NEG)
+  return tf.where(allowed, scores, neg), allowed
+
+
+def best_spans(start_logits, end_logits, in_context, max_answer_length):
+  """Best span per row inside `in_context` (bool [b, seq]): start, end
+  int32 [b] (0, 0 when no span is allowed), score float [b] (start + end
+  logit, `_NEG` when none), found bool [b]."""
+  seq_length = tf.shape(start_logits)[1]
+  scores, allowed = span_scores(start_logits, end_logits, in_context,
+                                in_context, max_answer_length)
   best = tf.argmax(tf.reshape(scores, [-1, seq_length * seq_length]),
                    axis=-1, output_type=tf.int32)  # [b]
   found = tf.reduce_any(allowed, axis=[1, 2])  # [b]
@@ -55,10 +57,6 @@ class SquadModule(task_modules.TaskServingModule):
 
   text_fields = ("question", "context")
 
-  def __init__(self, model, params, config, **kwargs):
-    super().__init__(model, params, config, **kwargs)
-    self.max_answer_length = params.max_answer_length
-
   @classmethod
   def make_preprocessor(cls, params):
     return preprocessing.TextPreprocessor(
@@ -74,9 +72,8 @@ class SquadModule(task_modules.TaskServingModule):
                   (ids != self.preprocessor.sep_id))  # [b, seq]
     start, end, score, found = best_spans(
         model_outputs["start_logits"], model_outputs["end_logits"],
-        in_context, self.max_answer_length)
-    positions = tf.range(tf.shape(ids)[1])
-    positions = tf.expand_dims(positions, 0)  # [1, seq]
+        in_context, self.params.max_answer_length)
+    positions = tf.expand_dims(tf.range(tf.shape(ids)[1]), 0)  # [1, seq]
     keep = ((positions >= tf.expand_dims(start, 1)) &
             (positions <= tf.expand_dims(end, 1)) &
             tf.expand_dims(found, 1))  # [b, seq]
@@ -88,7 +85,7 @@ class SquadModule(task_modules.TaskServingModule):
         "answer_end": end,
         "answer_score": score,
         "answer_text": self.preprocessor.detokenize(
-            span_ids, max_length=self.max_answer_length),
+            span_ids, max_length=self.params.max_answer_length),
     }
     if "answerable_logits" in model_outputs:
       result["answerable_probability"] = tf.sigmoid(

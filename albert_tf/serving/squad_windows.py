@@ -74,7 +74,6 @@ class SquadWindowServingModule(squad_module.SquadModule):
   unchanged (one window per row; the raw beam for `AlbertSquadV2`).
   """
 
-
   tflite_refusal = (
       "SQuAD's doc-stride windows need ragged ops TFLite has no kernels "
       "for; export with --doc_stride=0 (one window per question, the "
@@ -82,11 +81,6 @@ class SquadWindowServingModule(squad_module.SquadModule):
 
   def __init__(self, model, params, config, **kwargs):
     super().__init__(model, params, config, **kwargs)
-    self.doc_stride = params.doc_stride
-    self.max_query_length = params.max_query_length
-    self.max_windows = params.max_windows
-    # The simple head has no null score: its params' threshold is unused.
-    self.null_score_diff_threshold = params.null_score_diff_threshold
     # AlbertSquadV2 (the original's v2 head) outputs a beam, not logits.
     self.beam = isinstance(model, albert_squad_v2.AlbertSquadV2)
 
@@ -96,15 +90,15 @@ class SquadWindowServingModule(squad_module.SquadModule):
     doc_offset (sequence position of its first context token) and
     max-context flags [N, seq]; per example the context ids [b, (n)] and
     num_windows [b]."""
-    seq_length = self.preprocessor.seq_length
-    q = self.preprocessor.tokenize_ids(question)[:, :self.max_query_length]
+    seq_length, p = self.preprocessor.seq_length, self.params
+    q = self.preprocessor.tokenize_ids(question)[:, :p.max_query_length]
     c = self.preprocessor.tokenize_ids(context)  # [b, (n)]
     max_tokens = seq_length - q.row_lengths() - 3  # [b]
     num_windows, stride = window_layout(c.row_lengths(), max_tokens,
-                                        self.doc_stride)
+                                        p.doc_stride)
     check = tf.debugging.assert_less_equal(
-        num_windows, tf.cast(self.max_windows, tf.int64),
-        message=f"context needs more than max_windows={self.max_windows} "
+        num_windows, tf.cast(p.max_windows, tf.int64),
+        message=f"context needs more than max_windows={p.max_windows} "
         f"doc-stride windows of seq_length {seq_length}; shorten it")
     with tf.control_dependencies([check]):
       example = tf.repeat(tf.range(tf.size(num_windows, out_type=tf.int64)),
@@ -136,7 +130,7 @@ class SquadWindowServingModule(squad_module.SquadModule):
     if not self.beam:
       return super().task_outputs(features)
     return dict(serving_modules.as_float32(
-        self.model(self._check(features), training=False)))
+        self.model(self.checked_ids(features), training=False)))
 
   def _context_mask(self, w):
     """bool [N, seq]: the window's context tokens; int64 [N, seq]: their
@@ -156,17 +150,12 @@ class SquadWindowServingModule(squad_module.SquadModule):
     in_context, j = self._context_mask(w)
     may_start = in_context & tf.gather(w["max_context"], tf.maximum(j, 0),
                                        batch_dims=1)
-    seq_length = tf.shape(in_context)[1]
-    positions = tf.range(seq_length)
-    offset = positions[None, :] - positions[:, None]  # [seq, seq]
-    allowed = ((offset >= 0) & (offset < self.max_answer_length))[None] & (
-        may_start[:, :, None] & in_context[:, None, :])  # [N, s, e]
-    scores = (outputs["start_logits"][:, :, None] +
-              outputs["end_logits"][:, None, :])  # [N, s, e]
-    flat = tf.reshape(tf.where(allowed, scores, _NEG),
-                      [tf.shape(scores)[0], -1])  # [N, s * e]
+    scores, _ = squad_module.span_scores(
+        outputs["start_logits"], outputs["end_logits"], may_start,
+        in_context, self.params.max_answer_length, _NEG)  # [N, s, e]
+    flat = tf.reshape(scores, [tf.shape(scores)[0], -1])  # [N, s * e]
     best = _first_argmax(flat)
-    seq64 = tf.cast(seq_length, tf.int64)
+    seq64 = tf.cast(tf.shape(in_context)[1], tf.int64)
     return (tf.reduce_max(flat, axis=-1), best // seq64, best % seq64)
 
   def _beam_spans(self, w, outputs):
@@ -186,7 +175,8 @@ class SquadWindowServingModule(squad_module.SquadModule):
     valid = ((start_j >= 0) & (start_j < length) & (end_j < length) &
              tf.gather(w["max_context"], tf.clip_by_value(start_j, 0, tf.cast(
                  tf.shape(j)[1] - 1, tf.int64)), batch_dims=1) &
-             (ends >= starts) & (ends - starts < self.max_answer_length))
+             (ends >= starts) &
+             (ends - starts < self.params.max_answer_length))
     flat = tf.where(valid, scores, _NEG)
     best = _first_argmax(flat)[:, None]
     return (tf.reduce_max(flat, axis=-1),
@@ -194,10 +184,11 @@ class SquadWindowServingModule(squad_module.SquadModule):
             tf.gather(ends, best, batch_dims=1)[:, 0])
 
   def text_outputs(self, texts):
-    question, context = self._same_batch(texts["question"], texts["context"])
+    question, context = serving_modules.same_batch(
+        texts["question"], texts["context"], "question", "context")
     w = self._windows(question, context)
     outputs = serving_modules.as_float32(
-        self.model(self._check(w["packed"]), training=False))
+        self.model(self.checked_ids(w["packed"]), training=False))
     spans = self._beam_spans if self.beam else self._logit_spans
     score, first, last = spans(w, outputs)  # [N], window positions
     example, c = w["example"], w["context_ids"]
@@ -232,9 +223,9 @@ class SquadWindowServingModule(squad_module.SquadModule):
       null = tf.math.unsorted_segment_min(outputs["cls_logits"], example,
                                           batch)  # [b]
       result["null_score"] = null
-      if self.null_score_diff_threshold is not None:
+      if self.params.null_score_diff_threshold is not None:
         result["answer_text"] = tf.where(
-            null >= self.null_score_diff_threshold, "", text)
+            null >= self.params.null_score_diff_threshold, "", text)
     return result
 
 

@@ -28,27 +28,28 @@ from albert_tf.serving.serving_modules import INPUT_NAMES
 
 def sentence_fields(num_text_fields):
   """Text inputs of a one- or two-segment task."""
-  if num_text_fields == 1:
-    return ("text",)
-  if num_text_fields == 2:
-    return ("text_a", "text_b")
+  if num_text_fields in (1, 2):
+    return (("text",), ("text_a", "text_b"))[num_text_fields - 1]
   raise ValueError(f"num_text_fields must be 1 or 2, got {num_text_fields}")
+
+
+def label_table(label_names, num_labels):
+  """String constant of the checked `label_names`, one per label."""
+  names = label_names_lib.check_names(label_names)
+  if len(names) != num_labels:
+    raise ValueError(f"label_names has {len(names)} names for "
+                     f"{num_labels} labels")
+  return tf.constant(names)
 
 
 class TaskServingModule(serving_modules.ModelModule):
   """Base: text / ids / tf.Example signatures over `task_outputs`.
 
-  Subclasses set `text_fields`, implement `outputs`,
-  and may override `make_preprocessor`, `preprocess_text`, `text_outputs`,
-  `checked_ids`, `text_specs` and `example_spec`.
-
-  Args:
-    model: the Keras model (its encoder's and heads' variables are saved).
-    params: the task's params (a serving_params.ServingParams): the text
-      packer (`make_preprocessor`, tracked and saved) and the module's
-      settings.
-    config: the AlbertConfig (input checks).
-    **kwargs: assets (`config_file`, `spm_model_file`, `do_lower_case`).
+  Subclasses set `text_fields`, implement `outputs`, and may override
+  `make_preprocessor`, `preprocess_text`, `text_outputs`, `checked_ids`,
+  `text_specs` and `example_spec`. `params` (the task's
+  serving_params.ServingParams) give the text packer and the settings,
+  `config` (the AlbertConfig) the input checks, `kwargs` the assets.
   """
 
   text_fields = ()
@@ -56,6 +57,7 @@ class TaskServingModule(serving_modules.ModelModule):
 
   def __init__(self, model, params, config, **kwargs):
     super().__init__(model, config, **kwargs)
+    self.params = params
     self.preprocessor = self.make_preprocessor(params)
 
   @classmethod
@@ -67,24 +69,12 @@ class TaskServingModule(serving_modules.ModelModule):
 
   # --- inputs -> checked model inputs ---
 
-  def _same_batch(self, a, b):
-    """`a`, `b` after asserting they have the same batch size."""
-    check = tf.debugging.assert_equal(
-        tf.shape(a)[0], tf.shape(b)[0],
-        message=f"{self.text_fields[0]} and {self.text_fields[1]} must have "
-        "the same batch size")
-    with tf.control_dependencies([check]):
-      return tf.identity(a), tf.identity(b)
-
   def preprocess_text(self, texts):
     """Dict field -> string [batch]; returns packed int32 model inputs."""
     fields = [texts[name] for name in self.text_fields]
     if len(fields) == 2:
-      fields = list(self._same_batch(*fields))
+      fields = list(serving_modules.same_batch(*fields, *self.text_fields))
     return self.preprocessor.preprocess(fields)
-
-  def checked_ids(self, features):
-    return self._check(features)
 
   # --- model inputs -> task outputs ---
 
@@ -124,41 +114,20 @@ class TaskServingModule(serving_modules.ModelModule):
                for name, t in texts.items()}
       return self.text_outputs(texts)
 
-    # Signature inputs are named after the TensorSpec names (the fields).
-    names = list(text_specs)
-    if len(names) == 1:
-      @tf.function(autograph=False, input_signature=[text_specs[names[0]]])
-      def serve_text(a):
-        return serve_text_dict({names[0]: a})
-    else:
-      @tf.function(autograph=False,
-                   input_signature=[text_specs[n] for n in names])
-      def serve_text(a, b):
-        return serve_text_dict({names[0]: a, names[1]: b})
-
-    id_specs = [tf.TensorSpec([None] * self.ids_rank, tf.int32, name=n)
-                for n in INPUT_NAMES]
-
-    @tf.function(autograph=False, input_signature=id_specs)
-    def serve_ids(input_word_ids, input_mask, input_type_ids):
-      return self.task_outputs(dict(input_word_ids=input_word_ids,
-                                    input_mask=input_mask,
-                                    input_type_ids=input_type_ids))
-
-    feature_spec = self.example_spec()
-
-    @tf.function(autograph=False, input_signature=[
-        tf.TensorSpec([None], tf.string, name="examples")])
-    def serve_examples(examples):
-      examples = self.check_rank(examples, 1, "examples",
-                            "[batch] of serialized tf.Example")
-      return serve_text_dict(parse_text_examples(examples, feature_spec))
+    def serve_examples(inputs):
+      examples = self.check_rank(inputs["examples"], 1, "examples",
+                                 "[batch] of serialized tf.Example")
+      return serve_text_dict(parse_text_examples(examples,
+                                                 self.example_spec()))
 
     # The text-in function is also callable as `module.serve_text(...)`.
     self.serve_text = serve_text_dict
-    return {"serving_default": serve_text,
-            "serve_ids": serve_ids,
-            "serve_examples": serve_examples}
+    named = serving_modules.named_signature
+    return {"serving_default": named(serve_text_dict, text_specs),
+            "serve_ids": named(self.task_outputs,
+                               serving_modules.ids_specs(self.ids_rank)),
+            "serve_examples": named(serve_examples,
+                                    {"examples": preprocessing.STRINGS})}
 
 
 def parse_text_examples(examples, feature_spec):
@@ -168,14 +137,10 @@ def parse_text_examples(examples, feature_spec):
   only "Can't parse serialized Example")."""
   spec = {name: (tf.io.VarLenFeature(f.dtype) if not f.shape else f)
           for name, f in feature_spec.items()}
-  parsed = tf.io.parse_example(examples, spec)
+  out = tf.io.parse_example(examples, spec)
   batch = tf.shape(examples)[0]
-  out = {}
-  for name, feature in feature_spec.items():
-    value = parsed[name]
-    if feature.shape:
-      out[name] = value
-      continue
+  for name in [name for name, f in feature_spec.items() if not f.shape]:
+    value = out[name]
     counts = tf.math.bincount(tf.cast(value.indices[:, 0], tf.int32),
                               minlength=batch, maxlength=batch)  # [batch]
     check = tf.debugging.assert_equal(
@@ -211,13 +176,9 @@ class ClassificationModule(_SentenceModule):
 
   def __init__(self, model, params, config, **kwargs):
     super().__init__(model, params, config, **kwargs)
-    num_labels = model.num_labels
-    names = label_names_lib.check_names(
-        params.label_names or [str(i) for i in range(num_labels)])
-    if len(names) != num_labels:
-      raise ValueError(f"label_names has {len(names)} names for "
-                       f"{num_labels} labels")
-    self.label_names = tf.constant(names)
+    self.label_names = label_table(
+        params.label_names or [str(i) for i in range(model.num_labels)],
+        model.num_labels)
 
   def outputs(self, features, model_outputs):
     logits = model_outputs["logits"]  # [b, labels]
@@ -256,8 +217,8 @@ class MultipleChoiceModule(TaskServingModule):
         tf.debugging.assert_equal(
             tf.shape(choices)[0], tf.shape(context)[0],
             message="choices and context must have the same batch size")]
-    with tf.control_dependencies(checks):
-      flat_choices = tf.reshape(choices, [-1])  # [batch * choices]
+    flat_choices = tf.reshape(serving_modules.after(checks, choices),
+                              [-1])  # [batch * choices]
     flat_context = tf.repeat(context, num_choices)  # [batch * choices]
     packed = self.preprocessor.preprocess([flat_context, flat_choices])
     seq_length = self.preprocessor.seq_length
@@ -272,10 +233,10 @@ class MultipleChoiceModule(TaskServingModule):
     check = tf.debugging.assert_equal(
         tf.shape(features["input_word_ids"])[1], num_choices,
         message=f"input_word_ids must have shape [batch, {num_choices}, seq]")
-    with tf.control_dependencies([check]):
-      seq_length = tf.shape(features["input_word_ids"])[-1]
-      flat = self._check({k: tf.reshape(features[k], [-1, seq_length])
-                          for k in INPUT_NAMES})  # [batch * choices, seq]
+    features = serving_modules.after([check], features)
+    seq_length = tf.shape(features["input_word_ids"])[-1]
+    flat = super().checked_ids({k: tf.reshape(v, [-1, seq_length])
+                                for k, v in features.items()})  # [b * c, seq]
     return {k: tf.reshape(v, [-1, num_choices, seq_length])
             for k, v in flat.items()}
 

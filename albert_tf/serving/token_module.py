@@ -18,7 +18,7 @@
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from albert_tf.data import label_names as label_names_lib
+from albert_tf.serving import serving_modules
 from albert_tf.serving import task_modules
 
 # The label of a word of which normalisation leaves no piece.
@@ -32,11 +32,8 @@ class TokenClassificationModule(task_modules.TaskServingModule):
 
   def __init__(self, model, params, config, **kwargs):
     super().__init__(model, params, config, **kwargs)
-    names = label_names_lib.check_names(list(params.label_names))
-    if len(names) != model.num_labels:
-      raise ValueError(f"label_names has {len(names)} names for "
-                       f"{model.num_labels} labels")
-    self.label_names = tf.constant(names)
+    self.label_names = task_modules.label_table(params.label_names,
+                                                model.num_labels)
     self._words = tf_text.WhitespaceTokenizer()
 
   def outputs(self, features, model_outputs):
@@ -56,8 +53,7 @@ class TokenClassificationModule(task_modules.TaskServingModule):
         sentence.row_lengths(), tf.cast(budget, tf.int64),
         message=f"text: a text has more pieces than seq_length - 2 = "
         f"{budget} (texts are not cut; split it)")
-    with tf.control_dependencies([check]):
-      packed = self.preprocessor.pack([sentence])
+    packed = self.preprocessor.pack([serving_modules.after([check], sentence)])
     piece_labels = self.task_outputs(packed)["label"]  # [b, seq]
     # Each word's first piece: 1 ([CLS]) + the pieces before it in its text.
     before = tf.math.cumsum(per_word, exclusive=True)  # [W]
