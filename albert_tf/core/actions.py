@@ -13,7 +13,7 @@ import os
 import shutil
 import signal
 import time
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from absl import logging
 import tensorflow as tf
@@ -140,38 +140,60 @@ def _checkpoint_number(path: str) -> int:
   return int(tail) if tail.isdigit() else -1
 
 
-def restore_newest_readable(checkpoint: tf.train.Checkpoint, directory: str,
-                            check: Optional[Callable[[str], None]] = None
-                            ) -> Optional[str]:
-  """Restores the newest checkpoint that reads; warns about each one that
-  does not (truncated .data, missing .index) and falls back to the one
-  before. Every object of `checkpoint` must be found; saved objects it
-  leaves out (the identity, checked by `check`; a data position not
-  restored) are expected, not warned about on every resume.
+def restore_first_readable(candidates: Sequence[str],
+                           restore: Callable[[str], Any],
+                           unreadable: Callable[[str, Exception],
+                                                Optional[str]],
+                           error: Callable[[List[Tuple[str, str]]], str],
+                           check: Optional[Callable[[str], None]] = None
+                           ) -> Tuple[Optional[str], Any]:
+  """The one walk over checkpoints, newest first (a resume, evaluation and
+  every export): (path, `restore(path)`) of the first that reads, warning
+  about each one skipped; (None, None) when there is none.
+
   `check(path)` raises (ValueError, not caught) when a readable checkpoint
-  is not what this run may restore.
-  Returns the restored path, or None when there is no checkpoint.
-  Raises CheckpointError if checkpoints exist but none reads."""
-  candidates = checkpoint_candidates(directory)
-  failures = []
+  is not what this run may restore. `unreadable(path, e)` says why a failed
+  `restore` is the file's fault, or None to re-raise `e` (a wrong model).
+  Raises CheckpointError(`error([(path, why), ...])`) if none reads."""
+  failed = []
   for path in candidates:
     if check is not None and tf.io.gfile.exists(path + ".index"):
       check(path)
     try:
-      status = checkpoint.restore(path)
-      status.expect_partial()
-      status.assert_existing_objects_matched()
-      return path
+      return path, restore(path)
     except (tf.errors.OpError, ValueError, AssertionError, IndexError,
             OSError) as e:  # IndexError: a truncated .data file
-      logging.warning("checkpoint %s is unreadable (%s); trying the one "
-                      "before it", path, error_summary(e))
-      failures.append(path)
-  if failures:
-    raise CheckpointError(
-        f"no readable checkpoint in {directory}: {', '.join(failures)} "
-        "failed to load; delete them or restore the files")
-  return None
+      why = unreadable(path, e)
+      if why is None:
+        raise
+      failed.append((path, why))
+      if path != candidates[-1]:
+        logging.warning("checkpoint %s is %s; using the one before it", path,
+                        why)
+  if failed:
+    raise CheckpointError(error(failed))
+  return None, None
+
+
+def restore_newest_readable(checkpoint: tf.train.Checkpoint, directory: str,
+                            check: Optional[Callable[[str], None]] = None
+                            ) -> Optional[str]:
+  """A resume: restores the newest checkpoint of `directory` that reads
+  (`restore_first_readable`). Every object of `checkpoint` must be found;
+  saved objects it leaves out (the identity, checked by `check`; a data
+  position not restored) are expected, not warned about on every resume.
+  Returns the restored path, or None when there is no checkpoint."""
+  def restore(path):
+    status = checkpoint.restore(path)
+    status.expect_partial()
+    status.assert_existing_objects_matched()
+
+  return restore_first_readable(
+      checkpoint_candidates(directory), restore,
+      lambda path, e: f"unreadable ({error_summary(e)})",
+      lambda failed: (f"no readable checkpoint in {directory}: "
+                      f"{', '.join(path for path, _ in failed)} failed to "
+                      "load; delete them or restore the files"), check)[0]
 
 
 def keep_if_best(best_dir: str, model, global_step: tf.Variable,

@@ -13,7 +13,6 @@ is refused.
 import os
 from typing import Any, Callable, Optional, Tuple
 
-from absl import logging
 import tensorflow as tf
 
 from albert_tf.checkpoints import canonical_weights
@@ -109,7 +108,7 @@ def restore_newest_readable(restore: Callable[[str], Any], model_dir: str,
                             ) -> Tuple[str, Any]:
   """`restore(path)` of `checkpoint`, or (none given) of the newest
   checkpoint of the run `model_dir` that reads, falling back as a resume
-  does, with a warning for each one skipped. Returns (path, result).
+  does (`actions.restore_first_readable`). Returns (path, result).
 
   A given checkpoint that cannot be read, or a run none of whose
   checkpoints reads, is a one-line CheckpointError naming them.
@@ -120,21 +119,11 @@ def restore_newest_readable(restore: Callable[[str], Any], model_dir: str,
     candidates = actions.checkpoint_candidates(
         os.path.join(model_dir, paths.RUN_CHECKPOINT_SUBDIR)) or [
             paths.resolve_checkpoint(model_dir)]
-  failed = []
-  for path in candidates:
-    try:
-      return path, restore(path)
-    except (tf.errors.OpError, IndexError, OSError, ValueError) as e:
-      why = _unreadable(path, e)
-      if why is None:
-        raise
-      failed.append(f"{path} ({why})")
-      if path != candidates[-1]:
-        logging.warning("checkpoint %s is %s; using the one before it",
-                        path, why)
-  raise actions.CheckpointError(
-      "no readable checkpoint: " + "; ".join(failed) +
-      ("" if checkpoint else f" (all of {model_dir})"))
+  return actions.restore_first_readable(
+      candidates, restore, _unreadable,
+      lambda failed: "no readable checkpoint: " + "; ".join(
+          f"{path} ({why})" for path, why in failed) + (
+              "" if checkpoint else f" (all of {model_dir})"))
 
 
 def restore_run(task, model, check: Callable[[str], Any], model_dir: str = "",
