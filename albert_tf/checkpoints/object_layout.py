@@ -16,7 +16,6 @@ from absl import logging
 import tensorflow as tf
 
 from albert_tf.checkpoints import canonical_weights as cw
-from albert_tf.checkpoints import paths
 from albert_tf.checkpoints.canonical_weights import CheckpointConversionError
 
 
@@ -107,35 +106,11 @@ def restore_model_parts(model, prefix, stored, with_heads,
            if name not in fresh}
   if step is not None and "step" in held:
     parts["step"] = step
-  _read_parts(parts, prefix, stored)
+  read_parts(parts, prefix, stored)
   return list(parts), fresh
 
 
-def restore_encoder(encoder, path):
-  """Loads only the encoder's weights from any albert_tf checkpoint.
-
-  Fails when an encoder variable is missing from the checkpoint.
-  """
-  return restore_parts({"encoder": encoder}, path)
-
-
-def restore_model(model, path):
-  """Loads a whole model (encoder + heads) from a checkpoint of its class.
-
-  Fails naming the parts the checkpoint does not hold (e.g. a classifier's
-  head when the checkpoint comes from pretraining: use `restore_encoder`).
-  """
-  return restore_parts(model_parts(model), path)
-
-
-def restore_parts(parts, path):
-  """Loads the named `parts` (name -> trackable); returns the prefix."""
-  path = paths.resolve_checkpoint(path)
-  _read_parts(parts, path, dict(tf.train.list_variables(path)))
-  return path
-
-
-def _read_parts(parts, path, stored):
+def read_parts(parts, path, stored):
   """Reads `parts` from prefix `path` once every one is held with the
   model's shapes (a failing read would leave the model half-assigned)."""
   missing = sorted(set(parts) - held_parts(stored))

@@ -232,8 +232,8 @@ def _restore_converted(model, prefix, reader, layout, want_heads,
   _assign_tf1_heads(tf1_heads, report)
   restored = [p for p in all_parts if p not in fresh]
   if layout == "albert_tf" and len(restored) > 1:
-    object_layout.restore_parts({h: all_parts[h] for h in restored[1:]},
-                                prefix)
+    object_layout.read_parts({h: all_parts[h] for h in restored[1:]},
+                             prefix, reader.get_variable_to_shape_map())
   if step is not None and layout == "tf1":
     if "global_step" in reader.get_variable_to_shape_map():
       step.assign(int(reader.get_tensor("global_step")))
