@@ -89,11 +89,6 @@ def check_loop_finite(step: int, num_steps: int, bad_steps: int,
 # --- Checkpoints -------------------------------------------------------------
 
 
-def _remove_temp_dirs(prefix: str) -> None:
-  for temp in glob.glob(glob.escape(prefix) + "_temp*"):
-    shutil.rmtree(temp, ignore_errors=True)
-
-
 def save_checkpoint(manager: tf.train.CheckpointManager, step: int) -> str:
   """Saves `ckpt-<step>`; on failure removes the partial files and raises a
   one-line CheckpointError naming the path (disk full, unwritable dir)."""
@@ -101,7 +96,8 @@ def save_checkpoint(manager: tf.train.CheckpointManager, step: int) -> str:
   try:
     path = manager.save(checkpoint_number=step)
   except (tf.errors.OpError, OSError) as e:
-    _remove_temp_dirs(prefix)
+    for temp in glob.glob(glob.escape(prefix) + "_temp*"):
+      shutil.rmtree(temp, ignore_errors=True)
     raise CheckpointError(
         f"could not write checkpoint {prefix} ({error_summary(e)}); the "
         f"previous checkpoint {manager.latest_checkpoint or '(none)'} is "
@@ -140,21 +136,17 @@ def _checkpoint_number(path: str) -> int:
   return int(tail) if tail.isdigit() else -1
 
 
-def restore_first_readable(candidates: Sequence[str],
-                           restore: Callable[[str], Any],
-                           unreadable: Callable[[str, Exception],
-                                                Optional[str]],
-                           error: Callable[[List[Tuple[str, str]]], str],
+def restore_first_readable(candidates: Sequence[str], restore: Callable,
+                           unreadable: Callable, error: Callable,
                            check: Optional[Callable[[str], None]] = None
                            ) -> Tuple[Optional[str], Any]:
-  """The one walk over checkpoints, newest first (a resume, evaluation and
-  every export): (path, `restore(path)`) of the first that reads, warning
-  about each one skipped; (None, None) when there is none.
-
-  `check(path)` raises (ValueError, not caught) when a readable checkpoint
-  is not what this run may restore. `unreadable(path, e)` says why a failed
-  `restore` is the file's fault, or None to re-raise `e` (a wrong model).
-  Raises CheckpointError(`error([(path, why), ...])`) if none reads."""
+  """The one walk over checkpoints, newest first (resume, evaluation, every
+  export): (path, `restore(path)`) of the first that reads, warning about
+  each one skipped; (None, None) when there are none. `check(path)` raises
+  (not caught) when a readable checkpoint is not this run's;
+  `unreadable(path, e)` says why a failed `restore` is the file's fault
+  (None: re-raise `e`, a wrong model). None reads: CheckpointError(`error(
+  [(path, why), ...])`)."""
   failed = []
   for path in candidates:
     if check is not None and tf.io.gfile.exists(path + ".index"):
@@ -184,9 +176,7 @@ def restore_newest_readable(checkpoint: tf.train.Checkpoint, directory: str,
   position not restored) are expected, not warned about on every resume.
   Returns the restored path, or None when there is no checkpoint."""
   def restore(path):
-    status = checkpoint.restore(path)
-    status.expect_partial()
-    status.assert_existing_objects_matched()
+    checkpoint.restore(path).expect_partial().assert_existing_objects_matched()
 
   return restore_first_readable(
       checkpoint_candidates(directory), restore,
@@ -335,14 +325,11 @@ def drop_cut_line(path: str) -> None:
     return
   with open(path, "rb+") as f:
     end = f.seek(0, os.SEEK_END)
-    if end == 0:
-      return
-    f.seek(end - 1)
-    if f.read(1) == b"\n":
+    f.seek(max(end - 1, 0))
+    if f.read(1) in (b"", b"\n"):  # empty, or whole lines
       return
     f.seek(0)
-    data = f.read()
-    keep = data.rfind(b"\n") + 1
+    keep = f.read().rfind(b"\n") + 1
     f.truncate(keep)
   logging.warning("%s: dropped a last line cut short by an interrupted write "
                   "(%d bytes)", path, end - keep)

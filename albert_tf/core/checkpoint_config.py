@@ -1,13 +1,6 @@
-"""Which model config a checkpoint is used with (export, convert), the one
-restore of a model for evaluation, prediction and export (`restore_run`),
-and where conversion outputs may not go.
-
-The base is, in order: the run record of the run the checkpoint belongs to
-(or of `--model_dir`), the checkpoint's own identity
-(checkpoints/identity.py), the albert_config.json beside it. A tool's
-config files and overrides apply on top and may not change the model; a
-checkpoint whose identity disagrees with the run record it is paired with
-is refused.
+"""Which model config a checkpoint is used with (export, convert:
+`model_config_for`), the one restore of a model for evaluation, prediction
+and export (`restore_run`), and where conversion outputs may not go.
 """
 
 import os
@@ -67,11 +60,9 @@ def model_config_for(sources, params_override: str = "",
   if base is None:
     if not sources and not params_override:
       return None, None
-    return albert_config.load_model_config(sources,
-                                               params_override), None
+    return albert_config.load_model_config(sources, params_override), None
   recorded = albert_config.load_model_config([base])
-  config = albert_config.load_model_config([base] + sources,
-                                               params_override)
+  config = albert_config.load_model_config([base] + sources, params_override)
   run_record.check_model(recorded.as_dict(), config, base)
   return config, record
 
