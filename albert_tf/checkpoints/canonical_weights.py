@@ -7,9 +7,6 @@ names without the ":0" (e.g. `embeddings/word_embeddings`,
 arrays have our shapes (dense kernels [in, out], SOP `output_weights` [2, H]).
 Layout modules (`tf1_checkpoint`, `model_garden_checkpoint`) only translate
 names and shapes to and from this form.
-
-`encoder_variables(AlbertEncoder(config))` lists e.g.
-`embeddings/word_embeddings`, `transformer/attention_0/query/kernel`, `pooler/kernel`.
 """
 
 import collections
@@ -38,47 +35,48 @@ def ffn_prefix(index: int) -> str:
   return f"transformer/ffn_{index}"
 
 
-def _add_dense(out, prefix, layer):
-  out[f"{prefix}/kernel"] = layer.kernel
-  out[f"{prefix}/bias"] = layer.bias
+def add_dense(add, prefix, layer):
+  """`add(canonical name, variable)` of a dense layer's kernel and bias."""
+  add(f"{prefix}/kernel", layer.kernel)
+  add(f"{prefix}/bias", layer.bias)
 
 
-def _add_layer_norm(out, prefix, layer):
-  out[f"{prefix}/gamma"] = layer.gamma
-  out[f"{prefix}/beta"] = layer.beta
+def add_layer_norm(add, prefix, layer):
+  add(f"{prefix}/gamma", layer.gamma)
+  add(f"{prefix}/beta", layer.beta)
 
 
 def encoder_variables(encoder) -> Dict[str, tf.Variable]:
   """Canonical name -> variable of an `AlbertEncoder` (walks its layers)."""
   out = collections.OrderedDict()
-  emb = encoder.embeddings
-  out["embeddings/word_embeddings"] = emb.word_embeddings
-  out["embeddings/position_embeddings"] = emb.position_embeddings
-  out["embeddings/token_type_embeddings"] = emb.token_type_embeddings
-  _add_layer_norm(out, "embeddings/layer_norm", emb.layer_norm)
+  add, emb = out.__setitem__, encoder.embeddings
+  add("embeddings/word_embeddings", emb.word_embeddings)
+  add("embeddings/position_embeddings", emb.position_embeddings)
+  add("embeddings/token_type_embeddings", emb.token_type_embeddings)
+  add_layer_norm(add, "embeddings/layer_norm", emb.layer_norm)
   if emb.projection is not None:
-    _add_dense(out, "embeddings/embedding_hidden_mapping_in", emb.projection)
+    add_dense(add, "embeddings/embedding_hidden_mapping_in", emb.projection)
   for k, layer in enumerate(encoder.transformer.attention_layers):
     for sub in ("query", "key", "value", "output_dense"):
-      _add_dense(out, f"{attention_prefix(k)}/{sub}", getattr(layer, sub))
-    _add_layer_norm(out, f"{attention_prefix(k)}/layer_norm", layer.layer_norm)
+      add_dense(add, f"{attention_prefix(k)}/{sub}", getattr(layer, sub))
+    add_layer_norm(add, f"{attention_prefix(k)}/layer_norm", layer.layer_norm)
   for k, layer in enumerate(encoder.transformer.ffn_layers):
-    _add_dense(out, f"{ffn_prefix(k)}/intermediate", layer.intermediate)
-    _add_dense(out, f"{ffn_prefix(k)}/output_dense", layer.output_dense)
-    _add_layer_norm(out, f"{ffn_prefix(k)}/layer_norm", layer.layer_norm)
-  _add_dense(out, "pooler", encoder.pooler)
+    add_dense(add, f"{ffn_prefix(k)}/intermediate", layer.intermediate)
+    add_dense(add, f"{ffn_prefix(k)}/output_dense", layer.output_dense)
+    add_layer_norm(add, f"{ffn_prefix(k)}/layer_norm", layer.layer_norm)
+  add_dense(add, "pooler", encoder.pooler)
   return out
 
 
 def head_variables(pretrainer) -> Dict[str, tf.Variable]:
   """Canonical name -> variable of an `AlbertPretrainer`'s MLM and SOP heads."""
   out = collections.OrderedDict()
-  mlm = pretrainer.mlm_head
-  _add_dense(out, "mlm_head/transform_dense", mlm.dense)
-  _add_layer_norm(out, "mlm_head/transform_layer_norm", mlm.layer_norm)
-  out["mlm_head/output_bias"] = mlm.output_bias
-  out["sop_head/output_weights"] = pretrainer.sop_head.output_weights
-  out["sop_head/output_bias"] = pretrainer.sop_head.output_bias
+  add, mlm = out.__setitem__, pretrainer.mlm_head
+  add_dense(add, "mlm_head/transform_dense", mlm.dense)
+  add_layer_norm(add, "mlm_head/transform_layer_norm", mlm.layer_norm)
+  add("mlm_head/output_bias", mlm.output_bias)
+  add("sop_head/output_weights", pretrainer.sop_head.output_weights)
+  add("sop_head/output_bias", pretrainer.sop_head.output_bias)
   return out
 
 
@@ -130,9 +128,7 @@ class ConversionReport:
     for name, reason in sorted(self.skipped.items()):
       by_reason[reason].append(name)
     for reason, names in by_reason.items():
-      shown = ", ".join(names[:4]) + (
-          f", ... ({len(names)} in all)" if len(names) > 4 else "")
-      lines.append(f"  skipped ({reason}): {shown}")
+      lines.append(f"  skipped ({reason}): {summarize_names(names, 4)}")
     return "\n".join(lines)
 
 
@@ -166,14 +162,10 @@ def check_and_assign(variables: Mapping[str, tf.Variable],
   the missing or mis-shaped variables (target and source names) before
   anything is assigned."""
   missing = [n for n in variables if n not in values]
-  mismatched = []
-  for name, var in variables.items():
-    if name in values:
-      shape = tuple(np.shape(values[name]))
-      if shape != tuple(var.shape):
-        mismatched.append(
-            f"{sources.get(name, name)} {list(shape)} in the checkpoint vs "
-            f"{name} {var.shape.as_list()} in the model")
+  mismatched = [f"{sources.get(name, name)} {list(np.shape(values[name]))} in "
+                f"the checkpoint vs {name} {var.shape.as_list()} in the model"
+                for name, var in variables.items() if name in values and
+                tuple(np.shape(values[name])) != tuple(var.shape)]
   problems = []
   if mismatched:
     problems.append(f"{len(mismatched)} shape mismatch(es) (wrong config for "

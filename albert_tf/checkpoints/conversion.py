@@ -1,25 +1,8 @@
-r"""Converts ALBERT checkpoints between the original TF1 layout, ours and Model
-Garden's.
+"""Converts ALBERT checkpoints between the original TF1 layout (`tf1`), ours
+(`albert_tf`) and Model Garden's (`model_garden`; the layouts: restore.py).
 
-Layouts:
-  tf1           the original google-research/albert names (`bert/...`,
-                `cls/...`, optional TF-Hub `module/` prefix); released
-                `model.ckpt-best` files and TF1 pretraining/fine-tuning runs.
-  albert_tf     our object-based checkpoint (`object_layout.checkpoint_for`).
-  model_garden  `official.nlp.modeling` AlbertEncoder / BertPretrainerV2.
-
-Usage:
-
-  python -m albert_tf.convert_checkpoint --from=tf1 --to=albert_tf \
-      --input_checkpoint=albert_base/model.ckpt-best --output_dir=albert_base_tf2
-  python -m albert_tf.convert_checkpoint --from=albert_tf --to=tf1 \
-      --input_checkpoint=albert_base_tf2 --output_dir=albert_base_tf1
-
-Without --config_file the config is `albert_config.json` next to the
-checkpoint; the SentencePiece model (`*.model`, `*.vocab`) next to it is copied
-to the output directory with the config.
-
-Loading any of them into a model in memory is `restore.restore(model, path)`.
+The command line is albert_tf/convert_checkpoint.py; loading any of them
+into a model in memory is `restore.restore(model, path)`.
 """
 
 import glob
@@ -52,9 +35,6 @@ ORIGINAL_CONFIG_FIELDS = (
     "intermediate_size", "hidden_act", "hidden_dropout_prob",
     "attention_probs_dropout_prob", "max_position_embeddings",
     "type_vocab_size", "initializer_range")
-
-__all__ = ["convert", "find_config_file", "resolve_config", "write_weights"]
-
 
 # --- Paths and config --------------------------------------------------------
 
@@ -139,12 +119,6 @@ def _write_config(config, directory, layout):
       os.path.join(directory, albert_config.CONFIG_JSON_NAME), values)
 
 
-def _checkpoints_in(directory: str):
-  """Checkpoint prefixes (`<prefix>.index`) in `directory`."""
-  return sorted(p[:-len(".index")] for p in
-                tf.io.gfile.glob(os.path.join(directory, "*.index")))
-
-
 def check_output_dir(prefix: str, output_dir: str, overwrite: bool):
   """The checkpoints in `output_dir` a conversion would replace.
 
@@ -159,7 +133,7 @@ def check_output_dir(prefix: str, output_dir: str, overwrite: bool):
         f"--output_dir {output_dir} holds the input checkpoint {prefix}: the "
         "conversion would overwrite it (its checkpoint files, "
         f"{albert_config.CONFIG_JSON_NAME}); use another directory")
-  existing = _checkpoints_in(output_dir)
+  existing = paths.checkpoint_prefixes(output_dir)
   if existing and not overwrite:
     raise CheckpointConversionError(
         f"--output_dir {output_dir} already holds checkpoint "

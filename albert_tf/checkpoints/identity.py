@@ -19,7 +19,6 @@ from typing import Any, Dict, Mapping, Optional
 import tensorflow as tf
 
 from albert_tf.checkpoints import paths
-from albert_tf.checkpoints.canonical_weights import CheckpointConversionError
 
 # The object name in the checkpoint and the tensor key it is saved under.
 IDENTITY_NAME = "identity"
@@ -31,41 +30,18 @@ TRAINING_ONLY_MODEL_FIELDS = frozenset({
     "initializer_range", "gradient_checkpointing"})
 
 
-def new_variable() -> tf.Variable:
-  """The variable a checkpoint object saves the identity in."""
-  return tf.Variable("", dtype=tf.string, trainable=False,
-                     name=IDENTITY_NAME)
-
-
-def make(model: Mapping[str, Any], facts: Mapping[str, Any],
-         updates: int) -> Dict[str, Any]:
-  """An identity: the model config (dict), the task's run record facts
-  (task, task_module, spm_sha256, labels, ...), the update count."""
-  return {"model": dict(model), "facts": dict(facts),
-          "updates": int(updates)}
-
-
-def encode(identity: Mapping[str, Any]) -> str:
-  return json.dumps(identity, sort_keys=True, default=str)
-
-
 def read(path: str) -> Optional[Dict[str, Any]]:
   """The identity of checkpoint `path` (any form resolve_checkpoint takes),
   or None when it carries none."""
   try:
     prefix = paths.resolve_checkpoint(path)
-  except CheckpointConversionError:
-    return None
-  try:
     reader = tf.train.load_checkpoint(prefix)
-  except (tf.errors.OpError, ValueError):
-    return None
-  if not reader.has_tensor(_TENSOR_KEY):
-    return None
-  try:
-    value = reader.get_tensor(_TENSOR_KEY)
+    value = (reader.get_tensor(_TENSOR_KEY)
+             if reader.has_tensor(_TENSOR_KEY) else b"")
+  # No checkpoint (CheckpointConversionError is a ValueError), or an
+  # unreadable file: the restore reports it.
   except (tf.errors.OpError, ValueError, IndexError):
-    return None  # an unreadable file: the restore reports it
+    return None
   text = value.decode("utf-8") if isinstance(value, bytes) else str(value)
   if not text:
     return None
@@ -76,14 +52,18 @@ def read(path: str) -> Optional[Dict[str, Any]]:
                      ) from None
 
 
+def differences(recorded: Mapping[str, Any], given: Mapping[str, Any],
+                ignored=frozenset()):
+  """(field, recorded, given) of the fields whose values differ."""
+  for field in sorted((set(recorded) | set(given)) - set(ignored)):
+    if recorded.get(field) != given.get(field):
+      yield field, recorded.get(field), given.get(field)
+
+
 def model_differences(recorded: Mapping[str, Any],
                       given: Mapping[str, Any]):
   """(field, recorded, given) of model fields that change the model."""
-  for field in sorted(set(recorded) | set(given)):
-    if field in TRAINING_ONLY_MODEL_FIELDS:
-      continue
-    if recorded.get(field) != given.get(field):
-      yield field, recorded.get(field), given.get(field)
+  return differences(recorded, given, TRAINING_ONLY_MODEL_FIELDS)
 
 
 # Facts that say which model and tokenizer the weights belong to (the rest,
@@ -138,12 +118,16 @@ class RunIdentity:
   def __init__(self, model: Mapping[str, Any], facts: Mapping[str, Any],
                what: str):
     # A string variable: created outside any strategy scope (host only).
-    self.variable = new_variable()
+    self.variable = tf.Variable("", dtype=tf.string, trainable=False,
+                                name=IDENTITY_NAME)
     self.model, self.facts, self.what = dict(model), dict(facts), what
 
   def stamp(self, updates: int) -> None:
-    """Before a save: the identity with the update count."""
-    self.variable.assign(encode(make(self.model, self.facts, updates)))
+    """Before a save: the identity (the model config, the task's run record
+    facts: task, task_module, spm_sha256, labels, ...; the update count)."""
+    self.variable.assign(json.dumps(
+        {"model": self.model, "facts": self.facts, "updates": int(updates)},
+        sort_keys=True, default=str))
 
   def check(self, path: str) -> None:
     """Refuses checkpoint `path` unless it is this run's model, task and

@@ -100,24 +100,16 @@ def variable_map(encoder, pretrainer=None) -> VariableMap:
   def add(name, var, to_ours=_same, to_mg=_same):
     out[name] = (var, to_ours, to_mg)
 
-  def add_dense(prefix, layer):
-    add(f"{prefix}/kernel", layer.kernel)
-    add(f"{prefix}/bias", layer.bias)
-
-  def add_norm(prefix, layer):
-    add(f"{prefix}/gamma", layer.gamma)
-    add(f"{prefix}/beta", layer.beta)
-
   add("embeddings/word_embeddings", encoder.get_embedding_table())
   add("embeddings/position_embeddings",
       encoder.get_layer("position_embedding")._position_embeddings)  # pylint: disable=protected-access
   add("embeddings/token_type_embeddings",
       encoder.get_layer("type_embeddings").embeddings)
-  add_norm("embeddings/layer_norm", encoder.get_layer("embeddings/layer_norm"))
-  names = {layer.name for layer in encoder.layers}
-  if "embedding_projection" in names:
-    add_dense("embeddings/embedding_hidden_mapping_in",
-              encoder.get_layer("embedding_projection"))
+  cw.add_layer_norm(add, "embeddings/layer_norm",
+                    encoder.get_layer("embeddings/layer_norm"))
+  if "embedding_projection" in {layer.name for layer in encoder.layers}:
+    cw.add_dense(add, "embeddings/embedding_hidden_mapping_in",
+                 encoder.get_layer("embedding_projection"))
   block = encoder.get_layer("transformer")
   attention = block._attention_layer  # pylint: disable=protected-access
   prefix = cw.attention_prefix(0)
@@ -136,16 +128,16 @@ def variable_map(encoder, pretrainer=None) -> VariableMap:
       lambda a: np.reshape(a, (-1, a.shape[-1])),
       _reshaper(output.kernel.shape))
   add(f"{prefix}/output_dense/bias", output.bias)
-  add_norm(f"{prefix}/layer_norm", block._attention_layer_norm)  # pylint: disable=protected-access
+  cw.add_layer_norm(add, f"{prefix}/layer_norm", block._attention_layer_norm)  # pylint: disable=protected-access
   prefix = cw.ffn_prefix(0)
-  add_dense(f"{prefix}/intermediate", block._intermediate_dense)  # pylint: disable=protected-access
-  add_dense(f"{prefix}/output_dense", block._output_dense)  # pylint: disable=protected-access
-  add_norm(f"{prefix}/layer_norm", block._output_layer_norm)  # pylint: disable=protected-access
-  add_dense("pooler", encoder.get_layer("pooler_transform"))
+  cw.add_dense(add, f"{prefix}/intermediate", block._intermediate_dense)  # pylint: disable=protected-access
+  cw.add_dense(add, f"{prefix}/output_dense", block._output_dense)  # pylint: disable=protected-access
+  cw.add_layer_norm(add, f"{prefix}/layer_norm", block._output_layer_norm)  # pylint: disable=protected-access
+  cw.add_dense(add, "pooler", encoder.get_layer("pooler_transform"))
   if pretrainer is not None:
     mlm = pretrainer.masked_lm
-    add_dense("mlm_head/transform_dense", mlm.dense)
-    add_norm("mlm_head/transform_layer_norm", mlm.layer_norm)
+    cw.add_dense(add, "mlm_head/transform_dense", mlm.dense)
+    cw.add_layer_norm(add, "mlm_head/transform_layer_norm", mlm.layer_norm)
     add("mlm_head/output_bias", mlm.bias)
     sop = _sop_head(pretrainer)
     # Dense kernel [H, 2] <-> original output_weights [2, H].
@@ -185,13 +177,10 @@ def read_model_garden_checkpoint(path: str, config, with_heads: bool = True
   aux = {id(sop_dense.kernel): "next_sentence pooler_dense",
          id(sop_dense.bias): "next_sentence pooler_dense"}
   stored = set(cw.open_reader(path).get_variable_to_shape_map())
-  best = None
-  for label, root in root_candidates(encoder, pretrainer):
-    keys = object_layout.object_checkpoint_keys(root)
-    hits = len(stored & set(keys))
-    if best is None or hits > best[0]:
-      best = (hits, label, keys)
-  _, label, keys = best
+  candidates = [(label, object_layout.object_checkpoint_keys(root))
+                for label, root in root_candidates(encoder, pretrainer)]
+  # The root that explains the most stored keys (max: the first of equals).
+  label, keys = max(candidates, key=lambda c: len(stored & set(c[1])))
   key_to_name = {k: by_id[id(v)] for k, v in keys.items() if id(v) in by_id}
   if not with_heads:
     key_to_name = {k: n for k, n in key_to_name.items() if not cw.is_head(n)}

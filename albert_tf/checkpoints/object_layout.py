@@ -16,7 +16,6 @@ from absl import logging
 import tensorflow as tf
 
 from albert_tf.checkpoints import canonical_weights as cw
-from albert_tf.checkpoints import paths
 from albert_tf.checkpoints.canonical_weights import CheckpointConversionError
 
 
@@ -73,9 +72,13 @@ def held_parts(stored: Mapping[str, list]):
   return {name.split("/", 1)[0] for name in stored}
 
 
-def check_heads(model, path, wanted_heads, held_heads, allow_missing_heads):
-  """The wanted heads `path` lacks (kept fresh when allowed, else an error)."""
-  missing = [h for h in wanted_heads if h not in held_heads]
+def check_heads(model, path, want_heads, held, allow_missing_heads):
+  """(model_parts(model), its heads left fresh): every head unless
+  `want_heads`, else those `path` lacks (`held`: the parts it holds), which
+  is an error unless allowed."""
+  all_parts = model_parts(model)
+  heads = [p for p in all_parts if p != "encoder"]
+  missing = [h for h in heads if h not in held] if want_heads else []
   if missing and not allow_missing_heads:
     raise CheckpointConversionError(
         f"{path}: holds an encoder but not the {type(model).__name__} head "
@@ -85,7 +88,7 @@ def check_heads(model, path, wanted_heads, held_heads, allow_missing_heads):
   if missing:
     logging.warning("%s has no %s; keeping their initial values", path,
                     ", ".join(missing))
-  return missing
+  return all_parts, missing if want_heads else heads
 
 
 def restore_model_parts(model, prefix, stored, with_heads,
@@ -93,48 +96,21 @@ def restore_model_parts(model, prefix, stored, with_heads,
   """`restore()` of a checkpoint of our layout: the encoder, the heads when
   `with_heads`, `step` if given and saved. `stored`: the checkpoint's
   variable -> shape map. Returns (parts restored, heads left fresh)."""
-  all_parts = model_parts(model)
   held = held_parts(stored)
   if "encoder" not in held:
     raise CheckpointConversionError(
         f"{prefix}: no encoder in this checkpoint (it holds {sorted(held)})")
-  others = [p for p in all_parts if p != "encoder"]
-  fresh = check_heads(model, prefix, others if with_heads else [], held,
-                      allow_missing_heads)
-  parts = {name: all_parts[name]
-           for name in ["encoder"] + (others if with_heads else [])
+  all_parts, fresh = check_heads(model, prefix, with_heads, held,
+                                 allow_missing_heads)
+  parts = {name: part for name, part in all_parts.items()
            if name not in fresh}
   if step is not None and "step" in held:
     parts["step"] = step
-  _read_parts(parts, prefix, stored)
-  return list(parts), fresh if with_heads else others
+  read_parts(parts, prefix, stored)
+  return list(parts), fresh
 
 
-def restore_encoder(encoder, path):
-  """Loads only the encoder's weights from any albert_tf checkpoint.
-
-  Fails when an encoder variable is missing from the checkpoint.
-  """
-  return restore_parts({"encoder": encoder}, path)
-
-
-def restore_model(model, path):
-  """Loads a whole model (encoder + heads) from a checkpoint of its class.
-
-  Fails naming the parts the checkpoint does not hold (e.g. a classifier's
-  head when the checkpoint comes from pretraining: use `restore_encoder`).
-  """
-  return restore_parts(model_parts(model), path)
-
-
-def restore_parts(parts, path):
-  """Loads the named `parts` (name -> trackable); returns the prefix."""
-  path = paths.resolve_checkpoint(path)
-  _read_parts(parts, path, dict(tf.train.list_variables(path)))
-  return path
-
-
-def _read_parts(parts, path, stored):
+def read_parts(parts, path, stored):
   """Reads `parts` from prefix `path` once every one is held with the
   model's shapes (a failing read would leave the model half-assigned)."""
   missing = sorted(set(parts) - held_parts(stored))

@@ -1,21 +1,12 @@
-"""Where checkpoints and SavedModel exports live on disk: the one resolver of
-each.
-
-  resolve_checkpoint(path)  a checkpoint prefix from a prefix, a `.index`
-                            file, a directory, a run directory or a TF-Hub
-                            module directory.
-  latest_checkpoint(dir) / write_checkpoint_state(dir, name):
-                            read / write the `checkpoint` state file (the
-                            only callers of tf.train.latest_checkpoint).
-  existing_versions / next_version / latest_version_dir / resolve_saved_model:
-                            TF Serving's `<base>/<integer version>/` layout.
-
-Both live here (below `serving/`) because `restore()` accepts SavedModel
-exports as well as checkpoints. Errors are ValueErrors with one line naming
-the path.
+"""Where checkpoints and SavedModel exports live on disk, the one resolver of
+each: checkpoint prefixes (`resolve_checkpoint`), the `checkpoint` state file
+(`latest_checkpoint`, `write_checkpoint_state`: the only callers of
+tf.train.latest_checkpoint) and TF Serving's `<base>/<integer version>/`
+layout (`resolve_saved_model`, `next_version`). Both live here (below
+`serving/`) because `restore()` accepts SavedModel exports as well as
+checkpoints. Errors are ValueErrors with one line naming the path.
 """
 
-import glob
 import os
 import re
 from typing import List, Optional
@@ -61,6 +52,12 @@ def write_checkpoint_state(directory: str, prefix_basename: str) -> None:
       f'all_model_checkpoint_paths: "{prefix_basename}"\n')
 
 
+def checkpoint_prefixes(directory: str) -> List[str]:
+  """The checkpoint prefixes (`<prefix>.index`) in `directory`, sorted."""
+  return sorted(p[:-len(".index")] for p in
+                tf.io.gfile.glob(os.path.join(directory, "*.index")))
+
+
 def _prefix_in_directory(path: str) -> Optional[str]:
   """The checkpoint a directory designates, or None if it holds none."""
   hub = os.path.join(path, "variables", "variables")
@@ -69,8 +66,7 @@ def _prefix_in_directory(path: str) -> Optional[str]:
   latest = latest_checkpoint(path)
   if latest:
     return latest
-  prefixes = sorted(p[:-len(".index")]
-                    for p in glob.glob(os.path.join(path, "*.index")))
+  prefixes = checkpoint_prefixes(path)
   if len(prefixes) == 1:
     return prefixes[0]
   best = os.path.join(path, RELEASED_PREFIX)

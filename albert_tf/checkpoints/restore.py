@@ -145,14 +145,12 @@ def read_weights(prefix: str, config, layout: Optional[str] = None,
 def _restore_saved_model(model, directory: str, want_heads: bool,
                          allow_missing_heads: bool) -> RestoreReport:
   """Copies an encoder export's `.variables` (the encoder's, in order)."""
-  all_parts = object_layout.model_parts(model)
-  heads = [p for p in all_parts if p != "encoder"]
-  if want_heads:  # An encoder export holds no head.
-    object_layout.check_heads(model, directory, heads, [], allow_missing_heads)
-  encoder = all_parts["encoder"]
+  # An encoder export holds no head.
+  all_parts, fresh = object_layout.check_heads(model, directory, want_heads,
+                                               (), allow_missing_heads)
   loaded = tf.saved_model.load(directory)
   source = list(getattr(loaded, "variables", None) or [])
-  target = list(encoder.variables)
+  target = list(all_parts["encoder"].variables)
   if len(source) != len(target):
     raise CheckpointConversionError(
         f"{directory}: SavedModel has {len(source)} encoder variables, the "
@@ -164,10 +162,10 @@ def _restore_saved_model(model, directory: str, want_heads: bool,
           f"the model's {t.name} has {t.shape.as_list()} (wrong config?)")
   for s, t in zip(source, target):
     t.assign(s)
-  return RestoreReport(directory, "saved_model", ["encoder"], heads)
+  return RestoreReport(directory, "saved_model", ["encoder"], fresh)
 
 
-def _read_tf1_heads(model, prefix: str, heads: List[str], reader):
+def _read_tf1_heads(model, prefix: str, reader):
   """The original fine-tuning scripts' heads the checkpoint holds, read and
   checked (nothing assigned): part -> {original name: (variable, array)}.
 
@@ -176,9 +174,10 @@ def _read_tf1_heads(model, prefix: str, heads: List[str], reader):
   """
   stored = reader.get_variable_to_shape_map()
   found = {}
-  for part in heads:
-    variables = tf1_checkpoint.finetuned_head_variables(
-        getattr(model, part, None))
+  for part, head in getattr(model, "checkpoint_items", {}).items():
+    if part == "encoder":
+      continue
+    variables = tf1_checkpoint.finetuned_head_variables(head)
     if not any(name in stored for name in variables):
       continue
     missing = [name for name in variables if name not in stored]
@@ -210,44 +209,36 @@ def _restore_converted(model, prefix, reader, layout, want_heads,
                        allow_missing_heads, init_from_group0, step):
   """tf1 / model_garden / group-0 init: canonical arrays, then assignment
   once every value has been checked."""
-  all_parts = object_layout.model_parts(model)
-  others = [p for p in all_parts if p != "encoder"]
-  heads = others if want_heads else []
   config = cw.model_config(model)
   is_pretrainer = isinstance(model, AlbertPretrainer)
-  with_heads = is_pretrainer and bool(heads)
+  with_heads = is_pretrainer and want_heads
   values, report = read_weights(prefix, config, layout, with_heads=with_heads,
                                 init_from_group0=init_from_group0,
                                 model=model if layout == "albert_tf" else None)
   variables = cw.model_variables(model, with_heads=with_heads)
-  tf1_heads = {}
-  if is_pretrainer:
-    held = [h for h in heads
-            if all(n in values for n in variables if n.startswith(h + "/"))]
-  elif layout == "tf1":  # The original fine-tuning scripts' head names.
-    tf1_heads = _read_tf1_heads(model, prefix, heads, reader)
-    held = list(tf1_heads)
+  tf1_heads, held = {}, ()
+  if is_pretrainer:  # A head is held when all of its variables were read.
+    held = {n.split("/", 1)[0] for n in variables} - {
+        n.split("/", 1)[0] for n in variables if n not in values}
+  elif layout == "tf1" and want_heads:  # The fine-tuning scripts' names.
+    tf1_heads = held = _read_tf1_heads(model, prefix, reader)
   elif layout == "albert_tf":  # Only reached with init_from_group0.
-    in_checkpoint = object_layout.held_parts(
-        reader.get_variable_to_shape_map())
-    held = [h for h in heads if h in in_checkpoint]
-  else:
-    held = []
-  fresh = object_layout.check_heads(model, prefix, heads, held,
-                                    allow_missing_heads)
+    held = object_layout.held_parts(reader.get_variable_to_shape_map())
+  all_parts, fresh = object_layout.check_heads(model, prefix, want_heads,
+                                               held, allow_missing_heads)
   variables = {n: v for n, v in variables.items()
                if n.split("/", 1)[0] not in fresh}
   cw.check_and_assign(variables, values, report.mapped, prefix)
   _assign_tf1_heads(tf1_heads, report)
-  if layout == "albert_tf" and held:
-    object_layout.restore_parts({h: all_parts[h] for h in held}, prefix)
-  restored = ["encoder"] + held
+  restored = [p for p in all_parts if p not in fresh]
+  if layout == "albert_tf" and len(restored) > 1:
+    object_layout.read_parts({h: all_parts[h] for h in restored[1:]},
+                             prefix, reader.get_variable_to_shape_map())
   if step is not None and layout == "tf1":
     if "global_step" in reader.get_variable_to_shape_map():
       step.assign(int(reader.get_tensor("global_step")))
       restored.append("step")
-  return RestoreReport(prefix, report.layout, restored,
-                       fresh if want_heads else others, report)
+  return RestoreReport(prefix, report.layout, restored, fresh, report)
 
 
 def restore(model, path: str, parts: str = "all",

@@ -13,11 +13,6 @@ from albert_tf.checkpoints import restore as restore_lib
 from albert_tf.checkpoints import tf1_checkpoint
 
 
-def head_variables(head):
-  """Original name -> variable of an `XLNetSquadHead`."""
-  return tf1_checkpoint.finetuned_head_variables(head)
-
-
 def has_squad_v2_head(path):
   """Whether the checkpoint at `path` holds (any of) the original's v2
   head; `restore` then insists on all of it."""

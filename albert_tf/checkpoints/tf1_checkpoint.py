@@ -248,8 +248,7 @@ def read_tf1_checkpoint(path: str, config, with_heads: bool = True
 
 
 def write_tf1_checkpoint(values: Dict[str, np.ndarray], prefix: str, config,
-                         global_step: Optional[int] = None,
-                         hub_prefix: bool = False) -> str:
+                         global_step: Optional[int] = None) -> str:
   """Writes canonical arrays under the original names; returns the prefix.
 
   The result is a plain name-based V2 checkpoint (`prefix.index` +
@@ -260,8 +259,7 @@ def write_tf1_checkpoint(values: Dict[str, np.ndarray], prefix: str, config,
   _check_sharing(config)
   names, tensors = [], []
   for name in sorted(values):
-    tf1 = to_tf1_name(name, config.inner_group_num)
-    names.append((HUB_PREFIX if hub_prefix else "") + tf1)
+    names.append(to_tf1_name(name, config.inner_group_num))
     tensors.append(tf.constant(np.asarray(values[name], dtype=np.float32)))
   if global_step is not None:
     names.append("global_step")

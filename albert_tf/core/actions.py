@@ -13,7 +13,7 @@ import os
 import shutil
 import signal
 import time
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from absl import logging
 import tensorflow as tf
@@ -89,11 +89,6 @@ def check_loop_finite(step: int, num_steps: int, bad_steps: int,
 # --- Checkpoints -------------------------------------------------------------
 
 
-def _remove_temp_dirs(prefix: str) -> None:
-  for temp in glob.glob(glob.escape(prefix) + "_temp*"):
-    shutil.rmtree(temp, ignore_errors=True)
-
-
 def save_checkpoint(manager: tf.train.CheckpointManager, step: int) -> str:
   """Saves `ckpt-<step>`; on failure removes the partial files and raises a
   one-line CheckpointError naming the path (disk full, unwritable dir)."""
@@ -101,7 +96,8 @@ def save_checkpoint(manager: tf.train.CheckpointManager, step: int) -> str:
   try:
     path = manager.save(checkpoint_number=step)
   except (tf.errors.OpError, OSError) as e:
-    _remove_temp_dirs(prefix)
+    for temp in glob.glob(glob.escape(prefix) + "_temp*"):
+      shutil.rmtree(temp, ignore_errors=True)
     raise CheckpointError(
         f"could not write checkpoint {prefix} ({error_summary(e)}); the "
         f"previous checkpoint {manager.latest_checkpoint or '(none)'} is "
@@ -140,38 +136,54 @@ def _checkpoint_number(path: str) -> int:
   return int(tail) if tail.isdigit() else -1
 
 
-def restore_newest_readable(checkpoint: tf.train.Checkpoint, directory: str,
-                            check: Optional[Callable[[str], None]] = None
-                            ) -> Optional[str]:
-  """Restores the newest checkpoint that reads; warns about each one that
-  does not (truncated .data, missing .index) and falls back to the one
-  before. Every object of `checkpoint` must be found; saved objects it
-  leaves out (the identity, checked by `check`; a data position not
-  restored) are expected, not warned about on every resume.
-  `check(path)` raises (ValueError, not caught) when a readable checkpoint
-  is not what this run may restore.
-  Returns the restored path, or None when there is no checkpoint.
-  Raises CheckpointError if checkpoints exist but none reads."""
-  candidates = checkpoint_candidates(directory)
-  failures = []
+def restore_first_readable(candidates: Sequence[str], restore: Callable,
+                           unreadable: Callable, error: Callable,
+                           check: Optional[Callable[[str], None]] = None
+                           ) -> Tuple[Optional[str], Any]:
+  """The one walk over checkpoints, newest first (resume, evaluation, every
+  export): (path, `restore(path)`) of the first that reads, warning about
+  each one skipped; (None, None) when there are none. `check(path)` raises
+  (not caught) when a readable checkpoint is not this run's;
+  `unreadable(path, e)` says why a failed `restore` is the file's fault
+  (None: re-raise `e`, a wrong model). None reads: CheckpointError(`error(
+  [(path, why), ...])`)."""
+  failed = []
   for path in candidates:
     if check is not None and tf.io.gfile.exists(path + ".index"):
       check(path)
     try:
-      status = checkpoint.restore(path)
-      status.expect_partial()
-      status.assert_existing_objects_matched()
-      return path
+      return path, restore(path)
     except (tf.errors.OpError, ValueError, AssertionError, IndexError,
             OSError) as e:  # IndexError: a truncated .data file
-      logging.warning("checkpoint %s is unreadable (%s); trying the one "
-                      "before it", path, error_summary(e))
-      failures.append(path)
-  if failures:
-    raise CheckpointError(
-        f"no readable checkpoint in {directory}: {', '.join(failures)} "
-        "failed to load; delete them or restore the files")
-  return None
+      why = unreadable(path, e)
+      if why is None:
+        raise
+      failed.append((path, why))
+      if path != candidates[-1]:
+        logging.warning("checkpoint %s is %s; using the one before it", path,
+                        why)
+  if failed:
+    raise CheckpointError(error(failed))
+  return None, None
+
+
+def restore_newest_readable(checkpoint: tf.train.Checkpoint, directory: str,
+                            check: Optional[Callable[[str], None]] = None
+                            ) -> Optional[str]:
+  """A resume: restores the newest checkpoint of `directory` that reads
+  (`restore_first_readable`). Every object of `checkpoint` must be found;
+  saved objects it leaves out (the identity, checked by `check`; a data
+  position not restored) are expected, not warned about on every resume.
+  Returns the restored path, or None when there is no checkpoint."""
+  def restore(path):
+    checkpoint.restore(path).expect_partial().assert_existing_objects_matched()
+
+  return restore_first_readable(
+      checkpoint_candidates(directory), restore,
+      lambda path, e: f"unreadable ({error_summary(e)})",
+      lambda failed: (f"no readable checkpoint in {directory}: "
+                      f"{', '.join(path for path, _ in failed)} failed to "
+                      "load; delete them or restore the files"), check)[0]
 
 
 def keep_if_best(best_dir: str, model, global_step: tf.Variable,
@@ -313,14 +325,11 @@ def drop_cut_line(path: str) -> None:
     return
   with open(path, "rb+") as f:
     end = f.seek(0, os.SEEK_END)
-    if end == 0:
-      return
-    f.seek(end - 1)
-    if f.read(1) == b"\n":
+    f.seek(max(end - 1, 0))
+    if f.read(1) in (b"", b"\n"):  # empty, or whole lines
       return
     f.seek(0)
-    data = f.read()
-    keep = data.rfind(b"\n") + 1
+    keep = f.read().rfind(b"\n") + 1
     f.truncate(keep)
   logging.warning("%s: dropped a last line cut short by an interrupted write "
                   "(%d bytes)", path, end - keep)

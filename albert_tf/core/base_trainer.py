@@ -11,7 +11,8 @@
   (docs/optimization.md).
 """
 
-from typing import Callable, Optional
+import dataclasses
+from typing import Any, Callable, Optional
 
 import tensorflow as tf
 import tf_keras
@@ -54,33 +55,21 @@ def split_micro_batches(features, num_micro):
   return tf.nest.map_structure(split, features)
 
 
+@dataclasses.dataclass(eq=False)
 class DistributedSteps:
-  """Train, eval and predict steps of a task's model under a strategy.
+  """Train, eval and predict steps of a task's model under a strategy."""
+  task: base_task.Task  # loss as sums, metrics
+  model: tf_keras.Model  # model and optimizer: built under strategy.scope()
+  optimizer: Any
+  strategy: tf.distribute.Strategy
+  global_step: tf.Variable  # int64, incremented once per optimizer step
+  accum_steps: int = 1  # micro-batches per optimizer step
+  clip_norm: float = 0.0  # global-norm clipping after the all-reduce; 0: none
+  jit_compile: bool = False  # compile forward + backward with XLA
 
-  Args:
-    task: the `base_task.Task` (loss as sums, metrics).
-    model, optimizer: built under `strategy.scope()`.
-    strategy: the tf.distribute strategy.
-    global_step: int64 variable, incremented once per optimizer step.
-    accum_steps: micro-batches per optimizer step.
-    clip_norm: global-norm clipping after the all-reduce (0: none).
-    jit_compile: compile forward + backward with XLA.
-  """
-
-  def __init__(self, task: base_task.Task, model: tf_keras.Model, optimizer,
-               strategy: tf.distribute.Strategy, global_step: tf.Variable,
-               accum_steps: int = 1, clip_norm: float = 0.0,
-               jit_compile: bool = False):
-    self.task = task
-    self.model = model
-    self.optimizer = optimizer
-    self.strategy = strategy
-    self.global_step = global_step
-    self.accum_steps = accum_steps
-    self.clip_norm = clip_norm
-    self.jit_compile = jit_compile
+  def __post_init__(self):
     self.loss_scaled = isinstance(
-        optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
+        self.optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
 
   def compute_gradients(self, features, normalizers):
     """Forward + backward over the micro-batches; unscaled local gradients."""

@@ -1,19 +1,11 @@
-"""Which model config a checkpoint is used with (export, convert), the one
-restore of a model for evaluation, prediction and export (`restore_run`),
-and where conversion outputs may not go.
-
-The base is, in order: the run record of the run the checkpoint belongs to
-(or of `--model_dir`), the checkpoint's own identity
-(checkpoints/identity.py), the albert_config.json beside it. A tool's
-config files and overrides apply on top and may not change the model; a
-checkpoint whose identity disagrees with the run record it is paired with
-is refused.
+"""Which model config a checkpoint is used with (export, convert:
+`model_config_for`), the one restore of a model for evaluation, prediction
+and export (`restore_run`), and where conversion outputs may not go.
 """
 
 import os
 from typing import Any, Callable, Optional, Tuple
 
-from absl import logging
 import tensorflow as tf
 
 from albert_tf.checkpoints import canonical_weights
@@ -68,11 +60,9 @@ def model_config_for(sources, params_override: str = "",
   if base is None:
     if not sources and not params_override:
       return None, None
-    return albert_config.load_model_config(sources,
-                                               params_override), None
+    return albert_config.load_model_config(sources, params_override), None
   recorded = albert_config.load_model_config([base])
-  config = albert_config.load_model_config([base] + sources,
-                                               params_override)
+  config = albert_config.load_model_config([base] + sources, params_override)
   run_record.check_model(recorded.as_dict(), config, base)
   return config, record
 
@@ -109,7 +99,7 @@ def restore_newest_readable(restore: Callable[[str], Any], model_dir: str,
                             ) -> Tuple[str, Any]:
   """`restore(path)` of `checkpoint`, or (none given) of the newest
   checkpoint of the run `model_dir` that reads, falling back as a resume
-  does, with a warning for each one skipped. Returns (path, result).
+  does (`actions.restore_first_readable`). Returns (path, result).
 
   A given checkpoint that cannot be read, or a run none of whose
   checkpoints reads, is a one-line CheckpointError naming them.
@@ -120,21 +110,11 @@ def restore_newest_readable(restore: Callable[[str], Any], model_dir: str,
     candidates = actions.checkpoint_candidates(
         os.path.join(model_dir, paths.RUN_CHECKPOINT_SUBDIR)) or [
             paths.resolve_checkpoint(model_dir)]
-  failed = []
-  for path in candidates:
-    try:
-      return path, restore(path)
-    except (tf.errors.OpError, IndexError, OSError, ValueError) as e:
-      why = _unreadable(path, e)
-      if why is None:
-        raise
-      failed.append(f"{path} ({why})")
-      if path != candidates[-1]:
-        logging.warning("checkpoint %s is %s; using the one before it",
-                        path, why)
-  raise actions.CheckpointError(
-      "no readable checkpoint: " + "; ".join(failed) +
-      ("" if checkpoint else f" (all of {model_dir})"))
+  return actions.restore_first_readable(
+      candidates, restore, _unreadable,
+      lambda failed: "no readable checkpoint: " + "; ".join(
+          f"{path} ({why})" for path, why in failed) + (
+              "" if checkpoint else f" (all of {model_dir})"))
 
 
 def restore_run(task, model, check: Callable[[str], Any], model_dir: str = "",

@@ -24,12 +24,9 @@ INPUTS_FILE = "data_position_inputs.jsonl"
 
 def fingerprint(files: List[str]) -> Dict[str, List[int]]:
   """file -> [size, modification time in ns] (URLs: not checked)."""
-  prints = {}
-  for path in files:
-    if "://" not in path and os.path.exists(path):
-      st = os.stat(path)
-      prints[path] = [st.st_size, st.st_mtime_ns]
-  return prints
+  stats = {p: os.stat(p) for p in files
+           if "://" not in p and os.path.exists(p)}
+  return {p: [st.st_size, st.st_mtime_ns] for p, st in stats.items()}
 
 
 def _latest_step(model_dir: str) -> Optional[int]:

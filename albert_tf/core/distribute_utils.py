@@ -57,12 +57,8 @@ def get_strategy(name: str = "auto", tpu: Optional[str] = None,
                      f"of {STRATEGIES}")
   configure_cpu_devices(num_cpu_devices)
   if name == "auto":
-    if tpu:
-      name = "tpu"
-    elif tf.config.list_physical_devices("GPU"):
-      name = "mirrored"
-    else:
-      name = "default"
+    name = ("tpu" if tpu else "mirrored"
+            if tf.config.list_physical_devices("GPU") else "default")
   if name == "tpu":
     if not tpu:
       raise ValueError("distribution_strategy=tpu needs --tpu=NAME|local")
@@ -82,15 +78,6 @@ def get_strategy(name: str = "auto", tpu: Optional[str] = None,
   logging.info("distribution strategy %s with %d replica(s)",
                type(strategy).__name__, strategy.num_replicas_in_sync)
   return strategy
-
-
-def is_tpu(strategy: tf.distribute.Strategy) -> bool:
-  return isinstance(strategy, (tf.distribute.TPUStrategy,
-                               tf.distribute.experimental.TPUStrategy))
-
-
-def has_gpu() -> bool:
-  return bool(tf.config.list_logical_devices("GPU"))
 
 
 def is_chief(strategy: tf.distribute.Strategy) -> bool:
@@ -114,9 +101,11 @@ def resolve_precision(dtype: str, strategy: tf.distribute.Strategy) -> str:
   """'auto' -> bfloat16 on TPU, float16 on GPU, float32 on CPU."""
   if dtype != "auto":
     return dtype
-  if is_tpu(strategy):
+  if isinstance(strategy, (tf.distribute.TPUStrategy,
+                           tf.distribute.experimental.TPUStrategy)):
     return "bfloat16"
-  return "float16" if has_gpu() else "float32"
+  return ("float16" if tf.config.list_logical_devices("GPU")
+          else "float32")
 
 
 def policy_name(dtype: str) -> str:

@@ -15,10 +15,8 @@ override string `a.b=c,d.e=f`:
 A file that does not exist as a path names a packaged config (under
 albert_tf/configs/). A YAML file may also be a flat model file
 (configs/models/*.yaml) or a released albert_config.json: its keys are then
-applied to `model`. Every value is type-checked against the dataclass
-annotations; errors name the field and the file, override or flag. The
-readers live in modeling/albert_config.py, whose `load_model_config` reads
-the model alone (export, convert).
+applied to `model`. The readers live in modeling/albert_config.py, whose
+`load_model_config` reads the model alone (export, convert).
 """
 
 import dataclasses
@@ -26,14 +24,13 @@ from typing import Any, Mapping, Optional, Sequence, Type, TypeVar
 
 from official.modeling.hyperparams import base_config
 
+from albert_tf.core.distribute_utils import STRATEGIES
 from albert_tf.core.settings import DATA_POSITION, SAFE, setting
 from albert_tf.modeling import albert_config
 from albert_tf.modeling import config_overrides
 from albert_tf.optimization import optimizer_config
 from albert_tf.optimization import optimizer_factory
 
-STRATEGIES = ("auto", "tpu", "mirrored", "multi_worker_mirrored",
-              "one_device", "default")
 PRECISIONS = ("auto", "float32", "bfloat16", "float16")
 
 

@@ -15,9 +15,6 @@ from data_prep import owner_lock
 
 LOCK_FILE = "train.lock"
 
-process_record = owner_lock.process_record
-may_be_running = owner_lock.may_be_running
-
 
 def _refused(path, owner):
   return (f"{path}: model_dir is in use by pid {owner.get('pid')} on host "

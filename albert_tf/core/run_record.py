@@ -32,15 +32,15 @@ import yaml
 from albert_tf.checkpoints import identity
 from albert_tf.checkpoints import paths
 from albert_tf.modeling import albert_config
-from albert_tf.core import run_lock
 from albert_tf.core import settings
 from data_prep import output_files
+from data_prep import owner_lock
 from data_prep.output_files import atomic_write
 
 RECORD_NAME = "run_record.json"
 # A caller that has not read the record yet (`prepare(record=UNREAD)`).
 UNREAD = object()
-# Where a run keeps its best checkpoint (core.trainer.BEST_SUBDIR).
+# Where a run keeps its best checkpoint (core.trainer writes it).
 BEST_SUBDIR = "best"
 CHANGES_NAME = "run_record_changes.jsonl"
 # The resolved experiment config beside the record.
@@ -71,10 +71,6 @@ class RunRecord:
     return self.config.get("model", {})
 
 
-def exists(model_dir: str) -> bool:
-  return os.path.isfile(os.path.join(model_dir, RECORD_NAME))
-
-
 def write(model_dir: str, config, facts: Mapping[str, Any]) -> RunRecord:
   """Writes experiment_config.yaml, then run_record.json (the marker)."""
   task = facts.get("task")
@@ -88,7 +84,7 @@ def write(model_dir: str, config, facts: Mapping[str, Any]) -> RunRecord:
   # The config is trusted only as written: a hand edit is refused on read.
   facts["config_sha256"] = hashlib.sha256(text.encode("utf-8")).hexdigest()
   facts["created"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-  facts["created_by"] = run_lock.process_record()  # see `binding`
+  facts["created_by"] = owner_lock.process_record()  # see `binding`
   atomic_write(os.path.join(model_dir, RECORD_NAME),
                json.dumps(facts, indent=2, sort_keys=True) + "\n")
   return RunRecord(model_dir, task, facts, values)
@@ -130,8 +126,6 @@ def with_fingerprints(facts: Mapping[str, Any]) -> Dict[str, Any]:
   return facts
 
 
-
-
 def find_for_checkpoint(path: str) -> Optional[RunRecord]:
   """The record of the run a checkpoint (prefix or directory) belongs to:
   the checkpoint's directory or up to two levels above it (RUN/checkpoints/
@@ -139,7 +133,7 @@ def find_for_checkpoint(path: str) -> Optional[RunRecord]:
   directory = os.path.abspath(path if os.path.isdir(path)
                               else os.path.dirname(path))
   for _ in range(3):
-    if exists(directory):
+    if os.path.isfile(os.path.join(directory, RECORD_NAME)):
       return read(directory)
     directory = os.path.dirname(directory)
   return None
@@ -182,13 +176,10 @@ def _same_spm(record: RunRecord, new_path: str) -> bool:
 
 def check_resume(record: RunRecord, config) -> ResumeCheck:
   """Compares a new start's config with the record; raises on unsafe changes."""
-  old, new = flatten(record.config), flatten(config.as_dict())
   rules = settings.resume_rules(type(config))
   check = ResumeCheck()
-  for field in sorted(set(old) | set(new)):
-    before, after = old.get(field), new.get(field)
-    if before == after:
-      continue
+  for field, before, after in identity.differences(
+      flatten(record.config), flatten(config.as_dict())):
     rule = rules.get(field, settings.FIXED)
     if rule == settings.SAFE:
       pass
@@ -205,16 +196,19 @@ def check_resume(record: RunRecord, config) -> ResumeCheck:
   return check
 
 
-def append_changes(model_dir: str, mode: str, check: ResumeCheck) -> None:
-  """One JSON line per start that changed something (never rewrites)."""
-  if not check.changes:
-    return
-  line = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-          "mode": mode, "changes": check.changes,
-          "data_position_reset": check.data_position_reset}
+def _append_change(model_dir: str, **line) -> None:
+  """One timed JSON line of run_record_changes.jsonl (never rewritten)."""
+  line["time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
   with open(os.path.join(model_dir, CHANGES_NAME), "a",
             encoding="utf-8") as f:
     f.write(json.dumps(line, sort_keys=True, default=str) + "\n")
+
+
+def append_changes(model_dir: str, mode: str, check: ResumeCheck) -> None:
+  """One line per start that changed something."""
+  if check.changes:
+    _append_change(model_dir, mode=mode, changes=check.changes,
+                   data_position_reset=check.data_position_reset)
 
 
 # Where a run's checkpoints are.
@@ -235,23 +229,17 @@ def binding(record: RunRecord) -> bool:
   replaces it. Records of older versions (no `created_by`) always bind."""
   creator = record.facts.get("created_by")
   return (has_checkpoints(record.model_dir) or not isinstance(creator, dict)
-          or run_lock.may_be_running(creator))
+          or owner_lock.may_be_running(creator))
 
 
 def _log_replacement(old: RunRecord, config, facts: Mapping[str, Any]):
-  before, after = flatten(old.config), flatten(config.as_dict())
-  changes = {k: [before.get(k), after.get(k)]
-             for k in sorted(set(before) | set(after))
-             if before.get(k) != after.get(k)}
+  changes = {k: [before, after] for k, before, after in identity.differences(
+      flatten(old.config), flatten(config.as_dict()))}
   if old.task != facts.get("task"):
     changes["task"] = [old.task, facts.get("task")]
-  line = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-          "replaced_record_of": old.facts.get("created"),
-          "reason": "its start ended before any checkpoint",
-          "changes": changes}
-  with open(os.path.join(old.model_dir, CHANGES_NAME), "a",
-            encoding="utf-8") as f:
-    f.write(json.dumps(line, sort_keys=True, default=str) + "\n")
+  _append_change(old.model_dir, replaced_record_of=old.facts.get("created"),
+                 reason="its start ended before any checkpoint",
+                 changes=changes)
   logging.warning("%s: the run record of a start that ended before any "
                   "checkpoint is replaced (%s)", old.model_dir,
                   ", ".join(changes) or "same config")

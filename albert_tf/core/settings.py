@@ -73,13 +73,12 @@ def walk(config_cls, prefix: str = "") -> Iterator[Setting]:
     if dataclasses.is_dataclass(kind):
       yield from walk(kind, f"{prefix}{field.name}.")
       continue
-    meta = field.metadata
     default = (field.default_factory() if field.default_factory
                is not dataclasses.MISSING else field.default)
-    yield Setting(f"{prefix}{field.name}", kind, default,
-                  meta.get("resume", FIXED), meta.get("flag"),
-                  meta.get("flag_name") or field.name, meta.get("choices"),
-                  meta.get("export", False))
+    # A plain field has no metadata: the Setting's defaults.
+    yield Setting(f"{prefix}{field.name}", kind, default, **dict(
+        field.metadata,
+        flag_name=field.metadata.get("flag_name") or field.name))
 
 
 def resume_rules(config_cls) -> Dict[str, str]:

@@ -20,7 +20,6 @@ export_dir, record)`. The run record is read once per command: by the
 caller (`record`) or here.
 """
 
-import json
 import os
 from typing import Any, Callable, Dict, Optional
 
@@ -33,6 +32,7 @@ from albert_tf.core import data_position
 from albert_tf.core import distribute_utils
 from albert_tf.core import run_record
 from albert_tf.core import trainer as trainer_lib
+from data_prep import output_files
 
 MODES = ("train", "eval", "train_and_eval", "continuous_eval", "predict",
          "export")
@@ -45,42 +45,37 @@ def strategy_from_config(runtime) -> tf.distribute.Strategy:
       num_cpu_devices=runtime.num_cpu_devices)
 
 
-def _trainer_kwargs(check: run_record.ResumeCheck) -> Dict[str, Any]:
-  """restore_data_position=False when the data position must be reset."""
-  if not check.data_position_reset:
-    return {}
-  changed = ", ".join(f"{k} {v[0]!r} -> {v[1]!r}"
-                      for k, v in check.changes.items()
-                      if k in check.data_position_fields)
-  logging.warning("input changed since the last start (%s): the data "
-                  "position is reset, the input pipeline starts over",
-                  changed)
-  return {"restore_data_position": False}
-
-
-def _changed_input_kwargs(task, config, model_dir: str, is_chief: bool,
-                          reset: bool) -> Dict[str, Any]:
-  """restore_data_position=False when the training files changed since the
-  newest checkpoint's data position was saved (data regenerated under the
-  same names); records this start's files (data_position.py)."""
-  if not config.trainer.save_data_position:
-    return {}
+def _restore_data_position(task, config, model_dir: str, is_chief: bool,
+                           check: run_record.ResumeCheck,
+                           training: bool) -> bool:
+  """False when the saved data position must be reset: a setting it depends
+  on changed (`check`), or (training) the training files changed since the
+  newest checkpoint's position was saved (data regenerated under the same
+  names); records this start's files (data_position.py)."""
+  reset = check.data_position_reset
+  if reset:
+    changed = ", ".join(f"{k} {v[0]!r} -> {v[1]!r}"
+                        for k, v in check.changes.items()
+                        if k in check.data_position_fields)
+    logging.warning("input changed since the last start (%s): the data "
+                    "position is reset, the input pipeline starts over",
+                    changed)
+  if not (training and config.trainer.save_data_position):
+    return not reset
   os.makedirs(model_dir, exist_ok=True)
   changed = data_position.input_changed(
       model_dir, task.input_files(training=True), record=is_chief)
-  if not changed or reset:
-    return {}
-  logging.warning("the training input changed since the newest checkpoint "
-                  "was saved (%s): its saved data position belongs to the "
-                  "old files; the input pipeline starts over", changed)
-  return {"restore_data_position": False}
+  if changed and not reset:
+    logging.warning("the training input changed since the newest checkpoint "
+                    "was saved (%s): its saved data position belongs to the "
+                    "old files; the input pipeline starts over", changed)
+  return not (changed or reset)
 
 
 def write_eval_results(output_dir: str, results: Dict[str, Any]) -> str:
   os.makedirs(output_dir, exist_ok=True)
   path = os.path.join(output_dir, EVAL_RESULTS_FILE)
-  run_record.atomic_write(path, json.dumps(results, indent=2, sort_keys=True,
-                                           default=float))
+  output_files.write_json(path, results, default=float)
   logging.info("eval results: %s -> %s", results, path)
   return path
 
@@ -178,11 +173,11 @@ def run_experiment(task, config, model_dir: str, mode: str = "train",
                                      is_chief=is_chief, record=record)
   if is_chief:  # only changes this start accepted
     run_record.append_changes(model_dir, mode, check)
-  kwargs = _trainer_kwargs(check)
-  if mode in ("train", "train_and_eval"):
-    kwargs.update(_changed_input_kwargs(task, config, model_dir, is_chief,
-                                        reset=bool(kwargs)))
-  trainer = trainer_lib.Trainer(task, config, model_dir, strategy, **kwargs)
+  trainer = trainer_lib.Trainer(
+      task, config, model_dir, strategy,
+      restore_data_position=_restore_data_position(
+          task, config, model_dir, is_chief, check,
+          training=mode in ("train", "train_and_eval")))
   result = {}
   if mode == "train":
     result["train"] = trainer.train()

@@ -1,16 +1,9 @@
 """A generic custom training loop for albert_tf tasks (pretraining and
-fine-tuning share it): the facade over
-
-- `base_task.Task`: what a task supplies (model, inputs, loss as sums);
-- `base_trainer.DistributedSteps`: the replica step (global loss
-  normalisation, gradient accumulation, mixed precision, XLA, unscale ->
-  all-reduce -> clip -> apply) and the `steps_per_loop` tf.function;
-- `actions`: checkpoints (never a non-finite or partial one; an unreadable
-  latest falls back to the one before), the best checkpoint under
-  `<model_dir>/best`, SIGTERM/SIGINT (save and stop), TensorBoard +
-  `metrics.jsonl`, the progress line (steps/s, examples/s, ETA), naming a
-  corrupt input file after saving;
-- `run_lock`: one run per model_dir.
+fine-tuning share it): the facade over `base_task.Task` (what a task
+supplies), `base_trainer.DistributedSteps` (the replica step and the
+`steps_per_loop` tf.function), `actions` (checkpoints, the best checkpoint,
+SIGTERM/SIGINT, TensorBoard + metrics.jsonl, the progress line, naming a
+corrupt input file) and `run_lock` (one run per model_dir).
 
 `Trainer` drives them (intervals, resume, modes; evaluation and export
 restore through `checkpoint_config.restore_run`, checked against the run's
@@ -38,14 +31,6 @@ from albert_tf.core import checkpoint_config
 from albert_tf.core import distribute_utils
 from albert_tf.core import run_lock
 from albert_tf.core import run_record
-
-# The best checkpoint's directory (the checkpoints are in
-# `<model_dir>/paths.RUN_CHECKPOINT_SUBDIR`).
-BEST_SUBDIR = run_record.BEST_SUBDIR
-
-
-def _to_float(x):
-  return float(np.asarray(x))
 
 
 class Trainer:
@@ -105,7 +90,7 @@ class Trainer:
         config.model.as_dict(), run_record.with_fingerprints(
             task.record_facts()), f"the run record of {model_dir}")
     self.checkpoint_dir = os.path.join(model_dir, paths.RUN_CHECKPOINT_SUBDIR)
-    self.best_dir = os.path.join(model_dir, BEST_SUBDIR)
+    self.best_dir = os.path.join(model_dir, run_record.BEST_SUBDIR)
     os.makedirs(model_dir, exist_ok=True)
     self.metrics_logger = actions.MetricsLogger(model_dir, self.is_chief)
 
@@ -260,7 +245,7 @@ class Trainer:
       num_steps = min(tc.steps_per_loop, boundary - step)
       t0 = time.time()
       sums, grad_norm, bad_steps = self._run_loop(iterator, num_steps)
-      metrics = {k: _to_float(v) for k, v in
+      metrics = {k: float(v) for k, v in
                  self.task.metrics_from_sums(sums).items()}
       elapsed = time.time() - t0
       actions.check_loop_finite(step, num_steps, int(bad_steps), metrics,
@@ -287,23 +272,22 @@ class Trainer:
 
   def _loop_stats(self, num_steps, elapsed, grad_norm) -> Dict[str, float]:
     stats = {
-        "learning_rate": _to_float(self.schedule(self.optimizer.iterations -
-                                                 1)),
-        "grad_norm": _to_float(grad_norm),
+        "learning_rate": float(self.schedule(self.optimizer.iterations - 1)),
+        "grad_norm": float(grad_norm),
         "steps_per_sec": num_steps / max(elapsed, 1e-9)}
     stats["examples_per_sec"] = (stats["steps_per_sec"] *
                                  self.task.global_batch_size)
     if self.steps.loss_scaled:
-      stats["loss_scale"] = _to_float(self.optimizer.loss_scale)
+      stats["loss_scale"] = float(self.optimizer.loss_scale)
     return stats
 
   # --- Evaluation and prediction -----------------------------------------------
 
-  def evaluate(self, eval_steps: Optional[int] = None) -> Dict[str, float]:
-    """Metrics of the current weights over the held-out set (keeps the best
-    checkpoint under <model_dir>/best)."""
-    if eval_steps is None:
-      eval_steps = self.config.trainer.eval_steps
+  def evaluate(self) -> Dict[str, float]:
+    """Metrics of the current weights over the held-out set (at most
+    trainer.eval_steps batches; keeps the best checkpoint under
+    <model_dir>/best)."""
+    eval_steps = self.config.trainer.eval_steps
     self.task.validate_inputs(training=False)
     if self._eval_step_fn is None:
       self._eval_step_fn = self.steps.build_eval_step()
@@ -317,7 +301,7 @@ class Trainer:
         break
     if total is None:
       raise ValueError("evaluation data produced no batch")
-    metrics = {k: _to_float(v) for k, v in
+    metrics = {k: float(v) for k, v in
                self.task.metrics_from_sums(total).items()}
     step = int(self.global_step.numpy())
     metrics["eval_batches"] = batches

@@ -59,7 +59,7 @@ def test_tf1_training_checkpoint_to_albert_tf_matches_numpy(tmp_path):
     assert f.read() == b"\x0a\x05fake-spm"
 
   model = AlbertPretrainer(AlbertConfig(**TINY))
-  assert object_layout.restore_model(model, out_dir) == path
+  assert restore_lib.restore(model, out_dir).path == path
   assert_matches_reference(model, weights, TINY)
 
 

@@ -13,6 +13,7 @@ from albert_tf.data import squad_answers
 from albert_tf.checkpoints import canonical_weights as cw
 from albert_tf.checkpoints import restore as restore_lib
 from albert_tf.checkpoints import squad_v2_checkpoint
+from albert_tf.checkpoints import tf1_checkpoint
 from albert_tf.data import squad_data
 from albert_tf.modeling.albert_config import AlbertConfig
 from albert_tf.modeling.models.albert_squad_v2 import AlbertSquadV2
@@ -152,6 +153,6 @@ def test_run_squad_evaluates_an_original_v2_checkpoint(tmp_path_factory):
   task = question_answering.SquadTask(config, str(tmp / "warm"))
   model = task.build_model()
   task.initialize(model)
-  for name, variable in squad_v2_checkpoint.head_variables(
+  for name, variable in tf1_checkpoint.finetuned_head_variables(
       model.head).items():
     np.testing.assert_array_equal(variable.numpy(), weights[name])

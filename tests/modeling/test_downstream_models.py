@@ -7,6 +7,7 @@ import tensorflow as tf
 import tf_keras
 
 from albert_tf.checkpoints import object_layout
+from albert_tf.checkpoints.restore import restore
 from albert_tf.modeling import albert_config
 from albert_tf.modeling.layers import downstream_heads as heads
 from albert_tf.modeling.models import downstream_models as dm
@@ -105,13 +106,13 @@ def test_checkpoint_round_trip_and_warm_start(tmp_path):
   pre_path = object_layout.checkpoint_for(pretrainer).write(
       str(tmp_path / "pre"))
   model = dm.AlbertClassifier(AlbertEncoder(CONFIG), num_labels=2)
-  object_layout.restore_encoder(model.encoder, pre_path)
+  restore(model.encoder, pre_path)
   x = _inputs()
   np.testing.assert_allclose(model.encoder(x)["pooled_output"],
                              pretrainer.encoder(x)["pooled_output"], atol=1e-6)
   path = object_layout.checkpoint_for(model).write(str(tmp_path / "clf"))
   other = dm.AlbertClassifier(AlbertEncoder(CONFIG), num_labels=2)
-  object_layout.restore_model(other, path)
+  restore(other, path)
   np.testing.assert_allclose(other(x)["logits"], model(x)["logits"],
                              atol=1e-6)
 
