@@ -223,19 +223,14 @@ def create_optimizer(
       num_warmup_steps=num_warmup_steps,
       start_warmup_step=start_warmup_step,
       poly_power=poly_power)
-  common = dict(
-      learning_rate=schedule,
-      beta_1=beta_1,
-      beta_2=beta_2,
-      epsilon=epsilon,
+  # AdamWeightDecay ignores exclude_from_layer_adaptation (no adaptation).
+  optimizer_cls = lamb.LAMB if key == "lamb" else lamb.AdamWeightDecay
+  optimizer = optimizer_cls(
+      learning_rate=schedule, beta_1=beta_1, beta_2=beta_2, epsilon=epsilon,
       weight_decay_rate=weight_decay_rate,
       exclude_from_weight_decay=exclude_from_weight_decay,
+      exclude_from_layer_adaptation=exclude_from_layer_adaptation,
       bias_correction=bias_correction)
-  if key == "lamb":
-    optimizer = lamb.LAMB(
-        exclude_from_layer_adaptation=exclude_from_layer_adaptation, **common)
-  else:
-    optimizer = lamb.AdamWeightDecay(**common)
   if _is_mixed_float16(mixed_precision_policy):
     optimizer = tf_keras.mixed_precision.LossScaleOptimizer(
         optimizer, dynamic=True)
@@ -250,13 +245,9 @@ def create_optimizer_from_config(
   """`create_optimizer` with the fields of an `OptimizerConfig` (the
   experiment's `optimizer` section); its `clip_norm` is the training loop's
   to apply. Returns (optimizer, schedule)."""
-  return create_optimizer(
-      config.name, init_lr=config.learning_rate,
-      num_train_steps=num_train_steps,
-      num_warmup_steps=config.num_warmup_steps,
-      weight_decay_rate=config.weight_decay_rate,
-      poly_power=config.poly_power,
-      start_warmup_step=config.start_warmup_step,
-      bias_correction=config.bias_correction, beta_1=config.beta_1,
-      beta_2=config.beta_2, epsilon=config.epsilon,
-      mixed_precision_policy=mixed_precision_policy)
+  values = config.as_dict()  # the other fields are create_optimizer's
+  del values["clip_norm"]
+  return create_optimizer(init_lr=values.pop("learning_rate"),
+                          num_train_steps=num_train_steps,
+                          mixed_precision_policy=mixed_precision_policy,
+                          **values)
