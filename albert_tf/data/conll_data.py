@@ -132,11 +132,9 @@ def convert_sentences(sentences: Sequence[Sentence], tokenizer,
 
 
 def feature_spec(max_seq_length):
-  spec = {name: ([max_seq_length], tf.int64)
-          for name in finetune_features.INPUT_NAMES}
-  spec["label_ids"] = ([max_seq_length], tf.int64)
-  spec["example_index"] = ([], tf.int64)
-  return spec
+  return finetune_features.feature_spec(
+      [max_seq_length], label_ids=([max_seq_length], tf.int64),
+      example_index=([], tf.int64))
 
 
 def write_predictions(path: str, sentences: Sequence[Sentence],

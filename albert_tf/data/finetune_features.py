@@ -90,23 +90,17 @@ def fingerprint(input_files, tokenizer, **settings):
   return hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
 
 
-def _int_feature(values):
-  return tf.train.Feature(int64_list=tf.train.Int64List(
-      value=np.asarray(values, np.int64).reshape(-1)))
-
-
-def _float_feature(values):
-  return tf.train.Feature(float_list=tf.train.FloatList(
-      value=np.asarray(values, np.float32).reshape(-1)))
-
-
 def to_example(features):
   """Dict name -> int or float (lists / arrays) -> tf.train.Example."""
   out = {}
   for name, value in features.items():
-    arr = np.asarray(value)
-    out[name] = (_float_feature(arr) if arr.dtype.kind == "f"
-                 else _int_feature(arr))
+    arr = np.asarray(value).reshape(-1)
+    if arr.dtype.kind == "f":
+      out[name] = tf.train.Feature(float_list=tf.train.FloatList(
+          value=arr.astype(np.float32)))
+    else:
+      out[name] = tf.train.Feature(int64_list=tf.train.Int64List(
+          value=arr.astype(np.int64)))
   return tf.train.Example(features=tf.train.Features(feature=out))
 
 
@@ -155,6 +149,14 @@ def cached_records(path, build_fn):
 
 
 # --- Datasets ------------------------------------------------------------------
+
+
+def feature_spec(input_shape, **more):
+  """name -> (shape, dtype) of the three inputs (int64, `input_shape`) and
+  of `more` (each a task's labels or indices)."""
+  spec = {name: (input_shape, tf.int64) for name in INPUT_NAMES}
+  spec.update(more)
+  return spec
 
 
 def record_decoder(feature_spec):

@@ -57,7 +57,7 @@ def list_files(file_pattern):
 def _first_example_keys(path, compression):
   for record in tfrecord_io.read_records(path, compression):
     return set(tf.train.Example.FromString(record).features.feature.keys())
-  return None
+  return set()
 
 
 def checked_records(path, compression, chunk=256):
@@ -97,11 +97,8 @@ def _name_to_features(seq_length, max_predictions_per_seq, v2_names,
 
 def _decode(record, name_to_features, v2_names):
   ex = tf.io.parse_single_example(record, name_to_features)
-  out = {}
-  for name, t in ex.items():
-    if t.dtype == tf.int64:  # TPUs want int32
-      t = tf.cast(t, tf.int32)
-    out[name] = t
+  out = {name: tf.cast(t, tf.int32) if t.dtype == tf.int64 else t  # for TPUs
+         for name, t in ex.items()}
   if not v2_names:
     out["input_word_ids"] = out.pop("input_ids")
     out["input_type_ids"] = out.pop("segment_ids")
@@ -167,8 +164,6 @@ def pretraining_dataset(file_pattern, seq_length, max_predictions_per_seq,
     compression = tfrecord_io.detect_compression(files[0])
   compression = "" if compression in (None, "NONE") else compression
   keys = _first_example_keys(files[0], compression)
-  if keys is None:
-    keys = set()
   if v2_feature_names == "auto":
     v2_feature_names = "input_word_ids" in keys
   has_tb = "token_boundary" in keys
@@ -179,12 +174,11 @@ def pretraining_dataset(file_pattern, seq_length, max_predictions_per_seq,
     repeat = is_training
 
   ds = tf.data.Dataset.from_tensor_slices(files)
-  per_file_shard = False
-  if input_context and input_context.num_input_pipelines > 1:
-    if len(files) >= input_context.num_input_pipelines:
-      ds = ds.shard(input_context.num_input_pipelines,
-                    input_context.input_pipeline_id)
-      per_file_shard = True
+  # Sharded per input pipeline: files, or records if there are fewer files.
+  pipelines = input_context.num_input_pipelines if input_context else 1
+  shard_files = len(files) >= pipelines
+  if pipelines > 1 and shard_files:
+    ds = ds.shard(pipelines, input_context.input_pipeline_id)
   if is_training:
     ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
   if repeat:
@@ -203,10 +197,8 @@ def pretraining_dataset(file_pattern, seq_length, max_predictions_per_seq,
   ds = ds.interleave(read, cycle_length=min(cycle_length, len(files)),
                      num_parallel_calls=tf.data.AUTOTUNE,
                      deterministic=not is_training)
-  if (input_context and input_context.num_input_pipelines > 1 and
-      not per_file_shard):
-    ds = ds.shard(input_context.num_input_pipelines,
-                  input_context.input_pipeline_id)
+  if pipelines > 1 and not shard_files:
+    ds = ds.shard(pipelines, input_context.input_pipeline_id)
   if is_training and shuffle_buffer_size:
     ds = ds.shuffle(shuffle_buffer_size, seed=seed)
   name_to_features = _name_to_features(seq_length, max_predictions_per_seq,

@@ -27,8 +27,10 @@ import os
 from typing import List, Optional
 
 from absl import logging
+import tensorflow as tf
 
 from albert_tf.data import finetune_features
+from data_prep import output_files
 
 LEVELS = ("middle", "high")
 NUM_CHOICES = 4
@@ -170,12 +172,9 @@ def convert_examples(examples, tokenizer, max_seq_length, max_qa_length=128):
 
 
 def feature_spec(max_seq_length):
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  spec = {name: ([NUM_CHOICES, max_seq_length], tf.int64)
-          for name in finetune_features.INPUT_NAMES}
-  spec["label_ids"] = ([], tf.int64)
-  spec["example_index"] = ([], tf.int64)
-  return spec
+  return finetune_features.feature_spec(
+      [NUM_CHOICES, max_seq_length], label_ids=([], tf.int64),
+      example_index=([], tf.int64))
 
 
 def write_predictions(path, examples, predictions):
@@ -183,10 +182,8 @@ def write_predictions(path, examples, predictions):
   `example_id<TAB>letter`."""
   answers = {e.example_id: ANSWER_LETTERS[int(p)]
              for e, p in zip(examples, predictions)}
-  with open(path, "w", encoding="utf-8") as f:
-    json.dump(answers, f, indent=2)
-  with open(os.path.splitext(path)[0] + ".tsv", "w", encoding="utf-8") as f:
-    f.write("id\tanswer\n")
-    for key, letter in answers.items():
-      f.write(f"{key}\t{letter}\n")
+  output_files.write_json(path, answers, sort_keys=False)
+  rows = [f"{key}\t{letter}\n" for key, letter in answers.items()]
+  output_files.atomic_write(os.path.splitext(path)[0] + ".tsv",
+                            "".join(["id\tanswer\n"] + rows))
   return answers

@@ -104,15 +104,10 @@ def tokenize_with_offsets(tokenizer, text):
   raw = norm.encode("utf-8")
   in_bytes = (len(raw) != len(norm) and proto.pieces and
               proto.pieces[-1].end == len(raw))
-  char_of = np.arange(len(norm) + 1)
-  if in_bytes:
-    char_of = np.zeros(len(raw) + 1, np.int64)
-    pos = 0
-    for k, ch in enumerate(norm):
-      width = len(ch.encode("utf-8"))
-      char_of[pos:pos + width] = k
-      pos += width
-    char_of[len(raw)] = len(norm)
+  char_of = np.arange(len(norm) + 1)  # offset -> normalised character
+  if in_bytes:  # each character's index once per byte of it
+    widths = [len(ch.encode("utf-8")) for ch in norm]
+    char_of = np.append(np.repeat(char_of[:-1], widths), len(norm))
   norm_spans = []
   k = 0
   for piece in proto.pieces:
