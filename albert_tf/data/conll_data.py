@@ -14,6 +14,7 @@ cut.
 """
 
 import dataclasses
+import itertools
 import re
 from typing import Dict, Iterator, List, Optional, Sequence
 
@@ -85,12 +86,9 @@ def check_labels(sentences: Sequence[Sentence], labels: Sequence[str],
 def word_pieces(tokenizer, sentences: Sequence[Sentence]
                 ) -> List[List[List[int]]]:
   """Piece ids of each word of each sentence (each word tokenized alone)."""
-  flat = tokenizer.encode_ids_batch([w for s in sentences for w in s.words])
-  out, start = [], 0
-  for s in sentences:
-    out.append(flat[start:start + len(s.words)])
-    start += len(s.words)
-  return out
+  flat = iter(tokenizer.encode_ids_batch(
+      [w for s in sentences for w in s.words]))
+  return [list(itertools.islice(flat, len(s.words))) for s in sentences]
 
 
 def first_positions(pieces: Sequence[Sequence[int]]) -> List[int]:

@@ -19,6 +19,7 @@ Usage with a distribution strategy:
       lambda ctx: pretraining_dataset(pattern, 128, 20, global_batch, True, ctx))
 """
 
+import itertools
 from typing import Optional
 
 import numpy as np
@@ -63,13 +64,8 @@ def _first_example_keys(path, compression):
 def checked_records(path, compression, chunk=256):
   """Yields [<=chunk] string arrays of records (tfrecord_io.read_records:
   errors name the file and the first record that could not be read)."""
-  batch = []
-  for record in tfrecord_io.read_records(path, compression):
-    batch.append(record)
-    if len(batch) == chunk:
-      yield np.array(batch, dtype=object)
-      batch = []
-  if batch:
+  records = tfrecord_io.read_records(path, compression)
+  while batch := list(itertools.islice(records, chunk)):
     yield np.array(batch, dtype=object)
 
 

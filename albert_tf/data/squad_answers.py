@@ -59,15 +59,12 @@ def windows_by_example(windows_meta, results) -> Dict[int, List[int]]:
 def distinct_best(candidates, n_best_size: int):
   """The first `n_best_size` candidates (text, ...) with distinct texts, in
   the given (ranked) order."""
-  seen, best = set(), []
+  best = {}  # text -> its first candidate, in order
   for candidate in candidates:
     if len(best) >= n_best_size:
       break
-    if candidate[0] in seen:
-      continue
-    seen.add(candidate[0])
-    best.append(candidate)
-  return best
+    best.setdefault(candidate[0], candidate)
+  return list(best.values())
 
 
 def softmax(scores) -> np.ndarray:

@@ -88,15 +88,9 @@ class WarmupPolynomialDecay(
       return tf.cast(lr, tf.float32)
 
   def get_config(self):
-    return {
-        "init_lr": self.init_lr,
-        "num_train_steps": self.num_train_steps,
-        "num_warmup_steps": self.num_warmup_steps,
-        "start_warmup_step": self.start_warmup_step,
-        "poly_power": self.poly_power,
-        "end_learning_rate": self.end_learning_rate,
-        "name": self.name,
-    }
+    return {k: getattr(self, k) for k in (
+        "init_lr", "num_train_steps", "num_warmup_steps", "start_warmup_step",
+        "poly_power", "end_learning_rate", "name")}
 
 
 def clip_by_global_norm(
