@@ -47,14 +47,19 @@ def pack_pair(tokenizer, ids_a, ids_b, max_seq_length):
   `input_type_ids`, each of length max_seq_length.
   """
   if ids_b is None:
-    ids_a = list(ids_a)[:max_seq_length - 2]
-    ids_b = []
-  else:
-    ids_a, ids_b = truncate_pair(ids_a, ids_b, max_seq_length - 3)
-  ids = [tokenizer.cls_id] + ids_a + [tokenizer.sep_id]
+    return pack(tokenizer, list(ids_a)[:max_seq_length - 2], None,
+                max_seq_length)
+  ids_a, ids_b = truncate_pair(ids_a, ids_b, max_seq_length - 3)
+  return pack(tokenizer, ids_a, ids_b or None, max_seq_length)
+
+
+def pack(tokenizer, ids_a, ids_b, max_seq_length):
+  """`[CLS] a [SEP]` (type 0), then `b [SEP]` (type 1) unless `ids_b` is
+  None, padded to `max_seq_length` (no truncation)."""
+  ids = [tokenizer.cls_id] + list(ids_a) + [tokenizer.sep_id]
   types = [0] * len(ids)
-  if ids_b:
-    ids += ids_b + [tokenizer.sep_id]
+  if ids_b is not None:
+    ids += list(ids_b) + [tokenizer.sep_id]
     types += [1] * (len(ids_b) + 1)
   return pad_features(ids, types, max_seq_length, tokenizer.pad_id)
 
@@ -130,11 +135,6 @@ def write_records(path, feature_iter, metadata=None, log_every=5000):
   return count
 
 
-def read_metadata(path):
-  with tf.io.gfile.GFile(path + ".json") as f:
-    return json.load(f)
-
-
 def cached_records(path, build_fn):
   """Returns (path, metadata), calling `build_fn(path)` unless cached.
 
@@ -145,7 +145,8 @@ def cached_records(path, build_fn):
     logging.info("Using cached features %s", path)
   else:
     build_fn(path)
-  return path, read_metadata(path)
+  with tf.io.gfile.GFile(path + ".json") as f:
+    return path, json.load(f)
 
 
 # --- Datasets ------------------------------------------------------------------

@@ -228,12 +228,10 @@ def convert_examples(examples, task, tokenizer, max_seq_length):
   spec = get_task(task)
   label_map = {l: i for i, l in enumerate(spec.labels or ())}
   texts_a = tokenizer.encode_ids_batch([e.text_a for e in examples])
-  has_b = [e.text_b is not None for e in examples]
-  texts_b = tokenizer.encode_ids_batch(
-      [e.text_b for e in examples if e.text_b is not None])
-  b_iter = iter(texts_b)
+  texts_b = iter(tokenizer.encode_ids_batch(
+      [e.text_b for e in examples if e.text_b is not None]))
   for i, example in enumerate(examples):
-    ids_b = next(b_iter) if has_b[i] else None
+    ids_b = next(texts_b) if example.text_b is not None else None
     features = finetune_features.pack_pair(tokenizer, texts_a[i], ids_b,
                                            max_seq_length)
     if spec.labels is None:

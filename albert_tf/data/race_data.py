@@ -154,16 +154,11 @@ def convert_examples(examples, tokenizer, max_seq_length, max_qa_length=128):
     article = cache[example.article]
     packed = {name: [] for name in finetune_features.INPUT_NAMES}
     for option in example.options:
-      qa = tokenizer.encode_ids(question_with_option(example.question,
-                                                     option))
-      qa = qa[-max_qa_length:] if len(qa) > max_qa_length else qa
-      room = max_seq_length - len(qa) - 3
-      ids = ([tokenizer.cls_id] + article[:max(room, 0)] +
-             [tokenizer.sep_id] + qa + [tokenizer.sep_id])
-      types = [0] * (min(len(article), max(room, 0)) + 2) + [1] * (
-          len(qa) + 1)
-      one = finetune_features.pad_features(ids, types, max_seq_length,
-                                           tokenizer.pad_id)
+      qa = tokenizer.encode_ids(question_with_option(
+          example.question, option))[-max_qa_length:]  # keeps the end
+      room = max(max_seq_length - len(qa) - 3, 0)
+      one = finetune_features.pack(tokenizer, article[:room], qa,
+                                   max_seq_length)
       for name in packed:
         packed[name].extend(one[name])
     packed["label_ids"] = [example.label if example.label is not None else 0]

@@ -76,10 +76,7 @@ def normalize_with_map(tokenizer, text):
         mapping[a0 + k] = source[b0 + k]
   last = (0, 0)
   for k, m in enumerate(mapping):
-    if m is None:
-      mapping[k] = last
-    else:
-      last = m
+    mapping[k] = last = last if m is None else m
   return norm, mapping
 
 

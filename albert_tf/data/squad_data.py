@@ -183,11 +183,8 @@ def convert_examples(examples, tokenizer, max_seq_length, doc_stride,
                           doc_stride)
     doc_offset = len(q_ids) + 2
     for w, (w_start, w_len) in enumerate(windows):
-      ids = ([tokenizer.cls_id] + q_ids + [tokenizer.sep_id] +
-             doc.ids[w_start:w_start + w_len] + [tokenizer.sep_id])
-      types = [0] * doc_offset + [1] * (w_len + 1)
-      features = finetune_features.pad_features(ids, types, max_seq_length,
-                                                tokenizer.pad_id)
+      features = finetune_features.pack(
+          tokenizer, q_ids, doc.ids[w_start:w_start + w_len], max_seq_length)
       start = end = 0
       impossible = int(example.is_impossible)
       if answer is not None:

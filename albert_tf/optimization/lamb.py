@@ -69,10 +69,7 @@ class LAMB(tf_keras.optimizers.legacy.Optimizer):
     Args:
       learning_rate: float, tensor or a `LearningRateSchedule` (called with
         the optimizer's iteration count before the step, as in the original).
-      beta_1: decay rate of the first moment.
-      beta_2: decay rate of the second moment.
-      epsilon: added to sqrt(v) in the denominator.
-      weight_decay_rate: decoupled weight decay added to the update.
+      beta_1, beta_2, epsilon, weight_decay_rate: as in the update above.
       exclude_from_weight_decay: regexes; a variable whose name contains a
         match is not decayed. None means DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
         [] means no exclusions.
@@ -81,7 +78,6 @@ class LAMB(tf_keras.optimizers.legacy.Optimizer):
       bias_correction: apply Adam's bias correction to m and v (Model
         Garden's LAMB). The original ALBERT update has none.
       layer_adaptation: if False the trust ratio is always 1 (AdamW).
-      name: name scope of the update ops.
       **kwargs: passed to the base optimizer (e.g. clipnorm).
     """
     super().__init__(name, **kwargs)

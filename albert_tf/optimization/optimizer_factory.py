@@ -182,29 +182,15 @@ def create_optimizer(
 ):
   """Builds the ALBERT optimizer and its learning-rate schedule.
 
-  Args:
-    name: "lamb" (original default) or "adamw" (case-insensitive); the
-      `optimizer` field of the training config.
-    init_lr: peak learning rate.
-    num_train_steps: steps over which lr decays to 0.
-    num_warmup_steps: linear warmup length (0 disables warmup).
-    weight_decay_rate: decoupled weight decay.
-    poly_power: power of the polynomial decay.
-    start_warmup_step: step at which warmup starts.
-    bias_correction: Adam bias correction (the original has none).
-    beta_1, beta_2, epsilon: Adam moments hyperparameters.
-    exclude_from_weight_decay: regexes (None: LayerNorm, layer_norm, bias).
-    exclude_from_layer_adaptation: regexes (None: the weight-decay list;
-      ignored for adamw).
-    mixed_precision_policy: None, a policy name or Policy. With
-      "mixed_float16" the optimizer is wrapped in a dynamic
-      tf_keras.mixed_precision.LossScaleOptimizer.
+  `name`: "lamb" (the original) or "adamw" (case-insensitive). The schedule
+  takes init_lr (the peak), the step counts and poly_power
+  (`WarmupPolynomialDecay`); the optimizer the others (`lamb.LAMB`; adamw
+  ignores exclude_from_layer_adaptation). With `mixed_precision_policy`
+  "mixed_float16" (a name or a Policy) the optimizer is wrapped in a dynamic
+  tf_keras.mixed_precision.LossScaleOptimizer.
 
-  Returns:
-    (optimizer, schedule).
-
-  Raises:
-    ValueError: unknown optimizer name or policy, bad step counts.
+  Returns (optimizer, schedule); ValueError for an unknown optimizer name or
+  policy, or bad step counts.
   """
   key = str(name).strip().lower()
   if key not in OPTIMIZER_NAMES:
