@@ -73,21 +73,17 @@ def _name_to_features(seq_length, max_predictions_per_seq, v2_names,
                       has_token_boundary, has_label):
   ids = "input_word_ids" if v2_names else "input_ids"
   seg = "input_type_ids" if v2_names else "segment_ids"
-  feats = {
-      ids: tf.io.FixedLenFeature([seq_length], tf.int64),
-      "input_mask": tf.io.FixedLenFeature([seq_length], tf.int64),
-      seg: tf.io.FixedLenFeature([seq_length], tf.int64),
-      "masked_lm_positions": tf.io.FixedLenFeature([max_predictions_per_seq],
-                                                   tf.int64),
-      "masked_lm_ids": tf.io.FixedLenFeature([max_predictions_per_seq],
-                                             tf.int64),
-      "masked_lm_weights": tf.io.FixedLenFeature([max_predictions_per_seq],
-                                                 tf.float32),
-  }
+  per_token = tf.io.FixedLenFeature([seq_length], tf.int64)
+  per_prediction = tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64)
+  feats = {ids: per_token, "input_mask": per_token, seg: per_token,
+           "masked_lm_positions": per_prediction,
+           "masked_lm_ids": per_prediction,
+           "masked_lm_weights": tf.io.FixedLenFeature(
+               [max_predictions_per_seq], tf.float32)}
   if has_label:
     feats["next_sentence_labels"] = tf.io.FixedLenFeature([1], tf.int64)
   if has_token_boundary:
-    feats["token_boundary"] = tf.io.FixedLenFeature([seq_length], tf.int64)
+    feats["token_boundary"] = per_token
   return feats
 
 

@@ -130,19 +130,13 @@ def tokenize_with_offsets(tokenizer, text):
   if k != len(ids):
     raise AssertionError("offset tokenization disagrees with encode_ids")
   starts, ends = [], []
-  n = len(text)
   for b, e in norm_spans:
     visible = [j for j in range(b, e) if j < len(norm) and norm[j] != " "]
-    if visible:
-      starts.append(to_orig[visible[0]][0])
-      ends.append(to_orig[visible[-1]][1])
-    else:
-      at = to_orig[e][0] if e < len(norm) else n
-      starts.append(at)
-      ends.append(at)
-  # A source character split over two tokens (e.g. a ligature) ends the
-  # first token after the whole character.
-  ends = [max(s, x) for s, x in zip(starts, ends)]
+    at = to_orig[e][0] if e < len(norm) else len(text)  # if none visible
+    starts.append(to_orig[visible[0]][0] if visible else at)
+    # A source character split over two tokens (e.g. a ligature) ends the
+    # first token after the whole character.
+    ends.append(max(starts[-1], to_orig[visible[-1]][1] if visible else at))
   return TokenizedText(ids, starts, ends)
 
 

@@ -22,12 +22,8 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Union
 import yaml
 from official.modeling.hyperparams import base_config
 
+from albert_tf.modeling import activations
 from albert_tf.modeling import config_overrides
-
-# Activations the original's `hidden_act` may name, mapped to what we compute.
-# "gelu" is the tanh approximation, as in the original `modeling.gelu`.
-ACTIVATIONS = ("gelu", "gelu_new", "gelu_exact", "relu", "tanh", "swish",
-               "silu", "linear")
 
 # Ablation of the paper's Table 4: which sublayers are shared across layers.
 SHARING_MODES = ("all", "attention", "ffn", "none")
@@ -93,10 +89,10 @@ class AlbertConfig(base_config.Config):
       raise ValueError(
           f"AlbertConfig.num_hidden_layers ({self.num_hidden_layers}) must be "
           f"divisible by num_hidden_groups ({self.num_hidden_groups})")
-    if self.hidden_act not in ACTIVATIONS:
+    if self.hidden_act not in activations.ACTIVATIONS:
       raise ValueError(
           f"AlbertConfig.hidden_act: unknown activation {self.hidden_act!r}; "
-          f"expected one of {ACTIVATIONS}")
+          f"expected one of {tuple(activations.ACTIVATIONS)}")
     if self.sharing not in SHARING_MODES:
       raise ValueError(
           f"AlbertConfig.sharing: unknown mode {self.sharing!r}; expected one "
