@@ -94,11 +94,8 @@ def word_pieces(tokenizer, sentences: Sequence[Sentence]
 def first_positions(pieces: Sequence[Sequence[int]]) -> List[int]:
   """The sequence position of each word's first piece ([CLS] is 0); -1 for
   a word without pieces (text the normalisation drops)."""
-  out, position = [], 1
-  for word in pieces:
-    out.append(position if word else -1)
-    position += len(word)
-  return out
+  positions = itertools.accumulate(map(len, pieces), initial=1)
+  return [position if word else -1 for word, position in zip(pieces, positions)]
 
 
 def convert_sentences(sentences: Sequence[Sentence], tokenizer,

@@ -120,17 +120,13 @@ def read_examples(data_dir, split, levels=LEVELS, skip_malformed=False,
   in sorted order so feature caches and predictions are stable.
   """
   stats = stats if stats is not None else ReadStats()
-  examples = []
-  found = False
-  for level in levels:
-    directory = os.path.join(data_dir, split, level)
-    paths = sorted(glob.glob(os.path.join(directory, "*.txt")))
-    found = found or bool(paths)
-    for path in paths:
-      examples.extend(read_file(path, level, skip_malformed, stats))
-  if not found:
+  files = [(level, path) for level in levels for path in sorted(
+      glob.glob(os.path.join(data_dir, split, level, "*.txt")))]
+  if not files:
     raise FileNotFoundError(
         f"no RACE files under {data_dir}/{split}/{{{','.join(levels)}}}/*.txt")
+  examples = [example for level, path in files
+              for example in read_file(path, level, skip_malformed, stats)]
   if stats.skipped:
     logging.warning("RACE %s: skipped %d malformed files/questions", split,
                     stats.skipped)
