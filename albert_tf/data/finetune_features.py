@@ -197,7 +197,6 @@ def record_dataset(path, feature_spec, batch_size, is_training,
   ds = ds.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
   if input_context is not None:
     batch_size = input_context.get_per_replica_batch_size(batch_size)
-  if drop_remainder is None:
-    drop_remainder = is_training
-  ds = ds.batch(batch_size, drop_remainder=drop_remainder)
+  ds = ds.batch(batch_size, drop_remainder=(
+      is_training if drop_remainder is None else drop_remainder))
   return ds.prefetch(tf.data.AUTOTUNE)

@@ -34,6 +34,7 @@ from absl import logging
 import tensorflow as tf
 
 from albert_tf.data import finetune_features
+from data_prep import output_files
 
 
 class GlueFormatError(ValueError):
@@ -257,14 +258,12 @@ def write_submission(task, split, examples, predictions, output_dir):
   """
   spec = get_task(task)
   name = spec.submission.get(split, f"{spec.name}-{split}.tsv")
-  path = os.path.join(output_dir, name)
-  os.makedirs(output_dir, exist_ok=True)
-  with open(path, "w", encoding="utf-8") as f:
-    f.write("index\tprediction\n")
-    for example, pred in zip(examples, predictions):
-      if spec.labels is None:
-        value = f"{min(max(float(pred), 0.0), 5.0):.3f}"
-      else:
-        value = spec.labels[int(pred)]
-      f.write(f"{example.index}\t{value}\n")
-  return path
+  rows = ["index\tprediction\n"]
+  for example, pred in zip(examples, predictions):
+    if spec.labels is None:
+      value = f"{min(max(float(pred), 0.0), 5.0):.3f}"
+    else:
+      value = spec.labels[int(pred)]
+    rows.append(f"{example.index}\t{value}\n")
+  return output_files.atomic_write(os.path.join(output_dir, name),
+                                   "".join(rows))

@@ -144,9 +144,7 @@ def char_span_to_tokens(tokens, start_char, end_char):
   """First and last token overlapping [start_char, end_char), or None."""
   hit = [i for i, (s, e) in enumerate(zip(tokens.starts, tokens.ends))
          if s < end_char and e > start_char]
-  if not hit:
-    return None
-  return hit[0], hit[-1]
+  return (hit[0], hit[-1]) if hit else None
 
 
 def tokens_to_text(context, tokens, first, last):
