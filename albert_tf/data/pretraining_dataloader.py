@@ -162,8 +162,6 @@ def pretraining_dataset(file_pattern, seq_length, max_predictions_per_seq,
   has_label = "next_sentence_labels" in keys or not keys
   if dynamic_masking and not has_tb:
     raise ValueError(f"dynamic_masking needs token_boundary, missing in {files[0]}")
-  if repeat is None:
-    repeat = is_training
 
   ds = tf.data.Dataset.from_tensor_slices(files)
   # Sharded per input pipeline: files, or records if there are fewer files.
@@ -173,7 +171,7 @@ def pretraining_dataset(file_pattern, seq_length, max_predictions_per_seq,
     ds = ds.shard(pipelines, input_context.input_pipeline_id)
   if is_training:
     ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
-  if repeat:
+  if repeat or (repeat is None and is_training):
     ds = ds.repeat()
 
   if checked_reader:

@@ -194,20 +194,12 @@ class LAMB(tf_keras.optimizers.legacy.Optimizer):
 
   def get_config(self):
     config = super().get_config()
-    config.update({
-        "learning_rate": self._serialize_hyperparameter("learning_rate"),
-        "decay": self._serialize_hyperparameter("decay"),
-        "beta_1": self.beta_1,
-        "beta_2": self.beta_2,
-        "weight_decay_rate": self._serialize_hyperparameter(
-            "weight_decay_rate"),
-        "epsilon": self.epsilon,
-        "exclude_from_weight_decay": list(self.exclude_from_weight_decay),
-        "exclude_from_layer_adaptation": list(
-            self.exclude_from_layer_adaptation),
-        "bias_correction": self.bias_correction,
-        "layer_adaptation": self.layer_adaptation,
-    })
+    config.update({k: self._serialize_hyperparameter(k) for k in (
+        "learning_rate", "decay", "weight_decay_rate")})
+    config.update({k: getattr(self, k) for k in (
+        "beta_1", "beta_2", "epsilon", "bias_correction", "layer_adaptation")})
+    config.update({k: list(getattr(self, k)) for k in (
+        "exclude_from_weight_decay", "exclude_from_layer_adaptation")})
     return config
 
 
