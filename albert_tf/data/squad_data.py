@@ -150,14 +150,10 @@ def max_context_flags(windows, window_index):
   w_start, w_len = windows[window_index]
   flags = []
   for pos in range(w_start, w_start + w_len):
-    best, best_score = None, None
-    for i, (s, length) in enumerate(windows):
-      if not s <= pos < s + length:
-        continue
-      score = min(pos - s, s + length - 1 - pos) + 0.01 * length
-      if best_score is None or score > best_score:
-        best, best_score = i, score
-    flags.append(best == window_index)
+    # Context: min(left, right) + 0.01 * length; the first best one wins.
+    scores = [min(pos - s, s + length - 1 - pos) + 0.01 * length
+              if s <= pos < s + length else -1 for s, length in windows]
+    flags.append(scores.index(max(scores)) == window_index)
   return flags
 
 
