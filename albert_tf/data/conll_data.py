@@ -14,6 +14,7 @@ cut.
 """
 
 import dataclasses
+import itertools
 import re
 from typing import Dict, Iterator, List, Optional, Sequence
 
@@ -85,22 +86,16 @@ def check_labels(sentences: Sequence[Sentence], labels: Sequence[str],
 def word_pieces(tokenizer, sentences: Sequence[Sentence]
                 ) -> List[List[List[int]]]:
   """Piece ids of each word of each sentence (each word tokenized alone)."""
-  flat = tokenizer.encode_ids_batch([w for s in sentences for w in s.words])
-  out, start = [], 0
-  for s in sentences:
-    out.append(flat[start:start + len(s.words)])
-    start += len(s.words)
-  return out
+  flat = iter(tokenizer.encode_ids_batch(
+      [w for s in sentences for w in s.words]))
+  return [list(itertools.islice(flat, len(s.words))) for s in sentences]
 
 
 def first_positions(pieces: Sequence[Sequence[int]]) -> List[int]:
   """The sequence position of each word's first piece ([CLS] is 0); -1 for
   a word without pieces (text the normalisation drops)."""
-  out, position = [], 1
-  for word in pieces:
-    out.append(position if word else -1)
-    position += len(word)
-  return out
+  positions = itertools.accumulate(map(len, pieces), initial=1)
+  return [position if word else -1 for word, position in zip(pieces, positions)]
 
 
 def convert_sentences(sentences: Sequence[Sentence], tokenizer,
@@ -132,11 +127,9 @@ def convert_sentences(sentences: Sequence[Sentence], tokenizer,
 
 
 def feature_spec(max_seq_length):
-  spec = {name: ([max_seq_length], tf.int64)
-          for name in finetune_features.INPUT_NAMES}
-  spec["label_ids"] = ([max_seq_length], tf.int64)
-  spec["example_index"] = ([], tf.int64)
-  return spec
+  return finetune_features.feature_spec(
+      [max_seq_length], label_ids=([max_seq_length], tf.int64),
+      example_index=([], tf.int64))
 
 
 def write_predictions(path: str, sentences: Sequence[Sentence],

@@ -47,14 +47,19 @@ def pack_pair(tokenizer, ids_a, ids_b, max_seq_length):
   `input_type_ids`, each of length max_seq_length.
   """
   if ids_b is None:
-    ids_a = list(ids_a)[:max_seq_length - 2]
-    ids_b = []
-  else:
-    ids_a, ids_b = truncate_pair(ids_a, ids_b, max_seq_length - 3)
-  ids = [tokenizer.cls_id] + ids_a + [tokenizer.sep_id]
+    return pack(tokenizer, list(ids_a)[:max_seq_length - 2], None,
+                max_seq_length)
+  ids_a, ids_b = truncate_pair(ids_a, ids_b, max_seq_length - 3)
+  return pack(tokenizer, ids_a, ids_b or None, max_seq_length)
+
+
+def pack(tokenizer, ids_a, ids_b, max_seq_length):
+  """`[CLS] a [SEP]` (type 0), then `b [SEP]` (type 1) unless `ids_b` is
+  None, padded to `max_seq_length` (no truncation)."""
+  ids = [tokenizer.cls_id] + list(ids_a) + [tokenizer.sep_id]
   types = [0] * len(ids)
-  if ids_b:
-    ids += ids_b + [tokenizer.sep_id]
+  if ids_b is not None:
+    ids += list(ids_b) + [tokenizer.sep_id]
     types += [1] * (len(ids_b) + 1)
   return pad_features(ids, types, max_seq_length, tokenizer.pad_id)
 
@@ -90,23 +95,17 @@ def fingerprint(input_files, tokenizer, **settings):
   return hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
 
 
-def _int_feature(values):
-  return tf.train.Feature(int64_list=tf.train.Int64List(
-      value=np.asarray(values, np.int64).reshape(-1)))
-
-
-def _float_feature(values):
-  return tf.train.Feature(float_list=tf.train.FloatList(
-      value=np.asarray(values, np.float32).reshape(-1)))
-
-
 def to_example(features):
   """Dict name -> int or float (lists / arrays) -> tf.train.Example."""
   out = {}
   for name, value in features.items():
-    arr = np.asarray(value)
-    out[name] = (_float_feature(arr) if arr.dtype.kind == "f"
-                 else _int_feature(arr))
+    arr = np.asarray(value).reshape(-1)
+    if arr.dtype.kind == "f":
+      out[name] = tf.train.Feature(float_list=tf.train.FloatList(
+          value=arr.astype(np.float32)))
+    else:
+      out[name] = tf.train.Feature(int64_list=tf.train.Int64List(
+          value=arr.astype(np.int64)))
   return tf.train.Example(features=tf.train.Features(feature=out))
 
 
@@ -136,11 +135,6 @@ def write_records(path, feature_iter, metadata=None, log_every=5000):
   return count
 
 
-def read_metadata(path):
-  with tf.io.gfile.GFile(path + ".json") as f:
-    return json.load(f)
-
-
 def cached_records(path, build_fn):
   """Returns (path, metadata), calling `build_fn(path)` unless cached.
 
@@ -151,10 +145,19 @@ def cached_records(path, build_fn):
     logging.info("Using cached features %s", path)
   else:
     build_fn(path)
-  return path, read_metadata(path)
+  with tf.io.gfile.GFile(path + ".json") as f:
+    return path, json.load(f)
 
 
 # --- Datasets ------------------------------------------------------------------
+
+
+def feature_spec(input_shape, **more):
+  """name -> (shape, dtype) of the three inputs (int64, `input_shape`) and
+  of `more` (each a task's labels or indices)."""
+  spec = {name: (input_shape, tf.int64) for name in INPUT_NAMES}
+  spec.update(more)
+  return spec
 
 
 def record_decoder(feature_spec):
@@ -194,7 +197,6 @@ def record_dataset(path, feature_spec, batch_size, is_training,
   ds = ds.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
   if input_context is not None:
     batch_size = input_context.get_per_replica_batch_size(batch_size)
-  if drop_remainder is None:
-    drop_remainder = is_training
-  ds = ds.batch(batch_size, drop_remainder=drop_remainder)
+  ds = ds.batch(batch_size, drop_remainder=(
+      is_training if drop_remainder is None else drop_remainder))
   return ds.prefetch(tf.data.AUTOTUNE)

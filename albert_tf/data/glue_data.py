@@ -31,8 +31,10 @@ import os
 from typing import List, Optional
 
 from absl import logging
+import tensorflow as tf
 
 from albert_tf.data import finetune_features
+from data_prep import output_files
 
 
 class GlueFormatError(ValueError):
@@ -63,51 +65,40 @@ class TaskSpec:
   text_b: Optional[str]          # header column of the second text or None
   label_column: Optional[str]    # header column of the label
   metric: str                    # finetune_metrics.classification_metrics key
-  files: dict                    # split -> file name
   submission: dict               # split ("test"...) -> submission file name
+  files: dict = dataclasses.field(  # split -> file name
+      default_factory=lambda: {"train": "train.tsv", "dev": "dev.tsv",
+                               "test": "test.tsv"})
   id_column: Optional[str] = "index"
   header: bool = True
 
 
 _TASKS = {
     "cola": TaskSpec("cola", ("0", "1"), "sentence", None, "label", "mcc",
-                     {"train": "train.tsv", "dev": "dev.tsv",
-                      "test": "test.tsv"}, {"test": "CoLA.tsv"},
-                     header=False),
+                     {"test": "CoLA.tsv"}, header=False),
     "sst-2": TaskSpec("sst-2", ("0", "1"), "sentence", None, "label",
-                      "accuracy", {"train": "train.tsv", "dev": "dev.tsv",
-                                   "test": "test.tsv"}, {"test": "SST-2.tsv"}),
+                      "accuracy", {"test": "SST-2.tsv"}),
     "mrpc": TaskSpec("mrpc", ("0", "1"), "#1 String", "#2 String", "Quality",
-                     "f1", {"train": "train.tsv", "dev": "dev.tsv",
-                            "test": "test.tsv"}, {"test": "MRPC.tsv"}),
+                     "f1", {"test": "MRPC.tsv"}),
     "sts-b": TaskSpec("sts-b", None, "sentence1", "sentence2", "score",
-                      "corr", {"train": "train.tsv", "dev": "dev.tsv",
-                               "test": "test.tsv"}, {"test": "STS-B.tsv"}),
+                      "corr", {"test": "STS-B.tsv"}),
     "qqp": TaskSpec("qqp", ("0", "1"), "question1", "question2",
-                    "is_duplicate", "f1", {"train": "train.tsv",
-                                           "dev": "dev.tsv",
-                                           "test": "test.tsv"},
-                    {"test": "QQP.tsv"}, id_column="id"),
+                    "is_duplicate", "f1", {"test": "QQP.tsv"}, id_column="id"),
     "mnli": TaskSpec("mnli", ("contradiction", "entailment", "neutral"),
                      "sentence1", "sentence2", "gold_label", "accuracy",
-                     {"train": "train.tsv", "dev": "dev_matched.tsv",
-                      "test": "test_matched.tsv",
-                      "dev_mismatched": "dev_mismatched.tsv",
-                      "test_mismatched": "test_mismatched.tsv",
-                      "test_ax": "diagnostic.tsv"},
                      {"test": "MNLI-m.tsv", "test_mismatched": "MNLI-mm.tsv",
-                      "test_ax": "AX.tsv"}),
+                      "test_ax": "AX.tsv"},
+                     files={"train": "train.tsv", "dev": "dev_matched.tsv",
+                            "test": "test_matched.tsv",
+                            "dev_mismatched": "dev_mismatched.tsv",
+                            "test_mismatched": "test_mismatched.tsv",
+                            "test_ax": "diagnostic.tsv"}),
     "qnli": TaskSpec("qnli", ("entailment", "not_entailment"), "question",
-                     "sentence", "label", "accuracy",
-                     {"train": "train.tsv", "dev": "dev.tsv",
-                      "test": "test.tsv"}, {"test": "QNLI.tsv"}),
+                     "sentence", "label", "accuracy", {"test": "QNLI.tsv"}),
     "rte": TaskSpec("rte", ("entailment", "not_entailment"), "sentence1",
-                    "sentence2", "label", "accuracy",
-                    {"train": "train.tsv", "dev": "dev.tsv",
-                     "test": "test.tsv"}, {"test": "RTE.tsv"}),
+                    "sentence2", "label", "accuracy", {"test": "RTE.tsv"}),
     "wnli": TaskSpec("wnli", ("0", "1"), "sentence1", "sentence2", "label",
-                     "accuracy", {"train": "train.tsv", "dev": "dev.tsv",
-                                  "test": "test.tsv"}, {"test": "WNLI.tsv"}),
+                     "accuracy", {"test": "WNLI.tsv"}),
 }
 TASK_NAMES = tuple(sorted(_TASKS))
 # CoLA train/dev (no header): source, label, original label, sentence.
@@ -238,12 +229,10 @@ def convert_examples(examples, task, tokenizer, max_seq_length):
   spec = get_task(task)
   label_map = {l: i for i, l in enumerate(spec.labels or ())}
   texts_a = tokenizer.encode_ids_batch([e.text_a for e in examples])
-  has_b = [e.text_b is not None for e in examples]
-  texts_b = tokenizer.encode_ids_batch(
-      [e.text_b for e in examples if e.text_b is not None])
-  b_iter = iter(texts_b)
+  texts_b = iter(tokenizer.encode_ids_batch(
+      [e.text_b for e in examples if e.text_b is not None]))
   for i, example in enumerate(examples):
-    ids_b = next(b_iter) if has_b[i] else None
+    ids_b = next(texts_b) if example.text_b is not None else None
     features = finetune_features.pack_pair(tokenizer, texts_a[i], ids_b,
                                            max_seq_length)
     if spec.labels is None:
@@ -255,15 +244,10 @@ def convert_examples(examples, task, tokenizer, max_seq_length):
 
 
 def feature_spec(task, max_seq_length):
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  spec = {name: ([max_seq_length], tf.int64)
-          for name in finetune_features.INPUT_NAMES}
-  spec["example_index"] = ([], tf.int64)
-  if get_task(task).labels is None:
-    spec["label_values"] = ([], tf.float32)
-  else:
-    spec["label_ids"] = ([], tf.int64)
-  return spec
+  label = ({"label_values": ([], tf.float32)} if get_task(task).labels is None
+           else {"label_ids": ([], tf.int64)})
+  return finetune_features.feature_spec(
+      [max_seq_length], example_index=([], tf.int64), **label)
 
 
 def write_submission(task, split, examples, predictions, output_dir):
@@ -274,14 +258,12 @@ def write_submission(task, split, examples, predictions, output_dir):
   """
   spec = get_task(task)
   name = spec.submission.get(split, f"{spec.name}-{split}.tsv")
-  path = os.path.join(output_dir, name)
-  os.makedirs(output_dir, exist_ok=True)
-  with open(path, "w", encoding="utf-8") as f:
-    f.write("index\tprediction\n")
-    for example, pred in zip(examples, predictions):
-      if spec.labels is None:
-        value = f"{min(max(float(pred), 0.0), 5.0):.3f}"
-      else:
-        value = spec.labels[int(pred)]
-      f.write(f"{example.index}\t{value}\n")
-  return path
+  rows = ["index\tprediction\n"]
+  for example, pred in zip(examples, predictions):
+    if spec.labels is None:
+      value = f"{min(max(float(pred), 0.0), 5.0):.3f}"
+    else:
+      value = spec.labels[int(pred)]
+    rows.append(f"{example.index}\t{value}\n")
+  return output_files.atomic_write(os.path.join(output_dir, name),
+                                   "".join(rows))

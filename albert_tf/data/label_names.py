@@ -18,12 +18,10 @@ def check_names(names: Sequence[str], flag: str = "label_names") -> List[str]:
     if not name.strip():
       raise ValueError(f"{flag}: name {i} is empty ({','.join(names)!r}); "
                        "every class needs a name")
-  seen = set()
-  for name in names:
-    if name in seen:
+  for i, name in enumerate(names):
+    if name in names[:i]:
       raise ValueError(f"{flag}: {name!r} is given twice "
                        f"({','.join(names)!r}); class names must differ")
-    seen.add(name)
   return names
 
 

@@ -19,6 +19,7 @@ Usage with a distribution strategy:
       lambda ctx: pretraining_dataset(pattern, 128, 20, global_batch, True, ctx))
 """
 
+import itertools
 from typing import Optional
 
 import numpy as np
@@ -57,19 +58,14 @@ def list_files(file_pattern):
 def _first_example_keys(path, compression):
   for record in tfrecord_io.read_records(path, compression):
     return set(tf.train.Example.FromString(record).features.feature.keys())
-  return None
+  return set()
 
 
 def checked_records(path, compression, chunk=256):
   """Yields [<=chunk] string arrays of records (tfrecord_io.read_records:
   errors name the file and the first record that could not be read)."""
-  batch = []
-  for record in tfrecord_io.read_records(path, compression):
-    batch.append(record)
-    if len(batch) == chunk:
-      yield np.array(batch, dtype=object)
-      batch = []
-  if batch:
+  records = tfrecord_io.read_records(path, compression)
+  while batch := list(itertools.islice(records, chunk)):
     yield np.array(batch, dtype=object)
 
 
@@ -77,31 +73,24 @@ def _name_to_features(seq_length, max_predictions_per_seq, v2_names,
                       has_token_boundary, has_label):
   ids = "input_word_ids" if v2_names else "input_ids"
   seg = "input_type_ids" if v2_names else "segment_ids"
-  feats = {
-      ids: tf.io.FixedLenFeature([seq_length], tf.int64),
-      "input_mask": tf.io.FixedLenFeature([seq_length], tf.int64),
-      seg: tf.io.FixedLenFeature([seq_length], tf.int64),
-      "masked_lm_positions": tf.io.FixedLenFeature([max_predictions_per_seq],
-                                                   tf.int64),
-      "masked_lm_ids": tf.io.FixedLenFeature([max_predictions_per_seq],
-                                             tf.int64),
-      "masked_lm_weights": tf.io.FixedLenFeature([max_predictions_per_seq],
-                                                 tf.float32),
-  }
+  per_token = tf.io.FixedLenFeature([seq_length], tf.int64)
+  per_prediction = tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64)
+  feats = {ids: per_token, "input_mask": per_token, seg: per_token,
+           "masked_lm_positions": per_prediction,
+           "masked_lm_ids": per_prediction,
+           "masked_lm_weights": tf.io.FixedLenFeature(
+               [max_predictions_per_seq], tf.float32)}
   if has_label:
     feats["next_sentence_labels"] = tf.io.FixedLenFeature([1], tf.int64)
   if has_token_boundary:
-    feats["token_boundary"] = tf.io.FixedLenFeature([seq_length], tf.int64)
+    feats["token_boundary"] = per_token
   return feats
 
 
 def _decode(record, name_to_features, v2_names):
   ex = tf.io.parse_single_example(record, name_to_features)
-  out = {}
-  for name, t in ex.items():
-    if t.dtype == tf.int64:  # TPUs want int32
-      t = tf.cast(t, tf.int32)
-    out[name] = t
+  out = {name: tf.cast(t, tf.int32) if t.dtype == tf.int64 else t  # for TPUs
+         for name, t in ex.items()}
   if not v2_names:
     out["input_word_ids"] = out.pop("input_ids")
     out["input_type_ids"] = out.pop("segment_ids")
@@ -167,27 +156,22 @@ def pretraining_dataset(file_pattern, seq_length, max_predictions_per_seq,
     compression = tfrecord_io.detect_compression(files[0])
   compression = "" if compression in (None, "NONE") else compression
   keys = _first_example_keys(files[0], compression)
-  if keys is None:
-    keys = set()
   if v2_feature_names == "auto":
     v2_feature_names = "input_word_ids" in keys
   has_tb = "token_boundary" in keys
   has_label = "next_sentence_labels" in keys or not keys
   if dynamic_masking and not has_tb:
     raise ValueError(f"dynamic_masking needs token_boundary, missing in {files[0]}")
-  if repeat is None:
-    repeat = is_training
 
   ds = tf.data.Dataset.from_tensor_slices(files)
-  per_file_shard = False
-  if input_context and input_context.num_input_pipelines > 1:
-    if len(files) >= input_context.num_input_pipelines:
-      ds = ds.shard(input_context.num_input_pipelines,
-                    input_context.input_pipeline_id)
-      per_file_shard = True
+  # Sharded per input pipeline: files, or records if there are fewer files.
+  pipelines = input_context.num_input_pipelines if input_context else 1
+  shard_files = len(files) >= pipelines
+  if pipelines > 1 and shard_files:
+    ds = ds.shard(pipelines, input_context.input_pipeline_id)
   if is_training:
     ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
-  if repeat:
+  if repeat or (repeat is None and is_training):
     ds = ds.repeat()
 
   if checked_reader:
@@ -203,10 +187,8 @@ def pretraining_dataset(file_pattern, seq_length, max_predictions_per_seq,
   ds = ds.interleave(read, cycle_length=min(cycle_length, len(files)),
                      num_parallel_calls=tf.data.AUTOTUNE,
                      deterministic=not is_training)
-  if (input_context and input_context.num_input_pipelines > 1 and
-      not per_file_shard):
-    ds = ds.shard(input_context.num_input_pipelines,
-                  input_context.input_pipeline_id)
+  if pipelines > 1 and not shard_files:
+    ds = ds.shard(pipelines, input_context.input_pipeline_id)
   if is_training and shuffle_buffer_size:
     ds = ds.shuffle(shuffle_buffer_size, seed=seed)
   name_to_features = _name_to_features(seq_length, max_predictions_per_seq,

@@ -27,8 +27,10 @@ import os
 from typing import List, Optional
 
 from absl import logging
+import tensorflow as tf
 
 from albert_tf.data import finetune_features
+from data_prep import output_files
 
 LEVELS = ("middle", "high")
 NUM_CHOICES = 4
@@ -118,17 +120,13 @@ def read_examples(data_dir, split, levels=LEVELS, skip_malformed=False,
   in sorted order so feature caches and predictions are stable.
   """
   stats = stats if stats is not None else ReadStats()
-  examples = []
-  found = False
-  for level in levels:
-    directory = os.path.join(data_dir, split, level)
-    paths = sorted(glob.glob(os.path.join(directory, "*.txt")))
-    found = found or bool(paths)
-    for path in paths:
-      examples.extend(read_file(path, level, skip_malformed, stats))
-  if not found:
+  files = [(level, path) for level in levels for path in sorted(
+      glob.glob(os.path.join(data_dir, split, level, "*.txt")))]
+  if not files:
     raise FileNotFoundError(
         f"no RACE files under {data_dir}/{split}/{{{','.join(levels)}}}/*.txt")
+  examples = [example for level, path in files
+              for example in read_file(path, level, skip_malformed, stats)]
   if stats.skipped:
     logging.warning("RACE %s: skipped %d malformed files/questions", split,
                     stats.skipped)
@@ -152,16 +150,11 @@ def convert_examples(examples, tokenizer, max_seq_length, max_qa_length=128):
     article = cache[example.article]
     packed = {name: [] for name in finetune_features.INPUT_NAMES}
     for option in example.options:
-      qa = tokenizer.encode_ids(question_with_option(example.question,
-                                                     option))
-      qa = qa[-max_qa_length:] if len(qa) > max_qa_length else qa
-      room = max_seq_length - len(qa) - 3
-      ids = ([tokenizer.cls_id] + article[:max(room, 0)] +
-             [tokenizer.sep_id] + qa + [tokenizer.sep_id])
-      types = [0] * (min(len(article), max(room, 0)) + 2) + [1] * (
-          len(qa) + 1)
-      one = finetune_features.pad_features(ids, types, max_seq_length,
-                                           tokenizer.pad_id)
+      qa = tokenizer.encode_ids(question_with_option(
+          example.question, option))[-max_qa_length:]  # keeps the end
+      room = max(max_seq_length - len(qa) - 3, 0)
+      one = finetune_features.pack(tokenizer, article[:room], qa,
+                                   max_seq_length)
       for name in packed:
         packed[name].extend(one[name])
     packed["label_ids"] = [example.label if example.label is not None else 0]
@@ -170,12 +163,9 @@ def convert_examples(examples, tokenizer, max_seq_length, max_qa_length=128):
 
 
 def feature_spec(max_seq_length):
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  spec = {name: ([NUM_CHOICES, max_seq_length], tf.int64)
-          for name in finetune_features.INPUT_NAMES}
-  spec["label_ids"] = ([], tf.int64)
-  spec["example_index"] = ([], tf.int64)
-  return spec
+  return finetune_features.feature_spec(
+      [NUM_CHOICES, max_seq_length], label_ids=([], tf.int64),
+      example_index=([], tf.int64))
 
 
 def write_predictions(path, examples, predictions):
@@ -183,10 +173,8 @@ def write_predictions(path, examples, predictions):
   `example_id<TAB>letter`."""
   answers = {e.example_id: ANSWER_LETTERS[int(p)]
              for e, p in zip(examples, predictions)}
-  with open(path, "w", encoding="utf-8") as f:
-    json.dump(answers, f, indent=2)
-  with open(os.path.splitext(path)[0] + ".tsv", "w", encoding="utf-8") as f:
-    f.write("id\tanswer\n")
-    for key, letter in answers.items():
-      f.write(f"{key}\t{letter}\n")
+  output_files.write_json(path, answers, sort_keys=False)
+  rows = [f"{key}\t{letter}\n" for key, letter in answers.items()]
+  output_files.atomic_write(os.path.splitext(path)[0] + ".tsv",
+                            "".join(["id\tanswer\n"] + rows))
   return answers

@@ -76,10 +76,7 @@ def normalize_with_map(tokenizer, text):
         mapping[a0 + k] = source[b0 + k]
   last = (0, 0)
   for k, m in enumerate(mapping):
-    if m is None:
-      mapping[k] = last
-    else:
-      last = m
+    mapping[k] = last = last if m is None else m
   return norm, mapping
 
 
@@ -104,15 +101,10 @@ def tokenize_with_offsets(tokenizer, text):
   raw = norm.encode("utf-8")
   in_bytes = (len(raw) != len(norm) and proto.pieces and
               proto.pieces[-1].end == len(raw))
-  char_of = np.arange(len(norm) + 1)
-  if in_bytes:
-    char_of = np.zeros(len(raw) + 1, np.int64)
-    pos = 0
-    for k, ch in enumerate(norm):
-      width = len(ch.encode("utf-8"))
-      char_of[pos:pos + width] = k
-      pos += width
-    char_of[len(raw)] = len(norm)
+  char_of = np.arange(len(norm) + 1)  # offset -> normalised character
+  if in_bytes:  # each character's index once per byte of it
+    widths = [len(ch.encode("utf-8")) for ch in norm]
+    char_of = np.append(np.repeat(char_of[:-1], widths), len(norm))
   norm_spans = []
   k = 0
   for piece in proto.pieces:
@@ -138,19 +130,13 @@ def tokenize_with_offsets(tokenizer, text):
   if k != len(ids):
     raise AssertionError("offset tokenization disagrees with encode_ids")
   starts, ends = [], []
-  n = len(text)
   for b, e in norm_spans:
     visible = [j for j in range(b, e) if j < len(norm) and norm[j] != " "]
-    if visible:
-      starts.append(to_orig[visible[0]][0])
-      ends.append(to_orig[visible[-1]][1])
-    else:
-      at = to_orig[e][0] if e < len(norm) else n
-      starts.append(at)
-      ends.append(at)
-  # A source character split over two tokens (e.g. a ligature) ends the
-  # first token after the whole character.
-  ends = [max(s, x) for s, x in zip(starts, ends)]
+    at = to_orig[e][0] if e < len(norm) else len(text)  # if none visible
+    starts.append(to_orig[visible[0]][0] if visible else at)
+    # A source character split over two tokens (e.g. a ligature) ends the
+    # first token after the whole character.
+    ends.append(max(starts[-1], to_orig[visible[-1]][1] if visible else at))
   return TokenizedText(ids, starts, ends)
 
 
@@ -158,9 +144,7 @@ def char_span_to_tokens(tokens, start_char, end_char):
   """First and last token overlapping [start_char, end_char), or None."""
   hit = [i for i, (s, e) in enumerate(zip(tokens.starts, tokens.ends))
          if s < end_char and e > start_char]
-  if not hit:
-    return None
-  return hit[0], hit[-1]
+  return (hit[0], hit[-1]) if hit else None
 
 
 def tokens_to_text(context, tokens, first, last):

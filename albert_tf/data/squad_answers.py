@@ -59,15 +59,12 @@ def windows_by_example(windows_meta, results) -> Dict[int, List[int]]:
 def distinct_best(candidates, n_best_size: int):
   """The first `n_best_size` candidates (text, ...) with distinct texts, in
   the given (ranked) order."""
-  seen, best = set(), []
+  best = {}  # text -> its first candidate, in order
   for candidate in candidates:
     if len(best) >= n_best_size:
       break
-    if candidate[0] in seen:
-      continue
-    seen.add(candidate[0])
-    best.append(candidate)
-  return best
+    best.setdefault(candidate[0], candidate)
+  return list(best.values())
 
 
 def softmax(scores) -> np.ndarray:
@@ -124,18 +121,12 @@ def postprocess_logits(examples, windows_meta, tokens_meta, results,
   grouped = windows_by_example(windows_meta, results)
   predictions, null_odds, nbest = {}, {}, {}
   for ex_index, example in enumerate(examples):
-    spans = tokens_meta[ex_index]
-    candidates, null_span_score, best_answerable = [], None, None
-    for uid in grouped.get(ex_index, []):
-      result = results[uid]
-      cls_score = float(result.start_logits[0] + result.end_logits[0])
-      if null_span_score is None or cls_score < null_span_score:
-        null_span_score = cls_score
-      if result.answerable_logit is not None:
-        best_answerable = (result.answerable_logit if best_answerable is None
-                           else max(best_answerable, result.answerable_logit))
+    spans, uids = tokens_meta[ex_index], grouped.get(ex_index, [])
+    window_results = [results[uid] for uid in uids]
+    candidates = []
+    for uid in uids:
       for score, start, end, first, last in logit_candidates(
-          windows_meta[uid], result, n_best_size, max_answer_length):
+          windows_meta[uid], results[uid], n_best_size, max_answer_length):
         text = _span_text(example, spans, first, last)
         if text.strip():  # only word-start markers: no visible text
           candidates.append((text, score, start, end))
@@ -147,10 +138,12 @@ def postprocess_logits(examples, windows_meta, tokens_meta, results,
          "end_logit": c[3]} for c, p in zip(best, probs)]
     answer = best[0][0]
     if version_2_with_negative:
-      if best_answerable is not None:
-        odds = -float(best_answerable)
-      else:
-        odds = (null_span_score or 0.0) - best[0][1]
+      answerable = [r.answerable_logit for r in window_results
+                    if r.answerable_logit is not None]
+      null_span_score = min((float(r.start_logits[0] + r.end_logits[0])
+                             for r in window_results), default=0.0)
+      odds = (-float(max(answerable)) if answerable
+              else null_span_score - best[0][1])
       null_odds[example.qas_id] = odds
       if odds > null_score_diff_threshold or not candidates:
         answer = ""
@@ -203,14 +196,9 @@ def postprocess_beam(examples, windows_meta, tokens_meta, results,
   grouped = windows_by_example(windows_meta, results)
   predictions, null_scores, nbest = {}, {}, {}
   for ex_index, example in enumerate(examples):
-    spans = tokens_meta[ex_index]
-    candidates, score_null = [], None
-    for uid in grouped.get(ex_index, []):
-      result = results[uid]
-      cls = float(result.cls_logits)
-      score_null = cls if score_null is None else min(score_null, cls)
-      candidates.extend(beam_candidates(windows_meta[uid], result,
-                                        max_answer_length))
+    spans, uids = tokens_meta[ex_index], grouped.get(ex_index, [])
+    candidates = [c for uid in uids for c in beam_candidates(
+        windows_meta[uid], results[uid], max_answer_length)]
     candidates.sort(key=lambda c: -(c[0] + c[1]))
     best = distinct_best(
         ((_span_text(example, spans, first, last).strip(), start, end)
@@ -220,11 +208,9 @@ def postprocess_beam(examples, windows_meta, tokens_meta, results,
     nbest[example.qas_id] = [
         {"text": t, "probability": float(p), "start_log_prob": s,
          "end_log_prob": e} for (t, s, e), p in zip(best, probs)]
-    score = 0.0 if score_null is None else score_null
+    score = min((float(results[uid].cls_logits) for uid in uids), default=0.0)
     null_scores[example.qas_id] = score
-    answer = best[0][0]
-    if (null_score_diff_threshold is not None and
-        score >= null_score_diff_threshold):
-      answer = ""
-    predictions[example.qas_id] = answer
+    no_answer = (null_score_diff_threshold is not None and
+                 score >= null_score_diff_threshold)
+    predictions[example.qas_id] = "" if no_answer else best[0][0]
   return predictions, null_scores, nbest

@@ -38,9 +38,7 @@ def is_impossible(qa, path, where):
   """The question's `is_impossible` (default False); only a JSON boolean
   (or 0/1) is accepted."""
   value = qa.get("is_impossible", False)
-  if isinstance(value, bool):
-    return value
-  if isinstance(value, int) and value in (0, 1):
+  if isinstance(value, int) and value in (0, 1):  # a bool is an int
     return bool(value)
   raise SquadFormatError(f"{path}: {where}.is_impossible is {value!r}; it "
                          "must be true or false (a JSON boolean)")

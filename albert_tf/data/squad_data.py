@@ -23,14 +23,15 @@ when absent (`ReadStats`).
 """
 
 import dataclasses
-import json
 from typing import List
 
 from absl import logging
+import tensorflow as tf
 
 from albert_tf.data import finetune_features
 from albert_tf.data import squad_alignment
 from albert_tf.data import squad_checks
+from data_prep import output_files
 
 SquadFormatError = squad_checks.SquadFormatError
 
@@ -123,11 +124,7 @@ def _locate_answer(context, text, start):
     return None
   if context[start:start + len(text)] == text:
     return start
-  hits = []
-  i = context.find(text)
-  while i >= 0:
-    hits.append(i)
-    i = context.find(text, i + 1)
+  hits = [i for i in range(len(context)) if context.startswith(text, i)]
   return min(hits, key=lambda h: abs(h - start)) if hits else None
 
 
@@ -153,14 +150,10 @@ def max_context_flags(windows, window_index):
   w_start, w_len = windows[window_index]
   flags = []
   for pos in range(w_start, w_start + w_len):
-    best, best_score = None, None
-    for i, (s, length) in enumerate(windows):
-      if not s <= pos < s + length:
-        continue
-      score = min(pos - s, s + length - 1 - pos) + 0.01 * length
-      if best_score is None or score > best_score:
-        best, best_score = i, score
-    flags.append(best == window_index)
+    # Context: min(left, right) + 0.01 * length; the first best one wins.
+    scores = [min(pos - s, s + length - 1 - pos) + 0.01 * length
+              if s <= pos < s + length else -1 for s, length in windows]
+    flags.append(scores.index(max(scores)) == window_index)
   return flags
 
 
@@ -186,11 +179,8 @@ def convert_examples(examples, tokenizer, max_seq_length, doc_stride,
                           doc_stride)
     doc_offset = len(q_ids) + 2
     for w, (w_start, w_len) in enumerate(windows):
-      ids = ([tokenizer.cls_id] + q_ids + [tokenizer.sep_id] +
-             doc.ids[w_start:w_start + w_len] + [tokenizer.sep_id])
-      types = [0] * doc_offset + [1] * (w_len + 1)
-      features = finetune_features.pad_features(ids, types, max_seq_length,
-                                                tokenizer.pad_id)
+      features = finetune_features.pack(
+          tokenizer, q_ids, doc.ids[w_start:w_start + w_len], max_seq_length)
       start = end = 0
       impossible = int(example.is_impossible)
       if answer is not None:
@@ -210,23 +200,18 @@ def convert_examples(examples, tokenizer, max_seq_length, doc_stride,
 
 def example_metadata(examples, tokenizer):
   """Per example, the tokens' original character spans (for answers)."""
-  out = []
-  for example in examples:
-    doc = squad_alignment.tokenize_with_offsets(tokenizer, example.context_text)
-    out.append({"starts": doc.starts, "ends": doc.ends})
-  return out
+  docs = (squad_alignment.tokenize_with_offsets(tokenizer, e.context_text)
+          for e in examples)
+  return [{"starts": doc.starts, "ends": doc.ends} for doc in docs]
 
 
 def feature_spec(max_seq_length):
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  spec = {name: ([max_seq_length], tf.int64)
-          for name in finetune_features.INPUT_NAMES}
-  for name in ("unique_ids", "start_positions", "end_positions",
-               "is_impossible"):
-    spec[name] = ([], tf.int64)
-  return spec
+  scalar = ([], tf.int64)
+  return finetune_features.feature_spec(
+      [max_seq_length], unique_ids=scalar, start_positions=scalar,
+      end_positions=scalar, is_impossible=scalar)
 
 
 def write_json(path, value):
-  with open(path, "w", encoding="utf-8") as f:
-    json.dump(value, f, indent=2, ensure_ascii=False)
+  """`value` as JSON in its own key order, written atomically."""
+  output_files.write_json(path, value, sort_keys=False, ensure_ascii=False)

@@ -12,7 +12,8 @@ def gelu_exact(x):
   return tf.nn.gelu(x, approximate=False)
 
 
-_ACTIVATIONS = {
+# The names the original's `hidden_act` may take (AlbertConfig.validate).
+ACTIVATIONS = {
     "gelu": gelu_tanh,
     "gelu_new": gelu_tanh,
     "gelu_exact": gelu_exact,
@@ -27,7 +28,7 @@ _ACTIVATIONS = {
 def get_activation(name: str):
   """Maps an activation name to a function; unknown names are a ValueError."""
   try:
-    return _ACTIVATIONS[name]
+    return ACTIVATIONS[name]
   except KeyError:
     raise ValueError(f"hidden_act: unknown activation {name!r}; expected one "
-                     f"of {sorted(_ACTIVATIONS)}") from None
+                     f"of {sorted(ACTIVATIONS)}") from None

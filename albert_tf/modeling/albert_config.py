@@ -22,12 +22,8 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Union
 import yaml
 from official.modeling.hyperparams import base_config
 
+from albert_tf.modeling import activations
 from albert_tf.modeling import config_overrides
-
-# Activations the original's `hidden_act` may name, mapped to what we compute.
-# "gelu" is the tanh approximation, as in the original `modeling.gelu`.
-ACTIVATIONS = ("gelu", "gelu_new", "gelu_exact", "relu", "tanh", "swish",
-               "silu", "linear")
 
 # Ablation of the paper's Table 4: which sublayers are shared across layers.
 SHARING_MODES = ("all", "attention", "ffn", "none")
@@ -93,10 +89,10 @@ class AlbertConfig(base_config.Config):
       raise ValueError(
           f"AlbertConfig.num_hidden_layers ({self.num_hidden_layers}) must be "
           f"divisible by num_hidden_groups ({self.num_hidden_groups})")
-    if self.hidden_act not in ACTIVATIONS:
+    if self.hidden_act not in activations.ACTIVATIONS:
       raise ValueError(
           f"AlbertConfig.hidden_act: unknown activation {self.hidden_act!r}; "
-          f"expected one of {ACTIVATIONS}")
+          f"expected one of {tuple(activations.ACTIVATIONS)}")
     if self.sharing not in SHARING_MODES:
       raise ValueError(
           f"AlbertConfig.sharing: unknown mode {self.sharing!r}; expected one "
@@ -119,27 +115,21 @@ class AlbertConfig(base_config.Config):
 
   @classmethod
   def from_json_file(cls, path: str) -> "AlbertConfig":
-    """Reads an original `albert_config.json` (extra release keys allowed)
-    with the one reader, `load_model_config`."""
+    """Reads an original `albert_config.json` (extra release keys allowed),
+    or a YAML file holding the fields (or an experiment config: its `model:`
+    section), with the one reader, `load_model_config`."""
     return load_model_config([path])
 
-  @classmethod
-  def from_yaml(cls, path: str) -> "AlbertConfig":
-    """Reads a YAML file holding the fields (or an experiment config: its
-    `model:` section) with the one reader, `load_model_config`."""
-    return load_model_config([path])
+  from_yaml = from_json_file
 
   @classmethod
   def from_preset(cls, name: str) -> "AlbertConfig":
     """Loads `albert_tf/configs/models/<name>.yaml`, e.g. "albert_base_v2"."""
-    path = os.path.join(PRESET_DIR, f"{name}.yaml")
-    if not os.path.exists(path):
-      raise ValueError(f"unknown preset {name!r}; available: {list_presets()}")
-    return cls.from_yaml(path)
+    return cls.from_yaml(_preset_path(name))
 
   def to_json_dict(self) -> Dict[str, Any]:
     """The fields as plain JSON types, in the original's key names."""
-    return {k: v for k, v in self.as_dict().items()}
+    return self.as_dict()
 
   def to_json_file(self, path: str) -> None:
     with open(path, "w", encoding="utf-8") as f:
@@ -149,6 +139,15 @@ class AlbertConfig(base_config.Config):
 def list_presets():
   return sorted(name[:-5] for name in os.listdir(PRESET_DIR)
                 if name.endswith(".yaml"))
+
+
+def _preset_path(name: str) -> str:
+  """albert_tf/configs/models/<name>.yaml; ValueError for an unknown name."""
+  path = os.path.join(PRESET_DIR, f"{name}.yaml")
+  if not os.path.isfile(path):
+    raise ValueError(f"unknown model preset {name!r}; available: "
+                     f"{list_presets()}")
+  return path
 
 
 def as_albert_config(config: Optional[Any]) -> AlbertConfig:
@@ -188,32 +187,25 @@ def resolve_config_path(path: str) -> str:
                           f"packaged config under {CONFIG_DIR})")
 
 
-def _read_yaml_mapping(path: str) -> Dict[str, Any]:
-  """The YAML of `path`, which must be a mapping (Model Garden's reader
-  fails on a list with a 38-line AttributeError)."""
-  with open(path, encoding="utf-8") as f:
-    values = yaml.load(f, Loader=config_overrides.YAML_LOADER)
-  if values is not None and not isinstance(values, dict):
-    raise ValueError(f"{path}: expected a mapping of sections or fields "
-                     f"(name: value) at the top level, got a "
-                     f"{type(values).__name__}")
-  return values or {}
-
-
 def read_config_file(path: str) -> Dict[str, Any]:
   """A YAML/JSON file as a dict of sections; a flat model file -> `model`."""
   path = resolve_config_path(path)
   try:
-    # Model Garden's loader: reads `1e-6` as a float (plain YAML 1.1 does not).
-    values = _read_yaml_mapping(path)
+    with open(path, encoding="utf-8") as f:
+      # Model Garden's loader: reads `1e-6` as a float (YAML 1.1 does not).
+      values = yaml.load(f, Loader=config_overrides.YAML_LOADER)
   except yaml.YAMLError as e:
     mark = getattr(e, "problem_mark", None)
     where = f"{path}:{mark.line + 1}" if mark else path
     problem = getattr(e, "problem", None) or str(e).splitlines()[0]
     what = "not valid JSON" if path.endswith(".json") else "YAML syntax error"
     raise ValueError(f"{where}: {what}: {problem}") from None
-  if not isinstance(values, dict):
-    raise ValueError(f"{path}: expected a YAML mapping at the top level")
+  # Model Garden's reader fails on a list with a 38-line AttributeError.
+  if values is not None and not isinstance(values, dict):
+    raise ValueError(f"{path}: expected a mapping of sections or fields "
+                     f"(name: value) at the top level, got a "
+                     f"{type(values).__name__}")
+  values = values or {}
   # A flat model file (configs/models/*.yaml, or a released albert_config.json
   # with its extra keys) configures `model`: a file without a `model` section
   # naming any model field is one, and its other keys are errors (not
@@ -230,8 +222,6 @@ def model_fields(values: Mapping[str, Any], source: str) -> Dict[str, Any]:
   if unknown:
     raise ValueError(f"{source}: unknown AlbertConfig field(s) {unknown}")
   return {k: v for k, v in values.items() if k not in RELEASE_ONLY_KEYS}
-
-
 
 
 def _check_value(value, annotation, name, source):
@@ -334,10 +324,7 @@ def _model_source_values(source: str) -> Dict[str, Any]:
                               f" nor {CONFIG_JSON_NAME}")
   elif not os.path.isfile(source) and not source.endswith(
       (".json", ".yaml", ".yml")):
-    source = os.path.join(PRESET_DIR, f"{source}.yaml")
-    if not os.path.isfile(source):
-      raise ValueError(f"unknown model preset {source!r}; available: "
-                       f"{list_presets()}")
+    source = _preset_path(source)
   values = read_config_file(source)
   return {"model": values.get("model", {})}
 

@@ -69,10 +69,7 @@ class LAMB(tf_keras.optimizers.legacy.Optimizer):
     Args:
       learning_rate: float, tensor or a `LearningRateSchedule` (called with
         the optimizer's iteration count before the step, as in the original).
-      beta_1: decay rate of the first moment.
-      beta_2: decay rate of the second moment.
-      epsilon: added to sqrt(v) in the denominator.
-      weight_decay_rate: decoupled weight decay added to the update.
+      beta_1, beta_2, epsilon, weight_decay_rate: as in the update above.
       exclude_from_weight_decay: regexes; a variable whose name contains a
         match is not decayed. None means DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
         [] means no exclusions.
@@ -81,7 +78,6 @@ class LAMB(tf_keras.optimizers.legacy.Optimizer):
       bias_correction: apply Adam's bias correction to m and v (Model
         Garden's LAMB). The original ALBERT update has none.
       layer_adaptation: if False the trust ratio is always 1 (AdamW).
-      name: name scope of the update ops.
       **kwargs: passed to the base optimizer (e.g. clipnorm).
     """
     super().__init__(name, **kwargs)
@@ -178,50 +174,32 @@ class LAMB(tf_keras.optimizers.legacy.Optimizer):
       u_norm = tf.norm(update, ord=2)
       # Both norms must be positive, else r = 1 (fresh zero-init variables
       # such as biases, or an all-zero update).
-      one = tf.ones_like(w_norm)
-      ratio = tf.where(
-          tf.greater(w_norm, 0.0),
-          tf.where(tf.greater(u_norm, 0.0), w_norm / u_norm, one),
-          one)
+      ratio = tf.where((w_norm > 0.0) & (u_norm > 0.0), w_norm / u_norm,
+                       tf.ones_like(w_norm))
 
     var_update = var.assign_sub(
         ratio * coefficients["lr_t"] * update, use_locking=self._use_locking)
     return tf.group(var_update, m_t, v_t)
 
-  def _densify(self, grad, var, indices):
-    # Sums duplicate indices, like converting the IndexedSlices to a tensor.
-    return tf.math.unsorted_segment_sum(
-        grad, indices, num_segments=tf.shape(var, out_type=indices.dtype)[0])
-
   def _resource_apply_sparse_duplicate_indices(self, grad, var, indices,
                                                **kwargs):
     # The original densifies sparse gradients: every row's moments decay
     # each step and the trust ratio needs the whole update, so the update is
-    # dense anyway. Densifying here (which also sums duplicates) makes the
-    # sparse path equal to the dense one by construction.
-    return self._resource_apply_dense(
-        self._densify(grad, var, indices), var, **kwargs)
-
-  def _resource_apply_sparse(self, grad, var, indices, apply_state=None):
-    return self._resource_apply_dense(
-        self._densify(grad, var, indices), var, apply_state=apply_state)
+    # dense anyway. Densifying here (which also sums duplicates, as
+    # converting the IndexedSlices to a tensor does) makes the sparse path
+    # equal to the dense one by construction.
+    dense = tf.math.unsorted_segment_sum(
+        grad, indices, num_segments=tf.shape(var, out_type=indices.dtype)[0])
+    return self._resource_apply_dense(dense, var, **kwargs)
 
   def get_config(self):
     config = super().get_config()
-    config.update({
-        "learning_rate": self._serialize_hyperparameter("learning_rate"),
-        "decay": self._serialize_hyperparameter("decay"),
-        "beta_1": self.beta_1,
-        "beta_2": self.beta_2,
-        "weight_decay_rate": self._serialize_hyperparameter(
-            "weight_decay_rate"),
-        "epsilon": self.epsilon,
-        "exclude_from_weight_decay": list(self.exclude_from_weight_decay),
-        "exclude_from_layer_adaptation": list(
-            self.exclude_from_layer_adaptation),
-        "bias_correction": self.bias_correction,
-        "layer_adaptation": self.layer_adaptation,
-    })
+    config.update({k: self._serialize_hyperparameter(k) for k in (
+        "learning_rate", "decay", "weight_decay_rate")})
+    config.update({k: getattr(self, k) for k in (
+        "beta_1", "beta_2", "epsilon", "bias_correction", "layer_adaptation")})
+    config.update({k: list(getattr(self, k)) for k in (
+        "exclude_from_weight_decay", "exclude_from_layer_adaptation")})
     return config
 
 
@@ -248,15 +226,6 @@ class AdamWeightDecay(LAMB):
     # Configs written by LAMB.get_config carry these; AdamW fixes them.
     kwargs.pop("layer_adaptation", None)
     kwargs.pop("exclude_from_layer_adaptation", None)
-    super().__init__(
-        learning_rate=learning_rate,
-        beta_1=beta_1,
-        beta_2=beta_2,
-        epsilon=epsilon,
-        weight_decay_rate=weight_decay_rate,
-        exclude_from_weight_decay=exclude_from_weight_decay,
-        exclude_from_layer_adaptation=None,
-        bias_correction=bias_correction,
-        layer_adaptation=False,
-        name=name,
-        **kwargs)
+    super().__init__(learning_rate, beta_1, beta_2, epsilon, weight_decay_rate,
+                     exclude_from_weight_decay, bias_correction=bias_correction,
+                     layer_adaptation=False, name=name, **kwargs)

@@ -88,15 +88,9 @@ class WarmupPolynomialDecay(
       return tf.cast(lr, tf.float32)
 
   def get_config(self):
-    return {
-        "init_lr": self.init_lr,
-        "num_train_steps": self.num_train_steps,
-        "num_warmup_steps": self.num_warmup_steps,
-        "start_warmup_step": self.start_warmup_step,
-        "poly_power": self.poly_power,
-        "end_learning_rate": self.end_learning_rate,
-        "name": self.name,
-    }
+    return {k: getattr(self, k) for k in (
+        "init_lr", "num_train_steps", "num_warmup_steps", "start_warmup_step",
+        "poly_power", "end_learning_rate", "name")}
 
 
 def clip_by_global_norm(
@@ -188,29 +182,15 @@ def create_optimizer(
 ):
   """Builds the ALBERT optimizer and its learning-rate schedule.
 
-  Args:
-    name: "lamb" (original default) or "adamw" (case-insensitive); the
-      `optimizer` field of the training config.
-    init_lr: peak learning rate.
-    num_train_steps: steps over which lr decays to 0.
-    num_warmup_steps: linear warmup length (0 disables warmup).
-    weight_decay_rate: decoupled weight decay.
-    poly_power: power of the polynomial decay.
-    start_warmup_step: step at which warmup starts.
-    bias_correction: Adam bias correction (the original has none).
-    beta_1, beta_2, epsilon: Adam moments hyperparameters.
-    exclude_from_weight_decay: regexes (None: LayerNorm, layer_norm, bias).
-    exclude_from_layer_adaptation: regexes (None: the weight-decay list;
-      ignored for adamw).
-    mixed_precision_policy: None, a policy name or Policy. With
-      "mixed_float16" the optimizer is wrapped in a dynamic
-      tf_keras.mixed_precision.LossScaleOptimizer.
+  `name`: "lamb" (the original) or "adamw" (case-insensitive). The schedule
+  takes init_lr (the peak), the step counts and poly_power
+  (`WarmupPolynomialDecay`); the optimizer the others (`lamb.LAMB`; adamw
+  ignores exclude_from_layer_adaptation). With `mixed_precision_policy`
+  "mixed_float16" (a name or a Policy) the optimizer is wrapped in a dynamic
+  tf_keras.mixed_precision.LossScaleOptimizer.
 
-  Returns:
-    (optimizer, schedule).
-
-  Raises:
-    ValueError: unknown optimizer name or policy, bad step counts.
+  Returns (optimizer, schedule); ValueError for an unknown optimizer name or
+  policy, or bad step counts.
   """
   key = str(name).strip().lower()
   if key not in OPTIMIZER_NAMES:
@@ -223,19 +203,14 @@ def create_optimizer(
       num_warmup_steps=num_warmup_steps,
       start_warmup_step=start_warmup_step,
       poly_power=poly_power)
-  common = dict(
-      learning_rate=schedule,
-      beta_1=beta_1,
-      beta_2=beta_2,
-      epsilon=epsilon,
+  # AdamWeightDecay ignores exclude_from_layer_adaptation (no adaptation).
+  optimizer_cls = lamb.LAMB if key == "lamb" else lamb.AdamWeightDecay
+  optimizer = optimizer_cls(
+      learning_rate=schedule, beta_1=beta_1, beta_2=beta_2, epsilon=epsilon,
       weight_decay_rate=weight_decay_rate,
       exclude_from_weight_decay=exclude_from_weight_decay,
+      exclude_from_layer_adaptation=exclude_from_layer_adaptation,
       bias_correction=bias_correction)
-  if key == "lamb":
-    optimizer = lamb.LAMB(
-        exclude_from_layer_adaptation=exclude_from_layer_adaptation, **common)
-  else:
-    optimizer = lamb.AdamWeightDecay(**common)
   if _is_mixed_float16(mixed_precision_policy):
     optimizer = tf_keras.mixed_precision.LossScaleOptimizer(
         optimizer, dynamic=True)
@@ -250,13 +225,9 @@ def create_optimizer_from_config(
   """`create_optimizer` with the fields of an `OptimizerConfig` (the
   experiment's `optimizer` section); its `clip_norm` is the training loop's
   to apply. Returns (optimizer, schedule)."""
-  return create_optimizer(
-      config.name, init_lr=config.learning_rate,
-      num_train_steps=num_train_steps,
-      num_warmup_steps=config.num_warmup_steps,
-      weight_decay_rate=config.weight_decay_rate,
-      poly_power=config.poly_power,
-      start_warmup_step=config.start_warmup_step,
-      bias_correction=config.bias_correction, beta_1=config.beta_1,
-      beta_2=config.beta_2, epsilon=config.epsilon,
-      mixed_precision_policy=mixed_precision_policy)
+  values = config.as_dict()  # the other fields are create_optimizer's
+  del values["clip_norm"]
+  return create_optimizer(init_lr=values.pop("learning_rate"),
+                          num_train_steps=num_train_steps,
+                          mixed_precision_policy=mixed_precision_policy,
+                          **values)

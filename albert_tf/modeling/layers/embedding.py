@@ -80,16 +80,10 @@ class FactorizedEmbedding(layer_utils.UnconvertedLayer):
     return x
 
   def get_config(self):
-    config = super().get_config()
-    config.update(
-        vocab_size=self.vocab_size,
-        embedding_size=self.embedding_size,
-        hidden_size=self.hidden_size,
-        max_position_embeddings=self.max_position_embeddings,
-        type_vocab_size=self.type_vocab_size,
-        initializer_range=self.initializer_range,
-        dropout_rate=self.dropout_rate)
-    return config
+    return dict(super().get_config(), **{k: getattr(self, k) for k in (
+        "vocab_size", "embedding_size", "hidden_size",
+        "max_position_embeddings", "type_vocab_size", "initializer_range",
+        "dropout_rate")})
 
 
 def check_seq_length(input_word_ids, max_position_embeddings):

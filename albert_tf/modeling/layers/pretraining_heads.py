@@ -7,11 +7,6 @@ from albert_tf.modeling import activations
 from albert_tf.modeling.layers import layer_utils
 
 
-def gather_positions(sequence, positions):
-  """[batch, seq, H] at int [batch, P] positions -> [batch, P, H]."""
-  return tf.gather(sequence, tf.cast(positions, tf.int32), batch_dims=1)
-
-
 @tf_keras.utils.register_keras_serializable(package="albert_tf")
 class MaskedLMHead(layer_utils.UnconvertedLayer):
   """Dense H->E with the activation, LayerNorm, tied output embedding + bias.
@@ -44,7 +39,8 @@ class MaskedLMHead(layer_utils.UnconvertedLayer):
     super().build(input_shape)
 
   def call(self, sequence_output, masked_lm_positions):
-    x = gather_positions(sequence_output, masked_lm_positions)  # [batch, P, H]
+    x = tf.gather(sequence_output, tf.cast(masked_lm_positions, tf.int32),
+                  batch_dims=1)  # [batch, P, H]
     x = self.dense(x)  # [batch, P, E]
     x = tf.cast(self.layer_norm(x), self.compute_dtype)
     table = tf.cast(self.embedding_table, x.dtype)

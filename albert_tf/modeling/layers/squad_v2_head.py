@@ -165,8 +165,5 @@ class XLNetSquadHead(layer_utils.UnconvertedLayer):
             "cls_logits": cls_logits}
 
   def get_config(self):
-    config = super().get_config()
-    config.update(start_n_top=self.start_n_top, end_n_top=self.end_n_top,
-                  initializer_range=self.initializer_range,
-                  dropout_rate=self.dropout_rate)
-    return config
+    return dict(super().get_config(), **{k: getattr(self, k) for k in (
+        "start_n_top", "end_n_top", "initializer_range", "dropout_rate")})

@@ -48,11 +48,9 @@ class AlbertPretrainer(tf_keras.Model):
 
     # === Functional wiring ===
     inputs = encoder_inputs()
+    encoder_outputs = encoder(dict(inputs))
     inputs["masked_lm_positions"] = tf_keras.Input(
         shape=(None,), dtype=tf.int32, name="masked_lm_positions")
-    encoder_outputs = encoder({k: inputs[k] for k in
-                               ("input_word_ids", "input_mask",
-                                "input_type_ids")})
     outputs = {
         "mlm_logits": mlm_head(encoder_outputs["sequence_output"],
                                inputs["masked_lm_positions"]),
