@@ -19,6 +19,7 @@ module imports nothing of albert_tf, so every layer above modeling/ and
 optimization/ may use it).
 """
 
+import contextlib
 import hashlib
 import json
 import os
@@ -104,10 +105,8 @@ def read_once(files, warn=None):
 
 
 def _remove(path):
-  try:
+  with contextlib.suppress(FileNotFoundError):
     os.remove(path)
-  except FileNotFoundError:
-    pass
 
 
 def _writer_temp_path(path):
@@ -136,9 +135,7 @@ def atomic_write(path, data):
   """
   if "://" in path:
     return _atomic_write_gfile(path, data)
-  d = os.path.dirname(path)
-  if d:
-    os.makedirs(d, exist_ok=True)
+  os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
   tmp = _writer_temp_path(path)
   binary = isinstance(data, bytes)
   try:
@@ -177,9 +174,7 @@ class StagedOutputs:
     self.temp_paths = [temp_path(p) for p in self.final_paths]
     self.summary_file = summary_file
     for p in self.final_paths:
-      d = os.path.dirname(p)
-      if d:
-        os.makedirs(d, exist_ok=True)
+      os.makedirs(os.path.dirname(p) or ".", exist_ok=True)
     self._locks = []
     try:
       for p in self.final_paths:
