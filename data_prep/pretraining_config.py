@@ -14,6 +14,7 @@ import typing
 from absl import app
 from absl import flags
 
+from data_prep import flag_config
 from data_prep import pretraining_instances as pi
 from data_prep import tfrecord_io
 from data_prep import tokenization
@@ -168,33 +169,18 @@ def run_config_from_flags(flag_values):
   if flag_values.random_next_sentence and task != "nsp":
     raise app.UsageError("--random_next_sentence conflicts with "
                          f"--sentence_pair_task={task}")
-  instance_cfg = pi.InstanceConfig(
-      max_seq_length=flag_values.max_seq_length,
-      short_seq_prob=flag_values.short_seq_prob,
-      sentence_pair_task=task,
-      masked_lm_prob=flag_values.masked_lm_prob,
-      max_predictions_per_seq=flag_values.max_predictions_per_seq,
-      ngram=flag_values.ngram,
-      favor_shorter_ngram=flag_values.favor_shorter_ngram,
-      do_whole_word_mask=flag_values.do_whole_word_mask,
-      do_permutation=flag_values.do_permutation)
-  return RunConfig(spm_model_file=flag_values.spm_model_file,
-                   do_lower_case=flag_values.do_lower_case,
-                   instance=instance_cfg, random_seed=flag_values.random_seed,
-                   dupe_factor=flag_values.dupe_factor,
-                   v2_feature_names=flag_values.v2_feature_names,
-                   expected_vocab_size=flag_values.vocab_size)
+  instance_cfg = flag_config.from_flags(pi.InstanceConfig, flag_values,
+                                        sentence_pair_task=task)
+  return flag_config.from_flags(RunConfig, flag_values, instance=instance_cfg,
+                                expected_vocab_size=flag_values.vocab_size)
 
 
 def common_run_kwargs(flag_values):
   """Keyword arguments both tools' run() take, from the parsed
   `flag_values`."""
-  return dict(compression=flag_values.compression,
-              docs_per_block=flag_values.docs_per_block,
-              max_line_chars=flag_values.max_line_chars,
-              max_lines_per_document=flag_values.max_lines_per_document,
-              summary_file=flag_values.summary_file,
-              progress_interval=flag_values.progress_interval)
+  return {name: flag_values[name].value for name in (
+      "compression", "docs_per_block", "max_line_chars",
+      "max_lines_per_document", "summary_file", "progress_interval")}
 
 
 def check_required_flags(flag_values):
