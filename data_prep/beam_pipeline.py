@@ -83,6 +83,11 @@ def open_any(path):
   return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
 
 
+def match_any(pattern):
+  """The paths `pattern` matches on any Beam filesystem."""
+  return [m.path for r in FileSystems.match([pattern]) for m in r.metadata_list]
+
+
 def block_chars(block):
   """Characters of text in a block: the unit of the progress lines."""
   return sum(len(line) for doc in block[1] for line in doc)

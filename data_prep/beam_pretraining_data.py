@@ -41,23 +41,6 @@ FLAGS = flags.FLAGS
 TOOL = beam_pipeline.TOOL
 
 
-def expand_inputs(spec):
-  """Comma-separated files or globs on any Beam filesystem -> sorted paths."""
-  files = []
-  for part in (p.strip() for p in spec.split(",")):
-    if not part:
-      continue
-    matched = sorted(m.path for r in FileSystems.match([part])
-                     for m in r.metadata_list
-                     if not output_files.is_tool_output(m.path))
-    if not matched:
-      raise FileNotFoundError(f"input_file matched no files: {part}")
-    files.extend(matched)
-  if not files:
-    raise ValueError("input_file is empty")
-  return output_files.read_once(files)
-
-
 def _load_model(path, do_lower_case):
   """Model bytes from any filesystem, checked by loading them."""
   try:
@@ -165,7 +148,8 @@ def main(argv):
                        ": every shard is already a hash-ordered sample of "
                        "the whole corpus")
     summary = run(
-        expand_inputs(FLAGS.input_file),
+        tfrecord_io.expand_input_files(FLAGS.input_file,
+                                       beam_pipeline.match_any),
         tfrecord_io.expand_output_files(FLAGS.output_file), run_cfg,
         pipeline_args=argv[1:],
         num_workers=(FLAGS.num_workers if FLAGS["num_workers"].present
