@@ -20,6 +20,7 @@ optimization/ may use it).
 """
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -61,9 +62,7 @@ def lock_path(path):
   return os.path.join(d, f"{_TEMP_PREFIX}{base}{_LOCK_SUFFIX}")
 
 
-def _in_use(lock, owner):
-  output = os.path.join(os.path.dirname(lock), os.path.basename(lock)[
-      len(_TEMP_PREFIX):-len(_LOCK_SUFFIX)])
+def _in_use(output, lock, owner):
   return (f"output {output} is being written by another run (pid "
           f"{owner.get('pid')} on host {owner.get('host')}, lock file "
           f"{lock}); wait for it or choose another output name (delete the "
@@ -178,7 +177,8 @@ class StagedOutputs:
     self._locks = []
     try:
       for p in self.final_paths:
-        lock = owner_lock.OwnerLock(lock_path(p), OutputInUseError, _in_use)
+        lock = owner_lock.OwnerLock(lock_path(p), OutputInUseError,
+                                    functools.partial(_in_use, p))
         lock.acquire()
         self._locks.append(lock)
     except BaseException:

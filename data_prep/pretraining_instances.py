@@ -105,16 +105,13 @@ def ngram_cumulative(ngram, favor_shorter_ngram):
 def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
   """Drops tokens from the longer side, front or back at random (in place)."""
   # Same random decisions as deleting one token at a time, applied at once.
-  la, lb = len(tokens_a), len(tokens_b)
-  cut = {"a": [0, 0], "b": [0, 0]}  # [front, back]
-  while la + lb > max_num_tokens:
-    side = "a" if la > lb else "b"
-    cut[side][0 if rng.random() < 0.5 else 1] += 1
-    if side == "a":
-      la -= 1
-    else:
-      lb -= 1
-  for toks, (front, back) in ((tokens_a, cut["a"]), (tokens_b, cut["b"])):
+  lengths = [len(tokens_a), len(tokens_b)]
+  cuts = [[0, 0], [0, 0]]  # [front, back] of a and of b
+  while sum(lengths) > max_num_tokens:
+    side = 0 if lengths[0] > lengths[1] else 1
+    cuts[side][0 if rng.random() < 0.5 else 1] += 1
+    lengths[side] -= 1
+  for toks, (front, back) in zip((tokens_a, tokens_b), cuts):
     if back:
       del toks[len(toks) - back:]
     if front:

@@ -17,8 +17,6 @@ import sys
 from data_prep import output_files
 from data_prep import tokenization
 
-SUMMARY_SUFFIX = output_files.SUMMARY_SUFFIX
-
 # Every skipped or repaired item, by reason (all are counted, none silent).
 SKIP_KEYS = {
     "invalid_utf8_lines": "lines with invalid UTF-8 (bad bytes dropped)",
@@ -119,10 +117,8 @@ def masking_ids(tok):
   """The ids masking uses ([CLS], [SEP], [MASK], and those never drawn as a
   random replacement: control, unknown, unused pieces): the summary's
   "masking", read by the input pipeline's dynamic masking."""
-  allowed = set(int(i) for i in tok.replacement_ids)
   return {"cls_id": tok.cls_id, "sep_id": tok.sep_id, "mask_id": tok.mask_id,
-          "excluded_ids": [i for i in range(tok.vocab_size)
-                           if i not in allowed]}
+          "excluded_ids": list(tok.control_ids)}
 
 
 def _masking_ids_of(run_cfg):
@@ -173,9 +169,10 @@ def find(path):
   `<path>.summary.json`, or a summary beside it listing `path` among its
   output files. (None, None) when there is none; ValueError naming a
   corrupt summary."""
-  candidates = [path + SUMMARY_SUFFIX] + sorted(
+  own = path + output_files.SUMMARY_SUFFIX
+  candidates = [own] + sorted(
       glob.glob(os.path.join(glob.escape(os.path.dirname(path) or "."),
-                             "*" + SUMMARY_SUFFIX)))
+                             "*" + output_files.SUMMARY_SUFFIX)))
   for candidate in candidates:
     if not os.path.isfile(candidate):
       continue
@@ -184,7 +181,7 @@ def find(path):
         summary = json.load(f)
       except json.JSONDecodeError as e:
         raise ValueError(f"{candidate}: corrupt summary ({e})") from None
-    if candidate == path + SUMMARY_SUFFIX or record_count(
+    if candidate == own or record_count(
         summary, candidate, path) is not None:
       return candidate, summary
   return None, None

@@ -172,13 +172,12 @@ class FullTokenizer:
     pieces = [sp.id_to_piece(i) for i in range(self.vocab_size)]
     self._pieces = pieces
     self.is_start = np.array([is_start_piece(p) for p in pieces], dtype=bool)
-    bad = [i for i in range(self.vocab_size)
-           if sp.is_control(i) or sp.is_unknown(i) or sp.is_unused(i)]
-    self.control_ids = sorted(bad)
-    bad_set = set(bad)
-    self._control_set = frozenset(bad)
+    self.control_ids = [i for i in range(self.vocab_size) if sp.is_control(i)
+                        or sp.is_unknown(i) or sp.is_unused(i)]
+    self._control_set = frozenset(self.control_ids)
     self.replacement_ids = np.array(
-        [i for i in range(self.vocab_size) if i not in bad_set], dtype=np.int64)
+        [i for i in range(self.vocab_size) if i not in self._control_set],
+        dtype=np.int64)
     # Ids whose piece ends in "<digit>," need the original's re-encoding fix.
     self._digit_comma = frozenset(
         i for i, p in enumerate(pieces)
