@@ -130,17 +130,9 @@ def _split_one_sentence(sentence, info, rng):
 
 def create_instances_from_document(document, doc_index, block, cfg, info, rng,
                                    stats):
-  """Instances from one document (list of sentences, each a list of ids).
-
-  Args:
-    document: list of non-empty id lists.
-    doc_index: position of `document` inside `block` (for NSP negatives).
-    block: list of documents NSP negatives may be drawn from.
-    cfg: InstanceConfig.
-    info: TokenInfo.
-    rng: random.Random for this (document, dupe pass).
-    stats: collections.Counter updated in place.
-  """
+  """Instances from `document` (non-empty sentences, each a list of ids),
+  which is `block[doc_index]`: NSP negatives come from the block's other
+  documents. `rng`: this (document, dupe pass)'s; `stats` is updated."""
   pair = cfg.sentence_pair_task != "none"
   max_num_tokens = cfg.max_seq_length - (3 if pair else 2)
   target_seq_length = max_num_tokens
@@ -262,13 +254,8 @@ def select_spans(starts, ends, budget, covered, cfg, rng, stats, stat_prefix):
   lazy Fisher-Yates shuffle: only the visited prefix is drawn); n is drawn
   with p(n) ~ 1/n, shrunk while the span exceeds the remaining budget, and the
   candidate is skipped if it still does not fit or overlaps a chosen span.
-
-  Args:
-    starts, ends: unit ranges from `word_units`.
-    budget: maximum number of positions to select.
-    covered: list of bools per unit, updated in place.
-  Returns:
-    list of selected positions (in selection order).
+  Returns at most `budget` positions of the units `starts`/`ends` (from
+  `word_units`), in selection order; `covered` (a bool per unit) is updated.
   """
   num_units = len(starts)
   # prefix[k] = number of positions in units [0, k)

@@ -122,14 +122,10 @@ def check_text_file(path, opener=None):
 
 def iter_clean_lines(path, stats, max_line_chars=100_000, progress=None,
                      opener=None):
-  """Yields the lines of `path` as clean `str` without line terminators.
-
-  Args:
-    path: plain or .gz text file.
-    stats: Counter updated with repair counts.
-    max_line_chars: longer lines are split at whitespace into several lines.
-    progress: optional callable(bytes_consumed_delta) for ETA reporting.
-  """
+  """Yields the lines of `path` (plain or .gz text) as clean `str` without
+  line terminators, repairs counted in `stats`; longer lines than
+  `max_line_chars` are split at whitespace. `progress(bytes read since its
+  last call)`, if given, is called as the file is read (for the ETA)."""
   if max_line_chars < 1:  # 0 would loop forever on the first long line
     raise ValueError(f"max_line_chars must be >= 1, got {max_line_chars}")
   f, raw = open_binary(path, opener)
