@@ -50,8 +50,10 @@ _BLOCK_CHARS = 100_000
 _W = {}  # per-process state
 
 
-def init_worker(run_cfg):
-  tok = tokenization.FullTokenizer(run_cfg.spm_model_file, run_cfg.do_lower_case)
+def init_worker(run_cfg, model_proto=None):
+  """model_proto: the model's bytes (a Beam worker has no model file)."""
+  tok = tokenization.FullTokenizer(run_cfg.spm_model_file,
+                                   run_cfg.do_lower_case, model_proto)
   _W["cfg"] = run_cfg
   _W["tok"] = tok
   _W["info"] = pi.TokenInfo.from_tokenizer(tok)
@@ -264,16 +266,13 @@ def main(argv):
   command_line.exit_on_sigterm()
   pretraining_config.check_required_flags(FLAGS)
   run_cfg = pretraining_config.run_config_from_flags(FLAGS)
-  try:
+  with command_line.exit_on_error("create_pretraining_data"):
     summary = run(
         tfrecord_io.expand_input_files(FLAGS.input_file),
         tfrecord_io.expand_output_files(FLAGS.output_file), run_cfg,
         num_workers=FLAGS.num_workers,
         shuffle_buffer_size=FLAGS.shuffle_buffer_size,
         **pretraining_config.common_run_kwargs(FLAGS))
-  except (OSError, ValueError) as e:
-    sys.stderr.write(f"create_pretraining_data: error: {e}\n")
-    sys.exit(1)
   pretraining_summary.report(summary, "create_pretraining_data")
 
 

@@ -163,16 +163,13 @@ def main(argv):
   del argv
   if not FLAGS.input_file or not FLAGS.spm_model_file:
     raise app.UsageError("--input_file and --spm_model_file are required")
-  try:
+  with command_line.exit_on_error("inspect_tfrecord"):
     tok = tokenization.FullTokenizer(FLAGS.spm_model_file, FLAGS.do_lower_case)
     if not os.path.isfile(FLAGS.input_file):
       raise OSError(f"Cannot read input file {FLAGS.input_file}")
     check_model(FLAGS.input_file, FLAGS.spm_model_file, tok.vocab_size)
     show(FLAGS.input_file, tok, FLAGS.compression, FLAGS.skip,
          FLAGS.max_examples)
-  except (OSError, ValueError) as e:
-    sys.stderr.write(f"inspect_tfrecord: error: {e}\n")
-    sys.exit(1)
 
 
 def cli():

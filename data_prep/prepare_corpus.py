@@ -265,13 +265,10 @@ def main(argv):
   command_line.exit_on_sigterm()
   if not FLAGS.input_file or not FLAGS.output_file:
     raise app.UsageError("--input_file and --output_file are required")
-  try:
+  with command_line.exit_on_error("prepare_corpus"):
     config = flag_config.from_flags(CorpusConfig, FLAGS)
     files = tfrecord_io.expand_input_files(FLAGS.input_file)
     stats = prepare(files, FLAGS.output_file, config)
-  except (OSError, ValueError) as e:
-    sys.stderr.write(f"prepare_corpus: error: {e}\n")
-    sys.exit(1)
   sys.stderr.write("[prepare_corpus] " + ", ".join(
       f"{k}={v}" for k, v in sorted(stats.items())) + "\n")
 

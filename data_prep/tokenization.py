@@ -87,13 +87,9 @@ def character_rule(c, lower):
 
 
 def normalize_text(text, lower=True):
-  """Returns `text` normalised the way the original ALBERT tokenizer does,
-  after the invisible-character rule above.
-
-  Args:
-    text: a `str` (bytes are decoded as UTF-8, invalid bytes replaced).
-    lower: lowercase the result.
-  """
+  """`text` (str; bytes are decoded as UTF-8, invalid bytes replaced)
+  normalised the way the original ALBERT tokenizer does, after the
+  invisible-character rule above; lowercased if `lower`."""
   if isinstance(text, bytes):
     text = text.decode("utf-8", errors="replace")
   text, _ = clean_invisible(text)
@@ -147,18 +143,22 @@ class FullTokenizer:
       with (every id except control, unknown and unused pieces).
   """
 
-  def __init__(self, spm_model_file, do_lower_case=True):
+  def __init__(self, spm_model_file, do_lower_case=True, model_proto=None):
+    """model_proto: the model file's bytes, read by the caller (e.g. from
+    gs://); `spm_model_file` then only names it."""
     if not spm_model_file:
       raise ValueError("A SentencePiece model file is required (spm_model_file).")
-    if not os.path.isfile(spm_model_file):
+    if model_proto is None and not os.path.isfile(spm_model_file):
       raise FileNotFoundError(
           f"SentencePiece model file not found: {spm_model_file}")
     self.spm_model_file = spm_model_file
     self.do_lower_case = do_lower_case
     self.sp_model = spm.SentencePieceProcessor()
     try:
-      with open(spm_model_file, "rb") as f:
-        self.sp_model.LoadFromSerializedProto(f.read())
+      if model_proto is None:
+        with open(spm_model_file, "rb") as f:
+          model_proto = f.read()
+      self.sp_model.LoadFromSerializedProto(model_proto)
     except Exception as e:  # sentencepiece raises a bare RuntimeError/OSError.
       raise ValueError(
           f"Could not load SentencePiece model {spm_model_file}: {e}") from e

@@ -220,13 +220,10 @@ def main(argv):
   command_line.exit_on_sigterm()
   if not FLAGS.input_file or not FLAGS.model_prefix:
     raise app.UsageError("--input_file and --model_prefix are required")
-  try:
+  with command_line.exit_on_error("train_sentencepiece", RuntimeError):
     config = flag_config.from_flags(SentencePieceConfig, FLAGS)
     train(tfrecord_io.expand_input_files(FLAGS.input_file), FLAGS.model_prefix,
           config)
-  except (OSError, RuntimeError, ValueError) as e:
-    sys.stderr.write(f"train_sentencepiece: error: {e}\n")
-    sys.exit(1)
 
 
 def cli():
