@@ -183,46 +183,37 @@ def iter_clean_lines(path, stats, max_line_chars=100_000, progress=None,
         if changed:
           stats["control_char_lines"] += 1
         text = pending + text
-        pending = ""
-        if not complete:
-          if not in_huge and len(text) >= max_line_chars:
-            in_huge = True
-            stats["huge_lines_split"] += 1
-          if len(text) < max_line_chars and chunk:
-            # Short read without a line end: end of file.
-            pending = text
-            continue
-          cut = text.rfind(" ", 0, max_line_chars)
-          if cut <= 0:
-            cut = max_line_chars
-          yield text[:cut]
-          pending = text[cut:]
-          continue
-        lineno += 1
-        in_huge = False
-        while len(text) > max_line_chars:  # only after a carried remainder
+        if not complete and not in_huge and len(text) >= max_line_chars:
+          in_huge = True
+          stats["huge_lines_split"] += 1
+        # Cut at the last space before max_line_chars (else at it); a line
+        # read so far is cut once it reaches max_line_chars, once per read.
+        while len(text) > max_line_chars - (not complete):
           cut = text.rfind(" ", 0, max_line_chars)
           cut = cut if cut > 0 else max_line_chars
           yield text[:cut]
           text = text[cut:]
+          if not complete:
+            break
+        if not complete:  # the rest of a huge line, or a last line
+          pending = text
+          continue
+        pending = ""
+        lineno += 1
+        in_huge = False
         yield text
       if pending:
         yield pending
-    if invalid_lines:
-      _warn_not_utf8(path, invalid_lines, first_invalid)
+    if invalid_lines:  # most likely an 8-bit encoding (bytes dropped)
+      sys.stderr.write(
+          f"warning: input file {path} is not UTF-8: {invalid_lines} line(s) "
+          f"had bytes that are not (first: line {first_invalid}; Latin-1 or "
+          "Windows-1252 text?), dropped; convert it first (iconv -f LATIN1 "
+          "-t UTF-8)\n")
   except OSError:
     raise
   except Exception as e:  # zlib.error and friends from corrupt gzip streams
     raise OSError(f"Error reading input file {path}: {e}") from e
-
-
-def _warn_not_utf8(path, lines, first):
-  """Names a file with bytes that are not UTF-8 (their bytes were dropped
-  and counted; the file is most likely in an 8-bit encoding)."""
-  sys.stderr.write(
-      f"warning: input file {path} is not UTF-8: {lines} line(s) had bytes "
-      f"that are not (first: line {first}; Latin-1 or Windows-1252 text?), "
-      "dropped; convert it first (iconv -f LATIN1 -t UTF-8)\n")
 
 
 def iter_documents(paths, stats, max_line_chars=100_000,
