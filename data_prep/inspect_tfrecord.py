@@ -44,11 +44,8 @@ def iter_examples(path, compression="auto"):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   for record in tfrecord_io.read_records(path, compression):
     ex = tf.train.Example.FromString(record)
-    out = {}
-    for name, feat in ex.features.feature.items():
-      kind = feat.WhichOneof("kind")
-      out[name] = list(getattr(feat, kind).value)
-    yield out
+    yield {name: list(getattr(feat, feat.WhichOneof("kind")).value)
+           for name, feat in ex.features.feature.items()}
 
 
 def format_example(ex, tok):

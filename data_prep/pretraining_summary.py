@@ -60,13 +60,10 @@ def build(stats, input_files, records_per_file, run_cfg, vocab_size, elapsed,
           extra_config):
   """Summary dict. records_per_file: {final output path: record count}."""
   cfg = run_cfg.instance
-  ngram = {}
-  for prefix in ("", "permute_"):
-    for n in range(1, cfg.ngram + 1):
-      for what in ("spans", "masked_tokens"):
-        key = f"{prefix}{what}_{n}gram"
-        if stats[key]:
-          ngram[key] = stats[key]
+  keys = (f"{prefix}{what}_{n}gram" for prefix in ("", "permute_")
+          for n in range(1, cfg.ngram + 1)
+          for what in ("spans", "masked_tokens"))
+  ngram = {key: stats[key] for key in keys if stats[key]}
   drawn = {str(n): stats[f"ngram_drawn_{n}"] for n in range(1, cfg.ngram + 1)}
   inst = stats["instances"]
   compression = extra_config.get("compression", "NONE")
@@ -195,11 +192,8 @@ def check_one_tokenizer(described, what):
   same id mean different pieces; the error names both files, both summaries
   and both models. Summaries older than the hash are not compared.
   """
-  first = None
-  for path, summary_path, summary in described:
-    if first is None:
-      first = (path, summary_path, summary)
-      continue
+  first = described[0] if described else None
+  for path, summary_path, summary in described[1:]:
     for key in ("spm_model_sha256", "do_lower_case"):
       mine, theirs = value(first[2], key), value(summary, key)
       if mine is None or theirs is None or mine == theirs:
