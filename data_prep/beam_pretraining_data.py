@@ -128,7 +128,6 @@ def parse_flags(argv):
 
 
 def main(argv):
-  pretraining_config.check_required_flags(FLAGS)
   run_cfg = pretraining_config.run_config_from_flags(FLAGS)
   try:
     with command_line.exit_on_error(TOOL):

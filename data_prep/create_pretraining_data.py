@@ -54,11 +54,9 @@ def init_worker(run_cfg, model_proto=None):
   """model_proto: the model's bytes (a Beam worker has no model file)."""
   tok = tokenization.FullTokenizer(run_cfg.spm_model_file,
                                    run_cfg.do_lower_case, model_proto)
-  _W["cfg"] = run_cfg
-  _W["tok"] = tok
-  _W["info"] = pi.TokenInfo.from_tokenizer(tok)
-  _W["enc"] = tfrecord_io.ExampleEncoder(
-      max(tok.vocab_size, run_cfg.instance.max_seq_length) + 1)
+  _W.update(cfg=run_cfg, tok=tok, info=pi.TokenInfo.from_tokenizer(tok),
+            enc=tfrecord_io.ExampleEncoder(
+                max(tok.vocab_size, run_cfg.instance.max_seq_length) + 1))
 
 
 def process_block(task):
@@ -264,7 +262,6 @@ def _write_all(input_files, writers, run_cfg, stats, progress, num_workers,
 def main(argv):
   del argv
   command_line.exit_on_sigterm()
-  pretraining_config.check_required_flags(FLAGS)
   run_cfg = pretraining_config.run_config_from_flags(FLAGS)
   with command_line.exit_on_error("create_pretraining_data"):
     summary = run(

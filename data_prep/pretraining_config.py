@@ -163,7 +163,10 @@ class RunConfig:
 
 def run_config_from_flags(flag_values):
   """RunConfig from the parsed `flag_values` (shared with
-  beam_pretraining_data)."""
+  beam_pretraining_data); app.UsageError for a missing or conflicting flag."""
+  for name in ("input_file", "output_file", "spm_model_file"):
+    if not flag_values[name].value:
+      raise app.UsageError(f"--{name} is required")
   task = flag_values.sentence_pair_task or (
       "nsp" if flag_values.random_next_sentence else "sop")
   if flag_values.random_next_sentence and task != "nsp":
@@ -181,9 +184,3 @@ def common_run_kwargs(flag_values):
   return {name: flag_values[name].value for name in (
       "compression", "docs_per_block", "max_line_chars",
       "max_lines_per_document", "summary_file", "progress_interval")}
-
-
-def check_required_flags(flag_values):
-  for name in ("input_file", "output_file", "spm_model_file"):
-    if not flag_values[name].value:
-      raise app.UsageError(f"--{name} is required")

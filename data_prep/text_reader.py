@@ -24,7 +24,6 @@ import sys
 from data_prep import tfrecord_io
 from data_prep import tokenization
 
-_GZIP_MAGIC = b"\x1f\x8b"
 _SNIFF_BYTES = 8192
 # C0 controls except tab, newline, vertical tab, form feed, carriage
 # return; and DEL.
@@ -47,7 +46,7 @@ def open_binary(path, opener=None):
     raise OSError(f"Cannot read input file {path}: {e.strerror or e}") from e
   head = raw.read(2)
   raw.seek(0)
-  if head == _GZIP_MAGIC or path.endswith(".gz"):
+  if head == tfrecord_io.GZIP_MAGIC or path.endswith(".gz"):
     return gzip.GzipFile(fileobj=raw, mode="rb"), raw
   return raw, raw
 

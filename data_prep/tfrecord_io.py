@@ -103,14 +103,14 @@ def split_framed(data, offset=0):
 # Starts every unreadable-record error; core/actions.py finds it in a
 # training loop's error.
 CORRUPT_RECORD_ERROR = "Corrupt or truncated TFRecord file"
-_GZIP_MAGIC = b"\x1f\x8b"
+GZIP_MAGIC = b"\x1f\x8b"
 
 
 def detect_compression(path):
   """'GZIP' if the file starts with the gzip magic bytes, else ''."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   with tf.io.gfile.GFile(path, "rb") as f:
-    return "GZIP" if f.read(2) == _GZIP_MAGIC else ""
+    return "GZIP" if f.read(2) == GZIP_MAGIC else ""
 
 
 def read_records(path, compression="auto"):
@@ -295,7 +295,6 @@ class RecordWriter:
       raise ValueError(f"compression must be NONE or GZIP, got {compression}")
     if fileobj is None:
       os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    self.path = path
     self.name = name or path
     raw = self._guard(open, path, "wb") if fileobj is None else fileobj
     if compression == "GZIP":

@@ -123,9 +123,7 @@ def is_start_piece(piece):
   (e.g. <unk>), is a punctuation piece, or holds any character other than a-z
   and punctuation (so digits and non-Latin text are their own units).
   """
-  if piece.startswith(SPIECE_UNDERLINE) or piece.startswith("<"):
-    return True
-  if piece in _PUNCTUATION:
+  if piece.startswith((SPIECE_UNDERLINE, "<")) or piece in _PUNCTUATION:
     return True
   return not all(c.lower() in _ENGLISH_CHARS or c in _PUNCTUATION for c in piece)
 
