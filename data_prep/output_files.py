@@ -85,18 +85,17 @@ def check_disjoint(input_files, output_files, input_flag="--input_file",
                        "(summary or temporary file), not corpus text")
 
 
-def read_once(files, warn=None):
+def read_once(files):
   """`files` with each real path once (first place kept), saying which were
   given more than once (the same file twice in --input_file, or matched by
   two overlapping globs, was read each time)."""
-  warn = warn or (lambda message: sys.stderr.write(message + "\n"))
   seen = {}
   unique = []
   for path in files:
     key = path if "://" in path else os.path.realpath(path)
     if key in seen:
-      warn(f"warning: input file {path} is given more than once (also as "
-           f"{seen[key]}); reading it once")
+      sys.stderr.write(f"warning: input file {path} is given more than once "
+                       f"(also as {seen[key]}); reading it once\n")
       continue
     seen[key] = path
     unique.append(path)

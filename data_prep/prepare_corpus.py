@@ -145,10 +145,9 @@ def split_sentences(text):
 class CorpusWriter:
   """Writes documents; counts documents and sentences."""
 
-  def __init__(self, path, min_sentences, stats, compress=None, name=None):
+  def __init__(self, path, min_sentences, stats, compress, name=None):
     """name: the output the user asked for (in errors), if `path` is a
     temporary file."""
-    compress = path.endswith(".gz") if compress is None else compress
     # Write errors (a full disk) name the output; discard() closes quietly.
     self._out = tfrecord_io.RecordWriter(path, "GZIP" if compress else "NONE",
                                          name=name)

@@ -105,7 +105,15 @@ def define_flags():
   flags.DEFINE_float("progress_interval", 5.0,
                      "Seconds between progress lines on stderr (0 = none).",
                      lower_bound=0.0)
-  register_validators()
+  # Range checks beyond the flags' bounds (one-line errors naming flags).
+  flags.register_validator("output_file", _check_output_file)
+  flags.register_validator(
+      "masked_lm_prob", lambda p: p is None or not p <= 0,  # nan: below
+      message="--masked_lm_prob must be > 0 (" + pi.MASK_BUDGET_RULE +
+      "; 0 wrote instances without masks)")
+  flags.register_multi_flags_validator(
+      ["max_seq_length", "max_predictions_per_seq", "sentence_pair_task",
+       "random_next_sentence"], _check_lengths)
 
 
 def _check_output_file(spec):
@@ -130,18 +138,6 @@ def _check_lengths(values):
         f"--max_predictions_per_seq={values['max_predictions_per_seq']} "
         f"exceeds --max_seq_length={values['max_seq_length']}")
   return True
-
-
-def register_validators():
-  """Range checks beyond the flags' bounds (one-line errors naming flags)."""
-  flags.register_validator("output_file", _check_output_file)
-  flags.register_validator(
-      "masked_lm_prob", lambda p: p is None or not p <= 0,  # nan: below
-      message="--masked_lm_prob must be > 0 (" + pi.MASK_BUDGET_RULE +
-      "; 0 wrote instances without masks)")
-  flags.register_multi_flags_validator(
-      ["max_seq_length", "max_predictions_per_seq", "sentence_pair_task",
-       "random_next_sentence"], _check_lengths)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -131,14 +131,10 @@ def is_start_piece(piece):
 class FullTokenizer:
   """SentencePiece tokenizer with ALBERT's normalisation.
 
-  Attributes:
-    vocab_size: number of pieces.
-    cls_id, sep_id, mask_id, pad_id, unk_id: special ids.
-    is_start: np.bool_ array [vocab_size], `is_start_piece` per id.
-    control_ids: sorted list of ids that are control or unknown pieces (never a
-      valid random replacement during masking).
-    replacement_ids: np.int64 array of ids that a masked token may be replaced
-      with (every id except control, unknown and unused pieces).
+  Attributes: vocab_size (pieces); cls_id, sep_id, mask_id, pad_id, unk_id;
+  is_start (np.bool_ [vocab_size], `is_start_piece` per id); control_ids
+  (sorted ids of control, unknown and unused pieces: never a random
+  replacement in masking) and replacement_ids (np.int64: all the others).
   """
 
   def __init__(self, spm_model_file, do_lower_case=True, model_proto=None):
