@@ -14,6 +14,7 @@ its quirks fixed on purpose:
     budget (the original could exceed it and write unreadable examples).
 """
 
+import bisect
 import dataclasses
 import functools
 import hashlib
@@ -275,11 +276,7 @@ def select_spans(starts, ends, budget, covered, cfg, rng, stats, stat_prefix):
     order[k], order[j] = order[j], order[k]
     s = order[k]
     n_max = min(ngram, num_units - s)
-    cum = cums[n_max]
-    r = random_()
-    n = 1
-    while r >= cum[n - 1]:
-      n += 1
+    n = bisect.bisect_right(cums[n_max], random_()) + 1  # cum[-1] is 1.0
     if n_max == ngram:
       drawn[n] += 1
     # Shrink n until the span fits in the remaining budget.
