@@ -103,9 +103,8 @@ def check_is_text(path, f):
     raise OSError(f"Error reading input file {path}: {e}") from e
   reason = not_text_reason(head)
   if reason and reason.startswith("UTF-"):
-    encoding = reason.split()[0]
     raise ValueError(f"input file {path} is {reason}, not UTF-8; convert it "
-                     f"first (iconv -f {encoding} -t UTF-8)")
+                     f"first (iconv -f {reason.split()[0]} -t UTF-8)")
   if reason:
     raise ValueError(f"input file {path} is {reason}, not text; leave it out "
                      "of --input_file")

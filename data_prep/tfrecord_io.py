@@ -151,14 +151,11 @@ def _varint(value):
 
 def _varint_slow(value):
   out = bytearray()
-  while True:
-    bits = value & 0x7F
+  while value > 0x7F:
+    out.append(value & 0x7F | 0x80)
     value >>= 7
-    if value:
-      out.append(bits | 0x80)
-    else:
-      out.append(bits)
-      return bytes(out)
+  out.append(value)
+  return bytes(out)
 
 
 # Features whose values are 0/1 by construction (skips a max() per record).
