@@ -96,14 +96,11 @@ def _check_all_parsed(args):
 
 
 def pipeline_options(beam_args, num_workers=None):
-  """Checked options: (PipelineOptions, runner name, the arguments used).
-
-  Args:
-    beam_args: the command-line arguments our flags did not take.
-    num_workers: our --num_workers when it was given, else None. It becomes
-      --direct_num_workers on the DirectRunner and --num_workers on Dataflow;
-      other runners have their own settings (Flink: --parallelism).
-  """
+  """Checked options of `beam_args` (the arguments our flags did not take):
+  (PipelineOptions, runner name, the arguments used). `num_workers` (our
+  --num_workers when given, else None) becomes --direct_num_workers on the
+  DirectRunner and --num_workers on Dataflow; other runners have their own
+  settings (Flink: --parallelism)."""
   args = list(beam_args)
   _check_all_parsed(args)
   known = PipelineOptions(args).get_all_options()

@@ -23,13 +23,11 @@ The SentencePiece model travels to workers inside the DoFn; no TensorFlow.
 """
 
 import collections
-import dataclasses
 import hashlib
 import itertools
 import json
 import os
 import struct
-import tempfile
 import typing
 import zlib
 
@@ -81,6 +79,11 @@ def unpack_records(blob):
 def open_any(path):
   """Binary reader for any Beam filesystem path (local, gs://, hdfs://)."""
   return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+
+
+def match_any(pattern):
+  """The paths `pattern` matches on any Beam filesystem."""
+  return [m.path for r in FileSystems.match([pattern]) for m in r.metadata_list]
 
 
 def block_chars(block):
@@ -171,12 +174,7 @@ class MakeInstances(beam.DoFn):
     self._done = collections.Counter()
 
   def setup(self):
-    # Workers get the model inside this DoFn; FullTokenizer wants a file.
-    fd, path = tempfile.mkstemp(suffix=".model")
-    with os.fdopen(fd, "wb") as f:
-      f.write(self._model_bytes)
-    cpd.init_worker(dataclasses.replace(self._run_cfg, spm_model_file=path))
-    os.remove(path)
+    cpd.init_worker(self._run_cfg, self._model_bytes)  # the model: in the DoFn
 
   def process(self, block, total_chars=None):
     records, stats = cpd.process_block(block)

@@ -17,9 +17,7 @@ Example (local, 2 processes):
 
 import collections
 import json
-import os
 import sys
-import tempfile
 import time
 
 from absl import app
@@ -41,23 +39,6 @@ FLAGS = flags.FLAGS
 TOOL = beam_pipeline.TOOL
 
 
-def expand_inputs(spec):
-  """Comma-separated files or globs on any Beam filesystem -> sorted paths."""
-  files = []
-  for part in (p.strip() for p in spec.split(",")):
-    if not part:
-      continue
-    matched = sorted(m.path for r in FileSystems.match([part])
-                     for m in r.metadata_list
-                     if not output_files.is_tool_output(m.path))
-    if not matched:
-      raise FileNotFoundError(f"input_file matched no files: {part}")
-    files.extend(matched)
-  if not files:
-    raise ValueError("input_file is empty")
-  return output_files.read_once(files)
-
-
 def _load_model(path, do_lower_case):
   """Model bytes from any filesystem, checked by loading them."""
   try:
@@ -65,15 +46,8 @@ def _load_model(path, do_lower_case):
       data = f.read()
   except Exception as e:  # Beam raises its own IOError/BeamIOError types.
     raise OSError(f"Cannot read SentencePiece model {path}: {e}") from e
-  with tempfile.TemporaryDirectory() as d:
-    local = os.path.join(d, "spm.model")
-    with open(local, "wb") as f:
-      f.write(data)
-    try:
-      tok = tokenization.FullTokenizer(local, do_lower_case)
-    except ValueError as e:
-      raise ValueError(str(e).replace(local, path)) from e
-  return data, tok.vocab_size
+  return data, tokenization.FullTokenizer(path, do_lower_case,
+                                          data).vocab_size
 
 
 def _finalize(temp_dir, output_paths, compression):
@@ -147,33 +121,28 @@ def parse_flags(argv):
   """Our flags (shared with create_pretraining_data); the rest go to Beam,
   whose options are checked here, before any input is read."""
   rest = command_line.parse_flags(argv, known_only=True)
-  try:
+  with command_line.exit_on_error(TOOL):
     beam_options.pipeline_options(
         rest[1:], FLAGS.num_workers if FLAGS["num_workers"].present else None)
-  except ValueError as e:
-    sys.stderr.write(f"{TOOL}: error: {e}\n")
-    sys.exit(1)
   return rest
 
 
 def main(argv):
-  pretraining_config.check_required_flags(FLAGS)
   run_cfg = pretraining_config.run_config_from_flags(FLAGS)
   try:
-    if FLAGS["shuffle_buffer_size"].present:
-      raise ValueError("--shuffle_buffer_size is not used by " + TOOL +
-                       ": every shard is already a hash-ordered sample of "
-                       "the whole corpus")
-    summary = run(
-        expand_inputs(FLAGS.input_file),
-        tfrecord_io.expand_output_files(FLAGS.output_file), run_cfg,
-        pipeline_args=argv[1:],
-        num_workers=(FLAGS.num_workers if FLAGS["num_workers"].present
-                     else None),
-        **pretraining_config.common_run_kwargs(FLAGS))
-  except (OSError, ValueError) as e:
-    sys.stderr.write(f"{TOOL}: error: {e}\n")
-    sys.exit(1)
+    with command_line.exit_on_error(TOOL):
+      if FLAGS["shuffle_buffer_size"].present:
+        raise ValueError("--shuffle_buffer_size is not used by " + TOOL +
+                         ": every shard is already a hash-ordered sample of "
+                         "the whole corpus")
+      summary = run(
+          tfrecord_io.expand_input_files(FLAGS.input_file,
+                                         beam_pipeline.match_any),
+          tfrecord_io.expand_output_files(FLAGS.output_file), run_cfg,
+          pipeline_args=argv[1:],
+          num_workers=(FLAGS.num_workers if FLAGS["num_workers"].present
+                       else None),
+          **pretraining_config.common_run_kwargs(FLAGS))
   except Exception as e:  # pylint: disable=broad-except
     # Runners wrap worker errors in their own types with long multi-line
     # texts: the last line names the cause (e.g. the unreadable file); the

@@ -10,6 +10,7 @@ and (through albert_tf/cli_flags.py) of albert_tf, parses its flags with
 list the tool's own flags (wherever they are defined).
 """
 
+import contextlib
 import math
 import signal
 import sys
@@ -90,6 +91,18 @@ def parse_flags(argv: Sequence[str], known_only: bool = False) -> List[str]:
   if bad:
     _fail(f"{', '.join(bad)}: not a finite number")
   return rest
+
+
+@contextlib.contextmanager
+def exit_on_error(tool, *errors):
+  """Ends the program (status 1) with one line `tool: error: ...` on an
+  OSError, ValueError or one of `errors`: their messages name the file or
+  setting, a traceback would bury it."""
+  try:
+    yield
+  except (OSError, ValueError, *errors) as e:
+    sys.stderr.write(f"{tool}: error: {e}\n")
+    sys.exit(1)
 
 
 def exit_on_sigterm():

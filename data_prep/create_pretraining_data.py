@@ -20,6 +20,7 @@ Example:
 """
 
 import collections
+import itertools
 import multiprocessing
 import os
 import random
@@ -50,13 +51,13 @@ _BLOCK_CHARS = 100_000
 _W = {}  # per-process state
 
 
-def init_worker(run_cfg):
-  tok = tokenization.FullTokenizer(run_cfg.spm_model_file, run_cfg.do_lower_case)
-  _W["cfg"] = run_cfg
-  _W["tok"] = tok
-  _W["info"] = pi.TokenInfo.from_tokenizer(tok)
-  _W["enc"] = tfrecord_io.ExampleEncoder(
-      max(tok.vocab_size, run_cfg.instance.max_seq_length) + 1)
+def init_worker(run_cfg, model_proto=None):
+  """model_proto: the model's bytes (a Beam worker has no model file)."""
+  tok = tokenization.FullTokenizer(run_cfg.spm_model_file,
+                                   run_cfg.do_lower_case, model_proto)
+  _W.update(cfg=run_cfg, tok=tok, info=pi.TokenInfo.from_tokenizer(tok),
+            enc=tfrecord_io.ExampleEncoder(
+                max(tok.vocab_size, run_cfg.instance.max_seq_length) + 1))
 
 
 def process_block(task):
@@ -173,9 +174,10 @@ def run(input_files, output_files, run_cfg, num_workers=1, compression="NONE",
   try:
     for tmp, final in zip(staged.temp_paths, output_files):
       writers.append(tfrecord_io.RecordWriter(tmp, compression, name=final))
-    _write_all(input_files, writers, run_cfg, stats, progress, num_workers,
-               shuffle_buffer_size, docs_per_block, max_line_chars,
-               max_lines_per_document)
+    blocks = iter_blocks(input_files, stats, docs_per_block, max_line_chars,
+                         max_lines_per_document, progress.add_bytes)
+    _write_all(blocks, writers, run_cfg, stats, progress, num_workers,
+               shuffle_buffer_size)
     if not stats["instances"]:
       raise ValueError(_no_instances(input_files, stats))
     for w in writers:
@@ -209,35 +211,27 @@ def _no_instances(input_files, stats):
           "tokens); nothing written")
 
 
-def _write_all(input_files, writers, run_cfg, stats, progress, num_workers,
-               shuffle_buffer_size, docs_per_block, max_line_chars,
-               max_lines_per_document):
+def _write_all(blocks, writers, run_cfg, stats, progress, num_workers,
+               shuffle_buffer_size):
   """Blocks -> workers -> seeded shuffle buffer -> writers (round-robin)."""
   shuffle_rng = random.Random(run_cfg.random_seed)
   buffer = []
-  widx = 0
+  targets = itertools.cycle(writers)
 
   def emit(record):
-    nonlocal widx
-    writers[widx].write(record)
-    widx = (widx + 1) % len(writers)
+    next(targets).write(record)
 
   def consume(result):
     records, block_stats = result
     stats.update(block_stats)
     for rec in records:
-      if shuffle_buffer_size <= 0:
-        emit(rec)
-        continue
-      buffer.append(rec)
+      buffer.append(rec)  # a buffer of 0 passes each record straight on
       if len(buffer) > shuffle_buffer_size:
         k = shuffle_rng.randrange(len(buffer))
         buffer[k], buffer[-1] = buffer[-1], buffer[k]
         emit(buffer.pop())
     progress.maybe_report(stats)
 
-  blocks = iter_blocks(input_files, stats, docs_per_block, max_line_chars,
-                        max_lines_per_document, progress.add_bytes)
   if num_workers <= 1:
     init_worker(run_cfg)
     for task in blocks:
@@ -262,18 +256,14 @@ def _write_all(input_files, writers, run_cfg, stats, progress, num_workers,
 def main(argv):
   del argv
   command_line.exit_on_sigterm()
-  pretraining_config.check_required_flags(FLAGS)
   run_cfg = pretraining_config.run_config_from_flags(FLAGS)
-  try:
+  with command_line.exit_on_error("create_pretraining_data"):
     summary = run(
         tfrecord_io.expand_input_files(FLAGS.input_file),
         tfrecord_io.expand_output_files(FLAGS.output_file), run_cfg,
         num_workers=FLAGS.num_workers,
         shuffle_buffer_size=FLAGS.shuffle_buffer_size,
         **pretraining_config.common_run_kwargs(FLAGS))
-  except (OSError, ValueError) as e:
-    sys.stderr.write(f"create_pretraining_data: error: {e}\n")
-    sys.exit(1)
   pretraining_summary.report(summary, "create_pretraining_data")
 
 

@@ -10,8 +10,10 @@ benchmarks) build the same config in code.
 import dataclasses
 
 
-def from_flags(config_cls, flag_values):
-  """`config_cls` with every field taken from the flag of the same name in
-  the parsed `flag_values` (absl FlagValues); the config checks the values."""
+def from_flags(config_cls, flag_values, **given):
+  """`config_cls` with every field not `given` taken from the flag of the
+  same name in the parsed `flag_values` (absl FlagValues); the config checks
+  the values."""
   return config_cls(**{f.name: flag_values[f.name].value
-                       for f in dataclasses.fields(config_cls)})
+                       for f in dataclasses.fields(config_cls)
+                       if f.name not in given}, **given)

@@ -44,11 +44,8 @@ def iter_examples(path, compression="auto"):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   for record in tfrecord_io.read_records(path, compression):
     ex = tf.train.Example.FromString(record)
-    out = {}
-    for name, feat in ex.features.feature.items():
-      kind = feat.WhichOneof("kind")
-      out[name] = list(getattr(feat, kind).value)
-    yield out
+    yield {name: list(getattr(feat, feat.WhichOneof("kind")).value)
+           for name, feat in ex.features.feature.items()}
 
 
 def format_example(ex, tok):
@@ -163,16 +160,13 @@ def main(argv):
   del argv
   if not FLAGS.input_file or not FLAGS.spm_model_file:
     raise app.UsageError("--input_file and --spm_model_file are required")
-  try:
+  with command_line.exit_on_error("inspect_tfrecord"):
     tok = tokenization.FullTokenizer(FLAGS.spm_model_file, FLAGS.do_lower_case)
     if not os.path.isfile(FLAGS.input_file):
       raise OSError(f"Cannot read input file {FLAGS.input_file}")
     check_model(FLAGS.input_file, FLAGS.spm_model_file, tok.vocab_size)
     show(FLAGS.input_file, tok, FLAGS.compression, FLAGS.skip,
          FLAGS.max_examples)
-  except (OSError, ValueError) as e:
-    sys.stderr.write(f"inspect_tfrecord: error: {e}\n")
-    sys.exit(1)
 
 
 def cli():

@@ -19,6 +19,8 @@ module imports nothing of albert_tf, so every layer above modeling/ and
 optimization/ may use it).
 """
 
+import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -60,9 +62,7 @@ def lock_path(path):
   return os.path.join(d, f"{_TEMP_PREFIX}{base}{_LOCK_SUFFIX}")
 
 
-def _in_use(lock, owner):
-  output = os.path.join(os.path.dirname(lock), os.path.basename(lock)[
-      len(_TEMP_PREFIX):-len(_LOCK_SUFFIX)])
+def _in_use(output, lock, owner):
   return (f"output {output} is being written by another run (pid "
           f"{owner.get('pid')} on host {owner.get('host')}, lock file "
           f"{lock}); wait for it or choose another output name (delete the "
@@ -85,18 +85,17 @@ def check_disjoint(input_files, output_files, input_flag="--input_file",
                        "(summary or temporary file), not corpus text")
 
 
-def read_once(files, warn=None):
+def read_once(files):
   """`files` with each real path once (first place kept), saying which were
   given more than once (the same file twice in --input_file, or matched by
   two overlapping globs, was read each time)."""
-  warn = warn or (lambda message: sys.stderr.write(message + "\n"))
   seen = {}
   unique = []
   for path in files:
     key = path if "://" in path else os.path.realpath(path)
     if key in seen:
-      warn(f"warning: input file {path} is given more than once (also as "
-           f"{seen[key]}); reading it once")
+      sys.stderr.write(f"warning: input file {path} is given more than once "
+                       f"(also as {seen[key]}); reading it once\n")
       continue
     seen[key] = path
     unique.append(path)
@@ -104,10 +103,8 @@ def read_once(files, warn=None):
 
 
 def _remove(path):
-  try:
+  with contextlib.suppress(FileNotFoundError):
     os.remove(path)
-  except FileNotFoundError:
-    pass
 
 
 def _writer_temp_path(path):
@@ -136,9 +133,7 @@ def atomic_write(path, data):
   """
   if "://" in path:
     return _atomic_write_gfile(path, data)
-  d = os.path.dirname(path)
-  if d:
-    os.makedirs(d, exist_ok=True)
+  os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
   tmp = _writer_temp_path(path)
   binary = isinstance(data, bytes)
   try:
@@ -177,13 +172,12 @@ class StagedOutputs:
     self.temp_paths = [temp_path(p) for p in self.final_paths]
     self.summary_file = summary_file
     for p in self.final_paths:
-      d = os.path.dirname(p)
-      if d:
-        os.makedirs(d, exist_ok=True)
+      os.makedirs(os.path.dirname(p) or ".", exist_ok=True)
     self._locks = []
     try:
       for p in self.final_paths:
-        lock = owner_lock.OwnerLock(lock_path(p), OutputInUseError, _in_use)
+        lock = owner_lock.OwnerLock(lock_path(p), OutputInUseError,
+                                    functools.partial(_in_use, p))
         lock.acquire()
         self._locks.append(lock)
     except BaseException:

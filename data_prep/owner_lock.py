@@ -7,6 +7,7 @@ is this process) is stale and taken over with a warning; a live one, or one
 from another host (which cannot be checked), is refused.
 """
 
+import contextlib
 import json
 import os
 import socket
@@ -75,10 +76,8 @@ class OwnerLock:
           raise self._error_cls(self._refused(self.path, owner)) from None
         self._log("%s: taking over the stale lock of pid %s on %s",
                   self.path, owner.get("pid"), owner.get("host"))
-        try:
+        with contextlib.suppress(FileNotFoundError):
           os.remove(self.path)
-        except FileNotFoundError:
-          pass
         continue
       with os.fdopen(fd, "w", encoding="utf-8") as f:
         json.dump(me, f)
@@ -89,10 +88,8 @@ class OwnerLock:
   def release(self):
     if self._held:
       self._held = False
-      try:
+      with contextlib.suppress(FileNotFoundError):
         os.remove(self.path)
-      except FileNotFoundError:
-        pass
 
   def __enter__(self):
     self.acquire()

@@ -18,8 +18,6 @@ Example (the novel used by the tests, split at its chapter headings):
 
 import collections
 import dataclasses
-import gzip
-import os
 import re
 import sys
 from typing import Optional
@@ -147,29 +145,17 @@ def split_sentences(text):
 class CorpusWriter:
   """Writes documents; counts documents and sentences."""
 
-  def __init__(self, path, min_sentences, stats, compress=None, name=None):
+  def __init__(self, path, min_sentences, stats, compress, name=None):
     """name: the output the user asked for (in errors), if `path` is a
     temporary file."""
-    d = os.path.dirname(path)
-    if d:
-      os.makedirs(d, exist_ok=True)
-    compress = path.endswith(".gz") if compress is None else compress
-    self.name = name or path
-    self._f = self._guard(
-        lambda: gzip.open(path, "wt", encoding="utf-8") if compress
-        else open(path, "w", encoding="utf-8"))
+    # Write errors (a full disk) name the output; discard() closes quietly.
+    self._out = tfrecord_io.RecordWriter(path, "GZIP" if compress else "NONE",
+                                         name=name)
     self._min = min_sentences
     self._stats = stats
     self._doc = []
     self._first = True
     self._opened_doc = False  # part of the current document already written
-
-  def _guard(self, fn):
-    try:
-      return fn()
-    except OSError as e:  # e.g. a full disk: the message names no file
-      raise OSError(e.errno, f"Cannot write output file {self.name}: "
-                    f"{e.strerror or e}") from e
 
   def add_sentences(self, sentences):
     self._doc.extend(sentences)
@@ -181,11 +167,11 @@ class CorpusWriter:
   def _write(self, sentences):
     if not self._opened_doc:
       if not self._first:
-        self._guard(lambda: self._f.write("\n"))
+        self._out.write(b"\n")
       self._first = False
       self._opened_doc = True
       self._stats["documents"] += 1
-    self._guard(lambda: self._f.write("".join(s + "\n" for s in sentences)))
+    self._out.write("".join(s + "\n" for s in sentences).encode("utf-8"))
     self._stats["sentences"] += len(sentences)
 
   def end_document(self):
@@ -201,14 +187,11 @@ class CorpusWriter:
 
   def close(self):
     self.end_document()
-    self._guard(self._f.close)
+    self._out.close()
 
   def discard(self):
     """Closes without writing or raising (the file is being deleted)."""
-    try:
-      self._f.close()
-    except (OSError, ValueError):
-      pass  # a flush failed (full disk); the file is closed all the same
+    self._out.discard()
 
 
 def prepare(input_files, output_file, config: Optional[CorpusConfig] = None):
@@ -281,13 +264,10 @@ def main(argv):
   command_line.exit_on_sigterm()
   if not FLAGS.input_file or not FLAGS.output_file:
     raise app.UsageError("--input_file and --output_file are required")
-  try:
+  with command_line.exit_on_error("prepare_corpus"):
     config = flag_config.from_flags(CorpusConfig, FLAGS)
     files = tfrecord_io.expand_input_files(FLAGS.input_file)
     stats = prepare(files, FLAGS.output_file, config)
-  except (OSError, ValueError) as e:
-    sys.stderr.write(f"prepare_corpus: error: {e}\n")
-    sys.exit(1)
   sys.stderr.write("[prepare_corpus] " + ", ".join(
       f"{k}={v}" for k, v in sorted(stats.items())) + "\n")
 

@@ -14,6 +14,7 @@ import typing
 from absl import app
 from absl import flags
 
+from data_prep import flag_config
 from data_prep import pretraining_instances as pi
 from data_prep import tfrecord_io
 from data_prep import tokenization
@@ -104,7 +105,15 @@ def define_flags():
   flags.DEFINE_float("progress_interval", 5.0,
                      "Seconds between progress lines on stderr (0 = none).",
                      lower_bound=0.0)
-  register_validators()
+  # Range checks beyond the flags' bounds (one-line errors naming flags).
+  flags.register_validator("output_file", _check_output_file)
+  flags.register_validator(
+      "masked_lm_prob", lambda p: p is None or not p <= 0,  # nan: below
+      message="--masked_lm_prob must be > 0 (" + pi.MASK_BUDGET_RULE +
+      "; 0 wrote instances without masks)")
+  flags.register_multi_flags_validator(
+      ["max_seq_length", "max_predictions_per_seq", "sentence_pair_task",
+       "random_next_sentence"], _check_lengths)
 
 
 def _check_output_file(spec):
@@ -131,18 +140,6 @@ def _check_lengths(values):
   return True
 
 
-def register_validators():
-  """Range checks beyond the flags' bounds (one-line errors naming flags)."""
-  flags.register_validator("output_file", _check_output_file)
-  flags.register_validator(
-      "masked_lm_prob", lambda p: p is None or not p <= 0,  # nan: below
-      message="--masked_lm_prob must be > 0 (" + pi.MASK_BUDGET_RULE +
-      "; 0 wrote instances without masks)")
-  flags.register_multi_flags_validator(
-      ["max_seq_length", "max_predictions_per_seq", "sentence_pair_task",
-       "random_next_sentence"], _check_lengths)
-
-
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
   spm_model_file: str
@@ -162,42 +159,24 @@ class RunConfig:
 
 def run_config_from_flags(flag_values):
   """RunConfig from the parsed `flag_values` (shared with
-  beam_pretraining_data)."""
+  beam_pretraining_data); app.UsageError for a missing or conflicting flag."""
+  for name in ("input_file", "output_file", "spm_model_file"):
+    if not flag_values[name].value:
+      raise app.UsageError(f"--{name} is required")
   task = flag_values.sentence_pair_task or (
       "nsp" if flag_values.random_next_sentence else "sop")
   if flag_values.random_next_sentence and task != "nsp":
     raise app.UsageError("--random_next_sentence conflicts with "
                          f"--sentence_pair_task={task}")
-  instance_cfg = pi.InstanceConfig(
-      max_seq_length=flag_values.max_seq_length,
-      short_seq_prob=flag_values.short_seq_prob,
-      sentence_pair_task=task,
-      masked_lm_prob=flag_values.masked_lm_prob,
-      max_predictions_per_seq=flag_values.max_predictions_per_seq,
-      ngram=flag_values.ngram,
-      favor_shorter_ngram=flag_values.favor_shorter_ngram,
-      do_whole_word_mask=flag_values.do_whole_word_mask,
-      do_permutation=flag_values.do_permutation)
-  return RunConfig(spm_model_file=flag_values.spm_model_file,
-                   do_lower_case=flag_values.do_lower_case,
-                   instance=instance_cfg, random_seed=flag_values.random_seed,
-                   dupe_factor=flag_values.dupe_factor,
-                   v2_feature_names=flag_values.v2_feature_names,
-                   expected_vocab_size=flag_values.vocab_size)
+  instance_cfg = flag_config.from_flags(pi.InstanceConfig, flag_values,
+                                        sentence_pair_task=task)
+  return flag_config.from_flags(RunConfig, flag_values, instance=instance_cfg,
+                                expected_vocab_size=flag_values.vocab_size)
 
 
 def common_run_kwargs(flag_values):
   """Keyword arguments both tools' run() take, from the parsed
   `flag_values`."""
-  return dict(compression=flag_values.compression,
-              docs_per_block=flag_values.docs_per_block,
-              max_line_chars=flag_values.max_line_chars,
-              max_lines_per_document=flag_values.max_lines_per_document,
-              summary_file=flag_values.summary_file,
-              progress_interval=flag_values.progress_interval)
-
-
-def check_required_flags(flag_values):
-  for name in ("input_file", "output_file", "spm_model_file"):
-    if not flag_values[name].value:
-      raise app.UsageError(f"--{name} is required")
+  return {name: flag_values[name].value for name in (
+      "compression", "docs_per_block", "max_line_chars",
+      "max_lines_per_document", "summary_file", "progress_interval")}

@@ -14,6 +14,7 @@ its quirks fixed on purpose:
     budget (the original could exceed it and write unreadable examples).
 """
 
+import bisect
 import dataclasses
 import functools
 import hashlib
@@ -105,16 +106,13 @@ def ngram_cumulative(ngram, favor_shorter_ngram):
 def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
   """Drops tokens from the longer side, front or back at random (in place)."""
   # Same random decisions as deleting one token at a time, applied at once.
-  la, lb = len(tokens_a), len(tokens_b)
-  cut = {"a": [0, 0], "b": [0, 0]}  # [front, back]
-  while la + lb > max_num_tokens:
-    side = "a" if la > lb else "b"
-    cut[side][0 if rng.random() < 0.5 else 1] += 1
-    if side == "a":
-      la -= 1
-    else:
-      lb -= 1
-  for toks, (front, back) in ((tokens_a, cut["a"]), (tokens_b, cut["b"])):
+  lengths = [len(tokens_a), len(tokens_b)]
+  cuts = [[0, 0], [0, 0]]  # [front, back] of a and of b
+  while sum(lengths) > max_num_tokens:
+    side = 0 if lengths[0] > lengths[1] else 1
+    cuts[side][0 if rng.random() < 0.5 else 1] += 1
+    lengths[side] -= 1
+  for toks, (front, back) in zip((tokens_a, tokens_b), cuts):
     if back:
       del toks[len(toks) - back:]
     if front:
@@ -133,17 +131,9 @@ def _split_one_sentence(sentence, info, rng):
 
 def create_instances_from_document(document, doc_index, block, cfg, info, rng,
                                    stats):
-  """Instances from one document (list of sentences, each a list of ids).
-
-  Args:
-    document: list of non-empty id lists.
-    doc_index: position of `document` inside `block` (for NSP negatives).
-    block: list of documents NSP negatives may be drawn from.
-    cfg: InstanceConfig.
-    info: TokenInfo.
-    rng: random.Random for this (document, dupe pass).
-    stats: collections.Counter updated in place.
-  """
+  """Instances from `document` (non-empty sentences, each a list of ids),
+  which is `block[doc_index]`: NSP negatives come from the block's other
+  documents. `rng`: this (document, dupe pass)'s; `stats` is updated."""
   pair = cfg.sentence_pair_task != "none"
   max_num_tokens = cfg.max_seq_length - (3 if pair else 2)
   target_seq_length = max_num_tokens
@@ -265,13 +255,8 @@ def select_spans(starts, ends, budget, covered, cfg, rng, stats, stat_prefix):
   lazy Fisher-Yates shuffle: only the visited prefix is drawn); n is drawn
   with p(n) ~ 1/n, shrunk while the span exceeds the remaining budget, and the
   candidate is skipped if it still does not fit or overlaps a chosen span.
-
-  Args:
-    starts, ends: unit ranges from `word_units`.
-    budget: maximum number of positions to select.
-    covered: list of bools per unit, updated in place.
-  Returns:
-    list of selected positions (in selection order).
+  Returns at most `budget` positions of the units `starts`/`ends` (from
+  `word_units`), in selection order; `covered` (a bool per unit) is updated.
   """
   num_units = len(starts)
   # prefix[k] = number of positions in units [0, k)
@@ -291,11 +276,7 @@ def select_spans(starts, ends, budget, covered, cfg, rng, stats, stat_prefix):
     order[k], order[j] = order[j], order[k]
     s = order[k]
     n_max = min(ngram, num_units - s)
-    cum = cums[n_max]
-    r = random_()
-    n = 1
-    while r >= cum[n - 1]:
-      n += 1
+    n = bisect.bisect_right(cums[n_max], random_()) + 1  # cum[-1] is 1.0
     if n_max == ngram:
       drawn[n] += 1
     # Shrink n until the span fits in the remaining budget.

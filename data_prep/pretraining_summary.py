@@ -17,8 +17,6 @@ import sys
 from data_prep import output_files
 from data_prep import tokenization
 
-SUMMARY_SUFFIX = output_files.SUMMARY_SUFFIX
-
 # Every skipped or repaired item, by reason (all are counted, none silent).
 SKIP_KEYS = {
     "invalid_utf8_lines": "lines with invalid UTF-8 (bad bytes dropped)",
@@ -62,13 +60,10 @@ def build(stats, input_files, records_per_file, run_cfg, vocab_size, elapsed,
           extra_config):
   """Summary dict. records_per_file: {final output path: record count}."""
   cfg = run_cfg.instance
-  ngram = {}
-  for prefix in ("", "permute_"):
-    for n in range(1, cfg.ngram + 1):
-      for what in ("spans", "masked_tokens"):
-        key = f"{prefix}{what}_{n}gram"
-        if stats[key]:
-          ngram[key] = stats[key]
+  keys = (f"{prefix}{what}_{n}gram" for prefix in ("", "permute_")
+          for n in range(1, cfg.ngram + 1)
+          for what in ("spans", "masked_tokens"))
+  ngram = {key: stats[key] for key in keys if stats[key]}
   drawn = {str(n): stats[f"ngram_drawn_{n}"] for n in range(1, cfg.ngram + 1)}
   inst = stats["instances"]
   compression = extra_config.get("compression", "NONE")
@@ -119,10 +114,8 @@ def masking_ids(tok):
   """The ids masking uses ([CLS], [SEP], [MASK], and those never drawn as a
   random replacement: control, unknown, unused pieces): the summary's
   "masking", read by the input pipeline's dynamic masking."""
-  allowed = set(int(i) for i in tok.replacement_ids)
   return {"cls_id": tok.cls_id, "sep_id": tok.sep_id, "mask_id": tok.mask_id,
-          "excluded_ids": [i for i in range(tok.vocab_size)
-                           if i not in allowed]}
+          "excluded_ids": list(tok.control_ids)}
 
 
 def _masking_ids_of(run_cfg):
@@ -173,9 +166,10 @@ def find(path):
   `<path>.summary.json`, or a summary beside it listing `path` among its
   output files. (None, None) when there is none; ValueError naming a
   corrupt summary."""
-  candidates = [path + SUMMARY_SUFFIX] + sorted(
+  own = path + output_files.SUMMARY_SUFFIX
+  candidates = [own] + sorted(
       glob.glob(os.path.join(glob.escape(os.path.dirname(path) or "."),
-                             "*" + SUMMARY_SUFFIX)))
+                             "*" + output_files.SUMMARY_SUFFIX)))
   for candidate in candidates:
     if not os.path.isfile(candidate):
       continue
@@ -184,7 +178,7 @@ def find(path):
         summary = json.load(f)
       except json.JSONDecodeError as e:
         raise ValueError(f"{candidate}: corrupt summary ({e})") from None
-    if candidate == path + SUMMARY_SUFFIX or record_count(
+    if candidate == own or record_count(
         summary, candidate, path) is not None:
       return candidate, summary
   return None, None
@@ -198,11 +192,8 @@ def check_one_tokenizer(described, what):
   same id mean different pieces; the error names both files, both summaries
   and both models. Summaries older than the hash are not compared.
   """
-  first = None
-  for path, summary_path, summary in described:
-    if first is None:
-      first = (path, summary_path, summary)
-      continue
+  first = described[0] if described else None
+  for path, summary_path, summary in described[1:]:
     for key in ("spm_model_sha256", "do_lower_case"):
       mine, theirs = value(first[2], key), value(summary, key)
       if mine is None or theirs is None or mine == theirs:

@@ -28,17 +28,11 @@ def cut_at_units(ids, max_tokens, is_start):
 
 
 def encode_lines(tok, lines, max_tokens, stats):
-  """Token id lists for `lines`: empty lines dropped (counted), long ones split.
-
-  Args:
-    tok: tokenization.FullTokenizer.
-    lines: list of str.
-    max_tokens: the most tokens one instance holds (max_seq_length - 3).
-    stats: Counter updated with lines_without_tokens,
-      long_lines_split_into_sentences and long_sentences_cut, and with
-      encoded_tokens and unknown_tokens (<unk> pieces: text the vocabulary
-      does not cover).
-  """
+  """Token id lists of `lines` (str) by `tok` (FullTokenizer): empty lines
+  dropped, lines of more than `max_tokens` (what one instance holds) split.
+  Counted in `stats`: lines_without_tokens, long_lines_split_into_sentences,
+  long_sentences_cut, encoded_tokens and unknown_tokens (<unk> pieces: text
+  the vocabulary does not cover)."""
   out = []
   for line, ids in zip(lines, tok.encode_ids_batch(lines)):
     stats["encoded_tokens"] += len(ids)

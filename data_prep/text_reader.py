@@ -24,7 +24,6 @@ import sys
 from data_prep import tfrecord_io
 from data_prep import tokenization
 
-_GZIP_MAGIC = b"\x1f\x8b"
 _SNIFF_BYTES = 8192
 # C0 controls except tab, newline, vertical tab, form feed, carriage
 # return; and DEL.
@@ -47,7 +46,7 @@ def open_binary(path, opener=None):
     raise OSError(f"Cannot read input file {path}: {e.strerror or e}") from e
   head = raw.read(2)
   raw.seek(0)
-  if head == _GZIP_MAGIC or path.endswith(".gz"):
+  if head == tfrecord_io.GZIP_MAGIC or path.endswith(".gz"):
     return gzip.GzipFile(fileobj=raw, mode="rb"), raw
   return raw, raw
 
@@ -104,9 +103,8 @@ def check_is_text(path, f):
     raise OSError(f"Error reading input file {path}: {e}") from e
   reason = not_text_reason(head)
   if reason and reason.startswith("UTF-"):
-    encoding = reason.split()[0]
     raise ValueError(f"input file {path} is {reason}, not UTF-8; convert it "
-                     f"first (iconv -f {encoding} -t UTF-8)")
+                     f"first (iconv -f {reason.split()[0]} -t UTF-8)")
   if reason:
     raise ValueError(f"input file {path} is {reason}, not text; leave it out "
                      "of --input_file")
@@ -122,14 +120,10 @@ def check_text_file(path, opener=None):
 
 def iter_clean_lines(path, stats, max_line_chars=100_000, progress=None,
                      opener=None):
-  """Yields the lines of `path` as clean `str` without line terminators.
-
-  Args:
-    path: plain or .gz text file.
-    stats: Counter updated with repair counts.
-    max_line_chars: longer lines are split at whitespace into several lines.
-    progress: optional callable(bytes_consumed_delta) for ETA reporting.
-  """
+  """Yields the lines of `path` (plain or .gz text) as clean `str` without
+  line terminators, repairs counted in `stats`; longer lines than
+  `max_line_chars` are split at whitespace. `progress(bytes read since its
+  last call)`, if given, is called as the file is read (for the ETA)."""
   if max_line_chars < 1:  # 0 would loop forever on the first long line
     raise ValueError(f"max_line_chars must be >= 1, got {max_line_chars}")
   f, raw = open_binary(path, opener)
@@ -187,46 +181,37 @@ def iter_clean_lines(path, stats, max_line_chars=100_000, progress=None,
         if changed:
           stats["control_char_lines"] += 1
         text = pending + text
-        pending = ""
-        if not complete:
-          if not in_huge and len(text) >= max_line_chars:
-            in_huge = True
-            stats["huge_lines_split"] += 1
-          if len(text) < max_line_chars and chunk:
-            # Short read without a line end: end of file.
-            pending = text
-            continue
-          cut = text.rfind(" ", 0, max_line_chars)
-          if cut <= 0:
-            cut = max_line_chars
-          yield text[:cut]
-          pending = text[cut:]
-          continue
-        lineno += 1
-        in_huge = False
-        while len(text) > max_line_chars:  # only after a carried remainder
+        if not complete and not in_huge and len(text) >= max_line_chars:
+          in_huge = True
+          stats["huge_lines_split"] += 1
+        # Cut at the last space before max_line_chars (else at it); a line
+        # read so far is cut once it reaches max_line_chars, once per read.
+        while len(text) > max_line_chars - (not complete):
           cut = text.rfind(" ", 0, max_line_chars)
           cut = cut if cut > 0 else max_line_chars
           yield text[:cut]
           text = text[cut:]
+          if not complete:
+            break
+        if not complete:  # the rest of a huge line, or a last line
+          pending = text
+          continue
+        pending = ""
+        lineno += 1
+        in_huge = False
         yield text
       if pending:
         yield pending
-    if invalid_lines:
-      _warn_not_utf8(path, invalid_lines, first_invalid)
+    if invalid_lines:  # most likely an 8-bit encoding (bytes dropped)
+      sys.stderr.write(
+          f"warning: input file {path} is not UTF-8: {invalid_lines} line(s) "
+          f"had bytes that are not (first: line {first_invalid}; Latin-1 or "
+          "Windows-1252 text?), dropped; convert it first (iconv -f LATIN1 "
+          "-t UTF-8)\n")
   except OSError:
     raise
   except Exception as e:  # zlib.error and friends from corrupt gzip streams
     raise OSError(f"Error reading input file {path}: {e}") from e
-
-
-def _warn_not_utf8(path, lines, first):
-  """Names a file with bytes that are not UTF-8 (their bytes were dropped
-  and counted; the file is most likely in an 8-bit encoding)."""
-  sys.stderr.write(
-      f"warning: input file {path} is not UTF-8: {lines} line(s) had bytes "
-      f"that are not (first: line {first}; Latin-1 or Windows-1252 text?), "
-      "dropped; convert it first (iconv -f LATIN1 -t UTF-8)\n")
 
 
 def iter_documents(paths, stats, max_line_chars=100_000,

@@ -8,6 +8,7 @@ TensorFlow, which verifies every CRC: `read_records` is the one checked reader
 of the tools and the trainer (it loads TensorFlow when called).
 """
 
+import contextlib
 import glob
 import gzip
 import os
@@ -23,18 +24,15 @@ _POLY = 0x82F63B78  # Castagnoli, reflected.
 
 
 def _byte_table():
-  table = np.zeros(256, dtype=np.uint32)
-  for b in range(256):
-    c = b
-    for _ in range(8):
-      c = (c >> 1) ^ _POLY if c & 1 else c >> 1
-    table[b] = c
+  table = np.arange(256, dtype=np.uint32)
+  for _ in range(8):
+    table = np.where(table & 1, (table >> 1) ^ np.uint32(_POLY), table >> 1)
   return table
 
 
 _TABLE = _byte_table()
 _TABLE_LIST = [int(x) for x in _TABLE]
-_SHIFT_TABLE = np.zeros((0, 256), dtype=np.uint32)  # grown on demand
+_SHIFT_TABLE = _TABLE[np.newaxis]  # grown on demand
 
 
 def _shift_table(length):
@@ -43,22 +41,12 @@ def _shift_table(length):
   have = _SHIFT_TABLE.shape[0]
   if have >= length:
     return _SHIFT_TABLE
-  new = max(length, 2 * have, 1024)
-  out = np.empty((new, 256), dtype=np.uint32)
+  out = np.empty((max(length, 2 * have, 1024), 256), dtype=np.uint32)
   out[:have] = _SHIFT_TABLE
-  row = _TABLE.copy() if have == 0 else _SHIFT_TABLE[have - 1]
-  start = 0 if have == 0 else have
-  if have == 0:
-    out[0] = row
-    start = 1
-  for k in range(start, new):
-    row = (row >> np.uint32(8)) ^ _TABLE[row & np.uint32(0xFF)]
-    out[k] = row
+  for k in range(have, out.shape[0]):
+    out[k] = (out[k - 1] >> np.uint32(8)) ^ _TABLE[out[k - 1] & np.uint32(0xFF)]
   _SHIFT_TABLE = out
   return out
-
-
-_REV = np.arange(0, dtype=np.int64)
 
 
 def crc32c(data):
@@ -68,7 +56,6 @@ def crc32c(data):
   of each byte's contribution shifted by the number of bytes after it; a
   non-zero initial value is the same as XOR-ing it into the first four bytes.
   """
-  global _REV
   n = len(data)
   if n <= 16:  # short inputs (record headers): plain table loop
     c = 0xFFFFFFFF
@@ -77,10 +64,7 @@ def crc32c(data):
     return c ^ 0xFFFFFFFF
   arr = np.frombuffer(data, dtype=np.uint8).copy()
   arr[:4] ^= np.uint8(0xFF)
-  table = _shift_table(n)
-  if _REV.shape[0] < n:
-    _REV = np.arange(table.shape[0] - 1, -1, -1, dtype=np.int64)
-  contrib = table[_REV[-n:], arr]
+  contrib = _shift_table(n)[np.arange(n - 1, -1, -1), arr]
   return int(np.bitwise_xor.reduce(contrib)) ^ 0xFFFFFFFF
 
 
@@ -119,14 +103,14 @@ def split_framed(data, offset=0):
 # Starts every unreadable-record error; core/actions.py finds it in a
 # training loop's error.
 CORRUPT_RECORD_ERROR = "Corrupt or truncated TFRecord file"
-_GZIP_MAGIC = b"\x1f\x8b"
+GZIP_MAGIC = b"\x1f\x8b"
 
 
 def detect_compression(path):
   """'GZIP' if the file starts with the gzip magic bytes, else ''."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   with tf.io.gfile.GFile(path, "rb") as f:
-    return "GZIP" if f.read(2) == _GZIP_MAGIC else ""
+    return "GZIP" if f.read(2) == GZIP_MAGIC else ""
 
 
 def read_records(path, compression="auto"):
@@ -162,21 +146,16 @@ def read_records(path, compression="auto"):
 
 # ----------------------------------------------------- tf.train.Example ----
 def _varint(value):
-  if value < _SMALL:
-    return _SMALL_VARINTS[value]
-  return _varint_slow(value)
+  return _SMALL_VARINTS[value] if value < _SMALL else _varint_slow(value)
 
 
 def _varint_slow(value):
   out = bytearray()
-  while True:
-    bits = value & 0x7F
+  while value > 0x7F:
+    out.append(value & 0x7F | 0x80)
     value >>= 7
-    if value:
-      out.append(bits | 0x80)
-    else:
-      out.append(bits)
-      return bytes(out)
+  out.append(value)
+  return bytes(out)
 
 
 # Features whose values are 0/1 by construction (skips a max() per record).
@@ -202,9 +181,8 @@ class ExampleEncoder:
     return k
 
   def _int_payload(self, name, values):
-    if name in _BINARY_FEATURES:  # 0/1 by construction
-      return bytes(values)
-    if max(values, default=0) < 128:  # one byte per value: the byte itself
+    # One byte per value (the byte itself) when all are < 128.
+    if name in _BINARY_FEATURES or max(values, default=0) < 128:
       return bytes(values)
     vt = self._varints
     try:
@@ -219,26 +197,20 @@ class ExampleEncoder:
     """
     v = _varint
     parts = []
-    for name, values in int_features:
-      packed = self._int_payload(name, values)
-      lp = v(len(packed))
-      inner = 1 + len(lp) + len(packed)          # Int64List
+    # Feature{int64_list=3} / Feature{float_list=2}, each a packed list.
+    packed = [(name, b"\x1a", self._int_payload(name, values))
+              for name, values in int_features]
+    packed += [(name, b"\x12", np.asarray(values, dtype="<f4").tobytes())
+               for name, values in float_features]
+    for name, kind, values in packed:
+      lp = v(len(values))
+      inner = 1 + len(lp) + len(values)          # Int64List / FloatList
       li = v(inner)
-      feature_len = 1 + len(li) + inner          # Feature{int64_list=3}
+      feature_len = 1 + len(li) + inner          # Feature
       lf = v(feature_len)
       key = self._key(name)                      # MapEntry key + value tag
       parts += (b"\x0a", v(len(key) + len(lf) + feature_len), key, lf,
-                b"\x1a", li, b"\x0a", lp, packed)
-    for name, values in float_features:
-      packed = np.asarray(values, dtype="<f4").tobytes()
-      lp = v(len(packed))
-      inner = 1 + len(lp) + len(packed)
-      li = v(inner)
-      feature_len = 1 + len(li) + inner          # Feature{float_list=2}
-      lf = v(feature_len)
-      key = self._key(name)
-      parts += (b"\x0a", v(len(key) + len(lf) + feature_len), key, lf,
-                b"\x12", li, b"\x0a", lp, packed)
+                kind, li, b"\x0a", lp, values)
     features = b"".join(parts)
     return b"\x0a" + v(len(features)) + features
 
@@ -247,13 +219,15 @@ class ExampleEncoder:
 _SHARD_PATTERN = re.compile(r"^(.*)@(\d+)$")
 
 
+def _entries(spec):
+  """The non-empty entries of a comma-separated list of files."""
+  return [part.strip() for part in spec.split(",") if part.strip()]
+
+
 def expand_output_files(spec):
   """'a,b' -> [a, b]; 'out.tfrecord@3' -> out.tfrecord-0000{0,1,2}-of-00003."""
   files = []
-  for part in spec.split(","):
-    part = part.strip()
-    if not part:
-      continue
+  for part in _entries(spec):
     m = _SHARD_PATTERN.match(part)
     if "@" in os.path.basename(part) and not m:
       raise ValueError(f"output_file {part!r}: the shard count after '@' must "
@@ -274,35 +248,36 @@ def expand_output_files(spec):
   return files
 
 
-def expand_input_files(spec):
+def expand_input_files(spec, match=None):
   """Comma-separated list of files or globs -> ordered list of files.
 
-  Raises FileNotFoundError naming any entry that matches nothing. A file
-  given or matched more than once is listed once (with a warning).
+  `match(entry)`: the paths an entry names on another filesystem (the Beam
+  launcher's: gs://, ...; every entry is then a pattern); default: local
+  files, globbed. Raises FileNotFoundError naming any entry that matches
+  nothing. A file given or matched more than once is listed once (with a
+  warning).
   """
   files = []
-  for part in spec.split(","):
-    part = part.strip()
-    if not part:
-      continue
-    if any(c in part for c in "*?["):
-      # Our own summaries and temporary files are never corpus text.
-      matched = sorted(p for p in glob.glob(part)
-                       if not output_files.is_tool_output(p))
-      if not matched:
-        raise FileNotFoundError(f"input_file pattern matched no files: {part}")
-      files.extend(matched)
-    else:
+  for part in _entries(spec):
+    if match is None and not any(c in part for c in "*?["):
       if not os.path.exists(part):
         raise FileNotFoundError(f"input_file not found: {part}")
       files.append(part)
+      continue
+    # Our own summaries and temporary files are never corpus text.
+    matched = sorted(p for p in (match or glob.glob)(part)
+                     if not output_files.is_tool_output(p))
+    if not matched:
+      raise FileNotFoundError(f"input_file pattern matched no files: {part}")
+    files.extend(matched)
   if not files:
     raise ValueError("input_file is empty")
   return output_files.read_once(files)
 
 
 class RecordWriter:
-  """Writes framed records to one file, optionally GZIP compressed.
+  """Writes framed records (or any bytes) to one file, optionally GZIP
+  compressed.
 
   Write errors (a full disk) are OSErrors naming `name` (default: the path);
   `discard()` closes without raising, for cleanup after an error.
@@ -315,10 +290,8 @@ class RecordWriter:
     compression = (compression or "NONE").upper()
     if compression not in ("NONE", "GZIP"):
       raise ValueError(f"compression must be NONE or GZIP, got {compression}")
-    d = os.path.dirname(path)
-    if d and fileobj is None:
-      os.makedirs(d, exist_ok=True)
-    self.path = path
+    if fileobj is None:
+      os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     self.name = name or path
     raw = self._guard(open, path, "wb") if fileobj is None else fileobj
     if compression == "GZIP":
@@ -352,10 +325,7 @@ class RecordWriter:
     """Closes, ignoring errors: the file is being deleted (after a failure,
     e.g. a full disk, where flushing the buffer fails again)."""
     for f in (self._f, self._raw):
-      if f is None:
-        continue
-      try:
-        f.close()
-      except (OSError, ValueError):
+      if f is not None:
         # A file whose buffered flush failed is still closed by close().
-        pass
+        with contextlib.suppress(OSError, ValueError):
+          f.close()

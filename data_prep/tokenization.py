@@ -87,13 +87,9 @@ def character_rule(c, lower):
 
 
 def normalize_text(text, lower=True):
-  """Returns `text` normalised the way the original ALBERT tokenizer does,
-  after the invisible-character rule above.
-
-  Args:
-    text: a `str` (bytes are decoded as UTF-8, invalid bytes replaced).
-    lower: lowercase the result.
-  """
+  """`text` (str; bytes are decoded as UTF-8, invalid bytes replaced)
+  normalised the way the original ALBERT tokenizer does, after the
+  invisible-character rule above; lowercased if `lower`."""
   if isinstance(text, bytes):
     text = text.decode("utf-8", errors="replace")
   text, _ = clean_invisible(text)
@@ -127,9 +123,7 @@ def is_start_piece(piece):
   (e.g. <unk>), is a punctuation piece, or holds any character other than a-z
   and punctuation (so digits and non-Latin text are their own units).
   """
-  if piece.startswith(SPIECE_UNDERLINE) or piece.startswith("<"):
-    return True
-  if piece in _PUNCTUATION:
+  if piece.startswith((SPIECE_UNDERLINE, "<")) or piece in _PUNCTUATION:
     return True
   return not all(c.lower() in _ENGLISH_CHARS or c in _PUNCTUATION for c in piece)
 
@@ -137,28 +131,28 @@ def is_start_piece(piece):
 class FullTokenizer:
   """SentencePiece tokenizer with ALBERT's normalisation.
 
-  Attributes:
-    vocab_size: number of pieces.
-    cls_id, sep_id, mask_id, pad_id, unk_id: special ids.
-    is_start: np.bool_ array [vocab_size], `is_start_piece` per id.
-    control_ids: sorted list of ids that are control or unknown pieces (never a
-      valid random replacement during masking).
-    replacement_ids: np.int64 array of ids that a masked token may be replaced
-      with (every id except control, unknown and unused pieces).
+  Attributes: vocab_size (pieces); cls_id, sep_id, mask_id, pad_id, unk_id;
+  is_start (np.bool_ [vocab_size], `is_start_piece` per id); control_ids
+  (sorted ids of control, unknown and unused pieces: never a random
+  replacement in masking) and replacement_ids (np.int64: all the others).
   """
 
-  def __init__(self, spm_model_file, do_lower_case=True):
+  def __init__(self, spm_model_file, do_lower_case=True, model_proto=None):
+    """model_proto: the model file's bytes, read by the caller (e.g. from
+    gs://); `spm_model_file` then only names it."""
     if not spm_model_file:
       raise ValueError("A SentencePiece model file is required (spm_model_file).")
-    if not os.path.isfile(spm_model_file):
+    if model_proto is None and not os.path.isfile(spm_model_file):
       raise FileNotFoundError(
           f"SentencePiece model file not found: {spm_model_file}")
     self.spm_model_file = spm_model_file
     self.do_lower_case = do_lower_case
     self.sp_model = spm.SentencePieceProcessor()
     try:
-      with open(spm_model_file, "rb") as f:
-        self.sp_model.LoadFromSerializedProto(f.read())
+      if model_proto is None:
+        with open(spm_model_file, "rb") as f:
+          model_proto = f.read()
+      self.sp_model.LoadFromSerializedProto(model_proto)
     except Exception as e:  # sentencepiece raises a bare RuntimeError/OSError.
       raise ValueError(
           f"Could not load SentencePiece model {spm_model_file}: {e}") from e
@@ -172,13 +166,12 @@ class FullTokenizer:
     pieces = [sp.id_to_piece(i) for i in range(self.vocab_size)]
     self._pieces = pieces
     self.is_start = np.array([is_start_piece(p) for p in pieces], dtype=bool)
-    bad = [i for i in range(self.vocab_size)
-           if sp.is_control(i) or sp.is_unknown(i) or sp.is_unused(i)]
-    self.control_ids = sorted(bad)
-    bad_set = set(bad)
-    self._control_set = frozenset(bad)
+    self.control_ids = [i for i in range(self.vocab_size) if sp.is_control(i)
+                        or sp.is_unknown(i) or sp.is_unused(i)]
+    self._control_set = frozenset(self.control_ids)
     self.replacement_ids = np.array(
-        [i for i in range(self.vocab_size) if i not in bad_set], dtype=np.int64)
+        [i for i in range(self.vocab_size) if i not in self._control_set],
+        dtype=np.int64)
     # Ids whose piece ends in "<digit>," need the original's re-encoding fix.
     self._digit_comma = frozenset(
         i for i, p in enumerate(pieces)

@@ -34,6 +34,10 @@ FLAGS = flags.FLAGS
 DEFAULT_USER_SYMBOLS = ("(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac")
 CONTROL_SYMBOLS = ["[CLS]", "[SEP]", "[MASK]"]
 MODEL_TYPES = ("unigram", "bpe", "char", "word")
+# SentencePieceConfig's fields that are not SentencePiece trainer arguments
+# of the same name (the others are passed as they are).
+_NOT_TRAINER_ARGS = ("user_defined_symbols", "do_lower_case",
+                     "normalize_input", "random_seed")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,10 +139,6 @@ def _sentences(input_files, normalize, lower, stats):
         yield line
 
 
-def _spm_train(model_prefix, **kwargs):
-  spm.SentencePieceTrainer.train(model_prefix=model_prefix, **kwargs)
-
-
 class _Feed:
   """The sentence iterator handed to SentencePiece, keeping the error it
   raises: SentencePiece swallows it and reports only its own
@@ -190,24 +190,16 @@ def train(input_files, model_prefix,
   feed = _Feed(_sentences(input_files, c.normalize_input, c.do_lower_case,
                           stats))
   try:
-    _spm_train(
-        tmp_prefix,
+    spm.SentencePieceTrainer.train(
+        model_prefix=tmp_prefix,
         sentence_iterator=iter(feed),
-        vocab_size=c.vocab_size,
-        model_type=c.model_type,
-        character_coverage=c.character_coverage,
         pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
         pad_piece="<pad>", unk_piece="<unk>",
         control_symbols=CONTROL_SYMBOLS,
         user_defined_symbols=[s for s in c.user_defined_symbols if s],
-        input_sentence_size=c.input_sentence_size,
-        shuffle_input_sentence=c.shuffle_input_sentence,
-        max_sentence_length=c.max_sentence_length,
-        num_threads=c.num_threads,
-        seed_sentencepiece_size=c.seed_sentencepiece_size,
-        normalization_rule_name=c.normalization_rule_name,
-        split_digits=c.split_digits,
-        minloglevel=2)
+        minloglevel=2,
+        **{k: v for k, v in dataclasses.asdict(c).items()
+           if k not in _NOT_TRAINER_ARGS})
   except RuntimeError as e:
     staged.abort()
     error = _train_error(e, feed, input_files, stats)
@@ -228,13 +220,10 @@ def main(argv):
   command_line.exit_on_sigterm()
   if not FLAGS.input_file or not FLAGS.model_prefix:
     raise app.UsageError("--input_file and --model_prefix are required")
-  try:
+  with command_line.exit_on_error("train_sentencepiece", RuntimeError):
     config = flag_config.from_flags(SentencePieceConfig, FLAGS)
     train(tfrecord_io.expand_input_files(FLAGS.input_file), FLAGS.model_prefix,
           config)
-  except (OSError, RuntimeError, ValueError) as e:
-    sys.stderr.write(f"train_sentencepiece: error: {e}\n")
-    sys.exit(1)
 
 
 def cli():
