@@ -160,6 +160,9 @@ class FinetuneTask(base_task.Task):
                                                          "features")
     self._tokenizer = None
     self._eval_checked = False
+    # Every family that reads a directory has data.data_dir.
+    if getattr(self.data, "data_dir", None) == "":
+      raise ValueError("data.data_dir (--data_dir) is required")
 
   # --- What each family declares ---
 
@@ -209,6 +212,23 @@ class FinetuneTask(base_task.Task):
                                     "model.vocab_size")
       self._tokenizer = tokenizer
     return self._tokenizer
+
+  def cached_features(self, stem, split, files, convert, examples=None,
+                      metadata=None, **settings):
+    """(path, metadata) of `split`'s cached records, named `stem` and a
+    fingerprint of `files`, the tokenizer, data.max_seq_length and
+    `settings`; unless cached, built from `convert(examples)` (default: the
+    split's) with `metadata(examples)`."""
+    fp = finetune_features.fingerprint(
+        files, self.tokenizer, max_seq_length=self.data.max_seq_length,
+        **settings)
+    path = os.path.join(self.cache_dir, f"{stem}_{fp}.tf_record")
+
+    def build(out):
+      exs = examples if examples is not None else self.read_examples(split)
+      finetune_features.write_records(
+          out, convert(exs), metadata and (lambda: metadata(exs)))
+    return finetune_features.cached_records(path, build)
 
   def split_path(self, split: str) -> str:
     """Where `split`'s examples are read from, for messages (default: the

@@ -9,7 +9,6 @@ from typing import Optional
 import tensorflow as tf
 
 from albert_tf.core.settings import DATA_POSITION, SAFE, setting
-from albert_tf.data import finetune_features
 from albert_tf.data import squad_checks
 from albert_tf.data import squad_data
 from albert_tf.serving import serving_params
@@ -128,13 +127,6 @@ class SquadTask(finetune_lib.FinetuneTask):
   def feature_spec(self):
     return squad_data.feature_spec(self.data.max_seq_length)
 
-  def _fingerprint(self, path):
-    d = self.data
-    return finetune_features.fingerprint(
-        [path], self.tokenizer, max_seq_length=d.max_seq_length,
-        doc_stride=d.doc_stride, max_query_length=d.max_query_length,
-        v2=self.v2)
-
   def _split_file(self, split):
     """(path, is_training): "train" is data.train_file, any other split
     data.predict_file."""
@@ -148,39 +140,33 @@ class SquadTask(finetune_lib.FinetuneTask):
   def read_examples(self, split):
     path, is_training = self._split_file(split)
     self.check_data_files(is_training)
-    stats = squad_data.ReadStats()
-    examples = squad_data.read_squad_examples(path, is_training, self.v2,
-                                              stats)
-    return examples
+    return squad_data.read_squad_examples(path, is_training, self.v2,
+                                          squad_data.ReadStats())
 
   def cached_records(self, split, examples=None):
     """Cached windows -> (tfrecord path, metadata with windows/tokens)."""
     path, is_training = self._split_file(split)
-    name = "train" if is_training else "eval"
-    out = os.path.join(self.cache_dir,
-                       f"squad_{name}_{self._fingerprint(path)}.tf_record")
+    d = self.data
+    windows = []
 
-    def build(dest):
-      exs = examples if examples is not None else self.read_examples(split)
-      windows = []
+    def features(exs):
+      for feats, meta in squad_data.convert_examples(
+          exs, self.tokenizer, d.max_seq_length, d.doc_stride,
+          d.max_query_length, is_training):
+        if not is_training:
+          windows.append(meta)
+        yield feats
 
-      def features():
-        for feats, meta in squad_data.convert_examples(
-            exs, self.tokenizer, self.data.max_seq_length,
-            self.data.doc_stride, self.data.max_query_length, is_training):
-          if not is_training:
-            windows.append(meta)
-          yield feats
+    def metadata(exs):  # windows are collected while records are written
+      if is_training:
+        return {"num_examples": len(exs)}
+      return {"num_examples": len(exs), "windows": windows,
+              "tokens": squad_data.example_metadata(exs, self.tokenizer)}
 
-      def metadata():  # windows are collected while records are written
-        if is_training:
-          return {"num_examples": len(exs)}
-        return {"num_examples": len(exs), "windows": windows,
-                "tokens": squad_data.example_metadata(exs,
-                                                      self.tokenizer)}
-
-      finetune_features.write_records(dest, features(), metadata)
-    return finetune_features.cached_records(out, build)
+    return self.cached_features(
+        "squad_" + ("train" if is_training else "eval"), split, [path],
+        features, examples, metadata, doc_stride=d.doc_stride,
+        max_query_length=d.max_query_length, v2=self.v2)
 
   def check_data_files(self, training):
     path = self.data.train_file if training else self.data.predict_file

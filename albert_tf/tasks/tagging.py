@@ -24,10 +24,8 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from albert_tf.core import run_record
 from albert_tf.core.settings import DATA_POSITION, setting
 from albert_tf.data import conll_data
-from albert_tf.data import finetune_features
 from albert_tf.data import label_names as label_names_lib
 from albert_tf.modeling.layers.downstream_heads import ClassificationHead
 from albert_tf.modeling.networks.albert_encoder import encoder_inputs
@@ -100,20 +98,19 @@ class TaggingTask(finetune_lib.FinetuneTask):
 
   def __init__(self, config, model_dir):
     super().__init__(config, model_dir)
-    if not self.data.data_dir:
-      raise ValueError("data.data_dir (--data_dir) is required")
     self._labels = None
     self._sentences = {}
 
   @property
   def labels(self) -> List[str]:
-    """The config's, else the run record's, else train.txt's."""
+    """data.label_names, else train.txt's, which are then kept there: the
+    run record holds them with the config, and the run's later commands
+    restore them with it (as a classifier's come with its config)."""
     if self._labels is None:
-      record = run_record.read(self.model_dir) if self.model_dir else None
-      self._labels = label_names_lib.check_names(
-          self.data.label_names or (record and record.facts.get(
-              "label_names")) or conll_data.label_list(
-                  self.read_examples("train")))
+      if not self.data.label_names:
+        self.data.label_names = conll_data.label_list(
+            self.read_examples("train"))
+      self._labels = label_names_lib.check_names(self.data.label_names)
     return self._labels
 
   @classmethod
@@ -135,7 +132,7 @@ class TaggingTask(finetune_lib.FinetuneTask):
       # Labels outside the run's are refused before training; train.txt's
       # are the run's unless the config or the record gave them first.
       if sentences and sentences[0].labels is not None and (
-          split != "train" or self._labels is not None):
+          split != "train" or self.data.label_names):
         conll_data.check_labels(sentences, self.labels,
                                 "data.label_names, the run record or "
                                 "train.txt")
@@ -143,18 +140,12 @@ class TaggingTask(finetune_lib.FinetuneTask):
     return self._sentences[split]
 
   def cached_records(self, split, examples=None):
-    path_in = self.split_path(split)
-    fp = finetune_features.fingerprint(
-        [path_in], self.tokenizer, max_seq_length=self.data.max_seq_length,
-        labels=self.labels)
-    path = os.path.join(self.cache_dir, f"tagging_{split}_{fp}.tf_record")
-
-    def build(out):
-      finetune_features.write_records(out, conll_data.convert_sentences(
-          examples or self.read_examples(split), self.tokenizer,
-          {l: i for i, l in enumerate(self.labels)},
-          self.data.max_seq_length))
-    return finetune_features.cached_records(path, build)
+    return self.cached_features(
+        f"tagging_{split}", split, [self.split_path(split)],
+        lambda exs: conll_data.convert_sentences(
+            exs, self.tokenizer, {l: i for i, l in enumerate(self.labels)},
+            self.data.max_seq_length),
+        examples, labels=self.labels)
 
   def check_data_files(self, training):
     path = self.split_path(self.train_split if training else self.eval_split)
@@ -205,8 +196,9 @@ class TaggingTask(finetune_lib.FinetuneTask):
   # --- Export ---
 
   def serving_params(self, recorded_facts):
+    del recorded_facts
     return TaggingServingParams(
-        label_names=list(recorded_facts.get("label_names") or self.labels),
+        label_names=list(self.labels),
         **self.base_serving_params())
 
   @classmethod
