@@ -39,6 +39,9 @@ PREEMPTED_EXIT_CODE = 143  # 128 + SIGTERM
 USER_ERRORS = (ValueError, FileNotFoundError, PermissionError,
                actions.TrainingError, canonical_weights.CheckpointConversionError)
 
+# The flag type of a setting's field type (other types: a string flag).
+_DEFINE = {bool: flags.DEFINE_bool, int: flags.DEFINE_integer,
+           float: flags.DEFINE_float}
 # The modes of the fine-tuning tools.
 FINETUNING_MODES = [m for m in train_lib.MODES if m != "continuous_eval"]
 
@@ -66,19 +69,12 @@ def _define_flags(flagged: Dict[str, settings.Setting]) -> None:
   for name, s in flagged.items():
     if name in FLAGS:
       continue
-    args = (name, None, s.flag)
     if s.choices:
       flags.DEFINE_enum(name, None, list(s.choices), s.flag)
-    elif s.type is bool:
-      flags.DEFINE_bool(*args)
-    elif s.type is int:
-      flags.DEFINE_integer(*args)
-    elif s.type is float:
-      flags.DEFINE_float(*args)
     elif typing.get_origin(s.type) is list:
-      flags.DEFINE_list(*args)
+      flags.DEFINE_list(name, None, s.flag)
     else:
-      flags.DEFINE_string(*args)
+      _DEFINE.get(s.type, flags.DEFINE_string)(name, None, s.flag)
 
 
 def define_run_flags(task_classes, default_mode: str, modes: Sequence[str]):
@@ -249,15 +245,19 @@ def export_request() -> tasks_export.ExportRequest:
       representative_examples=FLAGS.representative_examples)
 
 
-def training_tool(task_cls, define_flags):
+def training_tool(task_cls, define_flags=None):
   """(main, cli) of the training tool of `task_cls` whose flags
-  `define_flags()` defines; `cli` is its console-script entry point."""
+  `define_flags()` defines (default: a fine-tuning tool's); `cli` is its
+  console-script entry point."""
   def main(argv):
     del argv
     run_training(task_cls)
 
   def cli():
-    define_flags()
+    if define_flags:
+      define_flags()
+    else:
+      define_finetuning_flags([task_cls])
     app.run(main, flags_parser=parse_flags)
   return main, cli
 
