@@ -19,7 +19,6 @@ from albert_tf.tasks import registry
 
 @dataclasses.dataclass
 class RaceDataConfig(finetune_lib.FinetuningDataConfig):
-  # The RACE directory (train/ dev/ test/, each with middle/ and high/).
   data_dir: str = setting("", resume=DATA_POSITION, flag="The RACE "
                           "directory (train/ dev/ test/ with middle/ and "
                           "high/; data.data_dir).")
@@ -99,9 +98,8 @@ class RaceTask(finetune_lib.FinetuneTask):
 
   def evaluate(self, trainer, output_dir):
     examples, preds = self.predict_split(trainer, "dev")
-    metrics = _accuracy(examples, preds)
-    metrics["step"] = int(trainer.global_step.numpy())
-    return metrics
+    return dict(_accuracy(examples, preds),
+                step=int(trainer.global_step.numpy()))
 
   def predict(self, trainer, output_dir):
     examples, preds = self.predict_split(trainer, "test")

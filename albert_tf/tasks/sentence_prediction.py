@@ -21,12 +21,11 @@ from albert_tf.tasks import registry
 
 @dataclasses.dataclass
 class GlueDataConfig(finetune_lib.FinetuningDataConfig):
-  # GLUE task name (cola, sst-2, mrpc, sts-b, qqp, mnli, qnli, rte, wnli).
   task_name: str = setting("", flag="GLUE task (data.task_name): "
                            f"{', '.join(glue_data.TASK_NAMES)}.")
-  # The task's GLUE directory (train.tsv, dev*.tsv, test*.tsv).
-  data_dir: str = setting("", resume=DATA_POSITION,
-                          flag="The task's GLUE directory (data.data_dir).")
+  data_dir: str = setting("", resume=DATA_POSITION, flag="The task's GLUE "
+                          "directory: train.tsv, dev*.tsv, test*.tsv "
+                          "(data.data_dir).")
 
 
 @dataclasses.dataclass
@@ -83,6 +82,7 @@ class ClassifierTask(finetune_lib.FinetuneTask):
       raise ValueError("data.task_name (--task_name) is required: one of "
                        f"{glue_data.TASK_NAMES}")
     self.spec = glue_data.get_task(self.data.task_name)
+    self.data_name = self.spec.name
     self.regression = self.spec.labels is None
     self.num_labels = glue_data.num_labels(self.spec.name)
     self.eval_split = glue_data.task_splits(self.spec.name)[0][0]
@@ -112,13 +112,6 @@ class ClassifierTask(finetune_lib.FinetuneTask):
 
   def split_path(self, split):
     return os.path.join(self.data.data_dir, self.spec.files[split])
-
-  def check_data_files(self, training):
-    split = self.train_split if training else self.eval_split
-    path = self.split_path(split)
-    if not os.path.isfile(path):
-      raise FileNotFoundError(f"{self.spec.name} {split} file not found: "
-                              f"{path} (data.data_dir / --data_dir)")
 
   def compute_sums(self, model, features, training):
     logits = model(self.model_inputs(features), training=training)["logits"]
@@ -162,9 +155,8 @@ class ClassifierTask(finetune_lib.FinetuneTask):
   def predict_split(self, trainer, split):
     """(examples, predictions): label ids, or scores for regression."""
     examples, logits = self.predict_logits(trainer, split)
-    if self.regression:
-      return examples, logits[:, 0]
-    return examples, np.argmax(logits, axis=-1)
+    return examples, (logits[:, 0] if self.regression
+                      else np.argmax(logits, axis=-1))
 
   def evaluate(self, trainer, output_dir):
     results = {"step": int(trainer.global_step.numpy())}

@@ -1,22 +1,14 @@
 """Token classification (named entities and other IOB2 tagging) on CoNLL
-files, registered as `tagging` (Model Garden's name):
-
-  python -m albert_tf.run_finetuning --task=tagging --data_dir=conll \
-    --config_file=models/albert_base_v2.yaml \
-    --spm_model_file=albert_base/30k-clean.model \
-    --init_checkpoint=albert_base/model.ckpt-best --model_dir=/tmp/ner
-
---data_dir holds train.txt, dev.txt and optionally test.txt
-(albert_tf/data/conll_data.py). The labels are those of train.txt ("O"
-first, the others sorted) unless data.label_names gives them. `eval`
-reports conlleval's entity-level precision / recall / F1 on dev.txt
-(tagging_metrics.py) into eval_results.json; `predict` writes
-<output_dir>/predictions.txt (test.txt, else dev.txt, each line with its
-predicted label appended); `export` serves text -> a label per word
-(serving/token_module.py).
+files, registered as `tagging` (Model Garden's name): `run_finetuning
+--task=tagging --data_dir=DIR` with DIR/train.txt, dev.txt and optionally
+test.txt (albert_tf/data/conll_data.py). Its labels, evaluation (conlleval's
+entity scores, tagging_metrics.py), predictions.txt and export (a label per
+word, serving/token_module.py): docs/finetuning.md, "Token classification
+(`tagging`)".
 """
 
 import dataclasses
+import functools
 import os
 from typing import List
 
@@ -44,7 +36,6 @@ class TaggingDataConfig(finetune_lib.FinetuningDataConfig):
   data_dir: str = setting("", resume=DATA_POSITION, flag="The CoNLL "
                           "directory: train.txt, dev.txt, optional test.txt "
                           "(data.data_dir).")
-  # The IOB2 labels in output order; []: those of train.txt.
   label_names: List[str] = setting(
       [], flag="The IOB2 labels in output order (data.label_names; default: "
       "those of train.txt, O first).")
@@ -95,23 +86,21 @@ class TaggingTask(finetune_lib.FinetuneTask):
   config_cls = TaggingExperimentConfig
   serving_params_cls = TaggingServingParams
   serving_tasks = {"tagging": {}}
+  data_name = "CoNLL"
 
   def __init__(self, config, model_dir):
     super().__init__(config, model_dir)
-    self._labels = None
     self._sentences = {}
 
-  @property
+  @functools.cached_property
   def labels(self) -> List[str]:
     """data.label_names, else train.txt's, which are then kept there: the
     run record holds them with the config, and the run's later commands
     restore them with it (as a classifier's come with its config)."""
-    if self._labels is None:
-      if not self.data.label_names:
-        self.data.label_names = conll_data.label_list(
-            self.read_examples("train"))
-      self._labels = label_names_lib.check_names(self.data.label_names)
-    return self._labels
+    if not self.data.label_names:
+      self.data.label_names = conll_data.label_list(
+          self.read_examples("train"))
+    return label_names_lib.check_names(self.data.label_names)
 
   @classmethod
   def model_for(cls, kind, model_config, params, dropout_rate=0.0):
@@ -147,12 +136,6 @@ class TaggingTask(finetune_lib.FinetuneTask):
             self.data.max_seq_length),
         examples, labels=self.labels)
 
-  def check_data_files(self, training):
-    path = self.split_path(self.train_split if training else self.eval_split)
-    if not os.path.isfile(path):
-      raise FileNotFoundError(f"CoNLL file not found: {path} "
-                              "(data.data_dir / --data_dir)")
-
   def loss_normalizers(self, features):
     return {"count": tf.reduce_sum(self._weights(features))}
 
@@ -171,13 +154,11 @@ class TaggingTask(finetune_lib.FinetuneTask):
     """(sentences, the predicted label of each word)."""
     sentences, logits = self.predict_logits(trainer, split)
     piece_labels = np.argmax(logits, axis=-1)  # [sentences, seq]
-    predicted = []
-    for row, pieces in zip(piece_labels, conll_data.word_pieces(
-        self.tokenizer, sentences)):
-      predicted.append([self.labels[row[p]] if p >= 0 else
-                        token_module.OUTSIDE
-                        for p in conll_data.first_positions(pieces)])
-    return sentences, predicted
+    pieces = conll_data.word_pieces(self.tokenizer, sentences)
+    return sentences, [
+        [self.labels[row[p]] if p >= 0 else token_module.OUTSIDE
+         for p in conll_data.first_positions(words)]
+        for row, words in zip(piece_labels, pieces)]
 
   def evaluate(self, trainer, output_dir):
     sentences, predicted = self.predict_split(trainer, self.eval_split)
