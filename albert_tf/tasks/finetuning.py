@@ -6,12 +6,7 @@ Training runs on `albert_tf.core.trainer.Trainer` through
 (sentence_prediction, question_answering, multiple_choice, tagging)
 subclasses `FinetuneTask`, its data config and its serving params, registers
 itself (`tasks/registry.py`) and declares the abstract methods of both
-(examples, cached records, their features, its serving module).
-
-A run warm-starts, when it has no checkpoint of its own yet, from
-`trainer.init_checkpoint` (ours, the original TF1 release or Model Garden) or
-`task.init_saved_model` (an encoder SavedModel from export_savedmodel), both
-through `checkpoints.restore.restore`."""
+(examples, cached records, their features, its serving module)."""
 
 import abc
 import dataclasses
@@ -107,7 +102,10 @@ class FinetuningExperimentConfig(experiment_config.ExperimentConfig):
 
 def initialize_model(model, config):
   """Warm start of a fresh run (no checkpoint in model_dir yet): the encoder
-  from trainer.init_checkpoint or task.init_saved_model; heads stay fresh."""
+  from trainer.init_checkpoint (ours, the original TF1 release or Model
+  Garden's) or task.init_saved_model (an encoder SavedModel of
+  export_savedmodel), through `checkpoints.restore.restore`; heads stay
+  fresh."""
   tc, task = config.trainer, config.task
   if tc.init_checkpoint and task.init_saved_model:
     raise ValueError("set only one of trainer.init_checkpoint and "
@@ -272,11 +270,12 @@ class FinetuneTask(base_task.Task):
     return sums["loss_sum"] / tf.maximum(normalizers["count"], 1.0)
 
   def metrics_from_sums(self, sums):
-    """Loss and accuracy of `softmax_sums` (families with other metrics
-    override this)."""
+    """The loss, and each `<x>correct` sum as `<x>accuracy` (`softmax_sums`:
+    accuracy; the SQuAD heads: start_ and end_accuracy)."""
     count = tf.maximum(sums["count"], 1.0)
-    return {"loss": sums["loss_sum"] / count,
-            "accuracy": sums["correct"] / count}
+    return dict({"loss": sums["loss_sum"] / count},
+                **{k[:-len("correct")] + "accuracy": v / count
+                   for k, v in sums.items() if k.endswith("correct")})
 
   def predict_outputs(self, trainer, split, keys):
     """(examples, metadata, index -> the model's outputs `keys` (those it

@@ -92,17 +92,14 @@ class RaceTask(finetune_lib.FinetuneTask):
     return finetune_lib.softmax_sums(logits, features["label_ids"],
                                      self.valid(features))
 
-  def predict_split(self, trainer, split):
-    examples, logits = self.predict_logits(trainer, split)
-    return examples, np.argmax(logits, axis=-1)
-
   def evaluate(self, trainer, output_dir):
-    examples, preds = self.predict_split(trainer, "dev")
-    return dict(_accuracy(examples, preds),
+    examples, logits = self.predict_logits(trainer, "dev")
+    return dict(_accuracy(examples, np.argmax(logits, axis=-1)),
                 step=int(trainer.global_step.numpy()))
 
   def predict(self, trainer, output_dir):
-    examples, preds = self.predict_split(trainer, "test")
+    examples, logits = self.predict_logits(trainer, "test")
+    preds = np.argmax(logits, axis=-1)
     os.makedirs(output_dir, exist_ok=True)
     path = os.path.join(output_dir, "race_predictions.json")
     race_data.write_predictions(path, examples, preds)

@@ -6,8 +6,6 @@ import dataclasses
 import os
 from typing import Optional
 
-import tensorflow as tf
-
 from albert_tf.core.settings import DATA_POSITION, SAFE, setting
 from albert_tf.data import squad_checks
 from albert_tf.data import squad_data
@@ -170,12 +168,6 @@ class SquadTask(finetune_lib.FinetuneTask):
 
   def compute_sums(self, model, features, training):
     return self.head.compute_sums(self, model, features, training)
-
-  def metrics_from_sums(self, sums):
-    count = tf.maximum(sums["count"], 1.0)
-    return {"loss": sums["loss_sum"] / count,
-            "start_accuracy": sums["start_correct"] / count,
-            "end_accuracy": sums["end_correct"] / count}
 
   def write_predictions(self, output_dir, predictions, nbest, null_odds):
     os.makedirs(output_dir, exist_ok=True)

@@ -167,23 +167,22 @@ class XlnetHead:
 
   @staticmethod
   def _beam_results(task, trainer):
-    """(examples, eval metadata, unique id -> BeamResult) on predict_file."""
+    """(examples, windows, tokens, unique id -> BeamResult) on
+    predict_file: the first arguments of the beam's postprocessing."""
     examples, meta, raw = task.predict_outputs(trainer, task.eval_split,
                                                BEAM_OUTPUTS)
     results = {uid: squad_answers.BeamResult(
         r["start_top_log_probs"], r["start_top_index"],
         r["end_top_log_probs"], r["end_top_index"], float(r["cls_logits"]))
                for uid, r in raw.items()}
-    return examples, meta, results
+    return examples, meta["windows"], meta["tokens"], results
 
   @classmethod
   def predict_answers(cls, task, trainer, output_dir):
     """Answers at data.null_score_diff_threshold; writes the three JSON
     files. Returns (predictions, null_scores, files)."""
-    examples, meta, results = cls._beam_results(task, trainer)
     predictions, null_scores, nbest = squad_answers.postprocess_beam(
-        examples, meta["windows"], meta["tokens"], results,
-        n_best_size=task.data.n_best_size,
+        *cls._beam_results(task, trainer), n_best_size=task.data.n_best_size,
         max_answer_length=task.data.max_answer_length,
         null_score_diff_threshold=task.data.null_score_diff_threshold)
     files = task.write_predictions(output_dir, predictions, nbest,
@@ -194,9 +193,8 @@ class XlnetHead:
   def evaluate(cls, task, trainer, output_dir, dataset):
     """The original's evaluate_v2 (dev-tuned threshold); writes the files
     of the tuned predictions. Returns the metrics."""
-    examples, meta, results = cls._beam_results(task, trainer)
     metrics, predictions, null_scores, nbest = squad_v2_postprocess.evaluate(
-        dataset, examples, meta["windows"], meta["tokens"], results,
+        dataset, *cls._beam_results(task, trainer),
         n_best_size=task.data.n_best_size,
         max_answer_length=task.data.max_answer_length)
     task.write_predictions(output_dir, predictions, nbest, null_scores)

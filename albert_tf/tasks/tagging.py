@@ -119,7 +119,7 @@ class TaggingTask(finetune_lib.FinetuneTask):
       sentences = conll_data.read_sentences(self.split_path(split),
                                             labelled=split != "test")
       # Labels outside the run's are refused before training; train.txt's
-      # are the run's unless the config or the record gave them first.
+      # are the run's unless the config (a run's: recorded) gave them first.
       if sentences and sentences[0].labels is not None and (
           split != "train" or self.data.label_names):
         conll_data.check_labels(sentences, self.labels,
@@ -162,11 +162,10 @@ class TaggingTask(finetune_lib.FinetuneTask):
 
   def evaluate(self, trainer, output_dir):
     sentences, predicted = self.predict_split(trainer, self.eval_split)
-    results = tagging_metrics.entity_scores([s.labels for s in sentences],
-                                            predicted)
-    results.update(step=int(trainer.global_step.numpy()),
-                   num_sentences=len(sentences))
-    return results
+    return dict(
+        tagging_metrics.entity_scores([s.labels for s in sentences],
+                                      predicted),
+        step=int(trainer.global_step.numpy()), num_sentences=len(sentences))
 
   def predict(self, trainer, output_dir):
     split = "test" if os.path.isfile(self.split_path("test")) else "dev"
