@@ -39,6 +39,9 @@ PREEMPTED_EXIT_CODE = 143  # 128 + SIGTERM
 USER_ERRORS = (ValueError, FileNotFoundError, PermissionError,
                actions.TrainingError, canonical_weights.CheckpointConversionError)
 
+# The flag type of a setting's field type (other types: a string flag).
+_DEFINE = {bool: flags.DEFINE_bool, int: flags.DEFINE_integer,
+           float: flags.DEFINE_float}
 # The modes of the fine-tuning tools.
 FINETUNING_MODES = [m for m in train_lib.MODES if m != "continuous_eval"]
 
@@ -54,31 +57,18 @@ def define_config_flags():
       "files (repeatable: applied in order, later values winning).")
 
 
-def define_setting_flags(config_classes) -> None:
-  """A flag for each field of `config_classes` that declares one
-  (core/settings.py); a name defined already keeps its first definition."""
-  for config_cls in config_classes:
-    _define_flags(settings.flagged(config_cls))
-
-
 def _define_flags(flagged: Dict[str, settings.Setting]) -> None:
-  """Defines flag name -> its setting's flag (type from the field's)."""
+  """Defines flag name -> its setting's flag (type from the field's); a name
+  defined already keeps its first definition."""
   for name, s in flagged.items():
     if name in FLAGS:
       continue
-    args = (name, None, s.flag)
     if s.choices:
       flags.DEFINE_enum(name, None, list(s.choices), s.flag)
-    elif s.type is bool:
-      flags.DEFINE_bool(*args)
-    elif s.type is int:
-      flags.DEFINE_integer(*args)
-    elif s.type is float:
-      flags.DEFINE_float(*args)
     elif typing.get_origin(s.type) is list:
-      flags.DEFINE_list(*args)
+      flags.DEFINE_list(name, None, s.flag)
     else:
-      flags.DEFINE_string(*args)
+      _DEFINE.get(s.type, flags.DEFINE_string)(name, None, s.flag)
 
 
 def define_run_flags(task_classes, default_mode: str, modes: Sequence[str]):
@@ -92,7 +82,8 @@ def define_run_flags(task_classes, default_mode: str, modes: Sequence[str]):
                       "eval/predict/export: checkpoint to load (default: the "
                       "latest in <model_dir>/checkpoints; "
                       "<model_dir>/best/ckpt is the best one).")
-  define_setting_flags(t.config_cls for t in task_classes)
+  for task_cls in task_classes:
+    _define_flags(settings.flagged(task_cls.config_cls))
 
 
 def define_finetuning_flags(task_classes):
@@ -137,7 +128,7 @@ def define_export_flags():
                       "(not with a run directory: its heads were trained).")):
     flags.DEFINE_bool(name, None, text)
   # The export settings of every registered task's serving params.
-  define_setting_flags(t.serving_params_cls for t in _registered_tasks())
+  _define_flags(all_export_flags())
   flags.DEFINE_enum("export_kind", None, tasks_export.export_kinds(),
                     "Default: the run's task's (serving for fine-tuning, "
                     "encoder for pretraining), else encoder (or serving "
@@ -164,26 +155,19 @@ def define_export_flags():
                        f"{lite_export.DEFAULT_REPRESENTATIVE_EXAMPLES}).")
 
 
-def _registered_tasks():
-  return [registry.get_task_cls(name) for name in registry.task_names()]
-
-
 def export_settings(flagged: Dict[str, settings.Setting]) -> Dict[str, Any]:
   """The serving params fields of the `flagged` export flags that the user
   gave."""
-  out = {}
-  for name in flagged:
-    value = flag_value(name)
-    if value is not None:
-      out[name] = list(value) if isinstance(value, list) else value
-  return out
+  given = {name: flag_value(name) for name in flagged}
+  return {name: list(value) if isinstance(value, list) else value
+          for name, value in given.items() if value is not None}
 
 
 def all_export_flags() -> Dict[str, settings.Setting]:
   """The export flags of export_savedmodel: every registered task's serving
   params settings that declare a flag."""
   out = {}
-  for task_cls in _registered_tasks():
+  for task_cls in registry.tasks():
     for name, s in settings.flagged(task_cls.serving_params_cls).items():
       out.setdefault(name, s)
   return out
@@ -236,28 +220,31 @@ def fail(error: Exception):
 
 def export_request() -> tasks_export.ExportRequest:
   """export_savedmodel's flags as an ExportRequest."""
+  same = ("export_dir", "export_kind", "task", "version", "params_override",
+          "truncation", "max_first_segment_length", "precision",
+          "representative_examples")
   return tasks_export.ExportRequest(
-      export_dir=FLAGS.export_dir, model_dir=FLAGS.model_dir or "",
-      checkpoint=FLAGS.checkpoint or "", export_kind=FLAGS.export_kind,
-      task=FLAGS.task, version=FLAGS.version,
+      model_dir=FLAGS.model_dir or "", checkpoint=FLAGS.checkpoint or "",
       random_init=bool(FLAGS.random_init),
       allow_random_head=bool(FLAGS.allow_random_head),
-      config_files=config_sources(), params_override=FLAGS.params_override,
-      settings=export_settings(all_export_flags()), truncation=FLAGS.truncation,
-      max_first_segment_length=FLAGS.max_first_segment_length,
-      export_format=FLAGS.format, precision=FLAGS.precision,
-      representative_examples=FLAGS.representative_examples)
+      config_files=config_sources(), export_format=FLAGS.format,
+      settings=export_settings(all_export_flags()),
+      **{name: FLAGS[name].value for name in same})
 
 
-def training_tool(task_cls, define_flags):
-  """(main, cli) of the training tool of `task_cls` whose flags
-  `define_flags()` defines; `cli` is its console-script entry point."""
+def training_tool(task_cls, modes: Sequence[str] = ()):
+  """(main, cli) of the training tool of `task_cls`: a fine-tuning tool, or
+  with `modes` a tool of those (the first the default); `cli` is its
+  console-script entry point."""
   def main(argv):
     del argv
     run_training(task_cls)
 
   def cli():
-    define_flags()
+    if modes:
+      define_run_flags([task_cls], modes[0], modes)
+    else:
+      define_finetuning_flags([task_cls])
     app.run(main, flags_parser=parse_flags)
   return main, cli
 
@@ -277,8 +264,7 @@ def run_training(task_cls):
     # The one read of the record for the whole command.
     record = run_record.read(FLAGS.model_dir)
     # Not binding: a first start that ended before any checkpoint.
-    base = record if record is not None and run_record.binding(record) else (
-        None)
+    base = record if record and run_record.binding(record) else None
     if base is not None and base.task != task_cls.name:
       raise run_record.refuse("task", base.task, task_cls.name,
                               FLAGS.model_dir,

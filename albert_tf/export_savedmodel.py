@@ -33,10 +33,6 @@ from albert_tf.tasks import export as tasks_export
 FLAGS = flags.FLAGS
 
 
-def define_flags():
-  cli_flags.define_export_flags()
-
-
 def main(argv):
   del argv
   try:
@@ -53,7 +49,7 @@ def main(argv):
 
 
 def cli():  # console script (pyproject.toml)
-  define_flags()
+  cli_flags.define_export_flags()
   flags.mark_flags_as_required(["export_dir"])
   app.run(main, flags_parser=cli_flags.parse_flags)
 

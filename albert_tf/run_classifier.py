@@ -18,13 +18,7 @@ train_and_eval, export (serving SavedModel: text -> label).
 from albert_tf import cli_flags
 from albert_tf.tasks import sentence_prediction
 
-
-def define_flags():
-  cli_flags.define_finetuning_flags([sentence_prediction.ClassifierTask])
-
-
-main, cli = cli_flags.training_tool(
-    sentence_prediction.ClassifierTask, define_flags)
+main, cli = cli_flags.training_tool(sentence_prediction.ClassifierTask)
 
 if __name__ == "__main__":
   cli()

@@ -31,7 +31,7 @@ FLAGS = flags.FLAGS
 
 def finetuning_tasks():
   """The registered fine-tuning tasks."""
-  return [cls for cls in map(registry.get_task_cls, registry.task_names())
+  return [cls for cls in registry.tasks()
           if issubclass(cls, finetuning.FinetuneTask)]
 
 

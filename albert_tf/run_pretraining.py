@@ -14,14 +14,9 @@ checkpoint exists, after checking the config against the run record
 from albert_tf import cli_flags
 from albert_tf.tasks import pretraining
 
-
-def define_flags():
-  cli_flags.define_run_flags(
-      [pretraining.PretrainingTask], "train",
-      ["train", "eval", "train_and_eval", "continuous_eval"])
-
-
-main, cli = cli_flags.training_tool(pretraining.PretrainingTask, define_flags)
+main, cli = cli_flags.training_tool(
+    pretraining.PretrainingTask,
+    ["train", "eval", "train_and_eval", "continuous_eval"])
 
 if __name__ == "__main__":
   cli()

@@ -17,12 +17,7 @@ test accuracy when the test files carry answers (the public ones do).
 from albert_tf import cli_flags
 from albert_tf.tasks import multiple_choice
 
-
-def define_flags():
-  cli_flags.define_finetuning_flags([multiple_choice.RaceTask])
-
-
-main, cli = cli_flags.training_tool(multiple_choice.RaceTask, define_flags)
+main, cli = cli_flags.training_tool(multiple_choice.RaceTask)
 
 if __name__ == "__main__":
   cli()

@@ -19,12 +19,7 @@ windowing, answer alignment and the no-answer rule.
 from albert_tf import cli_flags
 from albert_tf.tasks import question_answering
 
-
-def define_flags():
-  cli_flags.define_finetuning_flags([question_answering.SquadTask])
-
-
-main, cli = cli_flags.training_tool(question_answering.SquadTask, define_flags)
+main, cli = cli_flags.training_tool(question_answering.SquadTask)
 
 if __name__ == "__main__":
   cli()

@@ -1,20 +1,9 @@
 """The one export path: a task's model, restored, exported with the task's
-serving module and params.
-
-  export         an `ExportRequest` (what export_savedmodel's flags say):
-                 from a run directory (--model_dir, or a --checkpoint inside
-                 one) the task is rebuilt from the run record through the
-                 registry, else everything comes from the request.
-
-  export_model   kind + model + params -> `<export_dir>/<version>/`: the
-                 generic encoder export, or the task's serving module.
-  export_run     the same for a run's task: params from the run's config
-                 (`task.serving_params`), flags may change only the
-                 settable fields. `export_savedmodel --model_dir` and
-                 `run_* --mode=export` both end here.
-  task_for_flags without a run directory: the task class and params named
-                 by a serving task (`--task=classification`) or an export
-                 kind (`--export_kind=pretraining`), and the flags.
+serving module and params. `export` runs an `ExportRequest` (what
+export_savedmodel's flags say): from a run directory (--model_dir, or a
+--checkpoint inside one) the task is rebuilt from the run record through the
+registry and exported by `export_run`, as `run_* --mode=export` is; else the
+task class and params come from the request (`task_for_flags`).
 """
 
 import contextlib
@@ -47,15 +36,15 @@ ENCODER = base_task.ENCODER_EXPORT
 def export_kinds():
   """Every export kind: the generic ones and each registered task's."""
   kinds = {ENCODER, export_lib.PREPROCESSING_EXPORT}
-  for name in registry.task_names():
-    kinds.update(registry.get_task_cls(name).export_kinds)
+  for task_cls in registry.tasks():
+    kinds.update(task_cls.export_kinds)
   return sorted(kinds)
 
 
 def serving_task_names():
   """Every `--task` name: the serving tasks of each registered task."""
-  return sorted({serving for name in registry.task_names()
-                 for serving in registry.get_task_cls(name).serving_tasks})
+  return sorted({serving for task_cls in registry.tasks()
+                 for serving in task_cls.serving_tasks})
 
 
 def _encoder_config(model):

@@ -3,29 +3,14 @@ serving export.
 
 Training runs on `albert_tf.core.trainer.Trainer` through
 `albert_tf.core.train_lib.run_experiment` (modes, run record). Each family
-(sentence_prediction, question_answering, multiple_choice) subclasses
-`FinetuneTask`, its data config and its serving params, registers itself
-(`tasks/registry.py`) and declares, besides the hooks of
-`core.base_task.Task`:
-
-  read_examples(split)                 examples of a split ("train", "dev",
-                                       "test", ...)
-  cached_records(split, examples=None) -> (TFRecord path, metadata)
-  feature_spec()                       the records' features
-  check_data_files(training)           raise if the split's files are missing
-  serving_params(recorded_facts)       its params (labels, heads, ...) from
-                                       the config: recorded with the run
-  model_for(kind, model_config, params, dropout_rate)
-                                       its model (encoder() + head)
-  module_for(params)                   its serving module class
-
-A run warm-starts, when it has no checkpoint of its own yet, from
-`trainer.init_checkpoint` (ours, the original TF1 release or Model Garden) or
-`task.init_saved_model` (an encoder SavedModel from export_savedmodel), both
-through `checkpoints.restore.restore`."""
+(sentence_prediction, question_answering, multiple_choice, tagging)
+subclasses `FinetuneTask`, its data config and its serving params, registers
+itself (`tasks/registry.py`) and declares the abstract methods of both
+(examples, cached records, their features, its serving module)."""
 
 import abc
 import dataclasses
+import functools
 import os
 from typing import Any, Dict, Optional
 
@@ -64,7 +49,6 @@ class FinetuningDataConfig(base_config.Config):
   eval_batch_size: int = setting(8, resume=SAFE)
   # Feature cache (TFRecords); "": <model_dir>/features.
   cache_dir: str = setting("", resume=SAFE)
-  # Malformed rows/files: skip and count instead of failing.
   skip_malformed_rows: bool = setting(
       False, resume=SAFE, flag="Skip and count malformed input rows instead "
       "of failing (data.skip_malformed_rows).")
@@ -118,7 +102,10 @@ class FinetuningExperimentConfig(experiment_config.ExperimentConfig):
 
 def initialize_model(model, config):
   """Warm start of a fresh run (no checkpoint in model_dir yet): the encoder
-  from trainer.init_checkpoint or task.init_saved_model; heads stay fresh."""
+  from trainer.init_checkpoint (ours, the original TF1 release or Model
+  Garden's) or task.init_saved_model (an encoder SavedModel of
+  export_savedmodel), through `checkpoints.restore.restore`; heads stay
+  fresh."""
   tc, task = config.trainer, config.task
   if tc.init_checkpoint and task.init_saved_model:
     raise ValueError("set only one of trainer.init_checkpoint and "
@@ -149,6 +136,8 @@ class FinetuneTask(base_task.Task):
   evaluate_after_training = True
   train_split = "train"
   eval_split = "dev"
+  # What the data is called in messages ("CoNLL", a GLUE task's name).
+  data_name = ""
 
   def __init__(self, config, model_dir):
     super().__init__(config, model_dir)
@@ -158,8 +147,10 @@ class FinetuneTask(base_task.Task):
     self.head_dropout = config.task.classifier_dropout
     self.cache_dir = self.data.cache_dir or os.path.join(model_dir,
                                                          "features")
-    self._tokenizer = None
     self._eval_checked = False
+    # Every family that reads a directory has data.data_dir.
+    if getattr(self.data, "data_dir", None) == "":
+      raise ValueError("data.data_dir (--data_dir) is required")
 
   # --- What each family declares ---
 
@@ -176,10 +167,6 @@ class FinetuneTask(base_task.Task):
     """name -> (shape, dtype) of the cached records."""
 
   @abc.abstractmethod
-  def check_data_files(self, training: bool) -> None:
-    """Raises FileNotFoundError naming the missing input of the split."""
-
-  @abc.abstractmethod
   def evaluate(self, trainer, output_dir: str) -> Dict[str, Any]:
     """Full dev evaluation with the benchmark's metrics."""
 
@@ -194,26 +181,50 @@ class FinetuneTask(base_task.Task):
 
   # --- Shared ---
 
-  @property
+  @functools.cached_property
   def tokenizer(self):
-    if self._tokenizer is None:
-      spm = self.data.spm_model_file
-      if not spm:
-        raise ValueError("data.spm_model_file (--spm_model_file) is required")
-      if not os.path.isfile(spm):
-        raise FileNotFoundError(f"data.spm_model_file: {spm} does not exist")
-      tokenizer = tokenization.FullTokenizer(
-          spm, do_lower_case=self.data.do_lower_case)
-      tokenization.check_vocab_size(spm, tokenizer.vocab_size,
-                                    self.config.model.vocab_size,
-                                    "model.vocab_size")
-      self._tokenizer = tokenizer
-    return self._tokenizer
+    spm = self.data.spm_model_file
+    if not spm:
+      raise ValueError("data.spm_model_file (--spm_model_file) is required")
+    if not os.path.isfile(spm):
+      raise FileNotFoundError(f"data.spm_model_file: {spm} does not exist")
+    tokenizer = tokenization.FullTokenizer(
+        spm, do_lower_case=self.data.do_lower_case)
+    tokenization.check_vocab_size(spm, tokenizer.vocab_size,
+                                  self.config.model.vocab_size,
+                                  "model.vocab_size")
+    return tokenizer
+
+  def cached_features(self, stem, split, files, convert, examples=None,
+                      metadata=None, **settings):
+    """(path, metadata) of `split`'s cached records, named `stem` and a
+    fingerprint of `files`, the tokenizer, data.max_seq_length and
+    `settings`; unless cached, built from `convert(examples)` (default: the
+    split's) with `metadata(examples)`."""
+    fp = finetune_features.fingerprint(
+        files, self.tokenizer, max_seq_length=self.data.max_seq_length,
+        **settings)
+    path = os.path.join(self.cache_dir, f"{stem}_{fp}.tf_record")
+
+    def build(out):
+      exs = examples if examples is not None else self.read_examples(split)
+      finetune_features.write_records(
+          out, convert(exs), metadata and (lambda: metadata(exs)))
+    return finetune_features.cached_records(path, build)
 
   def split_path(self, split: str) -> str:
     """Where `split`'s examples are read from, for messages (default: the
     split's directory under data.data_dir)."""
     return os.path.join(self.data.data_dir, split)
+
+  def check_data_files(self, training: bool) -> None:
+    """Raises FileNotFoundError naming the missing input of the split
+    (default: its `split_path` file, named in `data_name`'s words)."""
+    split = self.train_split if training else self.eval_split
+    path = self.split_path(split)
+    if not os.path.isfile(path):
+      raise FileNotFoundError(f"{self.data_name} {split} file not found: "
+                              f"{path} (data.data_dir / --data_dir)")
 
   def validate_inputs(self, training=True):
     self.check_data_files(training)
@@ -259,25 +270,44 @@ class FinetuneTask(base_task.Task):
     return sums["loss_sum"] / tf.maximum(normalizers["count"], 1.0)
 
   def metrics_from_sums(self, sums):
-    """Loss and accuracy of `softmax_sums` (families with other metrics
-    override this)."""
+    """The loss, and each `<x>correct` sum as `<x>accuracy` (`softmax_sums`:
+    accuracy; the SQuAD heads: start_ and end_accuracy)."""
     count = tf.maximum(sums["count"], 1.0)
-    return {"loss": sums["loss_sum"] / count,
-            "accuracy": sums["correct"] / count}
+    return dict({"loss": sums["loss_sum"] / count},
+                **{k[:-len("correct")] + "accuracy": v / count
+                   for k, v in sums.items() if k.endswith("correct")})
+
+  def predict_outputs(self, trainer, split, keys):
+    """(examples, metadata, index -> the model's outputs `keys` (those it
+    has) in numpy) on `split`'s cached records (padding dropped)."""
+    examples = self.read_examples(split)
+    path, meta = self.cached_records(split, examples)
+    num_records = meta["num_records"]
+
+    def dataset_fn(ctx):
+      return padded_eval_dataset(path, self.feature_spec(),
+                                 self.eval_batch_size, num_records,
+                                 self.index_key, ctx)
+
+    def outputs(model, features):
+      out = model(self.model_inputs(features), training=False)
+      return dict({k: out[k] for k in keys if k in out},
+                  _index=features[self.index_key])
+
+    results = {}
+    for batch in trainer.predict(dataset_fn, outputs):
+      for row, idx in enumerate(batch["_index"]):
+        if idx >= 0:
+          results[int(idx)] = {k: v[row] for k, v in batch.items()
+                               if k != "_index"}
+    if len(results) != num_records:
+      raise RuntimeError(f"predicted {len(results)} of {num_records} records")
+    return examples, meta, results
 
   def predict_logits(self, trainer, split):
     """(examples, logits [num_examples, ...]) of the model on `split`, for
     tasks whose model outputs `logits`."""
-    examples = self.read_examples(split)
-    path, meta = self.cached_records(split, examples)
-
-    def output_fn(model, features):
-      return {"logits": model(self.model_inputs(features),
-                              training=False)["logits"]}
-
-    results = predict_records(
-        trainer, path, self.feature_spec(), meta["num_records"],
-        self.eval_batch_size, self.index_key, output_fn)
+    examples, _, results = self.predict_outputs(trainer, split, ("logits",))
     return examples, np.stack([results[i]["logits"]
                                for i in range(len(examples))])
 
@@ -321,10 +351,8 @@ def padded_eval_dataset(path, spec, global_batch, num_records, index_key,
   ds = finetune_features.decoded_records(path, spec)
   pad = (-num_records) % global_batch
   if pad:
-    dummy = {}
-    for name, (shape, dtype) in spec.items():
-      dt = tf.int32 if dtype == tf.int64 else dtype
-      dummy[name] = tf.zeros(shape, dt)
+    dummy = {name: tf.zeros(shape, tf.int32 if dtype == tf.int64 else dtype)
+             for name, (shape, dtype) in spec.items()}
     dummy[index_key] = tf.constant(-1, tf.int32)
     ds = ds.concatenate(tf.data.Dataset.from_tensors(dummy).repeat(pad))
   batch = global_batch
@@ -334,37 +362,3 @@ def padded_eval_dataset(path, spec, global_batch, num_records, index_key,
                     input_context.input_pipeline_id)
     batch = input_context.get_per_replica_batch_size(global_batch)
   return ds.batch(batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
-
-
-def predict_records(trainer, path, spec, num_records, batch_size, index_key,
-                    output_fn):
-  """Runs `output_fn(model, features)` over cached records.
-
-  Returns a dict index -> dict of numpy outputs (padding dropped).
-  `output_fn` must return a dict; the index is added to it.
-  """
-  def dataset_fn(ctx):
-    return padded_eval_dataset(path, spec, batch_size, num_records,
-                               index_key, ctx)
-
-  def outputs(model, features):
-    out = dict(output_fn(model, features))
-    out["_index"] = features[index_key]
-    return out
-
-  results = {}
-  for batch in trainer.predict(dataset_fn, outputs):
-    for row, idx in enumerate(batch["_index"]):
-      if idx < 0:
-        continue
-      results[int(idx)] = {k: v[row] for k, v in batch.items()
-                           if k != "_index"}
-  if len(results) != num_records:
-    raise RuntimeError(f"predicted {len(results)} of {num_records} records")
-  return results
-
-
-__all__ = ["FinetuningDataConfig", "FinetuningExperimentConfig",
-           "FinetuningTaskConfig", "FinetuneTask", "encoder",
-           "initialize_model", "padded_eval_dataset", "predict_records",
-           "softmax_sums"]

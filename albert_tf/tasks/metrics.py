@@ -22,10 +22,7 @@ import numpy as np
 
 def accuracy(labels, predictions):
   labels = np.asarray(labels)
-  predictions = np.asarray(predictions)
-  if labels.size == 0:
-    return 0.0
-  return float(np.mean(labels == predictions))
+  return float(np.mean(labels == predictions)) if labels.size else 0.0
 
 
 # Each formula once, over sums: the NumPy metrics below and the in-graph
@@ -74,8 +71,7 @@ def matthews_corrcoef(labels, predictions):
 
 
 def pearson(x, y):
-  x = np.asarray(x, np.float64)
-  y = np.asarray(y, np.float64)
+  x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
   # Centred first (exact for data far from 0), then the shared formula.
   x, y = x - x.mean(), y - y.mean()
   return float(pearson_from_moments(len(x), x.sum(), y.sum(), np.sum(x * x),
@@ -123,8 +119,7 @@ _PUNCT = frozenset(string.punctuation)
 
 def normalize_answer(s):
   """Official SQuAD normalisation: lower, no punctuation/articles, spaces."""
-  s = s.lower()
-  s = "".join(ch for ch in s if ch not in _PUNCT)
+  s = "".join(ch for ch in s.lower() if ch not in _PUNCT)
   s = _ARTICLES.sub(" ", s)
   return " ".join(s.split())
 
@@ -177,13 +172,10 @@ def _raw_scores(dataset, predictions):
 
 
 def _apply_threshold(scores, null_odds, has_answer, threshold):
-  out = {}
-  for qid, s in scores.items():
-    if null_odds.get(qid, -np.inf) > threshold:
-      out[qid] = float(not has_answer[qid])
-    else:
-      out[qid] = s
-  return out
+  """`scores` with "no answer" where the null odds exceed `threshold`."""
+  return {qid: float(not has_answer[qid])
+          if null_odds.get(qid, -np.inf) > threshold else s
+          for qid, s in scores.items()}
 
 
 def _mean(scores, qids):
@@ -236,22 +228,17 @@ def squad_metrics(dataset, predictions, null_odds=None, null_threshold=None):
   if null_threshold is not None:
     exact = _apply_threshold(exact, null_odds, has_answer, null_threshold)
     f1 = _apply_threshold(f1, null_odds, has_answer, null_threshold)
-  has = [q for q in has_answer if has_answer[q]]
-  no = [q for q in has_answer if not has_answer[q]]
-  out = collections.OrderedDict(
-      exact=_mean(exact, has_answer), f1=_mean(f1, has_answer),
-      total=len(has_answer))
-  if has:
-    out.update(HasAns_exact=_mean(exact, has), HasAns_f1=_mean(f1, has),
-               HasAns_total=len(has))
-  if no:
-    out.update(NoAns_exact=_mean(exact, no), NoAns_f1=_mean(f1, no),
-               NoAns_total=len(no))
-  out["best_exact"], out["best_exact_thresh"] = find_best_threshold(
-      predictions, raw_exact, null_odds, has_answer)
-  out["best_f1"], out["best_f1_thresh"] = find_best_threshold(
-      predictions, raw_f1, null_odds, has_answer)
-  return dict(out)
+  out = {"exact": _mean(exact, has_answer), "f1": _mean(f1, has_answer),
+         "total": len(has_answer)}
+  for part, answerable in (("HasAns", True), ("NoAns", False)):
+    qids = [q for q in has_answer if has_answer[q] == answerable]
+    if qids:
+      out.update({f"{part}_exact": _mean(exact, qids),
+                  f"{part}_f1": _mean(f1, qids), f"{part}_total": len(qids)})
+  for name, raw in (("exact", raw_exact), ("f1", raw_f1)):
+    out[f"best_{name}"], out[f"best_{name}_thresh"] = find_best_threshold(
+        predictions, raw, null_odds, has_answer)
+  return out
 
 
 # --- RACE ---------------------------------------------------------------------
@@ -259,9 +246,7 @@ def squad_metrics(dataset, predictions, null_odds=None, null_threshold=None):
 
 def race_accuracy(levels, labels, predictions):
   """Accuracy on "middle", "high" and "all" (levels: one string per question)."""
-  levels = np.asarray(levels)
-  labels = np.asarray(labels)
-  predictions = np.asarray(predictions)
+  levels, labels, predictions = map(np.asarray, (levels, labels, predictions))
   out = {"accuracy": accuracy(labels, predictions)}
   for level in ("middle", "high"):
     keep = levels == level

@@ -8,7 +8,6 @@ import numpy as np
 
 from albert_tf.core import train_lib
 from albert_tf.core.settings import DATA_POSITION, setting
-from albert_tf.data import finetune_features
 from albert_tf.data import race_data
 from albert_tf.modeling.models import downstream_models
 from albert_tf.serving import serving_params
@@ -20,7 +19,6 @@ from albert_tf.tasks import registry
 
 @dataclasses.dataclass
 class RaceDataConfig(finetune_lib.FinetuningDataConfig):
-  # The RACE directory (train/ dev/ test/, each with middle/ and high/).
   data_dir: str = setting("", resume=DATA_POSITION, flag="The RACE "
                           "directory (train/ dev/ test/ with middle/ and "
                           "high/; data.data_dir).")
@@ -54,11 +52,6 @@ class RaceTask(finetune_lib.FinetuneTask):
   serving_params_cls = MultipleChoiceServingParams
   serving_tasks = {"multiple_choice": {}}
 
-  def __init__(self, config, model_dir):
-    super().__init__(config, model_dir)
-    if not self.data.data_dir:
-      raise ValueError("data.data_dir (--data_dir) is required")
-
   @classmethod
   def model_for(cls, kind, model_config, params, dropout_rate=0.0):
     # An export (`kind` given) computes only the [CLS] row of the last
@@ -85,17 +78,11 @@ class RaceTask(finetune_lib.FinetuneTask):
       if os.path.isdir(directory):
         files.extend(os.path.join(directory, n)
                      for n in sorted(os.listdir(directory)))
-    fp = finetune_features.fingerprint(
-        files, self.tokenizer, max_seq_length=d.max_seq_length,
-        max_qa_length=d.max_qa_length, skip=d.skip_malformed_rows)
-    path = os.path.join(self.cache_dir, f"race_{split}_{fp}.tf_record")
-
-    def build(out):
-      exs = examples if examples is not None else self.read_examples(split)
-      finetune_features.write_records(
-          out, race_data.convert_examples(exs, self.tokenizer,
-                                          d.max_seq_length, d.max_qa_length))
-    return finetune_features.cached_records(path, build)
+    return self.cached_features(
+        f"race_{split}", split, files,
+        lambda exs: race_data.convert_examples(
+            exs, self.tokenizer, d.max_seq_length, d.max_qa_length),
+        examples, max_qa_length=d.max_qa_length, skip=d.skip_malformed_rows)
 
   def check_data_files(self, training):
     split = self.train_split if training else self.eval_split
@@ -108,18 +95,14 @@ class RaceTask(finetune_lib.FinetuneTask):
     return finetune_lib.softmax_sums(logits, features["label_ids"],
                                      self.valid(features))
 
-  def predict_split(self, trainer, split):
-    examples, logits = self.predict_logits(trainer, split)
-    return examples, np.argmax(logits, axis=-1)
-
   def evaluate(self, trainer, output_dir):
-    examples, preds = self.predict_split(trainer, "dev")
-    metrics = _accuracy(examples, preds)
-    metrics["step"] = int(trainer.global_step.numpy())
-    return metrics
+    examples, logits = self.predict_logits(trainer, "dev")
+    return dict(_accuracy(examples, np.argmax(logits, axis=-1)),
+                step=int(trainer.global_step.numpy()))
 
   def predict(self, trainer, output_dir):
-    examples, preds = self.predict_split(trainer, "test")
+    examples, logits = self.predict_logits(trainer, "test")
+    preds = np.argmax(logits, axis=-1)
     os.makedirs(output_dir, exist_ok=True)
     path = os.path.join(output_dir, "race_predictions.json")
     race_data.write_predictions(path, examples, preds)

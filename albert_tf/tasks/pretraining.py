@@ -160,12 +160,6 @@ def validate_pretraining_files(pattern: str, seq_length: int,
   return files
 
 
-# Which summary describes a file, and what it says: data_prep's own rules.
-_summary_value = pretraining_summary.value
-find_summary = pretraining_summary.find
-_summary_count = pretraining_summary.record_count
-
-
 def check_summaries(files, config, what: str):
   """Each file against its data_prep summary: present, the file's instance
   count, vocab_size vs model.vocab_size, the lengths vs the data config.
@@ -176,7 +170,7 @@ def check_summaries(files, config, what: str):
   described = []
   override = "or set data.allow_unverified_input=true"
   for path in files:
-    summary_path, summary = find_summary(path)
+    summary_path, summary = pretraining_summary.find(path)
     if summary is None:
       raise ValueError(f"{path}: no {os.path.basename(path)}{output_files.SUMMARY_SUFFIX}"
                        " (data_prep's record of the file) in " + what +
@@ -186,7 +180,7 @@ def check_summaries(files, config, what: str):
         ("max_seq_length", ("data.seq_length", config.data.seq_length)),
         ("max_predictions_per_seq", ("data.max_predictions_per_seq",
                                      config.data.max_predictions_per_seq))):
-      got = _summary_value(summary, key)
+      got = pretraining_summary.value(summary, key)
       if got is not None and got != want[1]:
         raise ValueError(f"{summary_path}: {key} is {got} but {want[0]} is "
                          f"{want[1]}; use matching data {override}")
@@ -195,7 +189,8 @@ def check_summaries(files, config, what: str):
       raise ValueError(f"{summary_path}: {path} holds no masked token (made "
                        "with masked_lm_prob=0?): the masked LM would learn "
                        f"nothing; regenerate the data {override}")
-    count = _summary_count(summary, summary_path, path)
+    count = pretraining_summary.record_count(summary, summary_path,
+                                             path)
     if not count:
       raise ValueError(f"{summary_path}: lists no instances for {path} "
                        f"{override}")
@@ -217,12 +212,8 @@ PRETRAINING_EXPORT = "pretraining"
 
 @registry.register_task
 class PretrainingTask(base_task.Task):
-  """MLM + SOP pretraining over data_prep TFRecords.
-
-  Args:
-    config: a PretrainingExperimentConfig (uses model, data, trainer).
-    model_dir: the run directory (unused: the data is not cached).
-  """
+  """MLM + SOP pretraining over data_prep TFRecords (a
+  PretrainingExperimentConfig; model_dir is unused: nothing is cached)."""
 
   name = "pretraining"
   config_cls = PretrainingExperimentConfig
@@ -271,9 +262,10 @@ class PretrainingTask(base_task.Task):
     """The tokenizer of the data (spm_model_file, do_lower_case) from its
     summary, once validate_inputs has read it; else {}."""
     for _, _, summary in self._described[:1]:
-      spm = _summary_value(summary, "spm_model_file")
+      spm, lower = (pretraining_summary.value(summary, key) for key in
+                    ("spm_model_file", "do_lower_case"))
       return {"spm_model_file": os.path.abspath(spm) if spm else "",
-              "do_lower_case": _summary_value(summary, "do_lower_case")}
+              "do_lower_case": lower}
     return {}
 
   def record_facts(self) -> Dict[str, Any]:

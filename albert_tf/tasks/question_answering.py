@@ -6,10 +6,7 @@ import dataclasses
 import os
 from typing import Optional
 
-import tensorflow as tf
-
 from albert_tf.core.settings import DATA_POSITION, SAFE, setting
-from albert_tf.data import finetune_features
 from albert_tf.data import squad_checks
 from albert_tf.data import squad_data
 from albert_tf.serving import serving_params
@@ -20,7 +17,6 @@ from albert_tf.tasks import squad_heads
 
 @dataclasses.dataclass
 class SquadDataConfig(finetune_lib.FinetuningDataConfig):
-  # SQuAD JSON files.
   train_file: str = setting("", resume=DATA_POSITION,
                             flag="SQuAD training JSON (data.train_file).")
   predict_file: str = setting("", resume=SAFE, flag="SQuAD JSON to "
@@ -73,7 +69,6 @@ class SquadServingParams(serving_params.ServingParams):
   # xlnet head needs windows).
   doc_stride: int = setting(128, export=True, flag="SQuAD: window stride "
                             "over long contexts (default 128; 0 truncates).")
-  # Contexts needing more windows are refused with an error.
   max_windows: int = setting(32, export=True, flag="SQuAD export with "
                              "doc-stride windows: longer contexts are "
                              "refused with an error (default 32).")
@@ -128,63 +123,45 @@ class SquadTask(finetune_lib.FinetuneTask):
   def feature_spec(self):
     return squad_data.feature_spec(self.data.max_seq_length)
 
-  def _fingerprint(self, path):
-    d = self.data
-    return finetune_features.fingerprint(
-        [path], self.tokenizer, max_seq_length=d.max_seq_length,
-        doc_stride=d.doc_stride, max_query_length=d.max_query_length,
-        v2=self.v2)
-
-  def _split_file(self, split):
-    """(path, is_training): "train" is data.train_file, any other split
-    data.predict_file."""
-    if split == self.train_split:
-      return self.data.train_file, True
-    return self.data.predict_file, False
-
   def split_path(self, split):
-    return self._split_file(split)[0]
+    """data.train_file for "train", data.predict_file for other splits."""
+    return (self.data.train_file if split == self.train_split
+            else self.data.predict_file)
 
   def read_examples(self, split):
-    path, is_training = self._split_file(split)
+    is_training = split == self.train_split
     self.check_data_files(is_training)
-    stats = squad_data.ReadStats()
-    examples = squad_data.read_squad_examples(path, is_training, self.v2,
-                                              stats)
-    return examples
+    return squad_data.read_squad_examples(
+        self.split_path(split), is_training, self.v2, squad_data.ReadStats())
 
   def cached_records(self, split, examples=None):
     """Cached windows -> (tfrecord path, metadata with windows/tokens)."""
-    path, is_training = self._split_file(split)
-    name = "train" if is_training else "eval"
-    out = os.path.join(self.cache_dir,
-                       f"squad_{name}_{self._fingerprint(path)}.tf_record")
+    is_training, d = split == self.train_split, self.data
+    windows = []
 
-    def build(dest):
-      exs = examples if examples is not None else self.read_examples(split)
-      windows = []
+    def features(exs):
+      for feats, meta in squad_data.convert_examples(
+          exs, self.tokenizer, d.max_seq_length, d.doc_stride,
+          d.max_query_length, is_training):
+        if not is_training:
+          windows.append(meta)
+        yield feats
 
-      def features():
-        for feats, meta in squad_data.convert_examples(
-            exs, self.tokenizer, self.data.max_seq_length,
-            self.data.doc_stride, self.data.max_query_length, is_training):
-          if not is_training:
-            windows.append(meta)
-          yield feats
+    def metadata(exs):  # windows are collected while records are written
+      if is_training:
+        return {"num_examples": len(exs)}
+      return {"num_examples": len(exs), "windows": windows,
+              "tokens": squad_data.example_metadata(exs, self.tokenizer)}
 
-      def metadata():  # windows are collected while records are written
-        if is_training:
-          return {"num_examples": len(exs)}
-        return {"num_examples": len(exs), "windows": windows,
-                "tokens": squad_data.example_metadata(exs,
-                                                      self.tokenizer)}
-
-      finetune_features.write_records(dest, features(), metadata)
-    return finetune_features.cached_records(out, build)
+    return self.cached_features(
+        "squad_" + ("train" if is_training else "eval"), split,
+        [self.split_path(split)], features, examples, metadata,
+        doc_stride=d.doc_stride, max_query_length=d.max_query_length,
+        v2=self.v2)
 
   def check_data_files(self, training):
-    path = self.data.train_file if training else self.data.predict_file
     what = "train_file" if training else "predict_file"
+    path = getattr(self.data, what)
     if not path or not os.path.isfile(path):
       raise FileNotFoundError(f"SQuAD data.{what} not found: {path!r} "
                               f"(--{what})")
@@ -192,45 +169,23 @@ class SquadTask(finetune_lib.FinetuneTask):
   def compute_sums(self, model, features, training):
     return self.head.compute_sums(self, model, features, training)
 
-  def metrics_from_sums(self, sums):
-    count = tf.maximum(sums["count"], 1.0)
-    return {"loss": sums["loss_sum"] / count,
-            "start_accuracy": sums["start_correct"] / count,
-            "end_accuracy": sums["end_correct"] / count}
-
-  def raw_predictions(self, trainer, output_fn):
-    """(examples, eval metadata, unique id -> output_fn's numpy outputs)."""
-    examples = self.read_examples(self.eval_split)
-    path, meta = self.cached_records(self.eval_split, examples)
-    raw = finetune_lib.predict_records(
-        trainer, path, self.feature_spec(), meta["num_records"],
-        self.eval_batch_size, self.index_key, output_fn)
-    return examples, meta, raw
-
   def write_predictions(self, output_dir, predictions, nbest, null_odds):
     os.makedirs(output_dir, exist_ok=True)
-    files = [os.path.join(output_dir, "predictions.json"),
-             os.path.join(output_dir, "nbest_predictions.json")]
-    squad_data.write_json(files[0], predictions)
-    squad_data.write_json(files[1], nbest)
+    outputs = {"predictions": predictions, "nbest_predictions": nbest}
     if self.v2:
-      files.append(os.path.join(output_dir, "null_odds.json"))
-      squad_data.write_json(files[2], null_odds)
+      outputs["null_odds"] = null_odds
+    files = [os.path.join(output_dir, f"{name}.json") for name in outputs]
+    for path, value in zip(files, outputs.values()):
+      squad_data.write_json(path, value)
     return files
-
-  def predict_answers(self, trainer, output_dir, threshold=None):
-    """Predictions for data.predict_file; writes the JSON files. Returns
-    (predictions, null scores, files)."""
-    return self.head.predict_answers(self, trainer, output_dir, threshold)
 
   def evaluate(self, trainer, output_dir):
     dataset = squad_checks.load_json(self.data.predict_file)["data"]
-    metrics = self.head.evaluate(self, trainer, output_dir, dataset)
-    metrics["step"] = int(trainer.global_step.numpy())
-    return metrics
+    return dict(self.head.evaluate(self, trainer, output_dir, dataset),
+                step=int(trainer.global_step.numpy()))
 
   def predict(self, trainer, output_dir):
-    return self.predict_answers(trainer, output_dir)[2]
+    return self.head.predict_answers(self, trainer, output_dir)[2]
 
   # --- Export ---
 

@@ -50,6 +50,11 @@ def task_names() -> List[str]:
   return sorted(_TASKS)
 
 
+def tasks() -> List[Type[base_task.Task]]:
+  """The registered task classes, in the order of their names."""
+  return [_TASKS[name] for name in task_names()]
+
+
 def get_task_cls(name: str, module: Optional[str] = None
                  ) -> Type[base_task.Task]:
   """The class registered as `name`; imports `module` first when given and
@@ -68,9 +73,9 @@ def get_task_cls(name: str, module: Optional[str] = None
 def task_for_serving_name(serving_task: str) -> Type[base_task.Task]:
   """The task whose export serves `serving_task` (`--task=classification`:
   the keys of each task's `serving_tasks`)."""
-  for name in task_names():
-    if serving_task in _TASKS[name].serving_tasks:
-      return _TASKS[name]
+  for task_cls in tasks():
+    if serving_task in task_cls.serving_tasks:
+      return task_cls
   known = sorted(s for t in _TASKS.values() for s in t.serving_tasks)
   raise ValueError(f"unknown serving task {serving_task!r}; expected one of "
                    f"{known}")

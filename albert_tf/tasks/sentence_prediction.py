@@ -9,7 +9,6 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.core.settings import DATA_POSITION, setting
-from albert_tf.data import finetune_features
 from albert_tf.data import glue_data
 from albert_tf.data import label_names
 from albert_tf.modeling.models import downstream_models
@@ -22,12 +21,11 @@ from albert_tf.tasks import registry
 
 @dataclasses.dataclass
 class GlueDataConfig(finetune_lib.FinetuningDataConfig):
-  # GLUE task name (cola, sst-2, mrpc, sts-b, qqp, mnli, qnli, rte, wnli).
   task_name: str = setting("", flag="GLUE task (data.task_name): "
                            f"{', '.join(glue_data.TASK_NAMES)}.")
-  # The task's GLUE directory (train.tsv, dev*.tsv, test*.tsv).
-  data_dir: str = setting("", resume=DATA_POSITION,
-                          flag="The task's GLUE directory (data.data_dir).")
+  data_dir: str = setting("", resume=DATA_POSITION, flag="The task's GLUE "
+                          "directory: train.tsv, dev*.tsv, test*.tsv "
+                          "(data.data_dir).")
 
 
 @dataclasses.dataclass
@@ -83,9 +81,8 @@ class ClassifierTask(finetune_lib.FinetuneTask):
     if not self.data.task_name:
       raise ValueError("data.task_name (--task_name) is required: one of "
                        f"{glue_data.TASK_NAMES}")
-    if not self.data.data_dir:
-      raise ValueError("data.data_dir (--data_dir) is required")
     self.spec = glue_data.get_task(self.data.task_name)
+    self.data_name = self.spec.name
     self.regression = self.spec.labels is None
     self.num_labels = glue_data.num_labels(self.spec.name)
     self.eval_split = glue_data.task_splits(self.spec.name)[0][0]
@@ -110,30 +107,14 @@ class ClassifierTask(finetune_lib.FinetuneTask):
         stats=glue_data.ReadStats())
 
   def cached_records(self, split, examples=None):
-    path_in = os.path.join(self.data.data_dir, self.spec.files[split])
-    fp = finetune_features.fingerprint(
-        [path_in], self.tokenizer, max_seq_length=self.data.max_seq_length,
-        skip=self.data.skip_malformed_rows)
-    path = os.path.join(self.cache_dir,
-                        f"{self.spec.name}_{split}_{fp}.tf_record")
-
-    def build(out):
-      exs = examples if examples is not None else self.read_examples(split)
-      finetune_features.write_records(
-          out, glue_data.convert_examples(exs, self.spec.name,
-                                          self.tokenizer,
-                                          self.data.max_seq_length))
-    return finetune_features.cached_records(path, build)
+    return self.cached_features(
+        f"{self.spec.name}_{split}", split, [self.split_path(split)],
+        lambda exs: glue_data.convert_examples(
+            exs, self.spec.name, self.tokenizer, self.data.max_seq_length),
+        examples, skip=self.data.skip_malformed_rows)
 
   def split_path(self, split):
     return os.path.join(self.data.data_dir, self.spec.files[split])
-
-  def check_data_files(self, training):
-    split = self.train_split if training else self.eval_split
-    path = self.split_path(split)
-    if not os.path.isfile(path):
-      raise FileNotFoundError(f"{self.spec.name} {split} file not found: "
-                              f"{path} (data.data_dir / --data_dir)")
 
   def compute_sums(self, model, features, training):
     logits = model(self.model_inputs(features), training=training)["logits"]
@@ -147,13 +128,10 @@ class ClassifierTask(finetune_lib.FinetuneTask):
               "syy": tf.reduce_sum(w * y * y),
               "sxy": tf.reduce_sum(w * pred * y)}
     labels = features["label_ids"]
-    ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
-    pred = tf.argmax(logits, -1, output_type=tf.int32)
-    hit = tf.cast(tf.equal(pred, labels), tf.float32)
-    sums = {"loss_sum": tf.reduce_sum(w * ce), "count": tf.reduce_sum(w),
-            "correct": tf.reduce_sum(w * hit)}
+    sums = finetune_lib.softmax_sums(logits, labels, w)
     if self.num_labels == 2:  # confusion counts give F1 and Matthews corr.
-      p, y = tf.cast(pred, tf.float32), tf.cast(labels, tf.float32)
+      p = tf.cast(tf.argmax(logits, -1, output_type=tf.int32), tf.float32)
+      y = tf.cast(labels, tf.float32)
       sums.update(tp=tf.reduce_sum(w * p * y), fp=tf.reduce_sum(w * p * (1 - y)),
                   fn=tf.reduce_sum(w * (1 - p) * y),
                   tn=tf.reduce_sum(w * (1 - p) * (1 - y)))
@@ -180,15 +158,13 @@ class ClassifierTask(finetune_lib.FinetuneTask):
   def predict_split(self, trainer, split):
     """(examples, predictions): label ids, or scores for regression."""
     examples, logits = self.predict_logits(trainer, split)
-    if self.regression:
-      return examples, logits[:, 0]
-    return examples, np.argmax(logits, axis=-1)
+    return examples, (logits[:, 0] if self.regression
+                      else np.argmax(logits, axis=-1))
 
   def evaluate(self, trainer, output_dir):
     results = {"step": int(trainer.global_step.numpy())}
     for split in glue_data.task_splits(self.spec.name)[0]:
-      if not os.path.isfile(os.path.join(self.data.data_dir,
-                                         self.spec.files[split])):
+      if not os.path.isfile(self.split_path(split)):
         continue
       examples, preds = self.predict_split(trainer, split)
       if self.regression:
@@ -206,8 +182,7 @@ class ClassifierTask(finetune_lib.FinetuneTask):
   def predict(self, trainer, output_dir):
     written = []
     for split in glue_data.task_splits(self.spec.name)[1]:
-      path = os.path.join(self.data.data_dir, self.spec.files[split])
-      if not os.path.isfile(path):
+      if not os.path.isfile(self.split_path(split)):
         continue
       examples, preds = self.predict_split(trainer, split)
       written.append(glue_data.write_submission(self.spec.name, split,

@@ -26,10 +26,18 @@ BEAM_OUTPUTS = ("start_top_log_probs", "start_top_index", "end_top_log_probs",
                 "end_top_index", "cls_logits")
 
 
-def _hits(scores, positions):
-  """1.0 where the best position of `scores` [batch, seq] is `positions`."""
-  best = tf.argmax(scores, -1, output_type=tf.int32)  # [batch]
-  return tf.cast(tf.equal(best, tf.cast(positions, tf.int32)), tf.float32)
+def _span_sums(task, features, loss, start_scores, end_scores):
+  """The additive sums of a span head: loss_sum, count, and the hits of the
+  best start and end position (`*_scores` [batch, seq]; `loss` [batch])."""
+  w = task.valid(features)  # [batch]
+
+  def correct(scores, positions):
+    best = tf.argmax(scores, -1, output_type=tf.int32)  # [batch]
+    hit = tf.equal(best, tf.cast(features[positions], tf.int32))
+    return tf.reduce_sum(w * tf.cast(hit, tf.float32))
+  return {"loss_sum": tf.reduce_sum(w * loss), "count": tf.reduce_sum(w),
+          "start_correct": correct(start_scores, "start_positions"),
+          "end_correct": correct(end_scores, "end_positions")}
 
 
 class SimpleHead:
@@ -54,7 +62,6 @@ class SimpleHead:
   @staticmethod
   def compute_sums(task, model, features, training):
     outputs = model(task.model_inputs(features), training=training)
-    w = task.valid(features)  # [batch]
     start, end = features["start_positions"], features["end_positions"]
     loss = 0.5 * (
         tf.nn.sparse_softmax_cross_entropy_with_logits(
@@ -65,22 +72,16 @@ class SimpleHead:
       answerable = tf.cast(1 - features["is_impossible"], tf.float32)
       loss += tf.nn.sigmoid_cross_entropy_with_logits(
           answerable, outputs["answerable_logits"])
-    return {"loss_sum": tf.reduce_sum(w * loss), "count": tf.reduce_sum(w),
-            "start_correct": tf.reduce_sum(
-                w * _hits(outputs["start_logits"], start)),
-            "end_correct": tf.reduce_sum(
-                w * _hits(outputs["end_logits"], end))}
+    return _span_sums(task, features, loss, outputs["start_logits"],
+                      outputs["end_logits"])
 
   @staticmethod
-  def predict_answers(task, trainer, output_dir, threshold=None):
-    """Answers for data.predict_file at `threshold` (default data's);
-    writes the JSON files. Returns (predictions, null_odds, files)."""
-    def output_fn(model, features):
-      out = model(task.model_inputs(features), training=False)
-      return {k: out[k] for k in ("start_logits", "end_logits",
-                                  "answerable_logits") if k in out}
-
-    examples, meta, raw = task.raw_predictions(trainer, output_fn)
+  def predict_answers(task, trainer, output_dir):
+    """Answers for data.predict_file; writes the JSON files. Returns
+    (predictions, null_odds, files)."""
+    examples, meta, raw = task.predict_outputs(
+        trainer, task.eval_split,
+        ("start_logits", "end_logits", "answerable_logits"))
     results = {
         uid: squad_answers.WindowResult(
             r["start_logits"], r["end_logits"],
@@ -91,8 +92,7 @@ class SimpleHead:
         examples, meta["windows"], meta["tokens"], results,
         n_best_size=d.n_best_size, max_answer_length=d.max_answer_length,
         version_2_with_negative=task.v2,
-        null_score_diff_threshold=(d.null_score_diff_threshold
-                                   if threshold is None else threshold))
+        null_score_diff_threshold=d.null_score_diff_threshold)
     files = task.write_predictions(output_dir, predictions, nbest, null_odds)
     return predictions, null_odds, files
 
@@ -162,39 +162,29 @@ class XlnetHead:
     outputs = model.training_outputs(inputs, start, training=training)
     loss = albert_squad_v2.squad_v2_loss(outputs, start, end,
                                          features["is_impossible"])  # [batch]
-    w = task.valid(features)
-    return {"loss_sum": tf.reduce_sum(w * loss), "count": tf.reduce_sum(w),
-            "start_correct": tf.reduce_sum(
-                w * _hits(outputs["start_log_probs"], start)),
-            "end_correct": tf.reduce_sum(
-                w * _hits(outputs["end_log_probs"], end))}
+    return _span_sums(task, features, loss, outputs["start_log_probs"],
+                      outputs["end_log_probs"])
 
   @staticmethod
   def _beam_results(task, trainer):
-    """(examples, eval metadata, unique id -> BeamResult) on predict_file."""
-    def output_fn(model, features):
-      out = model(task.model_inputs(features), training=False)
-      return {k: out[k] for k in BEAM_OUTPUTS}
-
-    examples, meta, raw = task.raw_predictions(trainer, output_fn)
+    """(examples, windows, tokens, unique id -> BeamResult) on
+    predict_file: the first arguments of the beam's postprocessing."""
+    examples, meta, raw = task.predict_outputs(trainer, task.eval_split,
+                                               BEAM_OUTPUTS)
     results = {uid: squad_answers.BeamResult(
         r["start_top_log_probs"], r["start_top_index"],
         r["end_top_log_probs"], r["end_top_index"], float(r["cls_logits"]))
                for uid, r in raw.items()}
-    return examples, meta, results
+    return examples, meta["windows"], meta["tokens"], results
 
   @classmethod
-  def predict_answers(cls, task, trainer, output_dir, threshold=None):
-    """Answers at `threshold` (default data's); writes the three JSON
+  def predict_answers(cls, task, trainer, output_dir):
+    """Answers at data.null_score_diff_threshold; writes the three JSON
     files. Returns (predictions, null_scores, files)."""
-    if threshold is None:
-      threshold = task.data.null_score_diff_threshold
-    examples, meta, results = cls._beam_results(task, trainer)
     predictions, null_scores, nbest = squad_answers.postprocess_beam(
-        examples, meta["windows"], meta["tokens"], results,
-        n_best_size=task.data.n_best_size,
+        *cls._beam_results(task, trainer), n_best_size=task.data.n_best_size,
         max_answer_length=task.data.max_answer_length,
-        null_score_diff_threshold=threshold)
+        null_score_diff_threshold=task.data.null_score_diff_threshold)
     files = task.write_predictions(output_dir, predictions, nbest,
                                    null_scores)
     return predictions, null_scores, files
@@ -203,9 +193,8 @@ class XlnetHead:
   def evaluate(cls, task, trainer, output_dir, dataset):
     """The original's evaluate_v2 (dev-tuned threshold); writes the files
     of the tuned predictions. Returns the metrics."""
-    examples, meta, results = cls._beam_results(task, trainer)
     metrics, predictions, null_scores, nbest = squad_v2_postprocess.evaluate(
-        dataset, examples, meta["windows"], meta["tokens"], results,
+        dataset, *cls._beam_results(task, trainer),
         n_best_size=task.data.n_best_size,
         max_answer_length=task.data.max_answer_length)
     task.write_predictions(output_dir, predictions, nbest, null_scores)

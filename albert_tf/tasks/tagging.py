@@ -1,22 +1,14 @@
 """Token classification (named entities and other IOB2 tagging) on CoNLL
-files, registered as `tagging` (Model Garden's name):
-
-  python -m albert_tf.run_finetuning --task=tagging --data_dir=conll \
-    --config_file=models/albert_base_v2.yaml \
-    --spm_model_file=albert_base/30k-clean.model \
-    --init_checkpoint=albert_base/model.ckpt-best --model_dir=/tmp/ner
-
---data_dir holds train.txt, dev.txt and optionally test.txt
-(albert_tf/data/conll_data.py). The labels are those of train.txt ("O"
-first, the others sorted) unless data.label_names gives them. `eval`
-reports conlleval's entity-level precision / recall / F1 on dev.txt
-(tagging_metrics.py) into eval_results.json; `predict` writes
-<output_dir>/predictions.txt (test.txt, else dev.txt, each line with its
-predicted label appended); `export` serves text -> a label per word
-(serving/token_module.py).
+files, registered as `tagging` (Model Garden's name): `run_finetuning
+--task=tagging --data_dir=DIR` with DIR/train.txt, dev.txt and optionally
+test.txt (albert_tf/data/conll_data.py). Its labels, evaluation (conlleval's
+entity scores, tagging_metrics.py), predictions.txt and export (a label per
+word, serving/token_module.py): docs/finetuning.md, "Token classification
+(`tagging`)".
 """
 
 import dataclasses
+import functools
 import os
 from typing import List
 
@@ -24,10 +16,8 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from albert_tf.core import run_record
 from albert_tf.core.settings import DATA_POSITION, setting
 from albert_tf.data import conll_data
-from albert_tf.data import finetune_features
 from albert_tf.data import label_names as label_names_lib
 from albert_tf.modeling.layers.downstream_heads import ClassificationHead
 from albert_tf.modeling.networks.albert_encoder import encoder_inputs
@@ -46,7 +36,6 @@ class TaggingDataConfig(finetune_lib.FinetuningDataConfig):
   data_dir: str = setting("", resume=DATA_POSITION, flag="The CoNLL "
                           "directory: train.txt, dev.txt, optional test.txt "
                           "(data.data_dir).")
-  # The IOB2 labels in output order; []: those of train.txt.
   label_names: List[str] = setting(
       [], flag="The IOB2 labels in output order (data.label_names; default: "
       "those of train.txt, O first).")
@@ -97,24 +86,21 @@ class TaggingTask(finetune_lib.FinetuneTask):
   config_cls = TaggingExperimentConfig
   serving_params_cls = TaggingServingParams
   serving_tasks = {"tagging": {}}
+  data_name = "CoNLL"
 
   def __init__(self, config, model_dir):
     super().__init__(config, model_dir)
-    if not self.data.data_dir:
-      raise ValueError("data.data_dir (--data_dir) is required")
-    self._labels = None
     self._sentences = {}
 
-  @property
+  @functools.cached_property
   def labels(self) -> List[str]:
-    """The config's, else the run record's, else train.txt's."""
-    if self._labels is None:
-      record = run_record.read(self.model_dir) if self.model_dir else None
-      self._labels = label_names_lib.check_names(
-          self.data.label_names or (record and record.facts.get(
-              "label_names")) or conll_data.label_list(
-                  self.read_examples("train")))
-    return self._labels
+    """data.label_names, else train.txt's, which are then kept there: the
+    run record holds them with the config, and the run's later commands
+    restore them with it (as a classifier's come with its config)."""
+    if not self.data.label_names:
+      self.data.label_names = conll_data.label_list(
+          self.read_examples("train"))
+    return label_names_lib.check_names(self.data.label_names)
 
   @classmethod
   def model_for(cls, kind, model_config, params, dropout_rate=0.0):
@@ -133,9 +119,9 @@ class TaggingTask(finetune_lib.FinetuneTask):
       sentences = conll_data.read_sentences(self.split_path(split),
                                             labelled=split != "test")
       # Labels outside the run's are refused before training; train.txt's
-      # are the run's unless the config or the record gave them first.
+      # are the run's unless the config (a run's: recorded) gave them first.
       if sentences and sentences[0].labels is not None and (
-          split != "train" or self._labels is not None):
+          split != "train" or self.data.label_names):
         conll_data.check_labels(sentences, self.labels,
                                 "data.label_names, the run record or "
                                 "train.txt")
@@ -143,24 +129,12 @@ class TaggingTask(finetune_lib.FinetuneTask):
     return self._sentences[split]
 
   def cached_records(self, split, examples=None):
-    path_in = self.split_path(split)
-    fp = finetune_features.fingerprint(
-        [path_in], self.tokenizer, max_seq_length=self.data.max_seq_length,
-        labels=self.labels)
-    path = os.path.join(self.cache_dir, f"tagging_{split}_{fp}.tf_record")
-
-    def build(out):
-      finetune_features.write_records(out, conll_data.convert_sentences(
-          examples or self.read_examples(split), self.tokenizer,
-          {l: i for i, l in enumerate(self.labels)},
-          self.data.max_seq_length))
-    return finetune_features.cached_records(path, build)
-
-  def check_data_files(self, training):
-    path = self.split_path(self.train_split if training else self.eval_split)
-    if not os.path.isfile(path):
-      raise FileNotFoundError(f"CoNLL file not found: {path} "
-                              "(data.data_dir / --data_dir)")
+    return self.cached_features(
+        f"tagging_{split}", split, [self.split_path(split)],
+        lambda exs: conll_data.convert_sentences(
+            exs, self.tokenizer, {l: i for i, l in enumerate(self.labels)},
+            self.data.max_seq_length),
+        examples, labels=self.labels)
 
   def loss_normalizers(self, features):
     return {"count": tf.reduce_sum(self._weights(features))}
@@ -180,21 +154,18 @@ class TaggingTask(finetune_lib.FinetuneTask):
     """(sentences, the predicted label of each word)."""
     sentences, logits = self.predict_logits(trainer, split)
     piece_labels = np.argmax(logits, axis=-1)  # [sentences, seq]
-    predicted = []
-    for row, pieces in zip(piece_labels, conll_data.word_pieces(
-        self.tokenizer, sentences)):
-      predicted.append([self.labels[row[p]] if p >= 0 else
-                        token_module.OUTSIDE
-                        for p in conll_data.first_positions(pieces)])
-    return sentences, predicted
+    pieces = conll_data.word_pieces(self.tokenizer, sentences)
+    return sentences, [
+        [self.labels[row[p]] if p >= 0 else token_module.OUTSIDE
+         for p in conll_data.first_positions(words)]
+        for row, words in zip(piece_labels, pieces)]
 
   def evaluate(self, trainer, output_dir):
     sentences, predicted = self.predict_split(trainer, self.eval_split)
-    results = tagging_metrics.entity_scores([s.labels for s in sentences],
-                                            predicted)
-    results.update(step=int(trainer.global_step.numpy()),
-                   num_sentences=len(sentences))
-    return results
+    return dict(
+        tagging_metrics.entity_scores([s.labels for s in sentences],
+                                      predicted),
+        step=int(trainer.global_step.numpy()), num_sentences=len(sentences))
 
   def predict(self, trainer, output_dir):
     split = "test" if os.path.isfile(self.split_path("test")) else "dev"
@@ -205,8 +176,9 @@ class TaggingTask(finetune_lib.FinetuneTask):
   # --- Export ---
 
   def serving_params(self, recorded_facts):
+    del recorded_facts
     return TaggingServingParams(
-        label_names=list(recorded_facts.get("label_names") or self.labels),
+        label_names=list(self.labels),
         **self.base_serving_params())
 
   @classmethod

@@ -10,8 +10,10 @@ import tensorflow as tf
 
 from albert_tf.core import experiment_config as ec
 from albert_tf.core import train_lib
+from albert_tf.tasks import multiple_choice
 from albert_tf.tasks import pretraining
 from albert_tf.tasks import sentence_prediction
+from albert_tf.tasks import tagging
 from data_prep import create_pretraining_data as cpd
 from data_prep import output_files
 from data_prep import pretraining_config
@@ -185,3 +187,14 @@ def test_evaluation_inputs_are_checked_before_training(tmp_path_factory,
           sentence_prediction.ClassifierTask(config, str(model_dir)), config,
           str(model_dir), "train_and_eval")
     assert not (model_dir / "checkpoints").exists()  # nothing trained
+
+
+@pytest.mark.parametrize("task_cls, data", [
+    (sentence_prediction.ClassifierTask, {"task_name": "mrpc"}),
+    (multiple_choice.RaceTask, {}), (tagging.TaggingTask, {})])
+def test_a_family_that_reads_a_directory_needs_data_dir(task_cls, data):
+  config = finetune_testlib.tiny_finetune_config(
+      task_cls.config_cls, dict(data, max_seq_length=32))
+  with pytest.raises(ValueError, match=r"^data\.data_dir \(--data_dir\) is "
+                     r"required$"):
+    task_cls(config, "unused")

@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from albert_tf.core import run_record
 from albert_tf.data import conll_data
+from albert_tf.tasks import registry
 from albert_tf.tasks import tagging
 from albert_tf.tasks import tagging_metrics
 from tests.tasks import test_run_finetuning as generic
@@ -190,3 +192,22 @@ def test_labels_given_in_the_config_are_checked_on_train_txt(
   with pytest.raises(ValueError, match=(
       r"train\.txt:4: label 'B-LOC' is not one of the run's labels")):
     task.read_examples("train")
+
+
+def test_labels_of_train_txt_are_restored_from_the_run_record(
+    tmp_path, tmp_path_factory):
+  """train.txt's labels go into the run's config, so every later command of
+  the run (rebuilt from its record) has them, whatever train.txt says then."""
+  (tmp_path / "train.txt").write_text("Ann B-PER\nsat O\n\nRome B-LOC\n")
+  config = finetune_testlib.tiny_finetune_config(
+      tagging.TaggingExperimentConfig, {
+          "data_dir": str(tmp_path), "max_seq_length": 32,
+          "spm_model_file": finetune_testlib.spm_model(tmp_path_factory)})
+  model_dir = str(tmp_path / "run")
+  facts = tagging.TaggingTask(config, model_dir).record_facts()
+  assert facts["label_names"] == ["O", "B-LOC", "B-PER"]
+  run_record.write(model_dir, config, facts)
+  (tmp_path / "train.txt").write_text("Ann B-ORG\n")
+  task = registry.task_of_record(run_record.read(model_dir))
+  assert task.config.data.label_names == ["O", "B-LOC", "B-PER"]
+  assert task.labels == ["O", "B-LOC", "B-PER"]
