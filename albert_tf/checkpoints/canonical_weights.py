@@ -6,13 +6,15 @@ names without the ":0" (e.g. `embeddings/word_embeddings`,
 `transformer/attention_0/query/kernel`, `mlm_head/output_bias`), and the
 arrays have our shapes (dense kernels [in, out], SOP `output_weights` [2, H]).
 Layout modules (`tf1_checkpoint`, `model_garden_checkpoint`) only translate
-names and shapes to and from this form.
+names and shapes to and from this form; `load` reads, checks and assigns a
+translated checkpoint into a model's parts (`model_parts`) in one call.
 """
 
 import collections
 import dataclasses
 from typing import Dict, List, Mapping, Optional, Tuple
 
+from absl import logging
 import numpy as np
 import tensorflow as tf
 
@@ -106,6 +108,42 @@ def model_config(model):
   return getattr(getattr(model, "encoder", model), "config")
 
 
+def model_parts(model):
+  """Named trackables of `model` (an AlbertEncoder, or any model with an
+  `encoder` and `checkpoint_items`)."""
+  encoder = getattr(model, "encoder", model)
+  if model is encoder:
+    return {"encoder": encoder}
+  items = getattr(model, "checkpoint_items", None)
+  if items is None:
+    raise TypeError(f"{type(model).__name__} has an encoder but no "
+                    "checkpoint_items naming its heads")
+  items = dict(items)
+  if items.get("encoder") is not encoder:
+    raise ValueError(f"{type(model).__name__}.checkpoint_items must hold its "
+                     "encoder under 'encoder'")
+  return items
+
+
+def check_heads(model, path, want_heads, held, allow_missing_heads):
+  """(model_parts(model), its heads left fresh): every head unless
+  `want_heads`, else those `path` lacks (`held`: the parts it holds), which
+  is an error unless allowed."""
+  all_parts = model_parts(model)
+  heads = [p for p in all_parts if p != "encoder"]
+  missing = [h for h in heads if h not in held] if want_heads else []
+  if missing and not allow_missing_heads:
+    raise CheckpointConversionError(
+        f"{path}: holds an encoder but not the {type(model).__name__} head "
+        f"({', '.join(missing)}): not a checkpoint of this model; restore "
+        "parts='encoder', or allow_missing_heads (--allow_random_head) to "
+        "keep fresh heads")
+  if missing:
+    logging.warning("%s has no %s; keeping their initial values", path,
+                    ", ".join(missing))
+  return all_parts, missing if want_heads else heads
+
+
 @dataclasses.dataclass
 class ConversionReport:
   """What a conversion did with each source variable.
@@ -192,16 +230,6 @@ def read_tensor(reader, name: str, path: str) -> np.ndarray:
         f"{str(e).splitlines()[0] if str(e) else ''}") from e
 
 
-def open_reader(path: str):
-  try:
-    return tf.train.load_checkpoint(path)
-  except (tf.errors.OpError, ValueError) as e:
-    raise CheckpointConversionError(
-        f"{path}: cannot open checkpoint (missing or damaged .index file?): "
-        f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-    ) from e
-
-
 # --- Object-based (TF2) checkpoints ----------------------------------------
 
 
@@ -216,30 +244,52 @@ def object_training_state_reason(key: str) -> Optional[str]:
   return None
 
 
-def read_object_checkpoint(path: str, key_to_name: Mapping[str, str],
-                           layout: str,
-                           transforms: Optional[Mapping[str, object]] = None
-                           ) -> Tuple[Dict[str, np.ndarray], ConversionReport]:
-  """Reads an object-based checkpoint through a key -> canonical name map.
-
-  `transforms`: canonical name -> function turning the stored array into
-  our shape. Keys the map does not know are skipped with a reason.
-  """
-  reader = open_reader(path)
-  report = ConversionReport(layout=layout, source=path)
-  values = {}
+def read_mapped(reader, report: ConversionReport, transforms=None
+                ) -> Dict[str, np.ndarray]:
+  """The arrays of `report.mapped` (canonical name -> stored key) and of
+  `report.extras`' keys, read from `reader` in one pass; every other stored
+  key is skipped with a reason. `transforms`: canonical name -> function
+  turning the stored array into our shape."""
+  stored_keys = set(report.mapped.values())
   for key in sorted(reader.get_variable_to_shape_map()):
-    name = key_to_name.get(key)
-    if name is None:
-      report.skipped[key] = (object_training_state_reason(key)
-                             or f"not a variable of the {layout} model")
-      continue
-    value = read_tensor(reader, key, path)
-    if transforms and name in transforms:
-      value = transforms[name](value)
-    values[name] = value
-    report.mapped[name] = key
-  return values, report
+    if key not in stored_keys and key not in report.skipped:
+      report.skipped[key] = (object_training_state_reason(key) or
+                             f"not a variable of the {report.layout} model")
+  for key in report.extras:
+    report.extras[key] = read_tensor(reader, key, report.source)
+  values = {name: read_tensor(reader, key, report.source)
+            for name, key in report.mapped.items()}
+  for name, transform in (transforms or {}).items():
+    if name in values:
+      values[name] = transform(values[name])
+  return values
+
+
+def load(model, reader, report: ConversionReport, with_heads: bool,
+         want_heads: bool, allow_missing_heads: bool,
+         init_from_group0: bool = False, transforms=None,
+         head_variables: Mapping[str, tf.Variable] = None, held=None):
+  """Reads `report.mapped` from `reader` into `model`: the canonical
+  variables (pretraining heads when `with_heads`) and `head_variables`
+  (`part/name`, e.g. a fine-tuned TF1 head), once every value is checked.
+
+  held: the parts the source holds (default: those all of whose variables
+  were read). Returns (model_parts(model), its heads left fresh).
+  """
+  values = read_mapped(reader, report, transforms)
+  if init_from_group0:
+    fill_from_group0(values, report.mapped, model_config(model))
+  variables = {**model_variables(model, with_heads=with_heads),
+               **(head_variables or {})}
+  if held is None:
+    held = {n.split("/", 1)[0] for n in variables} - {
+        n.split("/", 1)[0] for n in variables if n not in values}
+  all_parts, fresh = check_heads(model, report.source, want_heads, held,
+                                 allow_missing_heads)
+  check_and_assign({n: v for n, v in variables.items()
+                    if n.split("/", 1)[0] not in fresh}, values,
+                   report.mapped, report.source)
+  return all_parts, fresh
 
 
 def summarize_names(names: List[str], limit: int = 8) -> str:

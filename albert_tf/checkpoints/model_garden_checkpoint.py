@@ -16,8 +16,9 @@ Reading also accepts the converter's `--converted_model=pretrainer` output
 (pretrainer saved under `encoder`) and training checkpoints (`model=`).
 """
 
+import operator
 import os
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -81,63 +82,64 @@ def build_pretrainer(config, encoder=None):
 
 
 # canonical name -> (Model Garden variable, stored array -> ours,
-#                    ours -> stored array)
+#                    ours -> stored array); NumPy callables, no Python frames.
 VariableMap = Dict[str, Tuple[tf.Variable, Callable, Callable]]
 
 
-def _same(a):
-  return a
-
-
-def _reshaper(shape):
-  return lambda a: np.reshape(a, shape)
+def _reshape(shape):
+  return operator.methodcaller("reshape", tuple(shape))
 
 
 def variable_map(encoder, pretrainer=None) -> VariableMap:
   """Canonical name -> (MG variable, to_ours, to_mg) for an MG model."""
   out = {}
 
-  def add(name, var, to_ours=_same, to_mg=_same):
+  def add(name, var, to_ours=np.asarray, to_mg=np.asarray):
     out[name] = (var, to_ours, to_mg)
+
+  def add_layer(prefix, layer, weights=("kernel", "bias")):
+    for weight in weights:
+      add(f"{prefix}/{weight}", getattr(layer, weight))
 
   add("embeddings/word_embeddings", encoder.get_embedding_table())
   add("embeddings/position_embeddings",
       encoder.get_layer("position_embedding")._position_embeddings)  # pylint: disable=protected-access
   add("embeddings/token_type_embeddings",
       encoder.get_layer("type_embeddings").embeddings)
-  cw.add_layer_norm(add, "embeddings/layer_norm",
-                    encoder.get_layer("embeddings/layer_norm"))
+  add_layer("embeddings/layer_norm",
+            encoder.get_layer("embeddings/layer_norm"), ("gamma", "beta"))
   if "embedding_projection" in {layer.name for layer in encoder.layers}:
-    cw.add_dense(add, "embeddings/embedding_hidden_mapping_in",
-                 encoder.get_layer("embedding_projection"))
+    add_layer("embeddings/embedding_hidden_mapping_in",
+              encoder.get_layer("embedding_projection"))
   block = encoder.get_layer("transformer")
   attention = block._attention_layer  # pylint: disable=protected-access
-  prefix = cw.attention_prefix(0)
+  prefix = "transformer/attention_0"
   for ours, dense in (("query", attention._query_dense),  # pylint: disable=protected-access
                       ("key", attention._key_dense),  # pylint: disable=protected-access
                       ("value", attention._value_dense)):  # pylint: disable=protected-access
     # [H, heads, head_size] <-> [H, H]; [heads, head_size] <-> [H].
     add(f"{prefix}/{ours}/kernel", dense.kernel,
-        lambda a: np.reshape(a, (a.shape[0], -1)),
-        _reshaper(dense.kernel.shape))
-    add(f"{prefix}/{ours}/bias", dense.bias,
-        lambda a: np.reshape(a, (-1,)), _reshaper(dense.bias.shape))
+        _reshape((dense.kernel.shape[0], -1)), _reshape(dense.kernel.shape))
+    add(f"{prefix}/{ours}/bias", dense.bias, _reshape((-1,)),
+        _reshape(dense.bias.shape))
   output = attention._output_dense  # pylint: disable=protected-access
   # [heads, head_size, H] <-> [H, H].
   add(f"{prefix}/output_dense/kernel", output.kernel,
-      lambda a: np.reshape(a, (-1, a.shape[-1])),
-      _reshaper(output.kernel.shape))
+      _reshape((-1, output.kernel.shape[-1])), _reshape(output.kernel.shape))
   add(f"{prefix}/output_dense/bias", output.bias)
-  cw.add_layer_norm(add, f"{prefix}/layer_norm", block._attention_layer_norm)  # pylint: disable=protected-access
-  prefix = cw.ffn_prefix(0)
-  cw.add_dense(add, f"{prefix}/intermediate", block._intermediate_dense)  # pylint: disable=protected-access
-  cw.add_dense(add, f"{prefix}/output_dense", block._output_dense)  # pylint: disable=protected-access
-  cw.add_layer_norm(add, f"{prefix}/layer_norm", block._output_layer_norm)  # pylint: disable=protected-access
-  cw.add_dense(add, "pooler", encoder.get_layer("pooler_transform"))
+  add_layer(f"{prefix}/layer_norm", block._attention_layer_norm,  # pylint: disable=protected-access
+            ("gamma", "beta"))
+  prefix = "transformer/ffn_0"
+  add_layer(f"{prefix}/intermediate", block._intermediate_dense)  # pylint: disable=protected-access
+  add_layer(f"{prefix}/output_dense", block._output_dense)  # pylint: disable=protected-access
+  add_layer(f"{prefix}/layer_norm", block._output_layer_norm,  # pylint: disable=protected-access
+            ("gamma", "beta"))
+  add_layer("pooler", encoder.get_layer("pooler_transform"))
   if pretrainer is not None:
     mlm = pretrainer.masked_lm
-    cw.add_dense(add, "mlm_head/transform_dense", mlm.dense)
-    cw.add_layer_norm(add, "mlm_head/transform_layer_norm", mlm.layer_norm)
+    add_layer("mlm_head/transform_dense", mlm.dense)
+    add_layer("mlm_head/transform_layer_norm", mlm.layer_norm,
+              ("gamma", "beta"))
     add("mlm_head/output_bias", mlm.bias)
     sop = _sop_head(pretrainer)
     # Dense kernel [H, 2] <-> original output_weights [2, H].
@@ -154,47 +156,36 @@ def _sop_head(pretrainer):
   raise ValueError(f"pretrainer has no {SOP_HEAD_NAME!r} head")
 
 
-def root_candidates(encoder, pretrainer) -> List[Tuple[str, dict]]:
-  """The tf.train.Checkpoint roots Model Garden checkpoints are written with."""
-  return [
-      ("encoder", dict(encoder=encoder)),
-      ("pretrainer", dict(pretrainer.checkpoint_items, model=pretrainer)),
-      ("converter pretrainer", dict(encoder=pretrainer,
-                                    masked_lm=pretrainer.masked_lm)),
-      ("training", dict(model=pretrainer)),
-  ]
-
-
-def read_model_garden_checkpoint(path: str, config, with_heads: bool = True
-                                 ) -> Tuple[Dict[str, np.ndarray],
-                                            cw.ConversionReport]:
-  """Reads a Model Garden checkpoint into canonical arrays."""
+def map_model_garden_keys(path: str, stored, config,
+                          with_heads: bool = True):
+  """A Model Garden checkpoint (`stored`: its variable names) mapped to
+  canonical names in one pass (nothing read): (ConversionReport whose
+  `mapped` holds the stored key of each canonical name, transforms to our
+  shapes)."""
   encoder = build_encoder(config)
   pretrainer = build_pretrainer(config, encoder)
   vmap = variable_map(encoder, pretrainer)
   by_id = {id(var): name for name, (var, _, _) in vmap.items()}
   sop_dense = _sop_head(pretrainer).dense
-  aux = {id(sop_dense.kernel): "next_sentence pooler_dense",
-         id(sop_dense.bias): "next_sentence pooler_dense"}
-  stored = set(cw.open_reader(path).get_variable_to_shape_map())
-  candidates = [(label, object_layout.object_checkpoint_keys(root))
-                for label, root in root_candidates(encoder, pretrainer)]
-  # The root that explains the most stored keys (max: the first of equals).
-  label, keys = max(candidates, key=lambda c: len(stored & set(c[1])))
-  key_to_name = {k: by_id[id(v)] for k, v in keys.items() if id(v) in by_id}
-  if not with_heads:
-    key_to_name = {k: n for k, n in key_to_name.items() if not cw.is_head(n)}
-  transforms = {name: to_ours for name, (_, to_ours, _) in vmap.items()}
-  values, report = cw.read_object_checkpoint(
-      path, key_to_name, f"{LAYOUT} ({label})", transforms)
-  aux_keys = {k for k, v in keys.items() if id(v) in aux}
-  for key in list(report.skipped):
-    if key in aux_keys:
+  aux = {id(sop_dense.kernel), id(sop_dense.bias)}
+  # The tf.train.Checkpoint roots Model Garden checkpoints are written with.
+  label, keys = object_layout.best_root([
+      ("encoder", dict(encoder=encoder)),
+      ("pretrainer", dict(pretrainer.checkpoint_items, model=pretrainer)),
+      ("converter pretrainer", dict(encoder=pretrainer,
+                                    masked_lm=pretrainer.masked_lm)),
+      ("training", dict(model=pretrainer))], stored)
+  report = cw.ConversionReport(layout=f"{LAYOUT} ({label})", source=path)
+  for key in sorted(set(stored) & set(keys)):
+    name = by_id.get(id(keys[key]), "")
+    if id(keys[key]) in aux:
       report.skipped[key] = ("Model Garden next_sentence pooler_dense (the "
                              "original SOP head uses the encoder pooler)")
-    elif key in keys and cw.is_head(by_id.get(id(keys[key]), "")):
+    elif name.startswith(cw.HEAD_PREFIXES) and not with_heads:
       report.skipped[key] = "pretraining head (target is the encoder only)"
-  return values, report
+    elif name:
+      report.mapped[name] = key
+  return report, {name: to_ours for name, (_, to_ours, _) in vmap.items()}
 
 
 def write_model_garden_checkpoint(values: Dict[str, np.ndarray], prefix: str,
@@ -220,7 +211,3 @@ def write_model_garden_checkpoint(values: Dict[str, np.ndarray], prefix: str,
   path = tf.train.Checkpoint(**root).write(prefix)
   paths.write_checkpoint_state(directory, os.path.basename(path))
   return path
-
-
-def has_model_garden_keys(names) -> bool:
-  return any("/_attention_layer/" in n for n in names)

@@ -12,33 +12,15 @@ encoder the same way. Training adds `optimizer`, `step` and so on beside them.
 import collections
 from typing import Dict, Mapping
 
-from absl import logging
 import tensorflow as tf
 
 from albert_tf.checkpoints import canonical_weights as cw
 from albert_tf.checkpoints.canonical_weights import CheckpointConversionError
 
 
-def model_parts(model):
-  """Named trackables of `model` (an AlbertEncoder, or any model with an
-  `encoder` and `checkpoint_items`)."""
-  encoder = getattr(model, "encoder", model)
-  if model is encoder:
-    return {"encoder": encoder}
-  items = getattr(model, "checkpoint_items", None)
-  if items is None:
-    raise TypeError(f"{type(model).__name__} has an encoder but no "
-                    "checkpoint_items naming its heads")
-  items = dict(items)
-  if items.get("encoder") is not encoder:
-    raise ValueError(f"{type(model).__name__}.checkpoint_items must hold its "
-                     "encoder under 'encoder'")
-  return items
-
-
 def checkpoint_for(model, **extra):
   """A tf.train.Checkpoint over `model`'s parts plus `extra` objects."""
-  return tf.train.Checkpoint(**model_parts(model), **extra)
+  return tf.train.Checkpoint(**cw.model_parts(model), **extra)
 
 
 def object_checkpoint_keys(root_items: Mapping[str, object]
@@ -66,29 +48,18 @@ def object_checkpoint_keys(root_items: Mapping[str, object]
   return out
 
 
+def best_root(candidates, stored):
+  """(label, its keys) of the (label, root items) candidate whose
+  `object_checkpoint_keys` explain the most `stored` keys (the first of
+  equals)."""
+  keys = [(label, object_checkpoint_keys(root)) for label, root in candidates]
+  return max(keys, key=lambda c: len(set(stored) & set(c[1])))
+
+
 def held_parts(stored: Mapping[str, list]):
   """The top-level names (parts) of a checkpoint of our layout, from its
   variable -> shape map."""
   return {name.split("/", 1)[0] for name in stored}
-
-
-def check_heads(model, path, want_heads, held, allow_missing_heads):
-  """(model_parts(model), its heads left fresh): every head unless
-  `want_heads`, else those `path` lacks (`held`: the parts it holds), which
-  is an error unless allowed."""
-  all_parts = model_parts(model)
-  heads = [p for p in all_parts if p != "encoder"]
-  missing = [h for h in heads if h not in held] if want_heads else []
-  if missing and not allow_missing_heads:
-    raise CheckpointConversionError(
-        f"{path}: holds an encoder but not the {type(model).__name__} head "
-        f"({', '.join(missing)}): not a checkpoint of this model; restore "
-        "parts='encoder', or allow_missing_heads (--allow_random_head) to "
-        "keep fresh heads")
-  if missing:
-    logging.warning("%s has no %s; keeping their initial values", path,
-                    ", ".join(missing))
-  return all_parts, missing if want_heads else heads
 
 
 def restore_model_parts(model, prefix, stored, with_heads,
@@ -100,8 +71,8 @@ def restore_model_parts(model, prefix, stored, with_heads,
   if "encoder" not in held:
     raise CheckpointConversionError(
         f"{prefix}: no encoder in this checkpoint (it holds {sorted(held)})")
-  all_parts, fresh = check_heads(model, prefix, with_heads, held,
-                                 allow_missing_heads)
+  all_parts, fresh = cw.check_heads(model, prefix, with_heads, held,
+                                    allow_missing_heads)
   parts = {name: part for name, part in all_parts.items()
            if name not in fresh}
   if step is not None and "step" in held:

@@ -36,6 +36,7 @@ from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
 from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
 
 LAYOUTS = ("tf1", "albert_tf", "model_garden")
+HUB_PREFIX = "module/"
 PARTS = ("all", "encoder")
 
 
@@ -75,19 +76,42 @@ class RestoreReport:
 # --- Layouts -----------------------------------------------------------------
 
 
+def open_reader(path: str):
+  """tf.train.load_checkpoint; a missing or damaged index is one line."""
+  try:
+    return tf.train.load_checkpoint(path)
+  except (tf.errors.OpError, ValueError) as e:
+    raise CheckpointConversionError(
+        f"{path}: cannot open checkpoint (missing or damaged .index file?): "
+        f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    ) from e
+
+
+def strip_hub_prefix(names) -> Tuple[str, List[str]]:
+  """('module/' or '', the names inside it without it): a TF1 TF-Hub
+  module holds the original names under `module/`."""
+  names = list(names)
+  if any(n.startswith(HUB_PREFIX + "bert/") for n in names):
+    return HUB_PREFIX, [n[len(HUB_PREFIX):] for n in names
+                        if n.startswith(HUB_PREFIX)]
+  return "", names
+
+
 def detect_layout(prefix: str, names=None) -> str:
   """'tf1', 'albert_tf' or 'model_garden' from the variable names (read from
   `prefix` unless given)."""
   if names is None:
-    names = cw.open_reader(prefix).get_variable_to_shape_map()
+    names = open_reader(prefix).get_variable_to_shape_map()
   names = list(names)
-  if tf1_checkpoint.looks_like_tf1_albert(names):
+  _, tf1_names = strip_hub_prefix(names)
+  if "bert/embeddings/word_embeddings" in tf1_names and any(
+      n.startswith("bert/encoder/transformer/group_") for n in tf1_names):
     return "tf1"
   if any("/attention_layers/" in n for n in names):
     return "albert_tf"
-  if mg.has_model_garden_keys(names):
+  if any("/_attention_layer/" in n for n in names):
     return "model_garden"
-  if tf1_checkpoint.looks_like_tf1_bert(names):
+  if any(n.startswith("bert/encoder/layer_") for n in tf1_names):
     raise CheckpointConversionError(
         f"{prefix}: a BERT checkpoint (bert/encoder/layer_N), not ALBERT "
         "(bert/encoder/transformer/group_N)")
@@ -99,17 +123,33 @@ def detect_layout(prefix: str, names=None) -> str:
       f"{sample}")
 
 
-def _read_albert_tf(prefix, config, with_heads, model=None):
-  """Reads our layout; `model` (built from `config` when None) gives the
-  object-graph keys."""
+def _map_names(reader, prefix, layout, config, with_heads, model=None,
+               heads=None):
+  """The layout's names of the checkpoint mapped to canonical names, in one
+  call (nothing read): (ConversionReport, transforms to our shapes, the
+  fine-tuned TF1 head variables of `heads`). `model`: an albert_tf model of
+  `config`, for our layout's object-graph keys (else one is built)."""
+  stored = reader.get_variable_to_shape_map()
+  if layout == "tf1":
+    hub_prefix, _ = strip_hub_prefix(stored)
+    report, found = tf1_checkpoint.map_tf1_names(prefix, stored, hub_prefix,
+                                                 config, with_heads, heads)
+    return report, None, found
+  if layout == "model_garden":
+    report, transforms = mg.map_model_garden_keys(prefix, stored, config,
+                                                  with_heads)
+    return report, transforms, None
+  if layout != "albert_tf":
+    raise CheckpointConversionError(f"unknown layout {layout!r}; expected one "
+                                    f"of {LAYOUTS}")
   if model is None:
     model = AlbertPretrainer(config) if with_heads else AlbertEncoder(config)
-  variables = cw.model_variables(model, with_heads=with_heads)
-  names_by_id = {id(v): n for n, v in variables.items()}
-  keys = object_layout.object_checkpoint_keys(object_layout.model_parts(model))
-  key_to_name = {k: names_by_id[id(v)] for k, v in keys.items()
-                 if id(v) in names_by_id}
-  return cw.read_object_checkpoint(prefix, key_to_name, "albert_tf")
+  names_by_id = {id(v): n for n, v in
+                 cw.model_variables(model, with_heads=with_heads).items()}
+  keys = object_layout.object_checkpoint_keys(cw.model_parts(model))
+  return cw.ConversionReport("albert_tf", prefix, mapped={
+      names_by_id[id(v)]: k for k, v in sorted(keys.items())
+      if id(v) in names_by_id and k in stored}), None, None
 
 
 def read_weights(prefix: str, config, layout: Optional[str] = None,
@@ -122,18 +162,11 @@ def read_weights(prefix: str, config, layout: Optional[str] = None,
   `model`: optional albert_tf model of `config` (saves building one when
   reading our own layout).
   """
-  layout = layout or detect_layout(prefix)
-  if layout == "tf1":
-    values, report = tf1_checkpoint.read_tf1_checkpoint(prefix, config,
-                                                        with_heads)
-  elif layout == "albert_tf":
-    values, report = _read_albert_tf(prefix, config, with_heads, model)
-  elif layout == "model_garden":
-    values, report = mg.read_model_garden_checkpoint(prefix, config,
-                                                     with_heads)
-  else:
-    raise CheckpointConversionError(f"unknown layout {layout!r}; expected one "
-                                    f"of {LAYOUTS}")
+  reader = open_reader(prefix)
+  layout = layout or detect_layout(prefix, reader.get_variable_to_shape_map())
+  report, transforms, _ = _map_names(reader, prefix, layout, config,
+                                     with_heads, model)
+  values = cw.read_mapped(reader, report, transforms)
   if init_from_group0:
     cw.fill_from_group0(values, report.mapped, config)
   return values, report
@@ -146,8 +179,8 @@ def _restore_saved_model(model, directory: str, want_heads: bool,
                          allow_missing_heads: bool) -> RestoreReport:
   """Copies an encoder export's `.variables` (the encoder's, in order)."""
   # An encoder export holds no head.
-  all_parts, fresh = object_layout.check_heads(model, directory, want_heads,
-                                               (), allow_missing_heads)
+  all_parts, fresh = cw.check_heads(model, directory, want_heads, (),
+                                    allow_missing_heads)
   loaded = tf.saved_model.load(directory)
   source = list(getattr(loaded, "variables", None) or [])
   target = list(all_parts["encoder"].variables)
@@ -165,79 +198,32 @@ def _restore_saved_model(model, directory: str, want_heads: bool,
   return RestoreReport(directory, "saved_model", ["encoder"], fresh)
 
 
-def _read_tf1_heads(model, prefix: str, reader):
-  """The original fine-tuning scripts' heads the checkpoint holds, read and
-  checked (nothing assigned): part -> {original name: (variable, array)}.
-
-  A head is all or nothing: some but not all of its variables, or one of
-  another shape, is an error naming the variable.
-  """
-  stored = reader.get_variable_to_shape_map()
-  found = {}
-  for part, head in getattr(model, "checkpoint_items", {}).items():
-    if part == "encoder":
-      continue
-    variables = tf1_checkpoint.finetuned_head_variables(head)
-    if not any(name in stored for name in variables):
-      continue
-    missing = [name for name in variables if name not in stored]
-    if missing:
-      raise CheckpointConversionError(
-          f"{prefix}: no {part} variable(s) {', '.join(missing)} (it has the "
-          "rest of that head; not a checkpoint of this model?)")
-    for name, var in variables.items():
-      if tuple(stored[name]) != tuple(var.shape):
-        raise CheckpointConversionError(
-            f"{prefix}: {name} has shape {tuple(stored[name])}, the model's "
-            f"{part} expects {tuple(var.shape)} (wrong num_labels or "
-            "config?)")
-    found[part] = {name: (var, cw.read_tensor(reader, name, prefix))
-                   for name, var in variables.items()}
-  return found
-
-
-def _assign_tf1_heads(found, report):
-  for part, variables in found.items():
-    for name, (var, value) in variables.items():
-      var.assign(value)
-      report.mapped[f"{part}/{name}"] = name
-      report.skipped.pop(name, None)
-      report.extras.pop(name, None)
-
-
 def _restore_converted(model, prefix, reader, layout, want_heads,
                        allow_missing_heads, init_from_group0, step):
-  """tf1 / model_garden / group-0 init: canonical arrays, then assignment
-  once every value has been checked."""
-  config = cw.model_config(model)
+  """tf1 / model_garden / group-0 init: the names mapped in one call, then
+  read, checked and assigned in one."""
+  stored = reader.get_variable_to_shape_map()
   is_pretrainer = isinstance(model, AlbertPretrainer)
   with_heads = is_pretrainer and want_heads
-  values, report = read_weights(prefix, config, layout, with_heads=with_heads,
-                                init_from_group0=init_from_group0,
-                                model=model if layout == "albert_tf" else None)
-  variables = cw.model_variables(model, with_heads=with_heads)
-  tf1_heads, held = {}, ()
-  if is_pretrainer:  # A head is held when all of its variables were read.
-    held = {n.split("/", 1)[0] for n in variables} - {
-        n.split("/", 1)[0] for n in variables if n not in values}
-  elif layout == "tf1" and want_heads:  # The fine-tuning scripts' names.
-    tf1_heads = held = _read_tf1_heads(model, prefix, reader)
-  elif layout == "albert_tf":  # Only reached with init_from_group0.
-    held = object_layout.held_parts(reader.get_variable_to_shape_map())
-  all_parts, fresh = object_layout.check_heads(model, prefix, want_heads,
-                                               held, allow_missing_heads)
-  variables = {n: v for n, v in variables.items()
-               if n.split("/", 1)[0] not in fresh}
-  cw.check_and_assign(variables, values, report.mapped, prefix)
-  _assign_tf1_heads(tf1_heads, report)
+  # The fine-tuning scripts' heads, by their original names.
+  heads = (getattr(model, "checkpoint_items", {}) if layout == "tf1" and
+           want_heads and not is_pretrainer else None)
+  report, transforms, found = _map_names(
+      reader, prefix, layout, getattr(model, "encoder", model).config,
+      with_heads, model, heads)
+  # Our layout (only reached with init_from_group0) reads its heads below.
+  held = (object_layout.held_parts(stored) if layout == "albert_tf" and
+          not is_pretrainer else None)
+  all_parts, fresh = cw.load(model, reader, report, with_heads, want_heads,
+                             allow_missing_heads, init_from_group0,
+                             transforms, found, held)
   restored = [p for p in all_parts if p not in fresh]
   if layout == "albert_tf" and len(restored) > 1:
     object_layout.read_parts({h: all_parts[h] for h in restored[1:]},
-                             prefix, reader.get_variable_to_shape_map())
-  if step is not None and layout == "tf1":
-    if "global_step" in reader.get_variable_to_shape_map():
-      step.assign(int(reader.get_tensor("global_step")))
-      restored.append("step")
+                             prefix, stored)
+  if step is not None and layout == "tf1" and "global_step" in stored:
+    step.assign(int(reader.get_tensor("global_step")))
+    restored.append("step")
   return RestoreReport(prefix, report.layout, restored, fresh, report)
 
 
@@ -266,7 +252,7 @@ def restore(model, path: str, parts: str = "all",
     report = _restore_saved_model(model, source, want_heads,
                                   allow_missing_heads)
   else:
-    reader = cw.open_reader(source)
+    reader = open_reader(source)
     stored = reader.get_variable_to_shape_map()
     layout = detect_layout(source, stored)
     if layout == "albert_tf" and not init_from_group0:

@@ -7,7 +7,6 @@ A missing head variable or a shape that does not fit is an error naming
 the variable; nothing is assigned until every value has been checked.
 """
 
-from albert_tf.checkpoints import canonical_weights as cw
 from albert_tf.checkpoints import paths
 from albert_tf.checkpoints import restore as restore_lib
 from albert_tf.checkpoints import tf1_checkpoint
@@ -17,7 +16,7 @@ def has_squad_v2_head(path):
   """Whether the checkpoint at `path` holds (any of) the original's v2
   head; `restore` then insists on all of it."""
   prefix = paths.resolve_checkpoint(path)
-  names = cw.open_reader(prefix).get_variable_to_shape_map()
+  names = restore_lib.open_reader(prefix).get_variable_to_shape_map()
   return any(n in names for n in tf1_checkpoint.SQUAD_V2_HEAD.values())
 
 

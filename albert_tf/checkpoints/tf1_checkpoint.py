@@ -13,15 +13,13 @@ Shapes are the same on both sides (dense kernels [in, out], SOP
 
 import os
 import re
-from typing import Dict, Iterable, Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
 
 from albert_tf.checkpoints import canonical_weights as cw
 from albert_tf.checkpoints import paths
-
-HUB_PREFIX = "module/"
 
 # Canonical name -> original name, outside the shared blocks.
 _FIXED = {
@@ -182,69 +180,71 @@ def skip_reason(name: str) -> Tuple[Optional[str], bool]:
   return None, False
 
 
-def strip_hub_prefix(names: Iterable[str]) -> Tuple[str, Dict[str, str]]:
-  """('module/' or '', stripped name -> stored name)."""
-  names = list(names)
-  if names and any(n.startswith(HUB_PREFIX + "bert/") for n in names):
-    return HUB_PREFIX, {n[len(HUB_PREFIX):]: n for n in names
-                        if n.startswith(HUB_PREFIX)}
-  return "", {n: n for n in names}
+def map_tf1_names(path: str, stored, hub_prefix: str, config,
+                  with_heads: bool = True, heads=None
+                  ) -> Tuple[cw.ConversionReport, Dict[str, tf.Variable]]:
+  """The original-layout checkpoint at `path` mapped to canonical names in
+  one pass (nothing read): a ConversionReport whose `mapped` holds the
+  stored name of each canonical name, and the fine-tuned head variables
+  found (`part/name` -> variable) of `heads` (part -> our head layer).
 
-
-def looks_like_tf1_albert(names: Iterable[str]) -> bool:
-  _, stripped = strip_hub_prefix(names)
-  return ("bert/embeddings/word_embeddings" in stripped and
-          any(n.startswith("bert/encoder/transformer/group_")
-              for n in stripped))
-
-
-def looks_like_tf1_bert(names: Iterable[str]) -> bool:
-  _, stripped = strip_hub_prefix(names)
-  return any(n.startswith("bert/encoder/layer_") for n in stripped)
-
-
-def read_tf1_checkpoint(path: str, config, with_heads: bool = True
-                        ) -> Tuple[Dict[str, np.ndarray], cw.ConversionReport]:
-  """Reads an original-layout checkpoint into canonical arrays.
-
-  Optimizer slots and global_step are skipped (never loaded); task heads are
-  skipped and kept in `report.extras`; head variables are skipped when
-  `with_heads` is False. Variables that do not fit `config` are an error.
+  `stored`: the variable -> shape map; `hub_prefix`: 'module/' or ''.
+  Optimizer slots and global_step are skipped (never loaded); task heads
+  are skipped and listed in `report.extras` (read with the rest); head
+  variables are skipped when `with_heads` is False. Variables that do not
+  fit `config` are an error. A fine-tuned head is all or nothing: some but
+  not all of its variables, or one of another shape, is an error naming it.
   """
   _check_sharing(config)
-  reader = cw.open_reader(path)
-  prefix, stored = strip_hub_prefix(reader.get_variable_to_shape_map())
-  report = cw.ConversionReport(layout="tf1" + (" (TF-Hub module/)" if prefix
-                                               else ""), source=path)
-  for name in reader.get_variable_to_shape_map():
-    if prefix and not name.startswith(prefix):
-      report.skipped[name] = "outside the TF-Hub module/ scope"
-  values, misfits = {}, []
-  for name in sorted(stored):
-    source = stored[name]
+  report = cw.ConversionReport(layout="tf1" + (" (TF-Hub module/)"
+                                               if hub_prefix else ""),
+                               source=path)
+  misfits = []
+  for source in sorted(stored):
+    if not source.startswith(hub_prefix):
+      report.skipped[source] = "outside the TF-Hub module/ scope"
+      continue
+    name = source[len(hub_prefix):]
     reason, keep = skip_reason(name)
     if reason:
       report.skipped[source] = reason
       if keep:
-        report.extras[source] = cw.read_tensor(reader, source, path)
+        report.extras[source] = None
       continue
     canonical, problem = from_tf1_name(name, config)
     if problem:
       misfits.append(problem)
-      continue
-    if canonical is None:
+    elif canonical is None:
       report.skipped[source] = "not an ALBERT model variable"
-      continue
-    if cw.is_head(canonical) and not with_heads:
+    elif canonical.startswith(cw.HEAD_PREFIXES) and not with_heads:
       report.skipped[source] = "pretraining head (target is the encoder only)"
-      continue
-    values[canonical] = cw.read_tensor(reader, source, path)
-    report.mapped[canonical] = source
+    else:
+      report.mapped[canonical] = source
   if misfits:
     raise cw.CheckpointConversionError(
         f"{path}: {len(misfits)} variable(s) do not fit the config (wrong "
         "albert_config.json?):\n" + "\n".join(f"  {m}" for m in misfits[:20]))
-  return values, report
+  found = {}
+  for part, head in (heads or {}).items():
+    variables = finetuned_head_variables(head)
+    if part == "encoder" or not any(n in stored for n in variables):
+      continue
+    missing = [name for name in variables if name not in stored]
+    if missing:
+      raise cw.CheckpointConversionError(
+          f"{path}: no {part} variable(s) {', '.join(missing)} (it has the "
+          "rest of that head; not a checkpoint of this model?)")
+    for name, var in variables.items():
+      if tuple(stored[name]) != tuple(var.shape):
+        raise cw.CheckpointConversionError(
+            f"{path}: {name} has shape {tuple(stored[name])}, the model's "
+            f"{part} expects {tuple(var.shape)} (wrong num_labels or "
+            "config?)")
+      found[f"{part}/{name}"] = var
+      report.mapped[f"{part}/{name}"] = name
+      report.skipped.pop(name, None)
+      report.extras.pop(name, None)
+  return report, found
 
 
 def write_tf1_checkpoint(values: Dict[str, np.ndarray], prefix: str, config,
