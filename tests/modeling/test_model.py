@@ -382,6 +382,26 @@ def test_bfloat16_casts_shared_weights_once_and_fuses_layer_norm():
   assert not np.array_equal(fused, keras_norm)  # really the fused form
 
 
+def test_bfloat16_inference_softmax_on_bfloat16_training_in_float32():
+  """At bfloat16 inference each layer's softmax runs on bfloat16 (no casts
+  around it); training and float32 keep it in float32; the output stays
+  within bfloat16 of the float32 model's."""
+  config = tiny_config(num_hidden_layers=3)
+  reference = AlbertEncoder(config)
+  mixed = _mixed_copy(AlbertEncoder, config, "mixed_bfloat16", reference)
+  inputs = random_inputs(config)
+  for model, training, dtype in ((mixed, False, tf.bfloat16),
+                                 (mixed, True, tf.float32),
+                                 (reference, False, tf.float32)):
+    ops, _ = _traced_ops(model, inputs, training)
+    softmaxes = [op for op in ops if op.type == "Softmax"]
+    assert [op.inputs[0].dtype for op in softmaxes] == (
+        [dtype] * config.num_hidden_layers)
+  want = reference(inputs)["sequence_output"].numpy()
+  got = mixed(inputs, training=False)["sequence_output"].numpy()
+  assert np.abs(got - want).max() / np.abs(want).max() < 0.05
+
+
 def test_invalid_configs_name_the_field():
   cases = {
       "num_attention_heads": dict(hidden_size=30, num_attention_heads=4),
