@@ -282,7 +282,8 @@ class SharedTransformerStack(layer_utils.UnconvertedLayer):
 
   def _layer_fn(self, layer, bias, batch, seq, training, weights,
                 bf16_inference, output_range):
-    last_block = (layer, self.inner_group_num - 1)
+    """Layer `layer`'s blocks; `output_range` (the last layer's) applies to
+    its last block's attention."""
     def apply(x):
       for inner in range(self.inner_group_num):
         attention, ffn = self.block_indices(layer, inner)
@@ -290,7 +291,8 @@ class SharedTransformerStack(layer_utils.UnconvertedLayer):
             x, bias, batch, seq, training=training,
             weights=weights["attention"].get(attention),
             bf16_inference=bf16_inference,
-            query_rows=output_range if (layer, inner) == last_block else None)
+            query_rows=(output_range if inner == self.inner_group_num - 1
+                        else None))
         x = self.ffn_layers[ffn](x, training=training,
                                  weights=weights["ffn"].get(ffn),
                                  bf16_inference=bf16_inference)
