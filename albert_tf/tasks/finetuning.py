@@ -325,10 +325,13 @@ class FinetuneTask(base_task.Task):
                                self.index_key, input_context)
 
 
-def encoder(model_config, output_range=None):
+def encoder(model_config, pooled_export=False):
   """The encoder of every fine-tuning model (its variables' names).
-  `output_range=1` for an export that reads only the pooled output."""
-  return AlbertEncoder(model_config, output_range=output_range,
+  `pooled_export`: the export of a model that reads only the pooled output
+  computes only the [CLS] row of the last layer (`output_range=1`); its
+  training model keeps the whole layer (its dropout draws stay those of the
+  whole model)."""
+  return AlbertEncoder(model_config, output_range=1 if pooled_export else None,
                        name="albert_encoder")
 
 

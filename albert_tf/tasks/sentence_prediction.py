@@ -89,11 +89,8 @@ class ClassifierTask(finetune_lib.FinetuneTask):
 
   @classmethod
   def model_for(cls, kind, model_config, params, dropout_rate=0.0):
-    # An export (`kind` given) computes only the [CLS] row of the last
-    # layer: its logits read the pooled output alone. Training keeps the
-    # whole layer (its dropout draws stay those of the full model).
     return downstream_models.AlbertClassifier(
-        finetune_lib.encoder(model_config, output_range=1 if kind else None),
+        finetune_lib.encoder(model_config, pooled_export=bool(kind)),
         num_labels=params.num_labels,
         dropout_rate=dropout_rate)
 
