@@ -218,6 +218,12 @@ def check_and_assign(variables: Mapping[str, tf.Variable],
     var.assign(np.asarray(values[name], dtype=var.dtype.as_numpy_dtype))
 
 
+def error_line(error: Exception) -> str:
+  """`Type: first line of the message`, for a one-line error about a
+  checkpoint file."""
+  return f"{type(error).__name__}: {(str(error).splitlines() or [''])[0]}"
+
+
 def read_tensor(reader, name: str, path: str) -> np.ndarray:
   """One tensor of a checkpoint; a damaged file is a clear error."""
   try:
@@ -226,8 +232,7 @@ def read_tensor(reader, name: str, path: str) -> np.ndarray:
   except (tf.errors.OpError, ValueError, IndexError, RuntimeError) as e:
     raise CheckpointConversionError(
         f"{path}: cannot read variable {name!r} (truncated or corrupt "
-        f"checkpoint data file?): {type(e).__name__}: "
-        f"{str(e).splitlines()[0] if str(e) else ''}") from e
+        f"checkpoint data file?): {error_line(e)}") from e
 
 
 # --- Object-based (TF2) checkpoints ----------------------------------------

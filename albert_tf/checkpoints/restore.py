@@ -83,8 +83,7 @@ def open_reader(path: str):
   except (tf.errors.OpError, ValueError) as e:
     raise CheckpointConversionError(
         f"{path}: cannot open checkpoint (missing or damaged .index file?): "
-        f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-    ) from e
+        f"{cw.error_line(e)}") from e
 
 
 def strip_hub_prefix(names) -> Tuple[str, List[str]]:
