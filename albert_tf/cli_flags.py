@@ -31,7 +31,7 @@ from albert_tf.serving import preprocessing
 from albert_tf.tasks import all_tasks  # pylint: disable=unused-import
 from albert_tf.tasks import export as tasks_export
 from albert_tf.tasks import registry
-from data_prep import command_line
+from albert_toolkit import command_line
 
 FLAGS = flags.FLAGS
 PREEMPTED_EXIT_CODE = 143  # 128 + SIGTERM
@@ -177,7 +177,7 @@ def parse_flags(argv):
   """The `flags_parser` of every tool (`app.run(main, flags_parser=...)`):
   a word that is not a flag (an unquoted glob's other matches, `a=b`
   without dashes) or a NaN/infinite float flag is a one-line error
-  (data_prep/command_line.py, shared with the data tools)."""
+  (albert_toolkit/command_line.py, shared with the data tools)."""
   # TensorFlow's logger has a handler of its own and also reaches absl's:
   # every TensorFlow warning showed twice. absl's alone prints it.
   tf.get_logger().handlers.clear()

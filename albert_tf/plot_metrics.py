@@ -12,7 +12,7 @@ from absl import app
 from absl import flags
 from absl import logging
 
-from data_prep import command_line
+from albert_toolkit import command_line
 
 from albert_tf.core import actions
 

@@ -23,7 +23,7 @@ from absl import logging
 from albert_tf import cli_flags
 from albert_tf.serving import lite
 from clients import serving_client
-from data_prep import output_files
+from albert_toolkit import output_files
 
 FLAGS = flags.FLAGS
 

@@ -21,7 +21,7 @@ import re
 import struct
 import sys
 
-from data_prep import tfrecord_io
+from albert_toolkit import tfrecord_io
 from data_prep import tokenization
 
 _SNIFF_BYTES = 8192

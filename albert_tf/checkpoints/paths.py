@@ -14,7 +14,7 @@ from typing import List, Optional
 import tensorflow as tf
 
 from albert_tf.checkpoints.canonical_weights import CheckpointConversionError
-from data_prep import output_files
+from albert_toolkit import output_files
 
 # A training run keeps its checkpoints in `<model_dir>/checkpoints/` (the
 # one spelling: core.trainer writes there, restore() looks there).

@@ -19,8 +19,8 @@ from absl import logging
 import tensorflow as tf
 
 from albert_tf.checkpoints import object_layout
-from data_prep import output_files
-from data_prep import tfrecord_io
+from albert_toolkit import output_files
+from albert_toolkit import tfrecord_io
 
 METRICS_FILE = "metrics.jsonl"
 BEST_INFO_FILE = "best.json"

@@ -32,7 +32,7 @@ from albert_tf.core import data_position
 from albert_tf.core import distribute_utils
 from albert_tf.core import run_record
 from albert_tf.core import trainer as trainer_lib
-from data_prep import output_files
+from albert_toolkit import output_files
 
 MODES = ("train", "eval", "train_and_eval", "continuous_eval", "predict",
          "export")

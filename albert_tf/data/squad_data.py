@@ -31,7 +31,7 @@ import tensorflow as tf
 from albert_tf.data import finetune_features
 from albert_tf.data import squad_alignment
 from albert_tf.data import squad_checks
-from data_prep import output_files
+from albert_toolkit import output_files
 
 SquadFormatError = squad_checks.SquadFormatError
 

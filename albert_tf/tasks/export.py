@@ -28,7 +28,7 @@ from albert_tf.serving import preprocessing
 from albert_tf.serving import serving_modules
 from albert_tf.serving import serving_params
 from albert_tf.tasks import registry
-from data_prep import output_files
+from albert_toolkit import output_files
 
 ENCODER = base_task.ENCODER_EXPORT
 

@@ -24,8 +24,8 @@ from albert_tf.core import run_record
 from albert_tf.core import train_lib
 from albert_tf.tasks import export
 from albert_tf.tasks import pretraining
-from data_prep import output_files
-from data_prep import tfrecord_io
+from albert_toolkit import output_files
+from albert_toolkit import tfrecord_io
 from tests.testing import pretrain_testutil as tu
 from tests.testing import tool_server
 
