@@ -114,7 +114,15 @@ def _export_tflite(task_cls, kind, model, params, export_dir, version, form):
 def export_model(task_cls: Type[base_task.Task], kind: str, model, params,
                  export_dir: str, version: Optional[int] = None,
                  form: Optional[ExportForm] = None) -> str:
-  """Exports `model` as `kind`; returns the version directory written."""
+  """Exports `model` as `kind`; returns the version directory written.
+
+  Args:
+    task_cls: the registered task class whose serving module is used.
+    kind: `encoder` or one of `task_cls.export_kinds`.
+    model, params: the restored model and the task's `ServingParams`.
+    export_dir, version: `<export_dir>/<version>/`; None: the next free one.
+    form: SavedModel or .tflite and the precision (a float32 SavedModel).
+  """
   form = form or ExportForm()
   config = _encoder_config(model)
   check_params(params, config)
@@ -374,7 +382,8 @@ def _export_of_flags(request: ExportRequest) -> str:
 
 
 def export(request: ExportRequest) -> str:
-  """Runs `request`; returns the version directory written."""
+  """Runs `request` (what, from where, in which form); returns the version
+  directory written. Errors are one line, before anything is written."""
   if not request.export_dir:
     raise ValueError("--export_dir is required")
   _check_form(request)
