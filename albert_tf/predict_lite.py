@@ -25,6 +25,7 @@ from albert_tf import cli_flags
 from albert_tf.serving import lite
 from clients import serving_client
 from data_prep import output_files
+from data_prep import text_reader
 
 FLAGS = flags.FLAGS
 
@@ -42,23 +43,11 @@ def define_flags():
                        "the interpreter's).")
 
 
-def _text_of(path):
-  """The file's text (UTF-8; a leading byte-order mark dropped)."""
-  if not os.path.isfile(path):
-    raise ValueError(f"{path}: no such file (--input_file)")
-  with open(path, "rb") as f:
-    data = f.read()
-  try:
-    return data.decode("utf-8-sig")
-  except UnicodeDecodeError as e:
-    line = data[:e.start].count(b"\n") + 1
-    raise ValueError(f"{path}:{line}: not UTF-8 (byte 0x{data[e.start]:02x}"
-                     "); save the file as UTF-8") from e
-
-
 def read_rows(path, inputs):
   """(rows as {input: value}, columns left aside) of a TSV or JSONL file."""
-  text = _text_of(path)
+  if not os.path.isfile(path):
+    raise ValueError(f"{path}: no such file (--input_file)")
+  text = text_reader.read_utf8(path)  # a byte-order mark is dropped
   rows, unused = [], set()
   if path.endswith((".jsonl", ".json")):
     # Lines end at "\n" only: JSON strings may hold U+2028 and the like.

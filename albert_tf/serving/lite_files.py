@@ -21,6 +21,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from albert_tf.checkpoints import paths
+from data_prep import text_reader
 
 TFLITE_NAME = "model.tflite"
 METADATA_NAME = "model.json"  # what the .tflite is, beside it
@@ -70,17 +71,9 @@ def resolve(path) -> Tuple[str, Optional[str]]:
 def read_metadata(info_path):
   """The JSON object of a model.json; one-line errors naming the file."""
   try:
-    with open(info_path, "rb") as f:
-      data = f.read()
+    text = text_reader.read_utf8(info_path)  # an editor's BOM is no error
   except OSError as e:
     raise ValueError(f"{info_path}: cannot read ({e.strerror})") from e
-  try:
-    text = data.decode("utf-8-sig")  # an editor's BOM is no error
-  except UnicodeDecodeError as e:
-    line = data[:e.start].count(b"\n") + 1
-    raise ValueError(f"{info_path}:{line}: not UTF-8 (byte "
-                     f"0x{data[e.start]:02x}); keep the export's model.json "
-                     "as written") from e
   try:
     info = json.loads(text)
   except json.JSONDecodeError as e:
