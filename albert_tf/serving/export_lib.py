@@ -87,7 +87,10 @@ def _claim_version(staged, export_dir, version):
   """Renames `staged` to `version`, or to the next free version, trying
   the next while another export takes the one chosen; returns the path."""
   for _ in range(_CLAIM_ATTEMPTS):
-    final = version_dir(export_dir, version)
+    # An explicit version was free when the export began: the rename says
+    # whether it still is.
+    final = (os.path.join(export_dir, str(int(version))) if version is not None
+             else version_dir(export_dir))
     try:
       _rename_no_replace(staged, final)
       return final
