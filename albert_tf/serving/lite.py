@@ -23,9 +23,9 @@ One LiteModel may be called from several threads at once. A TFLite
 interpreter is not thread-safe (two threads in one interpreter swap each
 other's outputs or fail inside it), so the runner keeps a pool of
 interpreters of the same file: a call takes an idle one, or loads another
-while fewer than `max_interpreters` (default: the machine's cores) exist,
-or waits for one. Each interpreter holds its own tensors and XNNPACK's
-packed weights; `max_interpreters=1` serialises the calls on one.
+while fewer than `max_interpreters` (default: the cores this process may
+use) exist, or waits for one. Each interpreter holds its own tensors and
+XNNPACK's packed weights; `max_interpreters=1` serialises the calls on one.
 """
 
 import contextlib
@@ -86,6 +86,14 @@ def check_num_threads(num_threads, name="num_threads"):
                      f"interpreter's default), got {num_threads}")
 
 
+def usable_cores():
+  """The cores this process may run on (its CPU affinity, e.g. a
+  container's limit), not the host's."""
+  if hasattr(os, "sched_getaffinity"):
+    return max(1, len(os.sched_getaffinity(0)))
+  return os.cpu_count() or 1
+
+
 class LiteModel:
   """A .tflite export, ready to call, from any number of threads (see
   module doc).
@@ -99,7 +107,7 @@ class LiteModel:
     path: the .tflite, its version directory or the export directory.
     num_threads: threads of each interpreter (default: the interpreter's).
     max_interpreters: interpreters run at once by concurrent calls
-      (default: the machine's cores).
+      (default: the cores this process may use).
   """
 
   def __init__(self, path, num_threads=None, max_interpreters=None):
@@ -120,14 +128,15 @@ class LiteModel:
     self.signatures = signature_details(first)
     lite_files.check_metadata(self.info, info_path, self.path,
                               self.signatures)
-    text = self.info.get("text") or {}
+    text = lite_files.section(self.info, "text", info_path)
     self._lower = bool(text.get("do_lower_case", True))
-    self._model_config = self.info.get("model_config") or {}
+    self._model_config = lite_files.section(self.info, "model_config",
+                                            info_path)
     # The pool: idle {signature: runner} tables, one per interpreter.
     self._idle = queue.LifoQueue()
     self._idle.put(self._runners_of(first))
     self._loaded = 1
-    self._most = max_interpreters or os.cpu_count() or 1
+    self._most = max_interpreters or usable_cores()
     self._pool_lock = threading.Lock()
 
   def _load(self):

@@ -85,6 +85,18 @@ def read_metadata(info_path):
   return info
 
 
+def section(info, name, info_path):
+  """`info[name]`: a JSON object, or {} when absent; anything else is
+  refused naming the field."""
+  value = info.get(name)
+  if value is None:
+    return {}
+  if not isinstance(value, dict):
+    raise ValueError(f"{info_path}: {name} must be a JSON object, got a "
+                     f"{type(value).__name__}")
+  return value
+
+
 def signature_json(details):
   """`lite.signature_details` as model.json records it:
   {signature: {"inputs" / "outputs": {name: [dtype name, shape]}}}."""
@@ -118,8 +130,7 @@ def check_metadata(info, info_path, tflite_path, details):
       if recorded[name] != actual[name]:
         refuse(f"signatures.{name}", "other inputs or outputs",
                _describe(actual[name]))
-  params = info.get("serving_params")
-  params = params if isinstance(params, dict) else {}
+  params = section(info, "serving_params", info_path)
   widths = {spec[1][-1] for sides in actual.values()
             for key, spec in sides["outputs"].items()
             if key == "logits" and len(spec[1]) == 2}

@@ -83,7 +83,7 @@ def test_one_model_shared_by_threads(export, max_interpreters):
     t.join()
   assert not errors, errors[:2]
   assert not wrong, len(wrong)
-  most = max_interpreters or os.cpu_count()
+  most = max_interpreters or lite.usable_cores()
   assert 1 <= model._loaded <= most  # pylint: disable=protected-access
 
 
@@ -122,6 +122,8 @@ def test_newest_version_not_a_tflite_is_named(export, tmp_path):
     (b'{"text": {"do_lower_case": true}', "model.json:1: not valid JSON"),
     (b'[1, 2]', "model.json: expected a JSON object (what the export is), "
                 "got a list"),
+    (b'{"text": "lower"}', "model.json: text must be a JSON object, got a "
+                           "str"),
 ])
 def test_broken_model_json_is_named(export, tmp_path, content, message):
   copy = _copy(export, tmp_path / "v")
