@@ -33,7 +33,8 @@ def read_metrics(path: str) -> Dict[str, List[dict]]:
   by an interrupted write (kill -9): skipped with a warning."""
   by_mode = {}
   text = text_reader.read_utf8(path)
-  for lineno, line in enumerate(text.splitlines(keepends=True), 1):
+  # Universal newlines, as a file opened in text mode.
+  for lineno, line in enumerate(io.StringIO(text, newline=None), 1):
     if not line.strip():
       continue
     try:

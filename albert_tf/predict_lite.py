@@ -106,7 +106,9 @@ def predict(model, rows, signature, batch_size, source="input"):
 
 
 def check_flags():
-  """The .tflite --model means; refuses bad flags in one line first."""
+  """Refuses bad flags in one line, before a model is loaded: an
+  --output_file that is an input (the rows, the .tflite or its
+  model.json) among them."""
   if not FLAGS.model or not FLAGS.input_file:
     raise ValueError("--model and --input_file are required")
   if FLAGS.batch_size < 1:
@@ -118,7 +120,6 @@ def check_flags():
       [("--input_file", FLAGS.input_file), ("--model", tflite_path),
        ("--model", os.path.join(os.path.dirname(tflite_path),
                                 lite.METADATA_NAME))])
-  return tflite_path
 
 
 def main(argv):
