@@ -31,7 +31,7 @@ from albert_tf.serving import preprocessing
 from albert_tf.tasks import all_tasks  # pylint: disable=unused-import
 from albert_tf.tasks import export as tasks_export
 from albert_tf.tasks import registry
-from data_prep import command_line
+from albert_toolkit import command_line
 
 FLAGS = flags.FLAGS
 PREEMPTED_EXIT_CODE = 143  # 128 + SIGTERM
@@ -55,6 +55,26 @@ def define_config_flags():
   flags.DEFINE_multi_string(
       "params_override", [], "Overrides 'a.b=c,d.e=f' applied after the "
       "files (repeatable: applied in order, later values winning).")
+
+
+# The flags `_define_flags` derives from config and serving params fields
+# (`setting(flag=...)`), named here so that grep finds where each comes
+# from; tests/test_cli_strict.py checks this table against the fields.
+SETTING_FLAGS = {
+    # Experiment config fields (the run tools; each defines its tasks').
+    "run": ("data_dir", "do_lower_case", "init_checkpoint",
+            "init_from_group0", "init_saved_model", "label_names",
+            "max_seq_length", "null_score_diff_threshold",
+            "num_cpu_devices", "predict_file", "skip_malformed_rows",
+            "spm_model_file", "strategy", "task_name", "tpu", "train_file",
+            "train_steps", "version_2_with_negative"),
+    # Serving params fields (export_savedmodel; a run tool's --mode=export
+    # those no config field covers).
+    "export": ("do_lower_case", "doc_stride", "label_names",
+               "max_answer_length", "max_query_length", "max_windows",
+               "num_choices", "num_labels", "num_text_fields", "seq_length",
+               "spm_model_file", "with_answerability"),
+}
 
 
 def _define_flags(flagged: Dict[str, settings.Setting]) -> None:
@@ -177,7 +197,7 @@ def parse_flags(argv):
   """The `flags_parser` of every tool (`app.run(main, flags_parser=...)`):
   a word that is not a flag (an unquoted glob's other matches, `a=b`
   without dashes) or a NaN/infinite float flag is a one-line error
-  (data_prep/command_line.py, shared with the data tools)."""
+  (albert_toolkit/command_line.py, shared with the data tools)."""
   # TensorFlow's logger has a handler of its own and also reaches absl's:
   # every TensorFlow warning showed twice. absl's alone prints it.
   tf.get_logger().handlers.clear()

@@ -14,9 +14,9 @@ from absl import app
 from absl import flags
 from absl import logging
 
-from data_prep import command_line
-from data_prep import output_files
-from data_prep import text_reader
+from albert_toolkit import command_line
+from albert_toolkit import output_files
+from albert_toolkit import text_files
 
 from albert_tf.core import actions
 
@@ -32,7 +32,7 @@ def read_metrics(path: str) -> Dict[str, List[dict]]:
   line number. A last line without its newline that does not parse was cut
   by an interrupted write (kill -9): skipped with a warning."""
   by_mode = {}
-  text = text_reader.read_utf8(path)
+  text = text_files.read_utf8(path)
   # Universal newlines, as a file opened in text mode.
   for lineno, line in enumerate(io.StringIO(text, newline=None), 1):
     if not line.strip():

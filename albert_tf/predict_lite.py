@@ -24,8 +24,8 @@ from absl import logging
 from albert_tf import cli_flags
 from albert_tf.serving import lite
 from clients import serving_client
-from data_prep import output_files
-from data_prep import text_reader
+from albert_toolkit import output_files
+from albert_toolkit import text_files
 
 FLAGS = flags.FLAGS
 
@@ -47,7 +47,7 @@ def read_rows(path, inputs):
   """(rows as {input: value}, columns left aside) of a TSV or JSONL file."""
   if not os.path.isfile(path):
     raise ValueError(f"{path}: no such file (--input_file)")
-  text = text_reader.read_utf8(path)  # a byte-order mark is dropped
+  text = text_files.read_utf8(path)  # a byte-order mark is dropped
   rows, unused = [], set()
   if path.endswith((".jsonl", ".json")):
     # Lines end at "\n" only: JSON strings may hold U+2028 and the like.

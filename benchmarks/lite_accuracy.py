@@ -50,7 +50,7 @@ import run_all  # pylint: disable=g-import-not-at-top
 import yaml  # pylint: disable=g-import-not-at-top
 
 from albert_tf.serving import lite_export  # pylint: disable=g-import-not-at-top
-from data_prep import output_files  # pylint: disable=g-import-not-at-top
+from albert_toolkit import output_files  # pylint: disable=g-import-not-at-top
 from data_prep import tokenization  # pylint: disable=g-import-not-at-top
 from examples.demo import corpus  # pylint: disable=g-import-not-at-top
 

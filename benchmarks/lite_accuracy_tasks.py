@@ -23,7 +23,7 @@ import os
 import random
 import re
 
-from data_prep import output_files
+from albert_toolkit import output_files
 from examples.demo import order_tasks
 
 # Questions: words of 4+ letters (shorter ones are often parts of others).

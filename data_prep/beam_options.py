@@ -18,7 +18,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.fn_api_runner import fn_runner
 from apache_beam.runners.runner import PipelineState
 
-from data_prep import command_line
+from albert_toolkit import command_line
 
 try:  # The optional extra apache-beam[dask]; imported, it defines --dask_*.
   from apache_beam.runners.dask import dask_runner

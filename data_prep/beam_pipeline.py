@@ -37,7 +37,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from data_prep import create_pretraining_data as cpd
-from data_prep import tfrecord_io
+from albert_toolkit import tfrecord_io
 
 TOOL = "beam_pretraining_data"
 RESULT = "result.json"

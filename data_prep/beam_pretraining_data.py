@@ -27,12 +27,12 @@ from apache_beam.io.filesystems import FileSystems
 
 from data_prep import beam_options
 from data_prep import beam_pipeline
-from data_prep import command_line
-from data_prep import output_files
+from albert_toolkit import command_line
+from albert_toolkit import output_files
 from data_prep import pretraining_config
 from data_prep import pretraining_summary
 from data_prep import text_reader
-from data_prep import tfrecord_io
+from albert_toolkit import tfrecord_io
 from data_prep import tokenization
 
 FLAGS = flags.FLAGS

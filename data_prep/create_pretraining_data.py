@@ -30,14 +30,14 @@ import time
 from absl import app
 from absl import flags
 
-from data_prep import command_line
-from data_prep import output_files as output_files_mod
+from albert_toolkit import command_line
+from albert_toolkit import output_files as output_files_mod
 from data_prep import pretraining_config
 from data_prep import pretraining_instances as pi
 from data_prep import pretraining_summary
 from data_prep import sentence_tokens
 from data_prep import text_reader
-from data_prep import tfrecord_io
+from albert_toolkit import tfrecord_io
 from data_prep import tokenization
 
 FLAGS = flags.FLAGS

@@ -19,10 +19,10 @@ import sys
 from absl import app
 from absl import flags
 
-from data_prep import command_line
-from data_prep import output_files
+from albert_toolkit import command_line
+from albert_toolkit import output_files
 from data_prep import pretraining_summary
-from data_prep import tfrecord_io
+from albert_toolkit import tfrecord_io
 from data_prep import tokenization
 
 FLAGS = flags.FLAGS

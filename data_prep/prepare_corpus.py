@@ -25,11 +25,11 @@ from typing import Optional
 from absl import app
 from absl import flags
 
-from data_prep import command_line
+from albert_toolkit import command_line
 from data_prep import flag_config
-from data_prep import output_files
+from albert_toolkit import output_files
 from data_prep import text_reader
-from data_prep import tfrecord_io
+from albert_toolkit import tfrecord_io
 
 FLAGS = flags.FLAGS
 

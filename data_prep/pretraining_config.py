@@ -16,7 +16,7 @@ from absl import flags
 
 from data_prep import flag_config
 from data_prep import pretraining_instances as pi
-from data_prep import tfrecord_io
+from albert_toolkit import tfrecord_io
 from data_prep import tokenization
 
 def define_flags():

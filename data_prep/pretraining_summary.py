@@ -14,7 +14,7 @@ import json
 import os
 import sys
 
-from data_prep import output_files
+from albert_toolkit import output_files
 from data_prep import tokenization
 
 # Every skipped or repaired item, by reason (all are counted, none silent).

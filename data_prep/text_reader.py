@@ -21,7 +21,7 @@ import re
 import struct
 import sys
 
-from data_prep import tfrecord_io
+from albert_toolkit import tfrecord_io
 from data_prep import tokenization
 
 _SNIFF_BYTES = 8192
@@ -243,19 +243,3 @@ def iter_documents(paths, stats, max_line_chars=100_000,
         doc = []
     if doc:
       yield doc
-
-
-def read_utf8(path):
-  """The whole text of a small UTF-8 file (a TSV, JSON lines, a model.json),
-  a leading byte-order mark dropped. A byte that is not UTF-8 raises
-  ValueError naming the file and line (the tools that read such files
-  whole; corpora are read by `iter_clean_lines`, which repairs and counts).
-  """
-  with open(path, "rb") as f:
-    data = f.read()
-  try:
-    return data.decode("utf-8-sig")
-  except UnicodeDecodeError as e:
-    line = data[:e.start].count(b"\n") + 1
-    raise ValueError(f"{path}:{line}: not UTF-8 (byte "
-                     f"0x{data[e.start]:02x}); save it as UTF-8") from e

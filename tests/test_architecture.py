@@ -1,19 +1,19 @@
 """The package's shape, checked on the source with `ast` (no imports run).
 
-- No import cycles between our modules (albert_tf, data_prep, clients,
-  examples): data flows one way (docs/architecture.md).
+- No import cycles between our modules (albert_tf, albert_toolkit,
+  data_prep, clients, examples): data flows one way (docs/architecture.md).
 - No import hidden inside a function body, except of optional heavy
   third-party packages (plots, gRPC, Model Garden peers): a hidden import of
   our own code is how a cycle gets dodged.
 - Flags are defined only by entry points (absl mains and cli_flags.py);
   in data_prep only `main` (and the flags parser) reads them and passes a
   config object down.
-- `data_prep` imports neither TensorFlow (at module level) nor albert_tf
-  (Beam workers and corpus machines run it without them).
+- `data_prep` and `albert_toolkit` import neither TensorFlow (at module
+  level) nor albert_tf (Beam workers and corpus machines run them without).
 - No source file over 400 lines: one concept per file.
-- `tf.train.latest_checkpoint` only in the checkpoint resolver
-  (albert_tf/checkpoints/paths.py): which checkpoint a directory means is
-  decided once.
+- `tf.train.latest_checkpoint` and `get_checkpoint_state` only in the
+  checkpoint resolver (albert_tf/checkpoints/paths.py): which checkpoint a
+  directory means is decided once.
 
 The layering between albert_tf's subpackages is checked against the Bazel
 deps in test_build_coverage.py.
@@ -24,7 +24,8 @@ import os
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PACKAGES = ("albert_tf", "data_prep", "clients", "examples")
+PACKAGES = ("albert_tf", "albert_toolkit", "data_prep", "clients",
+            "examples")
 # Third-party packages that may be imported lazily: optional extras or heavy
 # peers used by one code path only.
 OPTIONAL_IMPORTS = ("matplotlib", "grpc", "tensorflow_serving", "official",
@@ -231,12 +232,12 @@ def test_flag_read_detector():
   assert flag_reads_below_main(tree) == ["helper:5"]
 
 
-def test_data_prep_needs_no_tensorflow():
+def test_data_prep_and_the_toolkit_need_no_tensorflow():
   """Not at module level, that is: a tool may use TensorFlow lazily for an
   optional path (inspect_tfrecord reads compressed files with it)."""
   bad = []
   for path in source_files():
-    if not path.startswith("data_prep"):
+    if not path.startswith(("data_prep", "albert_toolkit")):
       continue
     for node in parse(path).body:
       names = ([a.name for a in node.names] if isinstance(node, ast.Import)
@@ -244,7 +245,7 @@ def test_data_prep_needs_no_tensorflow():
                node.module else [])
       bad += [f"{path}: {n}" for n in names
               if n.split(".")[0] in ("tensorflow", "albert_tf", "tf_keras")]
-  assert not bad, f"data_prep imports TensorFlow or albert_tf: {bad}"
+  assert not bad, f"imports TensorFlow or albert_tf: {bad}"
 
 
 @pytest.mark.parametrize("path", source_files())
@@ -331,17 +332,19 @@ LATEST_CHECKPOINT_ALLOWED = (CHECKPOINT_RESOLVER,)
 
 
 def latest_checkpoint_calls(tree):
-  """Line numbers of `tf.train.latest_checkpoint` (any alias of tf) and of
-  `from ...train import latest_checkpoint` in a tree."""
+  """Line numbers of the readers of the `checkpoint` state file,
+  `tf.train.latest_checkpoint` / `get_checkpoint_state` (any alias of tf),
+  and of `from ...train import` either, in a tree."""
+  readers = ("latest_checkpoint", "get_checkpoint_state")
   lines = []
   for node in ast.walk(tree):
-    if (isinstance(node, ast.Attribute) and node.attr == "latest_checkpoint"
+    if (isinstance(node, ast.Attribute) and node.attr in readers
         and isinstance(node.value, ast.Attribute)
         and node.value.attr == "train"):
       lines.append(node.lineno)
     elif (isinstance(node, ast.ImportFrom) and node.module and
           node.module.split(".")[-1] == "train" and
-          any(a.name == "latest_checkpoint" for a in node.names)):
+          any(a.name in readers for a in node.names)):
       lines.append(node.lineno)
   return sorted(lines)
 
@@ -350,7 +353,7 @@ def test_latest_checkpoint_only_in_the_resolver():
   bad = [f"{path}:{line}" for path in source_files()
          if path not in LATEST_CHECKPOINT_ALLOWED
          for line in latest_checkpoint_calls(parse(path))]
-  assert not bad, ("tf.train.latest_checkpoint outside "
+  assert not bad, ("tf.train.latest_checkpoint / get_checkpoint_state outside "
                    f"{CHECKPOINT_RESOLVER} (use paths.latest_checkpoint or "
                    f"paths.resolve_checkpoint): {bad}")
 
@@ -360,5 +363,6 @@ def test_latest_checkpoint_detector():
                    "a = tf.train.latest_checkpoint(d)\n"
                    "b = manager.latest_checkpoint\n"
                    "from tensorflow.train import latest_checkpoint\n"
-                   "c = paths.latest_checkpoint(d)\n")
-  assert latest_checkpoint_calls(tree) == [2, 4]
+                   "c = paths.latest_checkpoint(d)\n"
+                   "d = tf.train.get_checkpoint_state(d)\n")
+  assert latest_checkpoint_calls(tree) == [2, 4, 6]

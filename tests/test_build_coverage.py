@@ -250,18 +250,21 @@ def test_label_to_path(label, package, path):
 
 # What each albert_tf subpackage may depend on (docs/architecture.md). Data
 # flows one way: modeling and optimization at the bottom, tasks at the top,
-# entry points (the albert_tf package root) over everything. data_prep
-# imports nothing of ours: every layer above modeling and optimization may
-# use it (the atomic-write helper, tokenization).
+# entry points (the albert_tf package root) over everything. albert_toolkit
+# (atomic files, output claims, TFRecord framing) imports nothing of ours;
+# data_prep (text -> pieces -> TFRecords) only albert_toolkit: the layers that
+# read text or pretraining data (data, serving, tasks) use its tokenization
+# and summaries.
 ALLOWED_DEPS = {
     "modeling": set(),
     "optimization": set(),
-    "checkpoints": {"modeling", "data_prep"},
-    "data": {"modeling", "data_prep"},
-    "core": {"modeling", "optimization", "checkpoints", "data_prep"},
-    "serving": {"modeling", "checkpoints", "data", "core", "data_prep"},
+    "checkpoints": {"modeling", "albert_toolkit"},
+    "data": {"modeling", "albert_toolkit", "data_prep"},
+    "core": {"modeling", "optimization", "checkpoints", "albert_toolkit"},
+    "serving": {"modeling", "checkpoints", "data", "core", "albert_toolkit",
+                "data_prep"},
     "tasks": {"modeling", "optimization", "checkpoints", "data", "core",
-              "serving", "data_prep"},
+              "serving", "albert_toolkit", "data_prep"},
 }
 
 
@@ -270,8 +273,8 @@ def _dep_name(label):
   label = label.split(":")[0]
   if label.startswith("//albert_tf/"):
     return label[len("//albert_tf/"):]
-  if label == "//data_prep":
-    return "data_prep"
+  if label in ("//data_prep", "//albert_toolkit"):
+    return label[2:]
   return None
 
 
@@ -305,8 +308,8 @@ def imported_packages(path):
         found.add(parts[1])
       elif parts[0] == "albert_tf":
         found.add("albert_tf")
-      elif parts[0] == "data_prep":
-        found.add("data_prep")
+      elif parts[0] in ("data_prep", "albert_toolkit"):
+        found.add(parts[0])
   return found
 
 

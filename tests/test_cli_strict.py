@@ -12,9 +12,12 @@ import sys
 import pytest
 import yaml
 
+from albert_tf import cli_flags
 from albert_tf.core import experiment_config as ec
+from albert_tf.core import settings
 from albert_tf.modeling import albert_config
 from albert_tf.tasks import pretraining
+from albert_tf.tasks import registry
 from tests.testing import pretrain_testutil as tu
 from tests.testing import tool_server
 
@@ -203,3 +206,13 @@ def test_help_lists_each_tools_own_flags():
                               "help")].values() for f in names}
   assert {"input_file", "output_file", "spm_model_file",
           "masked_lm_prob"} <= data
+
+
+def test_the_flags_derived_from_settings_are_named_in_cli_flags():
+  """Every flag a config or serving params field declares is in
+  cli_flags.SETTING_FLAGS (so grep finds it), and nothing else is."""
+  run = {name for task_cls in registry.tasks()
+         for name in settings.flagged(task_cls.config_cls)}
+  assert sorted(run) == list(cli_flags.SETTING_FLAGS["run"])
+  assert (sorted(cli_flags.all_export_flags()) ==
+          list(cli_flags.SETTING_FLAGS["export"]))

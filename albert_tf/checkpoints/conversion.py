@@ -24,7 +24,7 @@ from albert_tf.checkpoints.restore import read_weights
 from albert_tf.modeling import albert_config
 from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
 from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
-from data_prep import output_files
+from albert_toolkit import output_files
 
 DEFAULT_OUTPUT_NAMES = {"tf1": "model.ckpt", "albert_tf": "ckpt",
                         "model_garden": "ckpt"}

@@ -11,7 +11,7 @@ import os
 from absl import logging
 
 from albert_tf.core import actions
-from data_prep import owner_lock
+from albert_toolkit import owner_lock
 
 LOCK_FILE = "train.lock"
 

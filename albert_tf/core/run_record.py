@@ -33,9 +33,9 @@ from albert_tf.checkpoints import identity
 from albert_tf.checkpoints import paths
 from albert_tf.modeling import albert_config
 from albert_tf.core import settings
-from data_prep import output_files
-from data_prep import owner_lock
-from data_prep.output_files import atomic_write
+from albert_toolkit import output_files
+from albert_toolkit import owner_lock
+from albert_toolkit.output_files import atomic_write
 
 RECORD_NAME = "run_record.json"
 # A caller that has not read the record yet (`prepare(record=UNREAD)`).

@@ -21,7 +21,7 @@ from typing import Dict, Iterator, List, Optional, Sequence
 import tensorflow as tf
 
 from albert_tf.data import finetune_features
-from data_prep import output_files
+from albert_toolkit import output_files
 
 DOCSTART = "-DOCSTART-"
 IGNORE = -1  # the label id of positions the loss and predictions skip

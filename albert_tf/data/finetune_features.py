@@ -22,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.modeling.networks.albert_encoder import INPUT_NAMES
-from data_prep import output_files
+from albert_toolkit import output_files
 
 
 def truncate_pair(tokens_a, tokens_b, max_length):

@@ -35,7 +35,7 @@ from absl import logging
 import tensorflow as tf
 
 from albert_tf.data import finetune_features
-from data_prep import output_files
+from albert_toolkit import output_files
 
 
 # A byte that is not UTF-8, as errors="surrogateescape" reads it.

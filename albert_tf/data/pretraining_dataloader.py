@@ -26,8 +26,8 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.data import dynamic_masking as dynamic_masking_lib
-from data_prep import output_files
-from data_prep import tfrecord_io
+from albert_toolkit import output_files
+from albert_toolkit import tfrecord_io
 
 # Starts the in-pipeline error of a token id >= vocab_size (one line: file,
 # record, id); core/actions.py finds it in the training loop's error.

@@ -30,7 +30,7 @@ from absl import logging
 import tensorflow as tf
 
 from albert_tf.data import finetune_features
-from data_prep import output_files
+from albert_toolkit import output_files
 
 LEVELS = ("middle", "high")
 NUM_CHOICES = 4

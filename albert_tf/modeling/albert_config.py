@@ -48,8 +48,39 @@ RELEASE_ONLY_KEYS = ("net_structure_type", "gap_size", "num_memory_blocks",
 class AlbertConfig(base_config.Config):
   """Hyperparameters of an ALBERT encoder.
 
-  Field names and meanings are the original's; `sharing` and
-  `gradient_checkpointing` are ours.
+  Field names and meanings are the original `albert_config.json`'s;
+  `sharing` and `gradient_checkpointing` are ours. Build one with
+  `from_preset`, `from_json_file`, `from_yaml` or `from_dict` (validated),
+  or with keyword arguments and then `validate()`.
+
+  Args:
+    vocab_size: rows of the word-embedding table (SentencePiece pieces).
+    embedding_size: E, the width of the embeddings (factorized: E < H).
+    hidden_size: H, the width of the Transformer layers.
+    num_hidden_layers: L, the number of layers applied.
+    num_hidden_groups: G, groups of distinct weights; layer l uses group
+      `l * G // L` (1 in every release: all layers share one group).
+    inner_group_num: blocks (attention + FFN) in a group, run in sequence.
+    num_attention_heads: heads per attention layer (divides H).
+    intermediate_size: the FFN's inner width.
+    hidden_act: the FFN's activation, a name of `activations.ACTIVATIONS`
+      (`gelu` is the tanh approximation, as the original).
+    hidden_dropout_prob: dropout on embeddings and sublayer outputs.
+    attention_probs_dropout_prob: dropout on the attention probabilities.
+    max_position_embeddings: rows of the position table (longest sequence).
+    type_vocab_size: rows of the segment (token type) table.
+    initializer_range: stddev of the truncated-normal initializer.
+    sharing: which sublayers layers share: "all" (ALBERT), "attention",
+      "ffn" or "none" (BERT-style), the paper's Table 4.
+    gradient_checkpointing: recompute each layer in the backward pass
+      (less activation memory, same gradients).
+
+  Example:
+
+  >>> config = AlbertConfig(hidden_size=64, num_attention_heads=4,
+  ...                       intermediate_size=128).validate()
+  >>> config.num_hidden_layers
+  12
   """
   vocab_size: int = 30000
   embedding_size: int = 128
@@ -65,10 +96,7 @@ class AlbertConfig(base_config.Config):
   max_position_embeddings: int = 512
   type_vocab_size: int = 2
   initializer_range: float = 0.02
-  # "all" (ALBERT), "attention" (attention shared, FFN per layer),
-  # "ffn" (FFN shared, attention per layer), "none" (BERT-style).
   sharing: str = "all"
-  # Recompute each layer's activations in the backward pass (less memory).
   gradient_checkpointing: bool = False
 
   def validate(self) -> "AlbertConfig":

@@ -21,7 +21,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from albert_tf.checkpoints import paths
-from data_prep import text_reader
+from albert_toolkit import text_files
 
 TFLITE_NAME = "model.tflite"
 METADATA_NAME = "model.json"  # what the .tflite is, beside it
@@ -71,7 +71,7 @@ def resolve(path) -> Tuple[str, Optional[str]]:
 def read_metadata(info_path):
   """The JSON object of a model.json; one-line errors naming the file."""
   try:
-    text = text_reader.read_utf8(info_path)  # an editor's BOM is no error
+    text = text_files.read_utf8(info_path)  # an editor's BOM is no error
   except OSError as e:
     raise ValueError(f"{info_path}: cannot read ({e.strerror})") from e
   try:

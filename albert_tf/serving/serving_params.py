@@ -17,7 +17,7 @@ from typing import Any, Mapping, Optional
 
 from albert_tf.core import settings
 from albert_tf.core.settings import setting
-from data_prep import output_files
+from albert_toolkit import output_files
 
 
 @dataclasses.dataclass

@@ -20,6 +20,7 @@ from albert_tf.core import base_task
 from albert_tf.core import checkpoint_config
 from albert_tf.core import distribute_utils
 from albert_tf.core import run_record
+from albert_tf.core import run_restore
 from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
 from albert_tf.modeling.networks.albert_encoder import INPUT_NAMES
 from albert_tf.serving import export_lib
@@ -28,7 +29,7 @@ from albert_tf.serving import preprocessing
 from albert_tf.serving import serving_modules
 from albert_tf.serving import serving_params
 from albert_tf.tasks import registry
-from data_prep import output_files
+from albert_toolkit import output_files
 
 ENCODER = base_task.ENCODER_EXPORT
 
@@ -114,7 +115,15 @@ def _export_tflite(task_cls, kind, model, params, export_dir, version, form):
 def export_model(task_cls: Type[base_task.Task], kind: str, model, params,
                  export_dir: str, version: Optional[int] = None,
                  form: Optional[ExportForm] = None) -> str:
-  """Exports `model` as `kind`; returns the version directory written."""
+  """Exports `model` as `kind`; returns the version directory written.
+
+  Args:
+    task_cls: the registered task class whose serving module is used.
+    kind: `encoder` or one of `task_cls.export_kinds`.
+    model, params: the restored model and the task's `ServingParams`.
+    export_dir, version: `<export_dir>/<version>/`; None: the next free one.
+    form: SavedModel or .tflite and the precision (a float32 SavedModel).
+  """
   form = form or ExportForm()
   config = _encoder_config(model)
   check_params(params, config)
@@ -323,7 +332,7 @@ def _export_of_run(request: ExportRequest, record: run_record.RunRecord
     model = task.build_model()
   checkpoint = None
   if not request.random_init:
-    checkpoint, report = checkpoint_config.restore_run(
+    checkpoint, report = run_restore.restore_run(
         task, model, functools.partial(
             identity_lib.check, model=record.model, facts=record.facts,
             what=f"the run record of {model_dir}"),
@@ -363,7 +372,7 @@ def _export_of_flags(request: ExportRequest) -> str:
     facts = {"spm_sha256": output_files.file_sha256(params.spm_model_file)}
     if "do_lower_case" in request.settings:
       facts["do_lower_case"] = params.do_lower_case
-    _, report = checkpoint_config.restore_run(
+    _, report = run_restore.restore_run(
         task_cls or base_task.Task, model, functools.partial(
             identity_lib.check, model=model_config.as_dict(), facts=facts,
             what="the given config"), checkpoint=request.checkpoint,
@@ -374,7 +383,8 @@ def _export_of_flags(request: ExportRequest) -> str:
 
 
 def export(request: ExportRequest) -> str:
-  """Runs `request`; returns the version directory written."""
+  """Runs `request` (what, from where, in which form); returns the version
+  directory written. Errors are one line, before anything is written."""
   if not request.export_dir:
     raise ValueError("--export_dir is required")
   _check_form(request)

@@ -28,7 +28,7 @@ from albert_tf.data import finetune_features
 from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
 from albert_tf.modeling.networks.albert_encoder import INPUT_NAMES
 from data_prep import tokenization
-from data_prep import output_files
+from albert_toolkit import output_files
 
 
 # --- Config ------------------------------------------------------------------------

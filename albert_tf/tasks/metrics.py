@@ -8,7 +8,7 @@ token F1 as the maximum over the gold answers; v2.0 adds the HasAns/NoAns
 breakdown and the best no-answer threshold over `null_odds`.
 RACE: accuracy on middle, high and all.
 
-Everything is plain NumPy / Python, so the numbers do not depend on TF.
+Everything is NumPy / SciPy / Python, so the numbers do not depend on TF.
 """
 
 import collections
@@ -16,6 +16,7 @@ import re
 import string
 
 import numpy as np
+from scipy import stats
 
 # --- Classification / regression --------------------------------------------
 
@@ -78,16 +79,8 @@ def pearson(x, y):
                                     np.sum(y * y), np.sum(x * y)))
 
 
-def _average_ranks(x):
-  """Ranks 1..n, ties sharing their mean rank (as scipy.stats.rankdata)."""
-  _, group, counts = np.unique(np.asarray(x, np.float64), return_inverse=True,
-                               return_counts=True)
-  last = np.cumsum(counts)  # 1-based rank of each group's last member
-  return (last - (counts - 1) / 2.0)[group]
-
-
 def spearman(x, y):
-  return pearson(_average_ranks(x), _average_ranks(y))
+  return pearson(stats.rankdata(x), stats.rankdata(y))
 
 
 def classification_metrics(task_metric, labels, predictions):

@@ -32,9 +32,9 @@ from albert_tf.serving import serving_modules
 from albert_tf.serving import serving_params
 from albert_tf.serving import task_modules
 from albert_tf.tasks import registry
-from data_prep import output_files
+from albert_toolkit import output_files
 from data_prep import pretraining_summary
-from data_prep import tfrecord_io
+from albert_toolkit import tfrecord_io
 
 _MODEL_INPUTS = INPUT_NAMES + ("masked_lm_positions",)
 # data_prep/create_pretraining_data.py writes <first output>.summary.json.

@@ -13,7 +13,7 @@ from albert_tf.serving import serving_params
 from albert_tf.tasks import finetuning as finetune_lib
 from albert_tf.tasks import registry
 from albert_tf.tasks import squad_heads
-from data_prep import output_files
+from albert_toolkit import output_files
 
 
 @dataclasses.dataclass
@@ -188,7 +188,9 @@ class SquadTask(finetune_lib.FinetuneTask):
               "null_odds": null_odds}
     files = self.prediction_files(output_dir)
     for name, path in files.items():
-      squad_data.write_json(path, values[name])
+      # The key order of the predictions (the questions') is kept.
+      output_files.write_json(path, values[name], sort_keys=False,
+                              ensure_ascii=False)
     return list(files.values())
 
   def evaluate(self, trainer, output_dir):

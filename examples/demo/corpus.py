@@ -10,7 +10,7 @@ import subprocess
 import sys
 import tarfile
 
-from data_prep import output_files
+from albert_toolkit import output_files
 
 
 SENTENCEPIECE_SDIST = "sentencepiece==0.2.1"

@@ -29,7 +29,7 @@ import time
 import yaml
 
 from albert_tf import AlbertConfig
-from data_prep import output_files
+from albert_toolkit import output_files
 from examples.demo import context
 from examples.demo import corpus
 from examples.demo import models

@@ -19,7 +19,7 @@ from albert_tf.core import train_lib
 from albert_tf.tasks import pretraining
 from albert_tf.tasks import export as tasks_export
 from albert_tf.tasks import sentence_prediction
-from data_prep import output_files
+from albert_toolkit import output_files
 from tests.testing import export_testlib
 from tests.testing import finetune_testlib
 from tests.testing import pretrain_testutil as tu

@@ -13,7 +13,7 @@ import pytest
 from albert_tf.core import experiment_config as ec
 from albert_tf.core import run_record
 from albert_tf.tasks import pretraining
-from data_prep import output_files
+from albert_toolkit import output_files
 from tests.testing import pretrain_testutil as tu
 from tests.testing import tool_server
 

@@ -19,7 +19,7 @@ from albert_tf.tasks import pretraining
 from data_prep import pretraining_config
 from data_prep import create_pretraining_data as cpd
 from data_prep import inspect_tfrecord
-from data_prep import tfrecord_io
+from albert_toolkit import tfrecord_io
 from data_prep import pretraining_instances as pi
 from tests.testing import pretrain_testutil as tu
 

@@ -18,7 +18,7 @@ import pytest
 from data_prep import beam_options
 from data_prep import beam_pretraining_data as bpd
 from data_prep import create_pretraining_data as cpd
-from data_prep import tfrecord_io
+from albert_toolkit import tfrecord_io
 from tests.testing import dask_testlib
 from tests.testing.beam_testlib import instance_flags
 from tests.testing.beam_testlib import read_records

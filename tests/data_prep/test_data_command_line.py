@@ -1,4 +1,4 @@
-"""Strict command lines of the data_prep tools (data_prep/command_line.py and
+"""Strict command lines of the data_prep tools (albert_toolkit/command_line.py and
 the Beam option check): words that are not flags, flags typed with dashes,
 an output name that is only `@N`, NaN/infinite floats. Each was accepted (or
 misreported) before.
@@ -12,8 +12,8 @@ import pytest
 from absl import flags
 
 from data_prep import beam_options
-from data_prep import command_line
-from data_prep import tfrecord_io
+from albert_toolkit import command_line
+from albert_toolkit import tfrecord_io
 from tests.testing import tool_server
 from tests.testing.botchan_testlib import botchan_spm
 

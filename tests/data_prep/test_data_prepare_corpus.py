@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from data_prep import prepare_corpus
-from data_prep import tfrecord_io
+from albert_toolkit import tfrecord_io
 
 BOTCHAN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "testdata",
                        "botchan.txt")

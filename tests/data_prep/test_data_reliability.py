@@ -18,11 +18,11 @@ import sentencepiece as spm
 from data_prep import create_pretraining_data as cpd
 from data_prep import pretraining_config
 from data_prep import inspect_tfrecord
-from data_prep import output_files
+from albert_toolkit import output_files
 from data_prep import prepare_corpus
 from data_prep import pretraining_instances as pi
 from data_prep import text_reader
-from data_prep import tfrecord_io
+from albert_toolkit import tfrecord_io
 from data_prep import tokenization
 from data_prep import train_sentencepiece
 from tests.testing.botchan_testlib import BOTCHAN, botchan_spm

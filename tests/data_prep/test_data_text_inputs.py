@@ -16,7 +16,7 @@ from data_prep import pretraining_config
 from data_prep import pretraining_instances as pi
 from data_prep import pretraining_summary
 from data_prep import text_reader
-from data_prep import tfrecord_io
+from albert_toolkit import tfrecord_io
 from data_prep import tokenization
 from data_prep import train_sentencepiece
 from tests.testing.botchan_testlib import botchan_spm

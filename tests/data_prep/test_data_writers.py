@@ -13,11 +13,11 @@ import time
 import pytest
 
 from data_prep import create_pretraining_data as cpd
-from data_prep import output_files
+from albert_toolkit import output_files
 from data_prep import pretraining_config
 from data_prep import pretraining_instances as pi
 from data_prep import text_reader
-from data_prep import tfrecord_io
+from albert_toolkit import tfrecord_io
 from tests.testing.botchan_testlib import botchan_spm
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -16,7 +16,7 @@ import yaml
 from albert_tf import AlbertConfig, AlbertPretrainer
 from albert_tf.checkpoints import identity
 from albert_tf.checkpoints import restore
-from data_prep import output_files
+from albert_toolkit import output_files
 from examples.demo import shipped
 from examples.demo import stage_report
 

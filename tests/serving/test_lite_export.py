@@ -16,7 +16,7 @@ from albert_tf.serving import lite
 from albert_tf.serving import lite_export
 from albert_tf.serving import preprocessing
 from albert_tf.tasks import export as tasks_export
-from data_prep import output_files
+from albert_toolkit import output_files
 from data_prep import tokenization
 from tests.serving.test_export_text import TRICKY
 from tests.serving.test_lite_tokenizer import MORE_TRICKY

@@ -16,7 +16,7 @@ from albert_tf.tasks import question_answering
 from albert_tf.tasks import sentence_prediction
 from albert_tf.tasks import tagging
 from data_prep import create_pretraining_data as cpd
-from data_prep import output_files
+from albert_toolkit import output_files
 from data_prep import pretraining_config
 from data_prep import pretraining_instances as pi
 from tests.testing import finetune_testlib

@@ -31,7 +31,13 @@ class AlbertPretrainer(tf_keras.Model):
 
   Inputs: the encoder's three inputs plus int32 `masked_lm_positions`
   [batch, P]. Outputs: `mlm_logits` [batch, P, V] and `sop_logits`
-  [batch, 2], both float32.
+  [batch, 2] (1 = the segments are swapped), both float32. The named parts
+  `encoder`, `mlm_head` and `sop_head` are what checkpoints save.
+
+  Args:
+    config: an `AlbertConfig`, a dict of its fields, or a preset name such as
+      "albert_base_v2".
+    **kwargs: passed to `tf_keras.Model` (e.g. `name`).
   """
 
   def __init__(self, config, **kwargs):

@@ -26,7 +26,7 @@ import json
 import os
 import sys
 
-from data_prep import owner_lock
+from albert_toolkit import owner_lock
 
 SUMMARY_SUFFIX = ".summary.json"
 _TEMP_PREFIX = "."

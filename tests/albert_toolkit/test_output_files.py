@@ -1,4 +1,4 @@
-"""data_prep.output_files.atomic_write / write_json: the project's one
+"""albert_toolkit.output_files.atomic_write / write_json: the project's one
 write-to-a-temporary-name-then-rename helper."""
 
 import json
@@ -8,7 +8,7 @@ import pytest
 
 from albert_tf.checkpoints import paths
 from albert_tf.core import run_record
-from data_prep import output_files
+from albert_toolkit import output_files
 
 
 def test_text_and_bytes_are_written_whole_and_replace_the_old_file(tmp_path):

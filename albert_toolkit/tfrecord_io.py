@@ -17,7 +17,7 @@ import struct
 
 import numpy as np
 
-from data_prep import output_files
+from albert_toolkit import output_files
 
 # ---------------------------------------------------------------- CRC32C ----
 _POLY = 0x82F63B78  # Castagnoli, reflected.
