@@ -381,3 +381,35 @@ def test_resume_logs_each_line_once_and_no_identity_warning(run_dir,
       f"ERROR: nothing trained: {model_dir} resumed at step 3, past "
       "trainer.train_steps=1; pass a larger --train_steps to train on, or "
       "--mode=eval to evaluate the checkpoint"]
+
+
+def test_plot_metrics_refuses_its_input_as_output_in_one_line(tmp_path):
+  """--output equal to --metrics_file replaced the metrics with a PNG; a
+  bad file or a missing flag ended in a traceback."""
+  path = tmp_path / "metrics.jsonl"
+  path.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+  before = path.read_bytes()
+  latin1 = tmp_path / "latin1.jsonl"
+  latin1.write_bytes(b'{"step": 1, "loss": 2.0}\n{"step": 2, "note": "\xe9"}\n')
+  listed = tmp_path / "listed.jsonl"
+  listed.write_text("[1, 2]\n")
+  (tmp_path / "link.png").symlink_to(path)
+  for flags, message in (
+      ([f"--metrics_file={path}", f"--output={tmp_path / 'link.png'}"],
+       f"--output {tmp_path / 'link.png'} is also an input (--metrics_file "
+       f"{path}); refusing to overwrite it"),
+      ([f"--model_dir={tmp_path}", f"--output={path}"],
+       f"--output {path} is also an input (--model_dir {path}); refusing "
+       "to overwrite it"),
+      ([f"--metrics_file={latin1}"], f"{latin1}:2: not UTF-8 (byte 0xe9)"),
+      ([f"--metrics_file={listed}"], f"{listed}:1: not a metrics record"),
+      ([], "--model_dir or --metrics_file is required")):
+    proc = tool_server.run(
+        [sys.executable, "-m", "albert_tf.plot_metrics", *flags],
+        cwd=tu.ROOT, env=tu.subprocess_env(), capture_output=True,
+        text=True, timeout=300)
+    errors = [l for l in proc.stderr.splitlines() if l.startswith("ERROR")]
+    assert proc.returncode == 1 and len(errors) == 1, proc.stderr[-2000:]
+    assert errors[0].startswith("ERROR: " + message), errors
+    assert "Traceback" not in proc.stderr
+  assert path.read_bytes() == before
