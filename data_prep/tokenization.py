@@ -130,20 +130,20 @@ TOKENIZER_INTERFACE = (
 VOCAB_KINDS = {"spm_model_file": "sentencepiece", "vocab_file": "wordpiece"}
 
 
-def check_one_vocabulary(spm_model_file, vocab_file, prefix="--"):
+def check_one_vocabulary(spm_model_file, vocab_file,
+                         names=("--spm_model_file", "--vocab_file")):
   """ValueError unless exactly one of the two vocabularies is given;
-  `prefix` spells the settings in the message ("--" flags, "data." config
-  fields)."""
+  `names` spell the two settings in the message (flags, config fields)."""
   if bool(spm_model_file) != bool(vocab_file):
     return
   problem = "both are set" if spm_model_file else "neither is set"
   raise ValueError(
-      f"give exactly one of {prefix}spm_model_file (SentencePiece) and "
-      f"{prefix}vocab_file (BERT WordPiece): {problem}")
+      f"give exactly one of {names[0]} (SentencePiece) and {names[1]} (BERT "
+      f"WordPiece): {problem}")
 
 
 def load_tokenizer(spm_model_file="", vocab_file="", do_lower_case=True,
-                   file_bytes=None, prefix="--"):
+                   file_bytes=None, names=("--spm_model_file", "--vocab_file")):
   """The tokenizer of whichever vocabulary is given (exactly one).
 
   Args:
@@ -152,10 +152,10 @@ def load_tokenizer(spm_model_file="", vocab_file="", do_lower_case=True,
     do_lower_case: each kind's lower-casing rule.
     file_bytes: the file's contents, read by the caller (e.g. a Beam worker
       has no file); the path then only names it.
-    prefix: how the two settings are spelled in the error for both or
-      neither ("--" or "data.").
+    names: how the two settings are spelled in the error for both or
+      neither.
   """
-  check_one_vocabulary(spm_model_file, vocab_file, prefix)
+  check_one_vocabulary(spm_model_file, vocab_file, names)
   if vocab_file:
     return wordpiece.WordPieceTokenizer(vocab_file, do_lower_case,
                                         vocab_text=file_bytes)
