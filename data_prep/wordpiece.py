@@ -20,6 +20,7 @@ Every token also keeps the span of the original text it came from
 characters. No TensorFlow: data_prep runs without it.
 """
 
+import functools
 import unicodedata
 
 import numpy as np
@@ -43,6 +44,7 @@ def is_cjk_char(c):
   return any(lo <= cp <= hi for lo, hi in _CJK_RANGES)
 
 
+@functools.lru_cache(maxsize=65536)
 def is_punctuation(c):
   """True for Unicode punctuation and every ASCII non-alphanumeric symbol."""
   cp = ord(c)
@@ -63,6 +65,21 @@ def is_dropped(c):
   return c in "\x00\ufffd" or unicodedata.category(c) in ("Cc", "Cf")
 
 
+_KEEP, _DROP, _SPACE, _CJK = range(4)
+
+
+@functools.lru_cache(maxsize=65536)
+def _char_class(c):
+  """What the basic tokenizer's first pass does with `c` (cached: each
+  character's rule is looked up once)."""
+  if is_dropped(c):
+    return _DROP
+  if is_whitespace(c) or c.isspace():
+    return _SPACE
+  return _CJK if is_cjk_char(c) else _KEEP
+
+
+@functools.lru_cache(maxsize=65536)
 def _lower_strip(text):
   """Lower-cased, NFD, without non-spacing marks (the original's order)."""
   text = unicodedata.normalize("NFD", text.lower())
@@ -74,7 +91,10 @@ def _normalize_word(chars, spans, lower):
   after lower-casing and accent stripping: (characters, spans)."""
   if not lower:
     return chars, spans
-  word = _lower_strip("".join(chars))
+  word = "".join(chars)
+  if word.isascii():  # one character each, no marks
+    return list(word.lower()), spans
+  word = _lower_strip(word)
   per_char = [_lower_strip(c) for c in chars]
   if sum(len(p) for p in per_char) == len(word):
     # One rule per character (a context rule such as the final sigma keeps
@@ -98,16 +118,15 @@ def basic_words(text, lower):
       spans.clear()
 
   for i, c in enumerate(text):
-    if is_dropped(c):
-      continue
-    if is_whitespace(c) or c.isspace():
-      flush()
-    elif is_cjk_char(c):
-      flush()
-      _split_word(*_normalize_word([c], [(i, i + 1)], lower), words)
-    else:
+    kind = _char_class(c)
+    if kind == _KEEP:
       chars.append(c)
       spans.append((i, i + 1))
+    elif kind == _SPACE:
+      flush()
+    elif kind == _CJK:
+      flush()
+      _split_word(*_normalize_word([c], [(i, i + 1)], lower), words)
   flush()
   return words
 
