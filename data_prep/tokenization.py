@@ -1,4 +1,7 @@
-"""Text normalisation and the SentencePiece tokenizer used by ALBERT.
+"""Text normalisation and the SentencePiece tokenizer used by ALBERT, and
+the one entry to either kind of vocabulary (`load_tokenizer`: a
+SentencePiece model or a BERT WordPiece vocabulary, data_prep/wordpiece.py;
+both give `TOKENIZER_INTERFACE`).
 
 This module is the single place where text becomes pieces and ids, and where
 the normalisation rule is written. Pretraining data creation and fine-tuning

@@ -172,8 +172,9 @@ def convert(input_checkpoint: str, output_dir: str, from_layout: str,
   no heads), "encoder", or "auto" (pretrainer when the source has the heads).
   Writes `albert_config.json` and copies the vocabulary (`spm_model_file`:
   a SentencePiece model or WordPiece vocabulary; default: the one next to
-  the checkpoint) into `output_dir`, which may not hold the input; a checkpoint already there is
-  replaced only with `overwrite` (said through `log`).
+  the checkpoint) into `output_dir`, which may not hold the input; a
+  checkpoint already there is replaced only with `overwrite` (said through
+  `log`).
   """
   for name, value in (("from", from_layout), ("to", to_layout)):
     if value not in LAYOUTS:
