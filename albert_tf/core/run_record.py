@@ -284,7 +284,9 @@ def prepare(model_dir: str, config, facts: Mapping[str, Any],
   given_spm = with_fingerprints(facts)["spm_sha256"]
   if recorded_spm and given_spm and recorded_spm != given_spm:
     given = facts.get("spm_model_file") or facts.get("vocab_file")
-    raise refuse("the vocabulary (sha256)", recorded_spm, given_spm,
+    what = ("the SentencePiece model" if facts.get("spm_model_file") else
+            "the WordPiece vocabulary")
+    raise refuse(f"{what} (sha256)", recorded_spm, given_spm,
                  model_dir, f"{given} is another vocabulary than the run's; "
                  "use data made with the run's")
   return record, check_resume(record, config)
