@@ -18,6 +18,7 @@ from data_prep import pretraining_instances as pi
 from data_prep import pretraining_summary
 from data_prep import wordpiece
 from data_prep.inspect_tfrecord import iter_examples
+from tests.testing import tool_server
 from tests.testing import wordpiece_testlib
 from tests.testing.beam_testlib import read_records
 
@@ -170,3 +171,24 @@ def test_cli_with_vocab_file(inputs, tmp_path):
   summary = json.loads((tmp_path / "cli.tfrecord.summary.json").read_text())
   assert summary["config"]["vocab_file"] == vocab
   assert summary["instances"] == len(read_records(str(out))) > 0
+
+
+def test_inspect_tfrecord_with_vocab_file(inputs, local_run, tmp_path):
+  vocab, _, _ = inputs
+  out, _ = local_run
+
+  def inspect(*flags):
+    return tool_server.run(
+        [sys.executable, "-m", "data_prep.inspect_tfrecord",
+         f"--input_file={out}", "--max_examples=2", *flags], env=ENV,
+        cwd=ROOT, capture_output=True, text=True, timeout=180)
+
+  proc = inspect(f"--vocab_file={vocab}")
+  assert proc.returncode == 0, proc.stderr
+  assert "warning" not in proc.stderr
+  assert any(wordpiece.is_cjk_char(c) for c in proc.stdout)
+  other = wordpiece_testlib.write_vocab(tmp_path, "other.txt", extra=["zzz"])
+  proc = inspect(f"--vocab_file={other}")
+  assert proc.returncode == 1
+  assert f"--vocab_file {other} is not the model that wrote {out}" in (
+      proc.stderr)
