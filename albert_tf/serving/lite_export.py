@@ -228,14 +228,17 @@ def custom_ops(tflite_bytes):
 
 def _probe_inputs(runner):
   """A batch of one for every input of a signature runner: the text "a"
-  for strings, zeros for ids (a dimension of unknown size is 1)."""
+  for strings, ones for integers (a valid id, type id, mask and position;
+  an all-zero mask is not a real input); other dimensions of unknown size
+  are 2."""
   inputs = {}
   for name, d in runner.get_input_details().items():
-    shape = [1 if x < 0 else int(x) for x in d["shape_signature"]]
+    shape = [int(x) if x >= 0 else (1 if i == 0 else 2)
+             for i, x in enumerate(d["shape_signature"])]
     dtype = np.dtype(d["dtype"])
     inputs[name] = (np.full(shape, b"a", dtype=object)
                     if dtype == np.object_ or dtype.kind in "SU"
-                    else np.zeros(shape, dtype))
+                    else np.ones(shape, dtype))
   return inputs
 
 
