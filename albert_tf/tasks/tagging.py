@@ -160,8 +160,9 @@ class TaggingTask(finetune_lib.FinetuneTask):
     so a long sentence's windows merge back into one label per word."""
     sentences, meta, results = self.predict_outputs(trainer, split,
                                                     ("logits",))
-    piece_labels = np.stack([np.argmax(results[i]["logits"], axis=-1)
-                             for i in range(meta["num_records"])])  # [features, seq]
+    piece_labels = np.stack([
+        np.argmax(results[i]["logits"], axis=-1)
+        for i in range(meta["num_records"])])  # [windows, seq]
     budget, row, predicted = self.data.max_seq_length - 2, 0, []
     for words in conll_data.word_pieces(self.tokenizer, sentences):
       spans, positions = conll_data.word_positions(words, budget)
