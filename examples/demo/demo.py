@@ -50,7 +50,6 @@ from absl import logging
 import tensorflow as tf
 
 from data_prep import command_line
-
 from examples.demo import context
 from examples.demo import models
 from examples.demo import order_tasks

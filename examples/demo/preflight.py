@@ -82,7 +82,9 @@ def claim_output_dir(output_dir, names):
     raise ValueError(f"--output_dir {output_dir}: not a directory")
   entries = set(os.listdir(output_dir)) if os.path.isdir(output_dir) else set()
   marked = MARKER in entries
-  others = entries - {MARKER} - set(KEPT) - (set(names) if marked else set())
+  # A demo run killed mid-write leaves hidden temporary files: its own too.
+  own = set(names) | {e for e in entries if output_files.is_tool_output(e)}
+  others = entries - {MARKER} - set(KEPT) - (own if marked else set())
   if others:
     why = ("not written by the demo" if marked else
            f"and is not a demo output directory (no {MARKER})")
@@ -96,7 +98,7 @@ def claim_output_dir(output_dir, names):
                 "a rerun deletes and rewrites what the demo writes here; "
                 "it refuses to run here if anything else is added",
         "created": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())})
-  for name in names:
+  for name in sorted(own):
     path = os.path.join(output_dir, name)
     if os.path.isdir(path) and not os.path.islink(path):
       shutil.rmtree(path)

@@ -79,6 +79,7 @@ def test_the_demos_own_directory_loses_only_the_demos_files(tmp_path):
   (out / "data").mkdir()
   (out / "data" / "train.tfrecord").write_bytes(b"old")
   (out / "summary.json").write_text("{}")
+  (out / ".summary.json.99.incomplete").write_text("{")  # killed mid-write
   (out / "cache").mkdir()
   (out / "cache" / "botchan.txt").write_text("cached")
   preflight.claim_output_dir(str(out), demo.OUTPUT_NAMES)  # a rerun
