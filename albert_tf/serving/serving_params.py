@@ -19,6 +19,9 @@ from albert_tf.core import settings
 from albert_tf.core.settings import setting
 from data_prep import output_files
 
+# Settings naming a tokenizer file: the same content is the same setting.
+TOKENIZER_FILES = ("spm_model_file", "vocab_file")
+
 
 @dataclasses.dataclass
 class ServingParams:
@@ -27,6 +30,7 @@ class ServingParams:
                             "signatures.")
   spm_model_file: str = setting("", flag="SentencePiece .model (shipped as "
                                 "an asset).")
+  vocab_file: str = setting("", flag="BERT WordPiece vocabulary (one token a line; shipped as an asset).")
   do_lower_case: bool = setting(True, flag="Lowercase text (default true).")
 
   def validate(self) -> None:
@@ -35,20 +39,19 @@ class ServingParams:
       raise ValueError(f"seq_length must be > 0, got {self.seq_length}")
 
   def check_text_in(self, what: str, model_config) -> None:
-    """Text-in signatures need the SentencePiece model and a packed length
-    the model's position table holds."""
-    if not self.spm_model_file:
-      raise ValueError(f"--spm_model_file is required for {what} (its "
-                       "text-in signatures tokenize in the graph)")
+    """Text-in signatures need one tokenizer (the SentencePiece model or
+    the WordPiece vocabulary) and a packed length the model's position
+    table holds."""
+    check_one_tokenizer(self.spm_model_file, self.vocab_file, what)
     if self.seq_length > model_config.max_position_embeddings:
       raise ValueError(f"seq_length {self.seq_length} exceeds the model's "
                        "max_position_embeddings "
                        f"{model_config.max_position_embeddings}")
 
   def same_value(self, field: str, current: Any, value: Any) -> bool:
-    """Whether `value` means what `current` means (a SentencePiece model
-    moved elsewhere with the same content is the same model)."""
-    if field == "spm_model_file" and current and value:
+    """Whether `value` means what `current` means (a tokenizer file moved
+    elsewhere with the same content is the same tokenizer)."""
+    if field in TOKENIZER_FILES and current and value:
       return current == value or (
           output_files.file_sha256(value) is not None and
           output_files.file_sha256(current) == output_files.file_sha256(value))
@@ -58,6 +61,17 @@ class ServingParams:
     """Raises when changing settable `field` to `value` would change what
     the model's outputs mean (subclasses: e.g. reordered labels)."""
     del field, value
+
+
+def check_one_tokenizer(spm_model_file: str, vocab_file: str,
+                        what: str) -> None:
+  """Raises ValueError (one line) unless exactly one tokenizer file is
+  given."""
+  if bool(spm_model_file) == bool(vocab_file):
+    raise ValueError(f"{what} tokenizes in the graph with exactly one of "
+                     "--spm_model_file (SentencePiece) and --vocab_file "
+                     f"(BERT WordPiece); got "
+                     f"{'both' if spm_model_file else 'neither'}")
 
 
 def _same(a, b) -> bool:
@@ -87,7 +101,7 @@ def with_settings(params: ServingParams, given: Mapping[str, Any],
                        f"{', '.join(sorted(fields))})")
     current = getattr(params, name)
     if params.same_value(name, current, value):
-      if name == "spm_model_file":
+      if name in TOKENIZER_FILES:
         changes[name] = value  # the file that exists now
       continue
     if recorded_in is not None:

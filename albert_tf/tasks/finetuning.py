@@ -247,6 +247,8 @@ class FinetuneTask(base_task.Task):
     d = self.data
     return {"seq_length": d.max_seq_length,
             "spm_model_file": d.spm_model_file,
+            # The data config's WordPiece vocabulary, where it has one.
+            "vocab_file": getattr(d, "vocab_file", ""),
             "do_lower_case": d.do_lower_case}
 
   @classmethod
