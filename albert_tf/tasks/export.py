@@ -53,8 +53,11 @@ def _encoder_config(model):
 
 
 def check_params(params, model_config) -> None:
-  """Before anything is built: the tokenizer fits the model (one line,
+  """Before anything is built: one tokenizer, fitting the model (one line,
   naming the file)."""
+  if params.spm_model_file and params.vocab_file:
+    serving_params.check_one_tokenizer(params.spm_model_file,
+                                       params.vocab_file, "an export")
   if params.spm_model_file:
     preprocessing.check_spm_model(params.spm_model_file,
                                   model_config.vocab_size)
