@@ -22,6 +22,10 @@ so they can live inside a SavedModel:
    applied as a per-id expansion table computed at export time from the
    Python tokenizer itself.
 
+With a BERT WordPiece vocabulary (`--vocab_file`) steps 0-6 are BERT's
+tokenizer instead (`WordPiecePreprocessor`, albert_tf/serving/wordpiece.py);
+`make_preprocessor` chooses by the file given. Packing is the same.
+
 The character classes come from the exporting Python's `unicodedata`
 (Unicode 14 on Python 3.11); ICU's NFKD inside TF knows newer characters, so
 only code points added after Unicode 14 may differ.

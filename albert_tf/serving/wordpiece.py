@@ -213,15 +213,17 @@ def _trie(rules, data):
 # --- The final sigma --------------------------------------------------------------
 
 
-def _sigma_final_before(c):
-  """`c` makes a following "Σ" final-able: cased, not case-ignorable (by
-  `str.lower` itself)."""
-  return (c + _SIGMA).lower()[-1] == _FINAL_SIGMA
-
-
-def _case_ignorable(c):
-  return (not _sigma_final_before(c) and
-          ("A" + c + _SIGMA).lower()[-1] == _FINAL_SIGMA)
+def _sigma_classes():
+  """(cased, case_ignorable) sets of characters, as `str.lower`'s final
+  sigma rule sees them (probed on `str.lower` itself): a "Σ" after a cased
+  character (case-ignorable ones between) and not before one is final."""
+  cased, ignorable = set(), set()
+  for c in _code_points():
+    if (c + _SIGMA).lower()[-1] == _FINAL_SIGMA:
+      cased.add(c)
+    elif ("A" + c + _SIGMA).lower()[-1] == _FINAL_SIGMA:
+      ignorable.add(c)
+  return cased, ignorable
 
 
 def pre_rules(text, lower):
@@ -234,15 +236,16 @@ def pre_rules(text, lower):
 
 @functools.lru_cache(maxsize=1)
 def _sigma_pattern():
-  cased = char_class(_sigma_final_before)
-  ignorable = char_class(_case_ignorable)
-  other = char_class(
-      lambda c: not _sigma_final_before(c) and not _case_ignorable(c))
+  cased, ignorable = _sigma_classes()
+  either = cased | ignorable
+  cased_re, ignorable_re = (char_class(cased.__contains__),
+                            char_class(ignorable.__contains__))
+  neither_re = char_class(lambda c: c not in either)
   # (cased ignorable*) Σ (ignorable*) (neither | end): a "Σ" that ends a
   # cased word. The last group consumes a character that can start no
   # other match's left context, so consecutive matches are all found.
-  return (f"({cased}{ignorable}*){_SIGMA}({ignorable}*)({other}|$)",
-          f"\\1{_FINAL_SIGMA}\\2\\3")
+  return (f"({cased_re}{ignorable_re}*){_SIGMA}({ignorable_re}*)"
+          f"({neither_re}|$)", f"\\1{_FINAL_SIGMA}\\2\\3")
 
 
 def graph_pre_rules(text, lower):

@@ -81,26 +81,9 @@ def test_tflite_equals_saved_model(setup, kind):
       info["custom_ops"]), info["custom_ops"]
 
 
-class Tokenize(tf.Module):
-  """The ids of a preprocessor's tokenizer, as a convertible signature."""
-
-  def __init__(self, preprocessor):
-    super().__init__()
-    self.preprocessor = preprocessor
-
-  def signatures(self):
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string,
-                                                name="text")])
-    def tokenize(text):
-      ids = self.preprocessor.tokenize_ids(text)
-      return {"ids": ids.to_tensor(-1),
-              "lengths": tf.cast(ids.row_lengths(), tf.int32)}
-    return {"tokenize": tokenize}
-
-
 @pytest.mark.parametrize("lower", [True, False])
 def test_tflite_ids_equal_full_tokenizer(vocab, lower):
-  module = Tokenize(lite_preprocessing.LiteWordPiecePreprocessor(
+  module = lib.Tokenize(lite_preprocessing.LiteWordPiecePreprocessor(
       vocab, do_lower_case=lower))
   tflite = lite_export.convert(module, "float32")
   assert not [op for op in lite_export.custom_ops(tflite)

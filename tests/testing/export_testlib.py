@@ -12,6 +12,8 @@
 - `export_serving(task_cls, model, dir, spm, **settings)`: a task's serving
   export of a model the test built, with the task's serving params (spm
   None and `vocab_file=` in settings: a WordPiece export).
+- `Tokenize(preprocessor)`: a module whose one signature is a
+  preprocessor's tokenizer (to convert to TFLite and compare ids).
 - `export(export_dir, **request)`: export_savedmodel's path in process
   (tasks/export.py `ExportRequest`).
 - `run_isolated(code, ...)`: runs Python in a fresh process where importing
@@ -27,6 +29,7 @@ import sys
 import textwrap
 
 import sentencepiece as spm
+import tensorflow as tf
 
 from albert_tf.tasks import all_tasks  # pylint: disable=unused-import
 from albert_tf.tasks import export as tasks_export
@@ -113,6 +116,25 @@ def write_wordpiece_vocab(directory):
   with open(path, "w", encoding="utf-8") as f:
     f.write("\n".join(WORDPIECE_TOKENS) + "\n")
   return path
+
+
+class Tokenize(tf.Module):
+  """The ids of a text preprocessor's tokenizer as a signature `tokenize`
+  (`signatures()`, as a serving module): text [batch] -> ids [batch, most]
+  (-1 padded), lengths [batch]."""
+
+  def __init__(self, preprocessor):
+    super().__init__()
+    self.preprocessor = preprocessor
+
+  def signatures(self):
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string,
+                                                name="text")])
+    def tokenize(text):
+      ids = self.preprocessor.tokenize_ids(text)
+      return {"ids": ids.to_tensor(-1),
+              "lengths": tf.cast(ids.row_lengths(), tf.int32)}
+    return {"tokenize": tokenize}
 
 
 def export_serving(task_cls, model, export_dir, spm_file, **settings):
