@@ -1,0 +1,387 @@
+"""Hugging Face ALBERT models <-> albert_tf checkpoints and run directories,
+every head (`convert_checkpoint --from=hf` / `--to=hf`).
+
+  AlbertModel, AlbertForPreTraining, AlbertForMaskedLM  <-> our encoder /
+      pretrainer checkpoint (+ albert_config.json), as the other layouts
+  AlbertForSequenceClassification  <-> a `sentence_prediction` run
+  AlbertForQuestionAnswering       <-> a `question_answering` run (the
+                                       simple SQuAD v1 head)
+  AlbertForMultipleChoice          <-> a `multiple_choice` run
+  AlbertForTokenClassification     <-> a `tagging` run
+
+A fine-tuning head converts to a run directory as training writes it
+(experiment_config.yaml, run_record.json, checkpoints/ckpt-0 stamped with
+its identity) so that export_savedmodel --model_dir, evaluation and
+--init_checkpoint take it; the labels are config.json's id2label. The
+weights' names: checkpoints/hf_checkpoint.py.
+"""
+
+import os
+import shutil
+from typing import Any, Dict, Optional, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from albert_tf.checkpoints import canonical_weights as cw
+from albert_tf.checkpoints import conversion
+from albert_tf.checkpoints import hf_checkpoint as hf
+from albert_tf.checkpoints import hf_files
+from albert_tf.checkpoints import identity
+from albert_tf.checkpoints import paths
+from albert_tf.checkpoints import restore
+from albert_tf.checkpoints import tf1_checkpoint
+from albert_tf.checkpoints.canonical_weights import CheckpointConversionError
+from albert_tf.core import checkpoint_config
+from albert_tf.core import experiment_config
+from albert_tf.core import run_record
+from albert_tf.modeling import albert_config
+from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
+from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
+from albert_tf.serving import preprocessing
+from albert_tf.tasks import registry
+
+# Architecture -> our task of a fine-tuning head.
+FINETUNED = {
+    "AlbertForSequenceClassification": "sentence_prediction",
+    "AlbertForQuestionAnswering": "question_answering",
+    "AlbertForMultipleChoice": "multiple_choice",
+    "AlbertForTokenClassification": "tagging",
+}
+TASK_ARCHITECTURES = {"pretraining": "AlbertForPreTraining",
+                      **{t: a for a, t in FINETUNED.items()}}
+# The GLUE layout a converted classifier's run records (one text for
+# classification; STS-B's pair for regression, GLUE's only regression).
+CLASSIFICATION_LAYOUT, REGRESSION_LAYOUT = "sst-2", "sts-b"
+CHECKPOINT_NAME = "ckpt-0"
+SPM_NAME = "spiece.model"
+# What a converted run directory records of its source.
+CONVERTED_FROM = "converted_from"
+
+
+# --- The tokenizer (one call site each way) ------------------------------------
+
+
+def _read_tokenizer(hf_dir: str) -> Tuple[bytes, bool, bool]:
+  """(SentencePiece model bytes, do_lower_case, keep_accents) of `hf_dir`.
+  PLACEHOLDER until checkpoints/hf_tokenizer.read_tokenizer lands: reads
+  spiece.model only; do_lower_case true, keep_accents false."""
+  path = os.path.join(hf_dir, SPM_NAME)
+  if not os.path.isfile(path):
+    raise CheckpointConversionError(f"{path}: no such file (the model's "
+                                    "SentencePiece model)")
+  with open(path, "rb") as f:
+    return f.read(), True, False
+
+
+def _write_tokenizer(hf_dir: str, spm_model_file: str,
+                     do_lower_case: bool) -> None:
+  """PLACEHOLDER until checkpoints/hf_tokenizer.write_tokenizer lands:
+  copies the SentencePiece model as spiece.model."""
+  del do_lower_case
+  shutil.copyfile(spm_model_file, os.path.join(hf_dir, SPM_NAME))
+
+
+def _import_tokenizer(hf_dir: str, output_dir: str, config
+                      ) -> Tuple[str, bool]:
+  """spiece.model written to `output_dir`, checked against the model's
+  vocab_size: (its path, do_lower_case)."""
+  model_bytes, lower, keep_accents = _read_tokenizer(hf_dir)
+  if keep_accents:
+    raise CheckpointConversionError(
+        f"{hf_dir}: keep_accents=true; albert_tf's tokenization drops "
+        "accents (the original's)")
+  path = os.path.join(os.path.abspath(output_dir), SPM_NAME)
+  os.makedirs(output_dir, exist_ok=True)
+  with open(path, "wb") as f:
+    f.write(model_bytes)
+  preprocessing.check_spm_model(path, config.vocab_size)
+  return path, lower
+
+
+# --- Hugging Face -> ours --------------------------------------------------------
+
+
+def _labels(hf_config, path: str):
+  """id2label as a list in id order (None: not given)."""
+  id2label = hf_config.get("id2label")
+  if not id2label:
+    return None
+  try:
+    return [str(id2label[str(i)]) for i in range(len(id2label))]
+  except KeyError:
+    raise CheckpointConversionError(
+        f"{path}: id2label keys are not 0..{len(id2label) - 1}") from None
+
+
+def _task_settings(model: hf_files.HfModel, config, spm: str, lower: bool
+                   ) -> Dict[str, Any]:
+  """The experiment config values of a converted fine-tuning run."""
+  path = os.path.join(model.directory, hf_files.CONFIG_NAME)
+  data = {"spm_model_file": spm, "do_lower_case": lower,
+          "max_seq_length": min(512, config.max_position_embeddings)}
+  task = {}
+  arch = model.architecture
+  labels = _labels(model.config, path)
+  if arch == "AlbertForSequenceClassification":
+    problem = model.config.get("problem_type")
+    num = model.tensors.get("classifier.weight", np.zeros((0,))).shape[0]
+    if problem == "multi_label_classification":
+      raise CheckpointConversionError(
+          f"{path}: problem_type={problem!r}: albert_tf's classifier is a "
+          "softmax over exclusive labels")
+    if num == 1 or problem == "regression":
+      data["task_name"] = REGRESSION_LAYOUT
+    else:
+      data.update(task_name=CLASSIFICATION_LAYOUT,
+                  label_names=labels or [str(i) for i in range(num)])
+  elif arch == "AlbertForTokenClassification":
+    num = model.tensors.get("classifier.weight", np.zeros((0,))).shape[0]
+    data["label_names"] = labels or [str(i) for i in range(num)]
+  if "label_names" in data and len(data["label_names"]) != num:
+    raise CheckpointConversionError(
+        f"{path}: id2label has {len(data['label_names'])} labels, "
+        f"classifier.weight {num} rows")
+  if arch != "AlbertForQuestionAnswering":
+    # Only training reads the data; the source is recorded as such.
+    data["data_dir"] = os.path.abspath(model.directory)
+  return {"data": data, "task": task, "model": config.as_dict()}
+
+
+def _assign(variables, values, report, source):
+  cw.check_and_assign(variables, values, report.mapped, source)
+
+
+def _fill_pooler(values, report, config, architecture):
+  """Architectures without a pooler (transformers' add_pooling_layer=
+  False): ours has one; zeros make its pooled output 0, never random."""
+  if "pooler/kernel" in values:
+    return
+  values["pooler/kernel"] = np.zeros([config.hidden_size] * 2, np.float32)
+  values["pooler/bias"] = np.zeros([config.hidden_size], np.float32)
+  for name in ("pooler/kernel", "pooler/bias"):
+    report.mapped[name] = f"(zeros: {architecture} has no pooler)"
+
+
+def _write_run(model: hf_files.HfModel, config, output_dir, values, report,
+               spm, lower) -> str:
+  """A run directory of the head's task holding the converted weights."""
+  task_cls = registry.get_task_cls(FINETUNED[model.architecture])
+  exp = experiment_config.load_experiment_config(
+      task_cls.config_cls, base=_task_settings(model, config, spm, lower),
+      base_source=os.path.join(model.directory, hf_files.CONFIG_NAME))
+  output_dir = os.path.abspath(output_dir)
+  task = task_cls(exp, output_dir)
+  target = task.build_model()
+  variables = {**cw.model_variables(target),
+               f"{hf.HEAD}/output_weights": target.head.output_weights,
+               f"{hf.HEAD}/output_bias": target.head.output_bias}
+  _assign(variables, values, report, model.directory)
+  facts = run_record.with_fingerprints(task.record_facts())
+  facts[CONVERTED_FROM] = os.path.abspath(model.directory)
+  stamp = identity.RunIdentity(exp.model.as_dict(), facts,
+                               f"the run record of {output_dir}")
+  stamp.stamp(0)
+  directory = os.path.join(output_dir, paths.RUN_CHECKPOINT_SUBDIR)
+  path = tf.train.Checkpoint(**cw.model_parts(target),
+                             identity=stamp.variable).write(
+                                 os.path.join(directory, CHECKPOINT_NAME))
+  paths.write_checkpoint_state(directory, os.path.basename(path))
+  run_record.write(output_dir, exp, facts)
+  return path
+
+
+def _write_pretrained(model, config, output_dir, to_layout, values, report):
+  """AlbertModel / ForPreTraining / ForMaskedLM as the other layouts'
+  checkpoints: ckpt (+ albert_config.json)."""
+  heads = hf_files.ARCHITECTURES[model.architecture][0]
+  target = AlbertPretrainer(config) if heads else AlbertEncoder(config)
+  variables = cw.model_variables(target)
+  if heads == ("mlm",):  # no SOP head: the parts it has
+    variables = {n: v for n, v in variables.items()
+                 if not n.startswith("sop_head/")}
+  _assign(variables, values, report, model.directory)
+  prefix = os.path.join(output_dir, conversion.DEFAULT_OUTPUT_NAMES[to_layout])
+  if heads != ("mlm",):
+    path = conversion.write_weights(target, prefix, to_layout)
+  elif to_layout == "albert_tf":
+    os.makedirs(output_dir, exist_ok=True)
+    path = tf.train.Checkpoint(encoder=target.encoder,
+                               mlm_head=target.mlm_head).write(prefix)
+    paths.write_checkpoint_state(output_dir, os.path.basename(path))
+  elif to_layout == "tf1":
+    from_model = {n: v.numpy() for n, v in variables.items()}
+    path = tf1_checkpoint.write_tf1_checkpoint(from_model, prefix,
+                                                          config)
+  else:
+    raise CheckpointConversionError(
+        f"--to={to_layout}: its pretraining layout holds the MLM and SOP "
+        "heads together; AlbertForMaskedLM has no SOP head (use "
+        "--to=albert_tf or tf1)")
+  conversion.write_config(config, output_dir, to_layout)
+  return path
+
+
+def _check_output(output_dir: str, overwrite: bool, source: str):
+  """Refuses the source's directory, a training run's directory, and
+  (without `overwrite`) a directory that holds another model."""
+  if os.path.realpath(output_dir) == os.path.realpath(source):
+    raise CheckpointConversionError(
+        f"--output_dir {output_dir} is the input directory; use another")
+  record = run_record.find_for_checkpoint(output_dir)
+  if record is not None and (CONVERTED_FROM not in record.facts or
+                             os.path.realpath(record.model_dir) !=
+                             os.path.realpath(output_dir)):
+    raise CheckpointConversionError(
+        f"--output_dir {output_dir} is in the run directory "
+        f"{record.model_dir}; use another directory")
+  held = [n for n in (hf_files.CONFIG_NAME, hf_files.WEIGHTS_NAME, run_record.RECORD_NAME,
+                      albert_config.CONFIG_JSON_NAME)
+          if os.path.isfile(os.path.join(output_dir, n))]
+  held += paths.checkpoint_prefixes(output_dir) if os.path.isdir(
+      output_dir) else []
+  if held and not overwrite:
+    raise CheckpointConversionError(
+        f"--output_dir {output_dir} already holds a model ({', '.join(held)})"
+        "; use another directory, or pass --overwrite to replace it")
+  if held and record is not None:  # a converted run: replaced whole
+    shutil.rmtree(os.path.join(output_dir, paths.RUN_CHECKPOINT_SUBDIR),
+                  ignore_errors=True)
+    for name in (run_record.RECORD_NAME, run_record.CONFIG_NAME):
+      os.remove(os.path.join(output_dir, name))
+
+
+def import_hf(hf_dir: str, output_dir: str, to_layout: str = "albert_tf",
+              overwrite: bool = False) -> Tuple[str, cw.ConversionReport]:
+  """Converts the Hugging Face directory `hf_dir`; returns (checkpoint
+  path, report). A fine-tuning head goes to a run directory (albert_tf
+  layout; the TF1 and Model Garden layouts hold no labels: refused)."""
+  model = hf_files.read_model(hf_dir)
+  config = hf.albert_config_from_hf(
+      model.config, os.path.join(hf_dir, hf_files.CONFIG_NAME))
+  finetuned = model.architecture in FINETUNED
+  if finetuned and to_layout != "albert_tf":
+    raise CheckpointConversionError(
+        f"--to={to_layout}: {model.architecture} converts to an albert_tf "
+        "run directory (--to=albert_tf); that layout has no place for its "
+        "task and labels")
+  _check_output(output_dir, overwrite, hf_dir)
+  report, values = hf.map_hf(model, config)
+  _fill_pooler(values, report, config, model.architecture)
+  spm, lower = _import_tokenizer(hf_dir, output_dir, config)
+  if finetuned:
+    return _write_run(model, config, output_dir, values, report, spm,
+                      lower), report
+  return _write_pretrained(model, config, output_dir, to_layout, values,
+                           report), report
+
+
+# --- Ours -> Hugging Face ------------------------------------------------------
+
+
+def _head_config(task, params) -> Tuple[str, Dict[str, Any]]:
+  """(architecture, config.json fields of its head) of a run's task."""
+  arch = TASK_ARCHITECTURES.get(task.name)
+  if arch is None:
+    raise CheckpointConversionError(
+        f"task {task.name!r} has no Hugging Face ALBERT class (convertible: "
+        f"{', '.join(sorted(TASK_ARCHITECTURES))})")
+  if task.name == "question_answering" and (
+      params.squad_head != "simple" or params.with_answerability):
+    raise CheckpointConversionError(
+        f"this SQuAD run's head (task.squad_head={params.squad_head}, "
+        f"with_answerability={params.with_answerability}) has no Hugging "
+        "Face class: AlbertForQuestionAnswering is start/end logits only")
+  names = None
+  extra: Dict[str, Any] = {}
+  if task.name == "sentence_prediction":
+    if params.regression:
+      extra["problem_type"] = "regression"
+      names = ["LABEL_0"]
+    else:
+      extra["problem_type"] = "single_label_classification"
+      names = params.label_names or [str(i) for i in range(params.num_labels)]
+  elif task.name == "tagging":
+    names = list(params.label_names)
+  elif task.name == "question_answering":
+    names = ["LABEL_0", "LABEL_1"]  # qa_outputs has num_labels (2) rows
+  if names:
+    extra["id2label"] = {str(i): n for i, n in enumerate(names)}
+    extra["label2id"] = {n: i for i, n in enumerate(names)}
+  return arch, extra
+
+
+def _restored_run(record, checkpoint: Optional[str]):
+  """(task, its model restored, its params) of a run."""
+  task = registry.task_of_record(record)
+  model = task.build_model()
+  checkpoint_config.restore_run(
+      task, model, lambda p: identity.check(
+          p, model=record.model, facts=record.facts,
+          what=f"the run record of {record.model_dir}"),
+      record.model_dir, checkpoint)
+  return task, model, task.serving_params(record.facts)
+
+
+def _values(model) -> Dict[str, np.ndarray]:
+  values = {n: v.numpy() for n, v in cw.model_variables(model).items()}
+  head = getattr(model, "head", None)
+  if head is not None:
+    values[f"{hf.HEAD}/output_weights"] = head.output_weights.numpy()
+    values[f"{hf.HEAD}/output_bias"] = head.output_bias.numpy()
+  return values
+
+
+def export_hf(input_checkpoint: str, output_dir: str,
+              overwrite: bool = False) -> Tuple[str, str]:
+  """Writes a run (or a checkpoint of ours) as a Hugging Face directory;
+  returns (weights path, architecture)."""
+  is_run = os.path.isfile(os.path.join(input_checkpoint,
+                                       run_record.RECORD_NAME))
+  record = (run_record.read(input_checkpoint) if is_run else
+            run_record.find_for_checkpoint(input_checkpoint))
+  _check_hf_output(output_dir, overwrite, input_checkpoint)
+  if record is not None:
+    task, model, params = _restored_run(
+        record, None if is_run else input_checkpoint)
+    arch, extra = _head_config(task, params)
+    config, spm, lower = (task.config.model, params.spm_model_file,
+                          params.do_lower_case)
+  else:
+    config, _ = checkpoint_config.model_config_for(
+        [], "", checkpoint=input_checkpoint)
+    prefix = paths.resolve_checkpoint(input_checkpoint)
+    if config is None:
+      config = conversion.resolve_config(None, prefix)
+    model = AlbertPretrainer(config)
+    values, report = restore.read_weights(prefix, config)
+    has_heads = any(cw.is_head(n) for n in values)
+    if not has_heads:
+      model = model.encoder
+    cw.check_and_assign(cw.model_variables(model), values, report.mapped,
+                        prefix)
+    arch, extra = ("AlbertForPreTraining" if has_heads else "AlbertModel"), {}
+    vocab = [p for p in conversion.find_vocab_files(prefix)
+             if p.endswith(".model")]
+    spm, lower = (vocab[0] if vocab else ""), True
+  tensors = hf.to_hf(_values(model), config, arch)
+  path = hf_files.write_model(output_dir, tensors,
+                        hf.hf_config_from_albert(config, arch, extra))
+  if spm:
+    _write_tokenizer(output_dir, spm, lower)
+  return path, arch
+
+
+def _check_hf_output(output_dir: str, overwrite: bool, source: str):
+  if os.path.realpath(output_dir) == os.path.realpath(
+      source if os.path.isdir(source) else os.path.dirname(source)):
+    raise CheckpointConversionError(
+        f"--output_dir {output_dir} holds the input; use another directory")
+  held = [n for n in (hf_files.CONFIG_NAME, hf_files.WEIGHTS_NAME, hf_files.INDEX_NAME)
+          if os.path.isfile(os.path.join(output_dir, n))]
+  if held and not overwrite:
+    raise CheckpointConversionError(
+        f"--output_dir {output_dir} already holds a model ({', '.join(held)})"
+        "; use another directory, or pass --overwrite to replace it")
+  if os.path.isfile(os.path.join(output_dir, hf_files.INDEX_NAME)):
+    os.remove(os.path.join(output_dir, hf_files.INDEX_NAME))  # a stale index wins
