@@ -11,9 +11,9 @@
 - `data_prep` and `albert_toolkit` import neither TensorFlow (at module
   level) nor albert_tf (Beam workers and corpus machines run them without).
 - No source file over 400 lines: one concept per file.
-- `tf.train.latest_checkpoint` only in the checkpoint resolver
-  (albert_tf/checkpoints/paths.py): which checkpoint a directory means is
-  decided once.
+- `tf.train.latest_checkpoint` and `get_checkpoint_state` only in the
+  checkpoint resolver (albert_tf/checkpoints/paths.py): which checkpoint a
+  directory means is decided once.
 
 The layering between albert_tf's subpackages is checked against the Bazel
 deps in test_build_coverage.py.
@@ -332,17 +332,19 @@ LATEST_CHECKPOINT_ALLOWED = (CHECKPOINT_RESOLVER,)
 
 
 def latest_checkpoint_calls(tree):
-  """Line numbers of `tf.train.latest_checkpoint` (any alias of tf) and of
-  `from ...train import latest_checkpoint` in a tree."""
+  """Line numbers of the readers of the `checkpoint` state file,
+  `tf.train.latest_checkpoint` / `get_checkpoint_state` (any alias of tf),
+  and of `from ...train import` either, in a tree."""
+  readers = ("latest_checkpoint", "get_checkpoint_state")
   lines = []
   for node in ast.walk(tree):
-    if (isinstance(node, ast.Attribute) and node.attr == "latest_checkpoint"
+    if (isinstance(node, ast.Attribute) and node.attr in readers
         and isinstance(node.value, ast.Attribute)
         and node.value.attr == "train"):
       lines.append(node.lineno)
     elif (isinstance(node, ast.ImportFrom) and node.module and
           node.module.split(".")[-1] == "train" and
-          any(a.name == "latest_checkpoint" for a in node.names)):
+          any(a.name in readers for a in node.names)):
       lines.append(node.lineno)
   return sorted(lines)
 
@@ -351,7 +353,7 @@ def test_latest_checkpoint_only_in_the_resolver():
   bad = [f"{path}:{line}" for path in source_files()
          if path not in LATEST_CHECKPOINT_ALLOWED
          for line in latest_checkpoint_calls(parse(path))]
-  assert not bad, ("tf.train.latest_checkpoint outside "
+  assert not bad, ("tf.train.latest_checkpoint / get_checkpoint_state outside "
                    f"{CHECKPOINT_RESOLVER} (use paths.latest_checkpoint or "
                    f"paths.resolve_checkpoint): {bad}")
 
@@ -361,5 +363,6 @@ def test_latest_checkpoint_detector():
                    "a = tf.train.latest_checkpoint(d)\n"
                    "b = manager.latest_checkpoint\n"
                    "from tensorflow.train import latest_checkpoint\n"
-                   "c = paths.latest_checkpoint(d)\n")
-  assert latest_checkpoint_calls(tree) == [2, 4]
+                   "c = paths.latest_checkpoint(d)\n"
+                   "d = tf.train.get_checkpoint_state(d)\n")
+  assert latest_checkpoint_calls(tree) == [2, 4, 6]

@@ -1,7 +1,7 @@
 """Where checkpoints and SavedModel exports live on disk, the one resolver of
 each: checkpoint prefixes (`resolve_checkpoint`), the `checkpoint` state file
-(`latest_checkpoint`, `write_checkpoint_state`: the only callers of
-tf.train.latest_checkpoint) and TF Serving's `<base>/<integer version>/`
+(`latest_checkpoint`, `checkpoint_candidates`, `write_checkpoint_state`: its
+only readers and writer) and TF Serving's `<base>/<integer version>/`
 layout (`resolve_saved_model`, `next_version`). Both live here (below
 `serving/`) because `restore()` accepts SavedModel exports as well as
 checkpoints. Errors are ValueErrors with one line naming the path.
@@ -50,6 +50,36 @@ def write_checkpoint_state(directory: str, prefix_basename: str) -> None:
       f"{directory}/checkpoint",
       f'model_checkpoint_path: "{prefix_basename}"\n'
       f'all_model_checkpoint_paths: "{prefix_basename}"\n')
+
+
+def checkpoint_candidates(directory: str) -> List[str]:
+  """Checkpoint prefixes in `directory`, newest first."""
+  state = tf.train.get_checkpoint_state(directory)
+  if state is None:
+    return []
+  listed = list(state.all_model_checkpoint_paths) or [
+      state.model_checkpoint_path]
+  listed = [_in_directory(p, directory) for p in listed]
+  return sorted(set(listed), key=_checkpoint_number, reverse=True)
+
+
+def _in_directory(path: str, directory: str) -> str:
+  """A state file's entry as a path. Versions before paths.absolute wrote
+  `runs/a/checkpoints/ckpt-10` for a relative run directory, which TF reads
+  as `<directory>/runs/a/checkpoints/ckpt-10`: such an entry is the file of
+  that name in `directory`."""
+  if not os.path.isabs(path) and "://" not in path:
+    path = os.path.join(directory, path)
+  beside = os.path.join(directory, os.path.basename(path))
+  if (beside != path and not tf.io.gfile.exists(path + ".index") and
+      tf.io.gfile.exists(beside + ".index")):
+    return beside
+  return path
+
+
+def _checkpoint_number(path: str) -> int:
+  tail = path.rsplit("-", 1)[-1]
+  return int(tail) if tail.isdigit() else -1
 
 
 def checkpoint_prefixes(directory: str) -> List[str]:

@@ -1,7 +1,8 @@
-"""What the training loop does between steps: checkpoint save / restore that
-never trusts a bad file, the best checkpoint, SIGTERM/SIGINT, the run lock on
-model_dir, TensorBoard + metrics.jsonl, the progress line, finiteness of the
-weights, and naming the input file behind a data error.
+"""What the training loop does between steps: checkpoint saves that never
+keep a bad file (restoring is run_restore.py's), the best checkpoint,
+SIGTERM/SIGINT, the run lock on model_dir, TensorBoard + metrics.jsonl, the
+progress line, finiteness of the weights, and naming the input file behind
+a data error.
 
 The promises these keep are listed in docs/reliability.md ("Training loop").
 """
@@ -13,7 +14,7 @@ import os
 import shutil
 import signal
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence
 
 from absl import logging
 import tensorflow as tf
@@ -104,86 +105,6 @@ def save_checkpoint(manager: tf.train.CheckpointManager, step: int) -> str:
         "kept") from e
   logging.info("saved checkpoint %s", path)
   return path
-
-
-def checkpoint_candidates(directory: str) -> List[str]:
-  """Checkpoint prefixes in `directory`, newest first."""
-  state = tf.train.get_checkpoint_state(directory)
-  if state is None:
-    return []
-  paths = list(state.all_model_checkpoint_paths) or [
-      state.model_checkpoint_path]
-  paths = [_in_directory(p, directory) for p in paths]
-  return sorted(set(paths), key=_checkpoint_number, reverse=True)
-
-
-def _in_directory(path: str, directory: str) -> str:
-  """A state file's entry as a path. Versions before paths.absolute wrote
-  `runs/a/checkpoints/ckpt-10` for a relative run directory, which TF reads
-  as `<directory>/runs/a/checkpoints/ckpt-10`: such an entry is the file of
-  that name in `directory`."""
-  if not os.path.isabs(path) and "://" not in path:
-    path = os.path.join(directory, path)
-  beside = os.path.join(directory, os.path.basename(path))
-  if (beside != path and not tf.io.gfile.exists(path + ".index") and
-      tf.io.gfile.exists(beside + ".index")):
-    return beside
-  return path
-
-
-def _checkpoint_number(path: str) -> int:
-  tail = path.rsplit("-", 1)[-1]
-  return int(tail) if tail.isdigit() else -1
-
-
-def restore_first_readable(candidates: Sequence[str], restore: Callable,
-                           unreadable: Callable, error: Callable,
-                           check: Optional[Callable[[str], None]] = None
-                           ) -> Tuple[Optional[str], Any]:
-  """The one walk over checkpoints, newest first (resume, evaluation, every
-  export): (path, `restore(path)`) of the first that reads, warning about
-  each one skipped; (None, None) when there are none. `check(path)` raises
-  (not caught) when a readable checkpoint is not this run's;
-  `unreadable(path, e)` says why a failed `restore` is the file's fault
-  (None: re-raise `e`, a wrong model). None reads: CheckpointError(`error(
-  [(path, why), ...])`)."""
-  failed = []
-  for path in candidates:
-    if check is not None and tf.io.gfile.exists(path + ".index"):
-      check(path)
-    try:
-      return path, restore(path)
-    except (tf.errors.OpError, ValueError, AssertionError, IndexError,
-            OSError) as e:  # IndexError: a truncated .data file
-      why = unreadable(path, e)
-      if why is None:
-        raise
-      failed.append((path, why))
-      if path != candidates[-1]:
-        logging.warning("checkpoint %s is %s; using the one before it", path,
-                        why)
-  if failed:
-    raise CheckpointError(error(failed))
-  return None, None
-
-
-def restore_newest_readable(checkpoint: tf.train.Checkpoint, directory: str,
-                            check: Optional[Callable[[str], None]] = None
-                            ) -> Optional[str]:
-  """A resume: restores the newest checkpoint of `directory` that reads
-  (`restore_first_readable`). Every object of `checkpoint` must be found;
-  saved objects it leaves out (the identity, checked by `check`; a data
-  position not restored) are expected, not warned about on every resume.
-  Returns the restored path, or None when there is no checkpoint."""
-  def restore(path):
-    checkpoint.restore(path).expect_partial().assert_existing_objects_matched()
-
-  return restore_first_readable(
-      checkpoint_candidates(directory), restore,
-      lambda path, e: f"unreadable ({error_summary(e)})",
-      lambda failed: (f"no readable checkpoint in {directory}: "
-                      f"{', '.join(path for path, _ in failed)} failed to "
-                      "load; delete them or restore the files"), check)[0]
 
 
 def keep_if_best(best_dir: str, model, global_step: tf.Variable,

@@ -129,7 +129,7 @@ class Task(abc.ABC):
                             step: Optional[tf.Variable] = None,
                             allow_missing_heads: bool = False):
     """Loads checkpoint `path` into the whole `model` (eval, predict,
-    export: called by core.checkpoint_config.restore_run, after the
+    export: called by core.run_restore.restore_run, after the
     identity check); `step` receives the checkpoint's step. Returns the
     checkpoints.restore.RestoreReport."""
     return restore_lib.restore(model, path, step=step,

@@ -1,18 +1,14 @@
 """Which model config a checkpoint is used with (export, convert:
-`model_config_for`), the one restore of a model for evaluation, prediction
-and export (`restore_run`), and where conversion outputs may not go.
+`model_config_for`), and where conversion outputs may not go.
 """
 
 import os
-from typing import Any, Callable, Optional, Tuple
-
-import tensorflow as tf
+from typing import Any, Optional
 
 from albert_tf.checkpoints import canonical_weights
 from albert_tf.checkpoints import conversion
 from albert_tf.checkpoints import identity
 from albert_tf.checkpoints import paths
-from albert_tf.core import actions
 from albert_tf.core import run_record
 from albert_tf.modeling import albert_config
 
@@ -81,55 +77,3 @@ def check_not_in_run(output_dir: str, what: str = "--output_dir") -> None:
     raise ValueError(f"{what} {output_dir} is the run directory {run} or its "
                      "checkpoint directory: writing there would replace the "
                      "run's checkpoint state; use another directory")
-
-
-def _unreadable(path: str, error: Exception) -> Optional[str]:
-  """Why checkpoint `path` could not be read, or None when `error` is
-  about the model (a wrong config), not the files."""
-  if not tf.io.gfile.exists(path + ".index"):
-    return ("deleted while it was read: a training run keeps only its "
-            "newest trainer.max_to_keep checkpoints")
-  if isinstance(error, (tf.errors.OpError, IndexError, OSError)):
-    return f"truncated or unreadable: {actions.error_summary(error)}"
-  return None
-
-
-def restore_newest_readable(restore: Callable[[str], Any], model_dir: str,
-                            checkpoint: Optional[str] = None
-                            ) -> Tuple[str, Any]:
-  """`restore(path)` of `checkpoint`, or (none given) of the newest
-  checkpoint of the run `model_dir` that reads, falling back as a resume
-  does (`actions.restore_first_readable`). Returns (path, result).
-
-  A given checkpoint that cannot be read, or a run none of whose
-  checkpoints reads, is a one-line CheckpointError naming them.
-  """
-  if checkpoint:
-    candidates = [paths.resolve_checkpoint(checkpoint)]
-  else:
-    candidates = actions.checkpoint_candidates(
-        os.path.join(model_dir, paths.RUN_CHECKPOINT_SUBDIR)) or [
-            paths.resolve_checkpoint(model_dir)]
-  return actions.restore_first_readable(
-      candidates, restore, _unreadable,
-      lambda failed: "no readable checkpoint: " + "; ".join(
-          f"{path} ({why})" for path, why in failed) + (
-              "" if checkpoint else f" (all of {model_dir})"))
-
-
-def restore_run(task, model, check: Callable[[str], Any], model_dir: str = "",
-                checkpoint: Optional[str] = None,
-                step: Optional[tf.Variable] = None,
-                allow_missing_heads: bool = False) -> Tuple[str, Any]:
-  """The one restore of a model for evaluation, prediction and every export
-  (`run_* --mode=eval/predict/export`, `export_savedmodel`): `checkpoint`,
-  else the newest readable checkpoint of the run `model_dir`, refused by
-  `check(path)` unless it is the run's (`identity.check` against the run
-  record: its model config, task and vocabulary), loaded through the task
-  (`Task.restore_for_inference`: a task may read layouts of its own).
-  Returns (path, RestoreReport)."""
-  def restore(path):
-    check(path)
-    return task.restore_for_inference(
-        model, path, step=step, allow_missing_heads=allow_missing_heads)
-  return restore_newest_readable(restore, model_dir, checkpoint)

@@ -80,19 +80,6 @@ def write_eval_results(output_dir: str, results: Dict[str, Any]) -> str:
   return path
 
 
-def restore_for_inference(trainer, checkpoint: Optional[str] = None) -> str:
-  """Loads `checkpoint` (default: the latest of the run) into the model,
-  through the task (`Trainer.restore_model`)."""
-  if not checkpoint and not paths.latest_checkpoint(trainer.checkpoint_dir):
-    raise ValueError(f"no checkpoint in {trainer.checkpoint_dir}; train "
-                     "first or pass --checkpoint")
-  # The newest that reads (a truncated one, or one a running trainer
-  # rotated away, is skipped with a warning); a given one or nothing.
-  path = trainer.restore_model(checkpoint)
-  logging.info("restored %s (step %d)", path, int(trainer.global_step.numpy()))
-  return path
-
-
 def _nearest_existing(path: str) -> str:
   while path and not os.path.exists(path) and os.path.dirname(path) != path:
     path = os.path.dirname(path)
@@ -193,7 +180,7 @@ def run_experiment(task, config, model_dir: str, mode: str = "train",
   elif mode == "continuous_eval":
     result["eval"] = trainer.continuous_evaluate()
   else:
-    result["checkpoint"] = restore_for_inference(trainer, checkpoint)
+    result["checkpoint"] = trainer.restore_model(checkpoint)
     if mode == "eval":
       result["eval"] = _evaluation(trainer, task, output_dir)
     elif mode == "predict":

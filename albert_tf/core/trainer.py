@@ -6,7 +6,7 @@ SIGTERM/SIGINT, TensorBoard + metrics.jsonl, the progress line, naming a
 corrupt input file) and `run_lock` (one run per model_dir).
 
 `Trainer` drives them (intervals, resume, modes; evaluation and export
-restore through `checkpoint_config.restore_run`, checked against the run's
+restore through `run_restore.restore_run`, checked against the run's
 identity); its fault handling is in docs/reliability.md ("Training loop").
 
   trainer = Trainer(MyTask(...), experiment_config, model_dir, strategy)
@@ -27,10 +27,10 @@ from albert_tf.checkpoints import paths
 from albert_tf.core import actions
 from albert_tf.core import base_task
 from albert_tf.core import base_trainer
-from albert_tf.core import checkpoint_config
 from albert_tf.core import distribute_utils
 from albert_tf.core import run_lock
 from albert_tf.core import run_record
+from albert_tf.core import run_restore
 
 
 class Trainer:
@@ -151,7 +151,7 @@ class Trainer:
   def restore_or_initialize(self) -> int:
     """Resumes from the newest readable checkpoint, else warm-starts the
     task. Drops metrics.jsonl records past the restored step."""
-    restored = actions.restore_newest_readable(
+    restored = run_restore.resume(
         self._restore_checkpoint, self.checkpoint_dir,
         check=self._identity.check)
     step = int(self.global_step.numpy())
@@ -167,10 +167,15 @@ class Trainer:
 
   def restore_model(self, path: Optional[str] = None) -> str:
     """Loads the model's weights and step from `path`, else the newest
-    readable checkpoint (checkpoint_config.restore_run); returns the path."""
-    return checkpoint_config.restore_run(
+    readable checkpoint (`run_restore.restore_run`); returns the path."""
+    if not path and not paths.latest_checkpoint(self.checkpoint_dir):
+      raise ValueError(f"no checkpoint in {self.checkpoint_dir}; train "
+                       "first or pass --checkpoint")
+    path = run_restore.restore_run(
         self.task, self.model, self._identity.check, self.model_dir, path,
         step=self.global_step)[0]
+    logging.info("restored %s (step %d)", path, int(self.global_step.numpy()))
+    return path
 
   # --- Training --------------------------------------------------------------
 

@@ -31,7 +31,6 @@ import tensorflow as tf
 from albert_tf.data import finetune_features
 from albert_tf.data import squad_alignment
 from albert_tf.data import squad_checks
-from albert_toolkit import output_files
 
 SquadFormatError = squad_checks.SquadFormatError
 
@@ -211,7 +210,3 @@ def feature_spec(max_seq_length):
       [max_seq_length], unique_ids=scalar, start_positions=scalar,
       end_positions=scalar, is_impossible=scalar)
 
-
-def write_json(path, value):
-  """`value` as JSON in its own key order, written atomically."""
-  output_files.write_json(path, value, sort_keys=False, ensure_ascii=False)

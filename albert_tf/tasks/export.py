@@ -20,6 +20,7 @@ from albert_tf.core import base_task
 from albert_tf.core import checkpoint_config
 from albert_tf.core import distribute_utils
 from albert_tf.core import run_record
+from albert_tf.core import run_restore
 from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
 from albert_tf.modeling.networks.albert_encoder import INPUT_NAMES
 from albert_tf.serving import export_lib
@@ -331,7 +332,7 @@ def _export_of_run(request: ExportRequest, record: run_record.RunRecord
     model = task.build_model()
   checkpoint = None
   if not request.random_init:
-    checkpoint, report = checkpoint_config.restore_run(
+    checkpoint, report = run_restore.restore_run(
         task, model, functools.partial(
             identity_lib.check, model=record.model, facts=record.facts,
             what=f"the run record of {model_dir}"),
@@ -371,7 +372,7 @@ def _export_of_flags(request: ExportRequest) -> str:
     facts = {"spm_sha256": output_files.file_sha256(params.spm_model_file)}
     if "do_lower_case" in request.settings:
       facts["do_lower_case"] = params.do_lower_case
-    _, report = checkpoint_config.restore_run(
+    _, report = run_restore.restore_run(
         task_cls or base_task.Task, model, functools.partial(
             identity_lib.check, model=model_config.as_dict(), facts=facts,
             what="the given config"), checkpoint=request.checkpoint,

@@ -13,6 +13,7 @@ from albert_tf.serving import serving_params
 from albert_tf.tasks import finetuning as finetune_lib
 from albert_tf.tasks import registry
 from albert_tf.tasks import squad_heads
+from albert_toolkit import output_files
 
 
 @dataclasses.dataclass
@@ -176,7 +177,9 @@ class SquadTask(finetune_lib.FinetuneTask):
       outputs["null_odds"] = null_odds
     files = [os.path.join(output_dir, f"{name}.json") for name in outputs]
     for path, value in zip(files, outputs.values()):
-      squad_data.write_json(path, value)
+      # The key order of the predictions (the questions') is kept.
+      output_files.write_json(path, value, sort_keys=False,
+                              ensure_ascii=False)
     return files
 
   def evaluate(self, trainer, output_dir):

@@ -1,6 +1,7 @@
 """Running the project's command-line tools as subprocesses (the demo uses
 them the way a user would), and reading what they leave behind."""
 
+import importlib
 import json
 import os
 import re
@@ -43,6 +44,15 @@ def child_cpu_seconds():
   return r.ru_utime + r.ru_stime + s.ru_utime + s.ru_stime
 
 
+def _popen():
+  """subprocess.Popen, or what DEMO_POPEN ("module:function", same
+  arguments) names: the test suite runs the tools in forks of a process that
+  imported TensorFlow once (tests/testing/tool_server.py)."""
+  module, _, name = os.environ.get("DEMO_POPEN", "").partition(":")
+  return getattr(importlib.import_module(module), name) if module else (
+      subprocess.Popen)
+
+
 def run_tool(args, log_path, env=None, show=True, show_filter=None,
              cwd=None):
   """Runs `python -m <args...>`, streaming its output (indented) and saving it.
@@ -66,7 +76,7 @@ def run_tool(args, log_path, env=None, show=True, show_filter=None,
   print("  $ python " + " ".join(_quote(a) for a in args), flush=True)
   lines = []
   start = time.time()
-  with open(log_path, "w", encoding="utf-8") as log, subprocess.Popen(
+  with open(log_path, "w", encoding="utf-8") as log, _popen()(
       cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
       env=full_env, cwd=cwd, bufsize=1, errors="replace") as proc:
     log.write("$ " + " ".join(cmd) + "\n")

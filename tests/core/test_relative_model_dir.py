@@ -9,7 +9,8 @@ import sys
 import pytest
 import tensorflow as tf
 
-from albert_tf.core import actions
+from albert_tf.checkpoints import paths
+from albert_tf.core import run_restore
 from tests.testing import pretrain_testutil as tu
 from tests.testing import tool_server
 
@@ -67,8 +68,8 @@ def test_state_file_of_an_older_version_still_resumes(tmp_path):
       'model_checkpoint_path: "runs/a/checkpoints/ckpt-4"\n'
       'all_model_checkpoint_paths: "runs/a/checkpoints/ckpt-2"\n'
       'all_model_checkpoint_paths: "runs/a/checkpoints/ckpt-4"\n')
-  assert actions.checkpoint_candidates(str(directory)) == [
+  assert paths.checkpoint_candidates(str(directory)) == [
       str(directory / "ckpt-4"), str(directory / "ckpt-2")]
-  assert actions.restore_newest_readable(
+  assert run_restore.resume(
       tf.train.Checkpoint(v=tf.Variable(0.0)), str(directory)) == str(
           directory / "ckpt-4")

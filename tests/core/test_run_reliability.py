@@ -18,9 +18,9 @@ from albert_tf import plot_metrics
 from albert_tf.checkpoints import conversion
 from albert_tf.checkpoints import restore as restore_lib
 from albert_tf.core import actions
-from albert_tf.core import checkpoint_config
 from albert_tf.core import experiment_config as ec
 from albert_tf.core import run_record
+from albert_tf.core import run_restore
 from albert_tf.core import train_lib
 from albert_tf.tasks import export
 from albert_tf.tasks import pretraining
@@ -319,7 +319,7 @@ def test_export_skips_an_unreadable_newest_checkpoint(train_file, tmp_path,
     return restore_lib.restore(model, path)
 
   caplog.clear()
-  path, _ = checkpoint_config.restore_newest_readable(rotating_restore,
+  path, _ = run_restore.restore_given_or_newest(rotating_restore,
                                                       str(copy))
   assert path == str(copy / "checkpoints" / "ckpt-1")
   assert (f"checkpoint {rotated} is deleted while it was read: a training "

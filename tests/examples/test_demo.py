@@ -262,7 +262,9 @@ def test_headline_compares_with_the_targets():
 @pytest.fixture(scope="module")
 def demo_run(tmp_path_factory):
   out = tmp_path_factory.mktemp("demo") / "demo_output"
-  env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2")
+  # The albert_tf tools in forks of a process that imported TensorFlow once.
+  env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2",
+             DEMO_POPEN="tests.testing.tool_server:popen_streaming")
   proc = subprocess.run(
       [sys.executable, "-m", "examples.demo.demo", "--quick", f"--corpus={BOTCHAN}",
        f"--output_dir={out}", "--sizes=base", "--num_workers=1",

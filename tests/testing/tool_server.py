@@ -367,6 +367,14 @@ class ForkedTool:
     self.wait(timeout)  # TimeoutExpired leaves it running, as Popen's does
     return self._read("stdout"), self._read("stderr")
 
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc_info):
+    if getattr(self, "stdout", None) is not None:
+      self.stdout.close()
+    self.wait()
+
 
 def start(args, *, cwd=None, env=None, stdin=None, stdout=None, stderr=None,
           text=False):
@@ -376,6 +384,27 @@ def start(args, *, cwd=None, env=None, stdin=None, stdout=None, stderr=None,
                       stderr=stderr, text=text)
   return subprocess.Popen(args, cwd=cwd, env=env, stdin=stdin, stdout=stdout,  # pylint: disable=consider-using-with
                           stderr=stderr, text=text)
+
+
+def popen_streaming(args, *, env=None, cwd=None, errors="strict", **kwargs):
+  """`subprocess.Popen(args, stdout=PIPE, stderr=STDOUT, text=True, ...)`
+  as the demo streams a tool's output (examples/demo/tools.py, through
+  DEMO_POPEN): an albert_tf tool (`-m albert_tf.<tool>`) runs in a fork of
+  the server, its output read from a pipe as it comes; anything else (the
+  data_prep tools import no TensorFlow, the demo's clients show what a
+  process without albert_tf needs) in a subprocess."""
+  env = os.environ if env is None else env
+  if not (len(args) > 2 and args[1] == "-m" and
+          args[2].startswith("albert_tf.") and forkable(args, env)):
+    return subprocess.Popen(args, env=env, cwd=cwd, errors=errors, **kwargs)  # pylint: disable=consider-using-with
+  read_fd, write_fd = os.pipe()
+  try:
+    proc = ForkedTool(args, cwd=cwd, env=env, stdout=write_fd,
+                      stderr=subprocess.STDOUT)
+  finally:
+    os.close(write_fd)
+  proc.stdout = open(read_fd, encoding="utf-8", errors=errors)  # pylint: disable=consider-using-with
+  return proc
 
 
 def run(args, *, cwd=None, env=None, input=None, capture_output=False,  # pylint: disable=redefined-builtin
