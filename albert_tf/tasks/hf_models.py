@@ -34,6 +34,7 @@ from albert_tf.checkpoints import tf1_checkpoint
 from albert_tf.checkpoints.canonical_weights import CheckpointConversionError
 from albert_tf.core import checkpoint_config
 from albert_tf.core import experiment_config
+from albert_tf.core import run_restore
 from albert_tf.core import run_record
 from albert_tf.modeling import albert_config
 from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
@@ -315,7 +316,7 @@ def _restored_run(record, checkpoint: Optional[str]):
   """(task, its model restored, its params) of a run."""
   task = registry.task_of_record(record)
   model = task.build_model()
-  checkpoint_config.restore_run(
+  run_restore.restore_run(
       task, model, lambda p: identity.check(
           p, model=record.model, facts=record.facts,
           what=f"the run record of {record.model_dir}"),

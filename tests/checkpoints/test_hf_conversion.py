@@ -21,7 +21,9 @@ from albert_tf.checkpoints import restore as restore_lib
 from albert_tf.core import run_record
 from albert_tf.modeling.albert_config import AlbertConfig
 from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
+from albert_tf.serving import serving_params
 from albert_tf.tasks import all_tasks  # noqa: F401 (registers the tasks)
+from albert_tf.tasks import finetuning
 from albert_tf.tasks import hf_models
 from albert_tf.tasks import registry
 from tests.testing import export_testlib
@@ -85,13 +87,18 @@ CASES = [
     ("AlbertForPreTraining", "gelu_new",
      {"num_hidden_layers": 4, "inner_group_num": 2}),
     ("AlbertForSequenceClassification", "gelu", {"num_labels": 3}),
+    ("AlbertForSequenceClassification", "gelu_new",
+     {"problem_type": "regression", "id2label": {"0": "LABEL_0"},
+      "label2id": {"LABEL_0": 0}}),
     ("AlbertForTokenClassification", "relu", {"num_labels": 5}),
     ("AlbertForQuestionAnswering", "gelu", {}),
     ("AlbertForMultipleChoice", "gelu_new", {}),
 ]
 
 
-@pytest.mark.parametrize("arch,act,kw", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("arch,act,kw", CASES,
+                         ids=[c[0] + ("_regression" if "problem_type" in c[2]
+                                      else "") for c in CASES])
 def test_hf_to_ours_matches_numpy_and_round_trips(tmp_path, spm_file,
                                                   vocab_size, arch, act, kw):
   config, tensors, out = _convert(tmp_path, spm_file, vocab_size, arch, act,
@@ -128,6 +135,12 @@ def test_hf_to_ours_matches_numpy_and_round_trips(tmp_path, spm_file,
     if kw.get("num_labels"):
       assert params.label_names == [f"class_{i}" for i in
                                     range(kw["num_labels"])]
+    if "problem_type" in kw:
+      assert params.regression and params.label_names is None
+    if arch == "AlbertForMultipleChoice":  # any number of choices at export
+      assert serving_params.with_settings(
+          params, {"num_choices": 5}, "an export",
+          recorded_in=out).num_choices == 5
 
   # ours -> HF: the same tensors and config fields; -> ours again: the same
   # weights, bit for bit.
@@ -157,6 +170,21 @@ def _stored(directory):
       directory))
   return {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map()
           if not k.startswith(("identity", "_CHECKPOINTABLE"))}
+
+
+def test_finetuning_warm_starts_from_a_converted_dir(tmp_path, spm_file,
+                                                    vocab_size):
+  """trainer.init_checkpoint=OUT: the identity check (model, vocabulary)
+  passes and the encoder is the HF one."""
+  _, tensors, out = _convert(tmp_path, spm_file, vocab_size,
+                             "AlbertForSequenceClassification", num_labels=2)
+  task = registry.task_of_record(run_record.read(out))
+  task.config.trainer.init_checkpoint = out
+  model = task.build_model()
+  finetuning.initialize_model(model, task.config)
+  np.testing.assert_array_equal(
+      model.encoder.embeddings.word_embeddings.numpy(),
+      tensors["albert.embeddings.word_embeddings.weight"])
 
 
 def test_masked_lm_and_bare_model(tmp_path, spm_file, vocab_size):
