@@ -54,6 +54,11 @@ TASK_ARCHITECTURES = {"pretraining": "AlbertForPreTraining",
 # The GLUE layout a converted classifier's run records (one text for
 # classification; STS-B's pair for regression, GLUE's only regression).
 CLASSIFICATION_LAYOUT, REGRESSION_LAYOUT = "sst-2", "sts-b"
+# The fine-tuning heads the original's TF1 layout holds: our head layer's
+# name (tf1_checkpoint.FINETUNED_HEAD_NAMES: the original scripts' names).
+TF1_HEADS = {"AlbertForSequenceClassification": "classification_head",
+             "AlbertForQuestionAnswering": "span_labeling_head",
+             "AlbertForMultipleChoice": "multiple_choice_head"}
 CHECKPOINT_NAME = "ckpt-0"
 SPM_NAME = "spiece.model"
 # What a converted run directory records of its source.
@@ -223,6 +228,23 @@ def _write_pretrained(model, config, output_dir, to_layout, values, report):
   return path
 
 
+def _write_tf1_head(model, config, output_dir, values, report) -> str:
+  """The encoder and the head under the original fine-tuning scripts'
+  names (no labels: that layout keeps none) + albert_config.json."""
+  target = AlbertEncoder(config)
+  variables = cw.model_variables(target)
+  _assign(variables, values, report, model.directory)
+  names = tf1_checkpoint.FINETUNED_HEAD_NAMES[TF1_HEADS[model.architecture]]
+  head = dict(zip(names, (values[f"{hf.HEAD}/output_weights"],
+                          values[f"{hf.HEAD}/output_bias"])))
+  prefix = os.path.join(output_dir, conversion.DEFAULT_OUTPUT_NAMES["tf1"])
+  path = tf1_checkpoint.write_tf1_checkpoint(
+      {n: v.numpy() for n, v in variables.items()}, prefix, config,
+      finetuned=head)
+  conversion.write_config(config, output_dir, "tf1")
+  return path
+
+
 def _check_output(output_dir: str, overwrite: bool, source: str):
   """Refuses the source's directory, a training run's directory, and
   (without `overwrite`) a directory that holds another model."""
@@ -261,15 +283,17 @@ def import_hf(hf_dir: str, output_dir: str, to_layout: str = "albert_tf",
   config = hf.albert_config_from_hf(
       model.config, os.path.join(hf_dir, hf_files.CONFIG_NAME))
   finetuned = model.architecture in FINETUNED
-  if finetuned and to_layout != "albert_tf":
+  if finetuned and to_layout == "model_garden" or (
+      to_layout == "tf1" and model.architecture == "AlbertForTokenClassification"):
     raise CheckpointConversionError(
-        f"--to={to_layout}: {model.architecture} converts to an albert_tf "
-        "run directory (--to=albert_tf); that layout has no place for its "
-        "task and labels")
+        f"--to={to_layout}: that layout has no {model.architecture} head "
+        "(use --to=albert_tf: a run directory with its task and labels)")
   _check_output(output_dir, overwrite, hf_dir)
   report, values = hf.map_hf(model, config)
   _fill_pooler(values, report, config, model.architecture)
   spm, lower = _import_tokenizer(hf_dir, output_dir, config)
+  if finetuned and to_layout == "tf1":
+    return _write_tf1_head(model, config, output_dir, values, report), report
   if finetuned:
     return _write_run(model, config, output_dir, values, report, spm,
                       lower), report

@@ -20,6 +20,7 @@ from albert_tf.checkpoints import paths
 from albert_tf.checkpoints import restore as restore_lib
 from albert_tf.core import run_record
 from albert_tf.modeling.albert_config import AlbertConfig
+from albert_tf.modeling.models import downstream_models
 from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
 from albert_tf.serving import serving_params
 from albert_tf.tasks import all_tasks  # noqa: F401 (registers the tasks)
@@ -226,6 +227,32 @@ def test_masked_lm_and_bare_model(tmp_path, spm_file, vocab_size):
   np.testing.assert_allclose(got["pooled_output"], ref["pooled"], atol=1e-5)
 
 
+def test_classifier_to_the_original_tf1_layout(tmp_path, spm_file,
+                                               vocab_size):
+  """--to=tf1: the run_classifier names (output_weights/output_bias), which
+  restore() reads into our classifier."""
+  config = hf_testlib.hf_config("AlbertForSequenceClassification",
+                                vocab_size, num_labels=3)
+  hf_dir, out = str(tmp_path / "hf"), str(tmp_path / "tf1")
+  tensors = hf_testlib.write_hf_dir(hf_dir, config, spm_file)
+  hf_models.import_hf(hf_dir, out, to_layout="tf1")
+  ours = AlbertConfig.from_json_file(os.path.join(out, "albert_config.json"))
+  model = downstream_models.AlbertClassifier(finetuning.encoder(ours),
+                                             num_labels=3)
+  report = restore_lib.restore(model, out)
+  assert report.layout == "tf1" and "head" in report.restored
+  ids, mask, types = _inputs(vocab_size)
+  ref = hf_testlib.forward(tensors, config, ids, mask, types)
+  np.testing.assert_allclose(model(_feed(ids, mask, types))["logits"],
+                             ref["logits"], atol=1e-5)
+  tagger = str(tmp_path / "tagger")
+  hf_testlib.write_hf_dir(tagger, hf_testlib.hf_config(
+      "AlbertForTokenClassification", vocab_size, num_labels=2), spm_file)
+  with pytest.raises(ValueError, match="to=tf1: that layout has no"):
+    hf_models.import_hf(tagger, str(tmp_path / "tagger_tf1"),
+                        to_layout="tf1")
+
+
 def test_sharded_index_is_read(tmp_path, spm_file, vocab_size):
   config = hf_testlib.hf_config("AlbertModel", vocab_size)
   tensors = hf_testlib.hf_weights(config)
@@ -329,8 +356,9 @@ def test_output_dir_and_torch_refusals(tmp_path, spm_file, vocab_size):
   hf_models.export_hf(out, back)
   with pytest.raises(ValueError, match="already holds a model"):
     hf_models.export_hf(out, back)
-  with pytest.raises(ValueError, match="to=tf1.*run directory"):
-    hf_models.import_hf(hf_dir, str(tmp_path / "tf1"), to_layout="tf1")
+  with pytest.raises(ValueError, match="to=model_garden: that layout has no"):
+    hf_models.import_hf(hf_dir, str(tmp_path / "mg"),
+                        to_layout="model_garden")
   torch_dir = tmp_path / "torch"
   torch_dir.mkdir()
   (torch_dir / "config.json").write_text(
