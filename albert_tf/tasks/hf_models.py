@@ -41,6 +41,7 @@ from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
 from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
 from albert_tf.serving import preprocessing
 from albert_tf.tasks import registry
+from albert_toolkit import output_files
 
 # Architecture -> our task of a fine-tuning head.
 FINETUNED = {
@@ -97,10 +98,8 @@ def _import_tokenizer(hf_dir: str, output_dir: str, config
     raise CheckpointConversionError(
         f"{hf_dir}: keep_accents=true; albert_tf's tokenization drops "
         "accents (the original's)")
-  path = os.path.join(os.path.abspath(output_dir), SPM_NAME)
-  os.makedirs(output_dir, exist_ok=True)
-  with open(path, "wb") as f:
-    f.write(model_bytes)
+  path = output_files.atomic_write(
+      os.path.join(os.path.abspath(output_dir), SPM_NAME), model_bytes)
   preprocessing.check_spm_model(path, config.vocab_size)
   return path, lower
 
@@ -348,6 +347,14 @@ def _restored_run(record, checkpoint: Optional[str]):
   return task, model, task.serving_params(record.facts)
 
 
+def _pretrained_architecture(values) -> str:
+  """The class of a checkpoint of ours without a run: by the heads it has."""
+  heads = {n.split("/")[0] for n in values if cw.is_head(n)}
+  if heads == {"mlm_head", "sop_head"}:
+    return "AlbertForPreTraining"
+  return "AlbertForMaskedLM" if heads == {"mlm_head"} else "AlbertModel"
+
+
 def _values(model) -> Dict[str, np.ndarray]:
   values = {n: v.numpy() for n, v in cw.model_variables(model).items()}
   head = getattr(model, "head", None)
@@ -380,12 +387,11 @@ def export_hf(input_checkpoint: str, output_dir: str,
       config = conversion.resolve_config(None, prefix)
     model = AlbertPretrainer(config)
     values, report = restore.read_weights(prefix, config)
-    has_heads = any(cw.is_head(n) for n in values)
-    if not has_heads:
-      model = model.encoder
-    cw.check_and_assign(cw.model_variables(model), values, report.mapped,
-                        prefix)
-    arch, extra = ("AlbertForPreTraining" if has_heads else "AlbertModel"), {}
+    arch, extra = _pretrained_architecture(values), {}
+    variables = cw.model_variables(model)
+    variables = {n: v for n, v in variables.items() if n in values or
+                 not cw.is_head(n)}  # the heads it holds
+    cw.check_and_assign(variables, values, report.mapped, prefix)
     vocab = [p for p in conversion.find_vocab_files(prefix)
              if p.endswith(".model")]
     spm, lower = (vocab[0] if vocab else ""), True

@@ -209,8 +209,13 @@ def test_masked_lm_and_bare_model(tmp_path, spm_file, vocab_size):
       np.arange(SEQ, dtype=np.int32), (BATCH, 1)))
   np.testing.assert_allclose(model(feed)["mlm_logits"], ref["mlm"],
                              atol=1e-5)
-  # Out again as AlbertForPreTraining would need the SOP head: a checkpoint
-  # with the MLM head only goes out as AlbertModel.
+  back = str(tmp_path / "mlm_back")
+  assert hf_models.export_hf(out, back)[1] == "AlbertForMaskedLM"
+  written = safetensors_numpy.load_file(os.path.join(back,
+                                                     "model.safetensors"))
+  assert sorted(written) == sorted(tensors)  # no pooler, no decoder copy
+  for name, value in tensors.items():
+    np.testing.assert_array_equal(written[name], value, err_msg=name)
   base = hf_testlib.hf_config("AlbertModel", vocab_size)
   base_dir = str(tmp_path / "base")
   base_tensors = hf_testlib.write_hf_dir(base_dir, base, spm_file)
