@@ -1,7 +1,7 @@
 r"""Converts ALBERT checkpoints between the original TF1 layout (`bert/...`,
 `cls/...`; the released model.ckpt-best), ours (albert_tf), Model
 Garden's (model_garden) and Hugging Face model directories (hf, every
-head: albert_tf/tasks/hf_models.py); see albert_tf/checkpoints/conversion.py.
+head: albert_tf/tasks/hf_models.py, hf_export.py); see albert_tf/checkpoints/conversion.py.
 
   python -m albert_tf.convert_checkpoint --from=hf --to=albert_tf \
       --input_checkpoint=albert-base-v2 --output_dir=albert_base_tf2
@@ -31,6 +31,7 @@ from albert_tf.checkpoints import restore
 from albert_tf.core import checkpoint_config
 from albert_tf.modeling import albert_config
 from albert_tf.tasks import all_tasks  # pylint: disable=unused-import
+from albert_tf.tasks import hf_export
 from albert_tf.tasks import hf_models
 
 HF = "hf"
@@ -67,8 +68,8 @@ def define_flags():
 
 
 def convert_hf(flag_values):
-  """--from=hf or --to=hf (one side must be albert_tf, or hf -> tf1 /
-  model_garden for the pretraining heads)."""
+  """--from=hf to any layout of ours, or --from=albert_tf --to=hf
+  (albert_tf/tasks/hf_models.py, hf_export.py)."""
   source, target = flag_values["from"].value, flag_values.to
   given = [f"--{n}" for n in NOT_HF_FLAGS if flag_values[n].present]
   if given:
@@ -83,7 +84,7 @@ def convert_hf(flag_values):
     print(f"wrote {path} ({target} layout) in {flag_values.output_dir}")
     return
   if target == HF and source == "albert_tf":
-    path, arch = hf_models.export_hf(flag_values.input_checkpoint,
+    path, arch = hf_export.export_hf(flag_values.input_checkpoint,
                                      flag_values.output_dir,
                                      flag_values.overwrite)
     print(f"wrote {path} ({arch}) and its config.json")

@@ -25,6 +25,7 @@ from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
 from albert_tf.serving import serving_params
 from albert_tf.tasks import all_tasks  # noqa: F401 (registers the tasks)
 from albert_tf.tasks import finetuning
+from albert_tf.tasks import hf_export
 from albert_tf.tasks import hf_models
 from albert_tf.tasks import registry
 from tests.testing import export_testlib
@@ -146,7 +147,7 @@ def test_hf_to_ours_matches_numpy_and_round_trips(tmp_path, spm_file,
   # ours -> HF: the same tensors and config fields; -> ours again: the same
   # weights, bit for bit.
   back = str(tmp_path / "hf_back")
-  hf_models.export_hf(out, back)
+  hf_export.export_hf(out, back)
   written = safetensors_numpy.load_file(os.path.join(back,
                                                      "model.safetensors"))
   assert sorted(written) == sorted(tensors)
@@ -210,7 +211,7 @@ def test_masked_lm_and_bare_model(tmp_path, spm_file, vocab_size):
   np.testing.assert_allclose(model(feed)["mlm_logits"], ref["mlm"],
                              atol=1e-5)
   back = str(tmp_path / "mlm_back")
-  assert hf_models.export_hf(out, back)[1] == "AlbertForMaskedLM"
+  assert hf_export.export_hf(out, back)[1] == "AlbertForMaskedLM"
   written = safetensors_numpy.load_file(os.path.join(back,
                                                      "model.safetensors"))
   assert sorted(written) == sorted(tensors)  # no pooler, no decoder copy
@@ -358,9 +359,9 @@ def test_output_dir_and_torch_refusals(tmp_path, spm_file, vocab_size):
   with pytest.raises(ValueError, match="Hugging Face|run directory"):
     hf_models.import_hf(hf_dir, os.path.join(out, "checkpoints"))
   back = str(tmp_path / "back")
-  hf_models.export_hf(out, back)
+  hf_export.export_hf(out, back)
   with pytest.raises(ValueError, match="already holds a model"):
-    hf_models.export_hf(out, back)
+    hf_export.export_hf(out, back)
   with pytest.raises(ValueError, match="to=model_garden: that layout has no"):
     hf_models.import_hf(hf_dir, str(tmp_path / "mg"),
                         to_layout="model_garden")
@@ -383,7 +384,7 @@ def test_squad_v2_head_has_no_hf_class():
   class Task:
     name = "question_answering"
   with pytest.raises(ValueError, match="no Hugging Face class"):
-    hf_models._head_config(Task(), Params())  # pylint: disable=protected-access
+    hf_export._head_config(Task(), Params())  # pylint: disable=protected-access
 
 
 def test_cli_error_is_one_line(tmp_path, spm_file, vocab_size):
