@@ -86,8 +86,9 @@ def _convert(tmp_path, spm_file, vocab, arch, act="gelu_new", **kw):
 
 CASES = [
     # 4 layer steps over 2 groups of 2 layers: the schedule and inner layers.
-    ("AlbertForPreTraining", "gelu_new",
-     {"num_hidden_layers": 4, "inner_group_num": 2}),
+    pytest.param("AlbertForPreTraining", "gelu_new",
+                 {"num_hidden_layers": 4, "inner_group_num": 2},
+                 marks=pytest.mark.slow),
     ("AlbertForSequenceClassification", "gelu", {"num_labels": 3}),
     ("AlbertForSequenceClassification", "gelu_new",
      {"problem_type": "regression", "id2label": {"0": "LABEL_0"},
@@ -98,9 +99,15 @@ CASES = [
 ]
 
 
+# Ours -> HF -> ours once more (the other heads: HF -> ours -> HF is equal
+# above, and the import is deterministic).
+ROUND_TRIPS = ("AlbertForPreTraining", "AlbertForTokenClassification")
+
+
 @pytest.mark.parametrize("arch,act,kw", CASES,
-                         ids=[c[0] + ("_regression" if "problem_type" in c[2]
-                                      else "") for c in CASES])
+                         ids=["AlbertForPreTraining"] + [
+                             c[0] + ("_regression" if "problem_type" in c[2]
+                                     else "") for c in CASES[1:]])
 def test_hf_to_ours_matches_numpy_and_round_trips(tmp_path, spm_file,
                                                   vocab_size, arch, act, kw):
   config, tensors, out = _convert(tmp_path, spm_file, vocab_size, arch, act,
@@ -157,6 +164,8 @@ def test_hf_to_ours_matches_numpy_and_round_trips(tmp_path, spm_file,
     written_config = json.load(f)
   for field, value in config.items():
     assert written_config[field] == value, field
+  if arch not in ROUND_TRIPS:
+    return
   again = str(tmp_path / "ours_again")
   hf_models.import_hf(back, again)
   first, second = (_stored(d) for d in (out, again))
@@ -277,6 +286,7 @@ def test_sharded_index_is_read(tmp_path, spm_file, vocab_size):
   assert sorted(read) == names
 
 
+@pytest.mark.slow
 def test_converted_classifier_exports_with_hf_label_names(tmp_path, spm_file,
                                                           vocab_size):
   _, _, out = _convert(tmp_path, spm_file, vocab_size,
@@ -387,6 +397,7 @@ def test_squad_v2_head_has_no_hf_class():
     hf_export._head_config(Task(), Params())  # pylint: disable=protected-access
 
 
+@pytest.mark.slow
 def test_cli_error_is_one_line(tmp_path, spm_file, vocab_size):
   hf_dir = _hf_dir(tmp_path, spm_file, vocab_size, model_type="bert")
   proc = tool_server.run(
