@@ -18,6 +18,7 @@ weights' names: checkpoints/hf_checkpoint.py.
 
 import os
 import shutil
+import types
 from typing import Any, Dict, Tuple
 
 import numpy as np
@@ -66,22 +67,25 @@ CONVERTED_FROM = "converted_from"
 # --- The tokenizer (one call site each way) ------------------------------------
 
 
-def _read_tokenizer(hf_dir: str) -> Tuple[bytes, bool, bool]:
-  """(SentencePiece model bytes, do_lower_case, keep_accents) of `hf_dir`.
-  PLACEHOLDER until checkpoints/hf_tokenizer.read_tokenizer lands: reads
-  spiece.model only; do_lower_case true, keep_accents false."""
+def _read_tokenizer(hf_dir: str):
+  """The tokenizer of `hf_dir`: `.spm_model` (bytes), `.do_lower_case`,
+  `.keep_accents`. PLACEHOLDER for checkpoints/hf_tokenizer.read_tokenizer
+  (which also rebuilds a model from tokenizer.json and reads
+  tokenizer_config.json): spiece.model only, lower-cased, accents dropped."""
   path = os.path.join(hf_dir, SPM_NAME)
   if not os.path.isfile(path):
     raise CheckpointConversionError(f"{path}: no such file (the model's "
                                     "SentencePiece model)")
   with open(path, "rb") as f:
-    return f.read(), True, False
+    return types.SimpleNamespace(spm_model=f.read(), do_lower_case=True,
+                                 keep_accents=False, source=path)
 
 
 def write_tokenizer(hf_dir: str, spm_model_file: str,
-                     do_lower_case: bool) -> None:
-  """PLACEHOLDER until checkpoints/hf_tokenizer.write_tokenizer lands:
-  copies the SentencePiece model as spiece.model."""
+                    do_lower_case: bool) -> None:
+  """PLACEHOLDER for checkpoints/hf_tokenizer.write_tokenizer (which also
+  writes tokenizer_config.json and special_tokens_map.json): copies the
+  SentencePiece model as spiece.model."""
   del do_lower_case
   shutil.copyfile(spm_model_file, os.path.join(hf_dir, SPM_NAME))
 
@@ -90,15 +94,15 @@ def _import_tokenizer(hf_dir: str, output_dir: str, config
                       ) -> Tuple[str, bool]:
   """spiece.model written to `output_dir`, checked against the model's
   vocab_size: (its path, do_lower_case)."""
-  model_bytes, lower, keep_accents = _read_tokenizer(hf_dir)
-  if keep_accents:
+  tokenizer = _read_tokenizer(hf_dir)
+  if tokenizer.keep_accents:
     raise CheckpointConversionError(
         f"{os.path.join(hf_dir, 'tokenizer_config.json')}: keep_accents="
         "true; albert_tf's tokenization drops accents (the original's)")
   path = output_files.atomic_write(
-      os.path.join(os.path.abspath(output_dir), SPM_NAME), model_bytes)
+      os.path.join(os.path.abspath(output_dir), SPM_NAME), tokenizer.spm_model)
   preprocessing.check_spm_model(path, config.vocab_size)
-  return path, lower
+  return path, tokenizer.do_lower_case
 
 
 # --- Hugging Face -> ours --------------------------------------------------------
