@@ -16,12 +16,14 @@ its identity) so that export_savedmodel --model_dir, evaluation and
 weights' names: checkpoints/hf_checkpoint.py.
 """
 
+import dataclasses
 import os
 import shutil
 import types
 from typing import Any, Dict, Tuple
 
 import numpy as np
+import sentencepiece
 import tensorflow as tf
 
 from albert_tf.checkpoints import canonical_weights as cw
@@ -30,6 +32,7 @@ from albert_tf.checkpoints import hf_checkpoint as hf
 from albert_tf.checkpoints import hf_files
 from albert_tf.checkpoints import identity
 from albert_tf.checkpoints import paths
+from albert_tf.checkpoints import restore
 from albert_tf.checkpoints import tf1_checkpoint
 from albert_tf.checkpoints.canonical_weights import CheckpointConversionError
 from albert_tf.core import experiment_config
@@ -40,6 +43,7 @@ from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
 from albert_tf.serving import preprocessing
 from albert_tf.tasks import registry
 from albert_toolkit import output_files
+from data_prep import tokenization
 
 # Architecture -> our task of a fine-tuning head.
 FINETUNED = {
@@ -90,19 +94,48 @@ def write_tokenizer(hf_dir: str, spm_model_file: str,
   shutil.copyfile(spm_model_file, os.path.join(hf_dir, SPM_NAME))
 
 
-def _import_tokenizer(hf_dir: str, output_dir: str, config
-                      ) -> Tuple[str, bool]:
-  """spiece.model written to `output_dir`, checked against the model's
-  vocab_size: (its path, do_lower_case)."""
+def _checked_tokenizer(hf_dir: str, config):
+  """The tokenizer of `hf_dir`, its piece count checked against the
+  model's vocab_size (before anything is written)."""
   tokenizer = _read_tokenizer(hf_dir)
   if tokenizer.keep_accents:
     raise CheckpointConversionError(
         f"{os.path.join(hf_dir, 'tokenizer_config.json')}: keep_accents="
         "true; albert_tf's tokenization drops accents (the original's)")
-  path = output_files.atomic_write(
-      os.path.join(os.path.abspath(output_dir), SPM_NAME), tokenizer.spm_model)
-  preprocessing.check_spm_model(path, config.vocab_size)
-  return path, tokenizer.do_lower_case
+  try:
+    pieces = sentencepiece.SentencePieceProcessor(
+        model_proto=tokenizer.spm_model).get_piece_size()
+  except (RuntimeError, TypeError) as e:
+    raise CheckpointConversionError(
+        f"{tokenizer.source}: not a SentencePiece model ({cw.error_line(e)})"
+    ) from None
+  tokenization.check_vocab_size(tokenizer.source, pieces, config.vocab_size,
+                                f"{hf_files.CONFIG_NAME} vocab_size")
+  return tokenizer
+
+
+@dataclasses.dataclass
+class _Output:
+  """Where an import writes: `replace()` runs once the weights are checked
+  (a failed conversion leaves the directory as it was)."""
+  directory: str
+  tokenizer: Any
+  config: Any
+  replaces_run: bool = False
+
+  @property
+  def spm(self) -> str:
+    return os.path.join(os.path.abspath(self.directory), SPM_NAME)
+
+  def replace(self) -> None:
+    """Removes the converted run being replaced; writes spiece.model."""
+    if self.replaces_run:
+      shutil.rmtree(os.path.join(self.directory,
+                                 paths.RUN_CHECKPOINT_SUBDIR))
+      for name in (run_record.RECORD_NAME, run_record.CONFIG_NAME):
+        os.remove(os.path.join(self.directory, name))
+    output_files.atomic_write(self.spm, self.tokenizer.spm_model)
+    preprocessing.check_spm_model(self.spm, self.config.vocab_size)
 
 
 # --- Hugging Face -> ours --------------------------------------------------------
@@ -168,20 +201,22 @@ def _fill_pooler(values, report, config, architecture):
     report.mapped[name] = f"(zeros: {architecture} has no pooler)"
 
 
-def _write_run(model: hf_files.HfModel, config, output_dir, values, report,
-               spm, lower) -> str:
+def _write_run(model: hf_files.HfModel, config, out: _Output, values,
+               report) -> str:
   """A run directory of the head's task holding the converted weights."""
   task_cls = registry.get_task_cls(FINETUNED[model.architecture])
   exp = experiment_config.load_experiment_config(
-      task_cls.config_cls, base=_task_settings(model, config, spm, lower),
+      task_cls.config_cls, base=_task_settings(
+          model, config, out.spm, out.tokenizer.do_lower_case),
       base_source=os.path.join(model.directory, hf_files.CONFIG_NAME))
-  output_dir = os.path.abspath(output_dir)
+  output_dir = os.path.abspath(out.directory)
   task = task_cls(exp, output_dir)
   target = task.build_model()
   variables = {**cw.model_variables(target),
                f"{hf.HEAD}/output_weights": target.head.output_weights,
                f"{hf.HEAD}/output_bias": target.head.output_bias}
   _assign(variables, values, report, model.directory)
+  out.replace()
   facts = run_record.with_fingerprints(task.record_facts())
   facts[CONVERTED_FROM] = os.path.abspath(model.directory)
   stamp = identity.RunIdentity(exp.model.as_dict(), facts,
@@ -196,7 +231,8 @@ def _write_run(model: hf_files.HfModel, config, output_dir, values, report,
   return path
 
 
-def _write_pretrained(model, config, output_dir, to_layout, values, report):
+def _write_pretrained(model, config, out: _Output, to_layout, values,
+                      report):
   """AlbertModel / ForPreTraining / ForMaskedLM as the other layouts'
   checkpoints: ckpt (+ albert_config.json)."""
   heads = hf_files.ARCHITECTURES[model.architecture][0]
@@ -206,6 +242,13 @@ def _write_pretrained(model, config, output_dir, to_layout, values, report):
     variables = {n: v for n, v in variables.items()
                  if not n.startswith("sop_head/")}
   _assign(variables, values, report, model.directory)
+  if heads == ("mlm",) and to_layout == "model_garden":
+    raise CheckpointConversionError(
+        f"--to={to_layout}: its pretraining layout holds the MLM and SOP "
+        "heads together; AlbertForMaskedLM has no SOP head (use "
+        "--to=albert_tf or tf1)")
+  out.replace()
+  output_dir = out.directory
   prefix = os.path.join(output_dir, conversion.DEFAULT_OUTPUT_NAMES[to_layout])
   if heads != ("mlm",):
     path = conversion.write_weights(target, prefix, to_layout)
@@ -214,20 +257,14 @@ def _write_pretrained(model, config, output_dir, to_layout, values, report):
     path = tf.train.Checkpoint(encoder=target.encoder,
                                mlm_head=target.mlm_head).write(prefix)
     paths.write_checkpoint_state(output_dir, os.path.basename(path))
-  elif to_layout == "tf1":
-    from_model = {n: v.numpy() for n, v in variables.items()}
-    path = tf1_checkpoint.write_tf1_checkpoint(from_model, prefix,
-                                                          config)
-  else:
-    raise CheckpointConversionError(
-        f"--to={to_layout}: its pretraining layout holds the MLM and SOP "
-        "heads together; AlbertForMaskedLM has no SOP head (use "
-        "--to=albert_tf or tf1)")
+  else:  # tf1
+    path = tf1_checkpoint.write_tf1_checkpoint(
+        {n: v.numpy() for n, v in variables.items()}, prefix, config)
   conversion.write_config(config, output_dir, to_layout)
   return path
 
 
-def _write_tf1_head(model, config, output_dir, values, report) -> str:
+def _write_tf1_head(model, config, out: _Output, values, report) -> str:
   """The encoder and the head under the original fine-tuning scripts'
   names (no labels: that layout keeps none) + albert_config.json."""
   target = AlbertEncoder(config)
@@ -236,6 +273,8 @@ def _write_tf1_head(model, config, output_dir, values, report) -> str:
   names = tf1_checkpoint.FINETUNED_HEAD_NAMES[TF1_HEADS[model.architecture]]
   head = dict(zip(names, (values[f"{hf.HEAD}/output_weights"],
                           values[f"{hf.HEAD}/output_bias"])))
+  out.replace()
+  output_dir = out.directory
   prefix = os.path.join(output_dir, conversion.DEFAULT_OUTPUT_NAMES["tf1"])
   path = tf1_checkpoint.write_tf1_checkpoint(
       {n: v.numpy() for n, v in variables.items()}, prefix, config,
@@ -244,9 +283,10 @@ def _write_tf1_head(model, config, output_dir, values, report) -> str:
   return path
 
 
-def _check_output(output_dir: str, overwrite: bool, source: str):
+def _check_output(output_dir: str, overwrite: bool, source: str) -> bool:
   """Refuses the source's directory, a training run's directory, and
-  (without `overwrite`) a directory that holds another model."""
+  (without `overwrite`) a directory that holds another model. Returns
+  whether a converted run directory is to be replaced."""
   if os.path.realpath(output_dir) == os.path.realpath(source):
     raise CheckpointConversionError(
         f"--output_dir {output_dir} is the input directory; use another")
@@ -266,11 +306,7 @@ def _check_output(output_dir: str, overwrite: bool, source: str):
     raise CheckpointConversionError(
         f"--output_dir {output_dir} already holds a model ({', '.join(held)})"
         "; use another directory, or pass --overwrite to replace it")
-  if held and record is not None:  # a converted run: replaced whole
-    shutil.rmtree(os.path.join(output_dir, paths.RUN_CHECKPOINT_SUBDIR),
-                  ignore_errors=True)
-    for name in (run_record.RECORD_NAME, run_record.CONFIG_NAME):
-      os.remove(os.path.join(output_dir, name))
+  return bool(held) and record is not None
 
 
 def import_hf(hf_dir: str, output_dir: str, to_layout: str = "albert_tf",
@@ -287,14 +323,17 @@ def import_hf(hf_dir: str, output_dir: str, to_layout: str = "albert_tf",
     raise CheckpointConversionError(
         f"--to={to_layout}: that layout has no {model.architecture} head "
         "(use --to=albert_tf: a run directory with its task and labels)")
-  _check_output(output_dir, overwrite, hf_dir)
+  if to_layout not in restore.LAYOUTS:
+    raise CheckpointConversionError(f"--to={to_layout}: expected one of "
+                                    f"{restore.LAYOUTS}")
+  replaces_run = _check_output(output_dir, overwrite, hf_dir)
   report, values = hf.map_hf(model, config)
   _fill_pooler(values, report, config, model.architecture)
-  spm, lower = _import_tokenizer(hf_dir, output_dir, config)
+  out = _Output(output_dir, _checked_tokenizer(hf_dir, config), config,
+                replaces_run)
   if finetuned and to_layout == "tf1":
-    return _write_tf1_head(model, config, output_dir, values, report), report
+    return _write_tf1_head(model, config, out, values, report), report
   if finetuned:
-    return _write_run(model, config, output_dir, values, report, spm,
-                      lower), report
-  return _write_pretrained(model, config, output_dir, to_layout, values,
+    return _write_run(model, config, out, values, report), report
+  return _write_pretrained(model, config, out, to_layout, values,
                            report), report

@@ -302,6 +302,7 @@ def test_converted_classifier_exports_with_hf_label_names(tmp_path, spm_file,
 
 def _hf_dir(tmp_path, spm_file, vocab, arch="AlbertForSequenceClassification",
             tensors_fn=None, **config_kw):
+  vocab = config_kw.pop("vocab_size", vocab)
   config = hf_testlib.hf_config(arch, vocab, num_labels=2, **config_kw)
   tensors = hf_testlib.hf_weights(config)
   if tensors_fn:
@@ -334,6 +335,8 @@ BAD = [
      "position_embedding_type='relative_key'"),
     ({"problem_type": "multi_label_classification"}, None, "problem_type="),
     ({}, _drop_pooler, "missing: albert.pooler.bias"),
+    ({"vocab_size": 600}, None,
+     "spiece.model: 500 pieces but config.json vocab_size is 600"),
     ({}, _reshape_ffn, "shape mismatch"),
     ({"architectures": ["AlbertForMaskedLM"]}, _untie,
      "predictions.decoder.weight differs"),
@@ -366,6 +369,16 @@ def test_output_dir_and_torch_refusals(tmp_path, spm_file, vocab_size):
   with pytest.raises(ValueError, match="already holds a model"):
     hf_models.import_hf(hf_dir, out)
   hf_models.import_hf(hf_dir, out, overwrite=True)  # a converted run: replaced
+  # A conversion that fails replaces nothing.
+  bad = str(tmp_path / "bad_shape")
+  config = hf_testlib.hf_config("AlbertForSequenceClassification",
+                                vocab_size, num_labels=2)
+  tensors = hf_testlib.hf_weights(config)
+  _reshape_ffn(tensors)
+  hf_testlib.write_hf_dir(bad, config, spm_file, tensors=tensors)
+  with pytest.raises(ValueError, match="shape mismatch"):
+    hf_models.import_hf(bad, out, overwrite=True)
+  assert run_record.read(out).facts["converted_from"] == hf_dir
   with pytest.raises(ValueError, match="Hugging Face|run directory"):
     hf_models.import_hf(hf_dir, os.path.join(out, "checkpoints"))
   back = str(tmp_path / "back")
