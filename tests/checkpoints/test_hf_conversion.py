@@ -422,3 +422,30 @@ def test_cli_error_is_one_line(tmp_path, spm_file, vocab_size):
   lines = proc.stderr.strip().splitlines()
   assert "model_type='bert'" in lines[-1], proc.stderr
   assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_a_pretraining_run_goes_out_as_albert_for_pretraining(
+    tmp_path, tmp_path_factory):
+  """A run of our pretraining task (2 steps) -> AlbertForPreTraining ->
+  ours again: the run's weights, bit for bit, and its SentencePiece model."""
+  train_file, spm = pretrain_testutil.worker_pretraining_data(
+      tmp_path_factory)
+  run = tmp_path / "run"
+  pretrain_testutil.run_tiny(pretrain_testutil.tiny_experiment(train_file),
+                             run)
+  back = str(tmp_path / "hf")
+  assert hf_export.export_hf(str(run), back)[1] == "AlbertForPreTraining"
+  with open(os.path.join(back, "spiece.model"), "rb") as f, open(spm,
+                                                                "rb") as g:
+    assert f.read() == g.read()
+  again = str(tmp_path / "again")
+  hf_models.import_hf(back, again)
+  config = AlbertConfig.from_json_file(os.path.join(again,
+                                                    "albert_config.json"))
+  reference = AlbertPretrainer(config)
+  restore_lib.restore(reference, str(run))
+  converted = AlbertPretrainer(config)
+  restore_lib.restore(converted, again)
+  for a, b in zip(reference.variables, converted.variables):
+    np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.name)
