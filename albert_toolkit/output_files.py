@@ -69,16 +69,36 @@ def _in_use(output, lock, owner):
           "lock file if that run is gone)")
 
 
+def _real(path):
+  return path if "://" in path else os.path.realpath(path)
+
+
+def check_not_inputs(outputs, inputs):
+  """Raises ValueError (one line naming both flags) if an output is an
+  input, compared as resolved real paths (symlinks, relative paths; URLs as
+  given). Every tool that reads and writes files calls it before writing.
+
+  Args:
+    outputs: (flag, path) pairs the tool writes (a None path is skipped).
+    inputs: (flag, path) pairs it reads.
+  """
+  given = {}
+  for flag, path in inputs:
+    if path:
+      given.setdefault(_real(path), (flag, path))
+  for flag, path in outputs:
+    if path and _real(path) in given:
+      in_flag, in_path = given[_real(path)]
+      raise ValueError(f"{flag} {path} is also an input ({in_flag} "
+                       f"{in_path}); refusing to overwrite it")
+
+
 def check_disjoint(input_files, output_files, input_flag="--input_file",
                    output_flag="--output_file"):
-  """Raises ValueError (one line, naming the file) if an output is an input."""
-  inputs = {os.path.realpath(p): p for p in input_files}
-  for out in output_files:
-    real = os.path.realpath(out)
-    if real in inputs:
-      raise ValueError(f"{output_flag} {out} is also an input "
-                       f"({input_flag} matched {inputs[real]}); refusing to "
-                       "overwrite it")
+  """Raises ValueError (one line, naming the file) if an output is an input
+  or an input is one of our own outputs (summary, temporary file)."""
+  check_not_inputs([(output_flag, p) for p in output_files],
+                   [(f"{input_flag} matched", p) for p in input_files])
   for p in input_files:
     if is_tool_output(p):
       raise ValueError(f"{input_flag} {p} is an output of a data_prep tool "
@@ -92,7 +112,7 @@ def read_once(files):
   seen = {}
   unique = []
   for path in files:
-    key = path if "://" in path else os.path.realpath(path)
+    key = _real(path)
     if key in seen:
       sys.stderr.write(f"warning: input file {path} is given more than once "
                        f"(also as {seen[key]}); reading it once\n")

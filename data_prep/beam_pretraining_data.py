@@ -33,21 +33,23 @@ from data_prep import pretraining_config
 from data_prep import pretraining_summary
 from data_prep import text_reader
 from albert_toolkit import tfrecord_io
-from data_prep import tokenization
 
 FLAGS = flags.FLAGS
 TOOL = beam_pipeline.TOOL
 
 
-def _load_model(path, do_lower_case):
-  """Model bytes from any filesystem, checked by loading them."""
+def _load_model(run_cfg):
+  """The vocabulary file's bytes (SentencePiece model or WordPiece
+  vocabulary) from any filesystem, checked by loading them."""
+  path = run_cfg.vocab_path
   try:
     with beam_pipeline.open_any(path) as f:
       data = f.read()
   except Exception as e:  # Beam raises its own IOError/BeamIOError types.
-    raise OSError(f"Cannot read SentencePiece model {path}: {e}") from e
-  return data, tokenization.FullTokenizer(path, do_lower_case,
-                                          data).vocab_size
+    what = ("WordPiece vocabulary" if run_cfg.vocab_file else
+            "SentencePiece model")
+    raise OSError(f"Cannot read {what} {path}: {e}") from e
+  return data, run_cfg.tokenizer(data).vocab_size
 
 
 def _finalize(temp_dir, output_paths, compression):
@@ -82,8 +84,7 @@ def run(input_files, output_paths, run_cfg, pipeline_args=(),
       pipeline_args, num_workers)
   summary_file = summary_file or output_paths[0] + output_files.SUMMARY_SUFFIX
   output_files.check_disjoint(input_files, list(output_paths) + [summary_file])
-  model_bytes, vocab_size = _load_model(run_cfg.spm_model_file,
-                                        run_cfg.do_lower_case)
+  model_bytes, vocab_size = _load_model(run_cfg)
   run_cfg.check_vocab_size(vocab_size)
   _delete(summary_file)  # a stale summary must not describe new files
   for path in input_files:  # here, not in a worker: one line, no traceback

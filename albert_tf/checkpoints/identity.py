@@ -2,11 +2,12 @@
 
 Every checkpoint a run writes holds, besides the weights, one string
 variable `identity`: JSON of the model config, the task (its name, module
-and run record facts: labels, heads, lengths), the SentencePiece model's
-sha256 and the number of updates. It travels with the `.index`/`.data`
-files, so a checkpoint copied out of its run, or paired with another run's
-record, still says what it is; resume, export, conversion and warm start
-check it first (`check`), and a disagreement is refused naming the field.
+and run record facts: labels, heads, lengths), the sha256 of the vocabulary
+(SentencePiece model or WordPiece file) and the number of updates. It
+travels with the `.index`/`.data` files, so a checkpoint copied out of its
+run, or paired with another run's record, still says what it is; resume,
+export, conversion and warm start check it first (`check`), and a
+disagreement is refused naming the field.
 
 Checkpoints without one (older runs, releases, other layouts) read as None:
 the callers then fall back to the run record or the albert_config.json
@@ -71,7 +72,7 @@ def model_differences(recorded: Mapping[str, Any],
 # its name in an error and why it may not differ.
 IDENTITY_FACTS = {
     "task": ("task", "the weights belong to another task"),
-    "spm_sha256": ("the SentencePiece model (sha256)",
+    "spm_sha256": ("the vocabulary (sha256)",
                    "the weights belong to another vocabulary"),
     "do_lower_case": ("do_lower_case", "lower-casing is part of the "
                       "tokenisation the weights were trained with; set "

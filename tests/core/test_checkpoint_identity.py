@@ -298,7 +298,7 @@ def test_an_export_without_a_run_refuses_another_vocabulary(runs, tmp_path):
       str(tmp_path / "t"), checkpoint=prefix,
       settings={"spm_model_file": other}))
   assert error == (
-      f"the SentencePiece model (sha256) is {output_files.file_sha256(other)!r}"
+      f"the vocabulary (sha256) is {output_files.file_sha256(other)!r}"
       f" in the given config but checkpoint {prefix} has "
       f"{identity.read(ckpt(a))['facts']['spm_sha256']!r} (its own record); "
       "the weights belong to another vocabulary")
