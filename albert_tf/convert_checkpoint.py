@@ -39,8 +39,8 @@ HF = "hf"
 # Flags a Hugging Face conversion has no use for (its config and tokenizer
 # are the directory's or the run's).
 NOT_HF_FLAGS = ("config_file", "params_override", "albert_config_file",
-                "spm_model_file", "model", "init_from_group0", "global_step",
-                "output_name")
+                "spm_model_file", "vocab_file", "model", "init_from_group0",
+                "global_step", "output_name")
 
 
 def define_flags():

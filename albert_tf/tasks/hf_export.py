@@ -100,6 +100,11 @@ def export_hf(input_checkpoint: str, output_dir: str,
     task, model, params = _restored_run(
         record, None if is_run else input_checkpoint)
     arch, extra = _head_config(task, params)
+    if getattr(params, "vocab_file", ""):
+      raise CheckpointConversionError(
+          f"the run {record.model_dir} uses a WordPiece vocabulary "
+          f"({params.vocab_file}); a Hugging Face ALBERT directory written "
+          "here carries a SentencePiece model (spiece.model)")
     config, spm, lower = (task.config.model, params.spm_model_file,
                           params.do_lower_case)
   else:
