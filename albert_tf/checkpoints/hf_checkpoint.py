@@ -184,8 +184,8 @@ def hf_config_from_albert(config, architecture: str,
         "sublayer of a group (sharing='all')")
   out = {"architectures": [architecture], "model_type": MODEL_TYPE,
          "hidden_act": act, "layer_norm_eps": LAYER_NORM_EPS,
-         "position_embedding_type": "absolute",
-         "classifier_dropout_prob": 0.1, **TOKEN_IDS}
+         "tie_word_embeddings": True, "classifier_dropout_prob": 0.1,
+         **TOKEN_IDS}
   out.update({name: getattr(config, name) for name in SIZE_FIELDS})
   out.update(extra or {})
   return dict(sorted(out.items()))

@@ -46,12 +46,15 @@ def _head_config(task, params) -> Tuple[str, Dict[str, Any]]:
       extra["problem_type"] = "regression"
       names = ["LABEL_0"]
     else:
-      extra["problem_type"] = "single_label_classification"
       names = params.label_names or [str(i) for i in range(params.num_labels)]
   elif task.name == "tagging":
     names = list(params.label_names)
-  elif task.name == "question_answering":
-    names = ["LABEL_0", "LABEL_1"]  # qa_outputs has num_labels (2) rows
+  # question answering: qa_outputs has transformers' default num_labels (2)
+  # rows, which its config.json leaves out.
+  dropout = getattr(getattr(task.config, "task", None), "classifier_dropout",
+                    None)
+  if dropout is not None:
+    extra["classifier_dropout_prob"] = dropout
   if names:
     extra["id2label"] = {str(i): n for i, n in enumerate(names)}
     extra["label2id"] = {n: i for i, n in enumerate(names)}

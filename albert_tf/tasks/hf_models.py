@@ -183,7 +183,10 @@ def _task_settings(model: hf_files.HfModel, config, spm: str, lower: bool
   if arch != "AlbertForQuestionAnswering":
     # Only training reads the data; the source is recorded as such.
     data["data_dir"] = os.path.abspath(model.directory)
-  return {"data": data, "model": config.as_dict()}
+  # transformers' default; a training setting only.
+  task = {"classifier_dropout": model.config.get("classifier_dropout_prob",
+                                                 0.1)}
+  return {"data": data, "task": task, "model": config.as_dict()}
 
 
 def _assign(variables, values, report, source):

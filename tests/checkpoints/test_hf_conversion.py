@@ -449,3 +449,55 @@ def test_a_pretraining_run_goes_out_as_albert_for_pretraining(
   restore_lib.restore(converted, again)
   for a, b in zip(reference.variables, converted.variables):
     np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.name)
+
+
+# Directories saved by transformers itself, with its outputs (expected.npz;
+# tools/make_hf_fixtures.py, from the Hugging Face tokenizer work).
+TRANSFORMERS_FIXTURES = os.path.join(pretrain_testutil.ROOT, "tests",
+                                     "testdata", "hf")
+FIXTURES = ("model", "pretraining", "masked_lm", "classifier", "regression",
+            "token_classification", "question_answering", "multiple_choice")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.isdir(TRANSFORMERS_FIXTURES),
+                    reason="no transformers-made fixtures in tests/testdata/hf")
+@pytest.mark.parametrize("name", FIXTURES)
+def test_transformers_own_directories(tmp_path, name):
+  """Our model on a converted transformers directory gives transformers'
+  own outputs, and goes back to the same tensors."""
+  source = os.path.join(TRANSFORMERS_FIXTURES, name)
+  out = str(tmp_path / "ours")
+  hf_models.import_hf(source, out)
+  expected = dict(np.load(os.path.join(source, "expected.npz")))
+  feed = _feed(*(expected[k].astype(np.int32) for k in (
+      "input_ids", "attention_mask", "token_type_ids")))
+  task, model = _ours(out)
+  if task is None:
+    feed["masked_lm_positions"] = np.tile(
+        np.arange(feed["input_word_ids"].shape[1], dtype=np.int32),
+        (feed["input_word_ids"].shape[0], 1))
+    got = dict(model(feed), **model.encoder(feed))
+    pairs = {"sequence_output": "hidden_states_last",
+             "pooled_output": "pooler_output",
+             "mlm_logits": ("prediction_logits" if name == "pretraining"
+                            else "logits"), "sop_logits": "sop_logits"}
+  else:
+    got = model(feed)
+    pairs = {"logits": "logits", "start_logits": "start_logits",
+             "end_logits": "end_logits"}
+  compared = [k for k, v in pairs.items() if v in expected and k in got]
+  assert compared
+  for ours, theirs in pairs.items():
+    if ours in compared:
+      np.testing.assert_allclose(got[ours], expected[theirs], atol=1e-5,
+                                 err_msg=ours)
+  back = str(tmp_path / "back")
+  hf_export.export_hf(out, back)
+  original = safetensors_numpy.load_file(os.path.join(source,
+                                                      "model.safetensors"))
+  written = safetensors_numpy.load_file(os.path.join(back,
+                                                     "model.safetensors"))
+  assert sorted(written) == sorted(original)
+  for key, value in original.items():
+    np.testing.assert_array_equal(written[key], value, err_msg=key)
