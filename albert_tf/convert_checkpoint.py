@@ -1,7 +1,8 @@
 r"""Converts ALBERT checkpoints between the original TF1 layout (`bert/...`,
 `cls/...`; the released model.ckpt-best), ours (albert_tf), Model
 Garden's (model_garden) and Hugging Face model directories (hf, every
-head: albert_tf/tasks/hf_models.py, hf_export.py); see albert_tf/checkpoints/conversion.py.
+head: albert_tf/tasks/hf_models.py, hf_export.py); see
+albert_tf/checkpoints/conversion.py.
 
   python -m albert_tf.convert_checkpoint --from=hf --to=albert_tf \
       --input_checkpoint=albert-base-v2 --output_dir=albert_base_tf2

@@ -18,7 +18,7 @@ names (transformers' `AlbertModel`, under `albert.` inside a head class):
 `nn.Linear.weight` is [out, in]: our kernel is its transpose. Block i of
 group g is our sublayer `g * inner_group_num + i` (sharing="all"), and
 transformers' layer schedule (step l runs group `l // (L / G)`) is ours.
-The heads (`HEADS`): the MLM head `predictions.*` (its decoder tied to the
+The heads (`_HEADS`): the MLM head `predictions.*` (its decoder tied to the
 word embeddings), SOP `sop_classifier.classifier`, and the fine-tuning
 heads `classifier` / `qa_outputs`, [outputs, H] like ours (no transpose).
 """
@@ -137,7 +137,7 @@ def canonical_to_hf(config, architecture: str) -> Dict[str, str]:
   return out
 
 
-# --- config.json ---------------------------------------------------------------
+# --- config.json --------------------------------------------------------------
 
 
 def albert_config_from_hf(hf: Mapping[str, Any], path: str
@@ -146,19 +146,21 @@ def albert_config_from_hf(hf: Mapping[str, Any], path: str
   cannot represent is refused naming it."""
   if hf.get("model_type") != MODEL_TYPE:
     raise hf_files.refuse(path, "model_type", hf.get("model_type"),
-                  "not an ALBERT model (expected \"albert\")")
+                          "not an ALBERT model (expected \"albert\")")
   act = hf.get("hidden_act", "gelu_new")
   if act not in ACTIVATIONS_FROM_HF:
-    raise hf_files.refuse(path, "hidden_act", act, "an activation albert_tf does not "
-                  f"have (it takes {', '.join(ACTIVATIONS_FROM_HF)})")
+    raise hf_files.refuse(path, "hidden_act", act,
+                          "an activation albert_tf does not have (it takes "
+                          f"{', '.join(ACTIVATIONS_FROM_HF)})")
   eps = hf.get("layer_norm_eps", LAYER_NORM_EPS)
   if not np.isclose(float(eps), LAYER_NORM_EPS, rtol=1e-6, atol=0):
-    raise hf_files.refuse(path, "layer_norm_eps", eps, "albert_tf's LayerNorm "
-                  f"epsilon is fixed at {LAYER_NORM_EPS}")
+    raise hf_files.refuse(path, "layer_norm_eps", eps,
+                          "albert_tf's LayerNorm epsilon is fixed at "
+                          f"{LAYER_NORM_EPS}")
   position = hf.get("position_embedding_type", "absolute")
   if position != "absolute":
     raise hf_files.refuse(path, "position_embedding_type", position,
-                  "albert_tf has absolute position embeddings only")
+                          "albert_tf has absolute position embeddings only")
   values = {"hidden_act": ACTIVATIONS_FROM_HF[act]}
   defaults = albert_config.AlbertConfig()
   for name in SIZE_FIELDS:
@@ -191,7 +193,7 @@ def hf_config_from_albert(config, architecture: str,
   return dict(sorted(out.items()))
 
 
-# --- Reading -------------------------------------------------------------------
+# --- Reading ------------------------------------------------------------------
 
 
 def _normalized(name: str, architecture: str) -> str:
@@ -266,7 +268,7 @@ def _check_tied(tensors, values, source):
           "(untied): albert_tf ties the MLM decoder to the word embeddings")
 
 
-# --- Writing -------------------------------------------------------------------
+# --- Writing ------------------------------------------------------------------
 
 
 def to_hf(values: Mapping[str, np.ndarray], config, architecture: str

@@ -65,11 +65,11 @@ def read_config(directory: str) -> Tuple[Dict[str, Any], str]:
     raise CheckpointConversionError(f"{path}: not a JSON object")
   if hf.get("model_type") != MODEL_TYPE:
     raise refuse(path, "model_type", hf.get("model_type"),
-                  "not an ALBERT model (expected \"albert\")")
+                 "not an ALBERT model (expected \"albert\")")
   archs = hf.get("architectures") or ["AlbertModel"]
   if len(archs) != 1 or archs[0] not in ARCHITECTURES:
     raise refuse(path, "architectures", archs, "expected one of "
-                  f"{', '.join(ARCHITECTURES)}")
+                 f"{', '.join(ARCHITECTURES)}")
   return hf, archs[0]
 
 

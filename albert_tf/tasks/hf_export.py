@@ -139,11 +139,13 @@ def _check_hf_output(output_dir: str, overwrite: bool, source: str):
       source if os.path.isdir(source) else os.path.dirname(source)):
     raise CheckpointConversionError(
         f"--output_dir {output_dir} holds the input; use another directory")
-  held = [n for n in (hf_files.CONFIG_NAME, hf_files.WEIGHTS_NAME, hf_files.INDEX_NAME)
+  held = [n for n in (hf_files.CONFIG_NAME, hf_files.WEIGHTS_NAME,
+                      hf_files.INDEX_NAME)
           if os.path.isfile(os.path.join(output_dir, n))]
   if held and not overwrite:
     raise CheckpointConversionError(
         f"--output_dir {output_dir} already holds a model ({', '.join(held)})"
         "; use another directory, or pass --overwrite to replace it")
   if os.path.isfile(os.path.join(output_dir, hf_files.INDEX_NAME)):
-    os.remove(os.path.join(output_dir, hf_files.INDEX_NAME))  # a stale index wins
+    # A stale index beside the new model.safetensors would be read instead.
+    os.remove(os.path.join(output_dir, hf_files.INDEX_NAME))

@@ -68,7 +68,7 @@ SPM_NAME = "spiece.model"
 CONVERTED_FROM = "converted_from"
 
 
-# --- The tokenizer (one call site each way) ------------------------------------
+# --- The tokenizer (one call site each way) -----------------------------------
 
 
 def _read_tokenizer(hf_dir: str):
@@ -138,7 +138,7 @@ class _Output:
     preprocessing.check_spm_model(self.spm, self.config.vocab_size)
 
 
-# --- Hugging Face -> ours --------------------------------------------------------
+# --- Hugging Face -> ours -----------------------------------------------------
 
 
 def _labels(hf_config, path: str):
@@ -300,7 +300,8 @@ def _check_output(output_dir: str, overwrite: bool, source: str) -> bool:
     raise CheckpointConversionError(
         f"--output_dir {output_dir} is in the run directory "
         f"{record.model_dir}; use another directory")
-  held = [n for n in (hf_files.CONFIG_NAME, hf_files.WEIGHTS_NAME, run_record.RECORD_NAME,
+  held = [n for n in (hf_files.CONFIG_NAME, hf_files.WEIGHTS_NAME,
+                      run_record.RECORD_NAME,
                       albert_config.CONFIG_JSON_NAME)
           if os.path.isfile(os.path.join(output_dir, n))]
   held += paths.checkpoint_prefixes(output_dir) if os.path.isdir(
@@ -322,7 +323,8 @@ def import_hf(hf_dir: str, output_dir: str, to_layout: str = "albert_tf",
       model.config, os.path.join(hf_dir, hf_files.CONFIG_NAME))
   finetuned = model.architecture in FINETUNED
   if finetuned and to_layout == "model_garden" or (
-      to_layout == "tf1" and model.architecture == "AlbertForTokenClassification"):
+      to_layout == "tf1" and
+      model.architecture == "AlbertForTokenClassification"):
     raise CheckpointConversionError(
         f"--to={to_layout}: that layout has no {model.architecture} head "
         "(use --to=albert_tf: a run directory with its task and labels)")

@@ -101,7 +101,7 @@ def write_hf_dir(directory, config, spm_file, seed=0, tensors=None):
   return tensors
 
 
-# --- The reference forward pass (float64) --------------------------------------
+# --- The reference forward pass (float64) -------------------------------------
 
 
 def _layer_norm(x, gamma, beta, eps):
