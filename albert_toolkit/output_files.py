@@ -178,6 +178,44 @@ def write_json(path, obj, indent=2, **json_kwargs):
   return atomic_write(path, json.dumps(obj, indent=indent, **json_kwargs))
 
 
+class OutputClaim:
+  """The claim on outputs: each one's hidden lock file (`lock_path`) held
+  from creation to release(). OutputInUseError (one line naming the output
+  and the owner's pid and host) while another live run holds one; a dead
+  owner's claim is taken over with a warning. URLs (gs://) cannot hold a
+  lock file and are not claimed.
+
+  Args:
+    final_paths: the outputs (local paths; their directories are created).
+  """
+
+  def __init__(self, final_paths):
+    self._locks = []
+    local = [p for p in final_paths if "://" not in p]
+    for p in local:
+      os.makedirs(os.path.dirname(p) or ".", exist_ok=True)
+    try:
+      for p in local:
+        lock = owner_lock.OwnerLock(lock_path(p), OutputInUseError,
+                                    functools.partial(_in_use, p))
+        lock.acquire()
+        self._locks.append(lock)
+    except BaseException:
+      self.release()
+      raise
+
+  def release(self):
+    for lock in self._locks:
+      lock.release()
+    self._locks = []
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    self.release()
+
+
 class StagedOutputs:
   """Final paths -> temporary paths; commit() renames, abort() deletes.
 
@@ -191,18 +229,7 @@ class StagedOutputs:
     self.final_paths = list(final_paths)
     self.temp_paths = [temp_path(p) for p in self.final_paths]
     self.summary_file = summary_file
-    for p in self.final_paths:
-      os.makedirs(os.path.dirname(p) or ".", exist_ok=True)
-    self._locks = []
-    try:
-      for p in self.final_paths:
-        lock = owner_lock.OwnerLock(lock_path(p), OutputInUseError,
-                                    functools.partial(_in_use, p))
-        lock.acquire()
-        self._locks.append(lock)
-    except BaseException:
-      self._release()
-      raise
+    self._claim = OutputClaim(self.final_paths)
     replaced = [p for p in self.final_paths if os.path.exists(p)]
     if replaced:  # said, as any other change to what is on disk
       more = f" and {len(replaced) - 1} more" if len(replaced) > 1 else ""
@@ -211,9 +238,7 @@ class StagedOutputs:
       _remove(summary_file)
 
   def _release(self):
-    for lock in self._locks:
-      lock.release()
-    self._locks = []
+    self._claim.release()
 
   def commit(self, summary=None):
     """Renames every temporary file to its final name, then the summary."""

@@ -31,6 +31,7 @@ from albert_tf.core import distribute_utils
 from albert_tf.core import run_lock
 from albert_tf.core import run_record
 from albert_tf.core import run_restore
+from albert_tf.optimization import optimizer_config
 
 
 class Trainer:
@@ -239,6 +240,10 @@ class Trainer:
     when a save fails, RunLockedError when another live run holds model_dir.
     """
     self.task.validate_inputs(training=True)
+    warmup = optimizer_config.warmup_longer_than_run(
+        self.config.optimizer, self.config.trainer.train_steps)
+    if warmup:
+      logging.warning("%s", warmup)
     lock = run_lock.RunLock(self.model_dir) if self.is_chief else None
     if lock:
       lock.acquire()

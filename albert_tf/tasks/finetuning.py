@@ -128,13 +128,16 @@ def initialize_model(model, config):
   if not source:
     logging.warning("no init checkpoint: fine-tuning from random weights")
     return
-  # A checkpoint of ours says which model and vocabulary it holds.
+  # A checkpoint of ours says which model and vocabulary it holds, an
+  # encoder export which vocabulary and casing (its assets).
+  setting = ("trainer.init_checkpoint" if tc.init_checkpoint else
+             "task.init_saved_model")
   identity.check(source,
                  model=None if tc.init_from_group0 else config.model.as_dict(),
                  facts={"spm_sha256": output_files.file_sha256(
                      vocab_path(config.data)),
                         "do_lower_case": config.data.do_lower_case},
-                 what="this run's config (trainer.init_checkpoint)")
+                 what=f"this run's config ({setting})")
   report = restore_lib.restore(model, source, parts="encoder",
                                init_from_group0=tc.init_from_group0)
   logging.info("warm-started the encoder: %s", report.summary())

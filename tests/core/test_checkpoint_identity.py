@@ -175,7 +175,7 @@ def test_warm_start_refuses_another_vocabulary(runs, tmp_path):
   glue.override({"model": run_record.read(a).model,
                  "trainer": {"init_checkpoint": ckpt(a)}})
   task = sentence_prediction.ClassifierTask(glue, str(tmp_path / "ft"))
-  with pytest.raises(ValueError, match=r"SentencePiece model \(sha256\) is "
+  with pytest.raises(ValueError, match=r"the vocabulary \(sha256\) is "
                      r".* but checkpoint .*ckpt-2 has"):
     task.initialize(task.build_model())
 
