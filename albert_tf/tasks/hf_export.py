@@ -93,7 +93,15 @@ def _values(model) -> Dict[str, np.ndarray]:
 def export_hf(input_checkpoint: str, output_dir: str,
               overwrite: bool = False) -> Tuple[str, str]:
   """Writes a run (or a checkpoint of ours) as a Hugging Face directory;
-  returns (weights path, architecture)."""
+  returns (weights path, architecture).
+
+  Args:
+    input_checkpoint: a run directory, a checkpoint in one (the run's task
+      gives the class and labels), or a checkpoint of ours without a run
+      (AlbertForPreTraining / ForMaskedLM / AlbertModel by its heads).
+    output_dir: where config.json, model.safetensors and spiece.model go.
+    overwrite: replace the Hugging Face model already there.
+  """
   is_run = os.path.isfile(os.path.join(input_checkpoint,
                                        run_record.RECORD_NAME))
   record = (run_record.read(input_checkpoint) if is_run else

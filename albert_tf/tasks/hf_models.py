@@ -11,9 +11,9 @@ every head (`convert_checkpoint --from=hf`; `--to=hf`: hf_export.py).
 
 A fine-tuning head converts to a run directory as training writes it
 (experiment_config.yaml, run_record.json, checkpoints/ckpt-0 stamped with
-its identity) so that export_savedmodel --model_dir, evaluation and
---init_checkpoint take it; the labels are config.json's id2label. The
-weights' names: checkpoints/hf_checkpoint.py.
+its identity) so that export_savedmodel --model_dir and --init_checkpoint
+take it; the labels are config.json's id2label. The weights' names:
+checkpoints/hf_checkpoint.py.
 """
 
 import dataclasses
@@ -317,7 +317,18 @@ def import_hf(hf_dir: str, output_dir: str, to_layout: str = "albert_tf",
               overwrite: bool = False) -> Tuple[str, cw.ConversionReport]:
   """Converts the Hugging Face directory `hf_dir`; returns (checkpoint
   path, report). A fine-tuning head goes to a run directory (albert_tf
-  layout; the TF1 and Model Garden layouts hold no labels: refused)."""
+  layout), or with `to_layout="tf1"` under the original fine-tuning
+  scripts' names (no labels; token classification refused); Model Garden's
+  layout holds the pretraining classes only.
+
+  Args:
+    hf_dir: a Hugging Face ALBERT directory (config.json, weights,
+      spiece.model).
+    output_dir: where to write; refused when it holds another model
+      unless `overwrite` (nothing is replaced before every check passed).
+    to_layout: "albert_tf", "tf1" or "model_garden".
+    overwrite: replace the model or converted run already there.
+  """
   model = hf_files.read_model(hf_dir)
   config = hf.albert_config_from_hf(
       model.config, os.path.join(hf_dir, hf_files.CONFIG_NAME))
