@@ -13,8 +13,12 @@ under nearly the same load.
 
 `load()` records the load average and a dense float32 matmul rate measured
 in the same process, so a figure can be read against the machine it ran on.
+
+`bench_run` starts the scripts and children that import TensorFlow: a real
+`python` process each, or (BENCH_RUN) a fork of one that imported it once.
 """
 
+import importlib
 import os
 import platform
 import statistics
@@ -190,11 +194,24 @@ def run_tool(args, log_path=None):
     raise RuntimeError(f"{' '.join(args[:2])} failed:\n{tail}")
 
 
+def bench_run(cmd, **kwargs):
+  """`subprocess.run(cmd, **kwargs)` for a `python` command importing
+  TensorFlow, or what BENCH_RUN ("module:function", same arguments) names:
+  the smoke test (tests/benchmarks) runs them in forks of a process that
+  imported TensorFlow once (tests/testing/tool_server.py: a fork starts with
+  that process's memory, so its peak RSS is not a fresh process's)."""
+  module, _, name = os.environ.get("BENCH_RUN", "").partition(":")
+  run = (getattr(importlib.import_module(module), name) if module
+         else subprocess.run)
+  return run(cmd, **kwargs)
+
+
 def run_checked(cmd):
-  """Runs `cmd` (from the repository root, which is on its PYTHONPATH);
-  returns its stdout, or raises RuntimeError with its stderr's tail."""
-  proc = subprocess.run(cmd, cwd=ROOT, text=True, capture_output=True,
-                        env=dict(os.environ, PYTHONPATH=ROOT))
+  """Runs `cmd` (a `python` command importing TensorFlow, from the
+  repository root, which is on its PYTHONPATH); returns its stdout, or
+  raises RuntimeError with its stderr's tail."""
+  proc = bench_run(cmd, cwd=ROOT, text=True, capture_output=True,
+                   env=dict(os.environ, PYTHONPATH=ROOT))
   if proc.returncode:
     raise RuntimeError(f"{' '.join(cmd[:3])} failed:\n{proc.stderr[-3000:]}")
   return proc.stdout

@@ -183,7 +183,8 @@ def peak_memory_mb(args, gradient_checkpointing):
   cmd += common_args(args)
   if args.smoke:
     cmd.append("--smoke")
-  out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+  out = bench_common.bench_run(cmd, check=True, capture_output=True,
+                               text=True)
   return json.loads(out.stdout.strip().splitlines()[-1])["peak_rss_mb"]
 
 

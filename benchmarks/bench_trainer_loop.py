@@ -161,13 +161,12 @@ def measure(name, jit, workdir):
 
 def compare_loops(repeats, json_path, workdir, setting="tiny"):
   """Our Trainer.train against orbit.Controller, one process each."""
-  import subprocess  # pylint: disable=g-import-not-at-top
   _, _, (seq, pred, vocab), _, _ = SETTINGS[setting]
   data = bench_common.pretraining_data(workdir, seq, pred, vocab)
   rates = {"ours": [], "orbit": []}
   for i in range(repeats):
     for variant in rates:
-      out = subprocess.run(
+      out = bench_common.bench_run(
           [sys.executable, os.path.abspath(__file__), f"--loop_child={variant}",
            f"--data={data}", f"--model_dir={workdir}/{variant}{i}",
            f"--configs={setting}"],

@@ -30,8 +30,10 @@ downloads nothing).
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 import bench_common
@@ -47,12 +49,12 @@ TRAIN_STEP_RESULTS = (("train_step.json", "b8 x s128"),
                       ("train_step_seq512_xla.json", "b2 x s512, XLA"))
 
 
-def run(script, *args):
+def run(script, *args, imports_tf=True):
   global_args = ["--smoke"] if SMOKE else []
   cmd = [sys.executable, os.path.join(HERE, script), *args, *global_args]
   print(f"\n=== {' '.join(cmd[1:])}", flush=True)
   start = time.time()
-  subprocess.run(cmd, check=True)
+  (bench_common.bench_run if imports_tf else subprocess.run)(cmd, check=True)
   print(f"=== done in {time.time() - start:.0f} s", flush=True)
 
 
@@ -390,18 +392,23 @@ def main():
     run("bench_train_step.py", "--batch", "2", "--seq", "512", *rounds,
         "--no-keras-hub", "--jit", "--json",
         os.path.join(RESULTS, "train_step_seq512_xla.json"))
-  run("bench_trainer_loop.py", "--json",
+  # The loop runs share their data (made by the data_prep tools once).
+  loop_workdir = tempfile.mkdtemp(prefix="bench_trainer_loop_")
+  run("bench_trainer_loop.py", f"--workdir={loop_workdir}", "--json",
       os.path.join(RESULTS, "trainer_loop.json"))
   if args.smoke:
     run("bench_trainer_loop.py", "--compare_loops", "--repeats", "1",
-        "--json", os.path.join(RESULTS, "trainer_loop_vs_orbit.json"))
+        f"--workdir={loop_workdir}", "--json",
+        os.path.join(RESULTS, "trainer_loop_vs_orbit.json"))
+  shutil.rmtree(loop_workdir, ignore_errors=True)
   run("bench_inference.py", "--json", os.path.join(RESULTS, "inference.json"))
   if not args.quick:
     run("bench_data_prep.py", "--json", os.path.join(RESULTS,
-                                                     "data_prep.json"))
+                                                     "data_prep.json"),
+        imports_tf=False)
   if not (args.quick or args.smoke):
     run("bench_data_prep.py", "--runners", "--json",
-        os.path.join(RESULTS, "data_prep_runners.json"))
+        os.path.join(RESULTS, "data_prep_runners.json"), imports_tf=False)
     run("lite_accuracy.py", f"--results_dir={RESULTS}")
   write_table(measured_now=True)
 

@@ -92,20 +92,16 @@ def test_pip_install_then_tools_run_outside_the_repo(tmp_path, editable):
   else:
     assert path.startswith(str(tmp_path / "venv")), path
 
-  # absl's --help prints the flags and exits 1.
-  help_run = subprocess.run(
-      [python, "-m", "albert_tf.run_pretraining", "--help"],
-      cwd=outside, env=env, capture_output=True, text=True, timeout=300)
-  assert "Traceback" not in help_run.stderr, help_run.stderr
-  assert "--config_file" in help_run.stdout, help_run.stdout
-
   for script in SCRIPTS:
     exe = os.path.join(bin_dir, script)
     assert os.path.exists(exe), f"console script {script} not installed"
-  for script in ("albert-run-pretraining", "albert-create-pretraining-data",
-                 "albert-serving-client"):
+  # absl's --help prints the tool's flags and exits 1. (`python -m
+  # albert_tf.<tool>` runs the same main: the tool tests run it that way.)
+  for script, flag in (("albert-run-pretraining", "--config_file"),
+                       ("albert-create-pretraining-data", "--"),
+                       ("albert-serving-client", "--")):
     result = subprocess.run([os.path.join(bin_dir, script), "--help"],
                             cwd=outside, env=env, capture_output=True,
                             text=True, timeout=300)
     assert "Traceback" not in result.stderr, f"{script}: {result.stderr}"
-    assert "--" in result.stdout, f"{script}: {result.stdout}"
+    assert flag in result.stdout, f"{script}: {result.stdout}"

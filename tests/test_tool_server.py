@@ -102,6 +102,33 @@ def test_each_import_environment_gets_a_server_of_its_own():
   assert other.import_env["TF_PROBE_SETTING"] == "1"
 
 
+# A tool that runs a tool through tool_server (benchmarks/run_all.py under
+# BENCH_RUN): which server the inner run went to, and whether the inner
+# process had TensorFlow imported before it started (a fork of a server).
+NESTED = r"""
+import sys
+from tests.testing import tool_server
+inner = tool_server.run(
+    [sys.executable, "-c", "import sys; print('tensorflow' in sys.modules)"],
+    capture_output=True, text=True)
+print(inner.returncode, inner.stdout.strip(), tool_server._server.socket_path)
+"""
+
+
+def test_a_tool_running_tools_has_them_forked_from_the_same_server():
+  env = tu.subprocess_env(PYTHONPATH=tu.ROOT)
+  outer = tool_server.run([sys.executable, "-c", NESTED], env=env,
+                          capture_output=True, text=True, timeout=120)
+  assert outer.returncode == 0, outer.stderr
+  assert outer.stdout.split() == [
+      "0", "True", tool_server.server_for(env).socket_path]
+  # A real python process starts without TensorFlow.
+  fresh = subprocess.run(
+      [sys.executable, "-c", "import sys; print('tensorflow' in sys.modules)"],
+      env=env, capture_output=True, text=True, timeout=120)
+  assert fresh.stdout.strip() == "False"
+
+
 def test_runs_a_fork_could_get_wrong_go_to_a_subprocess():
   env = tu.subprocess_env()
   assert tool_server.forkable([sys.executable, "-m", "albert_tf.x"], env)

@@ -7,14 +7,15 @@ comparison), bench_inference (both exported SavedModels; the low-precision
 SavedModel and .tflite forms of a classifier, text and ids in) and
 bench_data_prep (local and Beam) on 1-layer models and a tiny corpus, into a
 temporary results directory. keras-hub runs only when `.venv-bench` exists
-(it needs its own Keras 3 venv; the test downloads nothing). The timing
+(it needs its own Keras 3 venv; the test downloads nothing). run_all.py, the
+scripts and their TensorFlow children (BENCH_RUN) run in forks of the
+worker's tool server, which imported TensorFlow once. The timing
 rules themselves (bench_common) are checked on made-up timings.
 """
 
 import json
 import math
 import os
-import subprocess
 import sys
 
 import pytest
@@ -25,6 +26,7 @@ sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 import bench_common  # pylint: disable=g-import-not-at-top,wrong-import-position
 import op_profile  # pylint: disable=g-import-not-at-top,wrong-import-position
+from tests.testing import tool_server  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
 def test_window_settled_compares_the_last_two_windows():
@@ -141,9 +143,10 @@ def test_every_benchmark_runs_on_its_smallest_setting(tmp_path):
   bench_venv = os.path.join(ROOT, ".venv-bench")
   had_bench_venv = os.path.exists(bench_venv)
   env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2",
-             CUDA_VISIBLE_DEVICES="", TMPDIR=str(tmp_path))
+             CUDA_VISIBLE_DEVICES="", TMPDIR=str(tmp_path),
+             BENCH_RUN="tests.testing.tool_server:run")
   # About 2 minutes on an idle machine; generous for a loaded one.
-  proc = subprocess.run(
+  proc = tool_server.run(
       [sys.executable, os.path.join(ROOT, "benchmarks", "run_all.py"),
        "--smoke", f"--results_dir={results}"],
       cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600)

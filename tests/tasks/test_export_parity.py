@@ -169,19 +169,15 @@ def test_a_run_refuses_a_random_head_and_disagreeing_settings(run):
   assert not os.path.exists(tmp / "x")
 
 
-def test_label_names_are_renamed_in_order_only(tmp_path_factory):
-  tmp = tmp_path_factory.mktemp("labels")
-  spm = finetune_testlib.spm_model(tmp_path_factory)
-  _, config = _config("rte", tmp, spm)
-  model_dir = str(tmp / "run")
-  task = sentence_prediction.ClassifierTask(config, model_dir)
-  train_lib.run_experiment(task, config, model_dir, "train")
+@pytest.mark.parametrize("run", ["rte"], indirect=True)
+def test_label_names_are_renamed_in_order_only(run):
+  _, _, _, model_dir, tmp = run
   for names, error in ((["not_entailment", "entailment"],
                         "give the names in the recorded order"),
                        (["same", "same"], "given twice"),
                        (["", "x"], "is empty"), (["a", "b", "c"], "3 names")):
     with pytest.raises(ValueError, match=error):
-      export_testlib.export(str(tmp / "x"), model_dir=model_dir,
+      export_testlib.export(str(tmp / "refused_names"), model_dir=model_dir,
                             settings={"label_names": names})
   path = export_testlib.export(str(tmp / "renamed"), model_dir=model_dir,
                                settings={"label_names": ["yes", "no"]})

@@ -20,7 +20,9 @@ variables read while importing (PYTHON*, TF_*, XLA_*, LD_*, ... but not
 RUNTIME_ENV's) differ from the server's gets a server started in its own.
 A run goes to a real subprocess instead when a fork could differ from it
 otherwise: another interpreter, interpreter options other than -m / -c, a
-PYTHONPATH without the repository. A test that a process has not imported
+PYTHONPATH without the repository. A tool that runs tools itself through
+`run` / `start` (benchmarks/run_all.py under BENCH_RUN) has them forked
+from the same server. A test that a process has not imported
 something (a served model without albert_tf) keeps using `subprocess`.
 
   python -m tests.testing.tool_server SOCKET   (started by the client)
@@ -166,8 +168,23 @@ def _serve_connection(conn):
     os._exit(0)  # pylint: disable=protected-access
 
 
+class _Shared:
+  """The server a tool was forked from, for the tools it runs in turn."""
+
+  def __init__(self, socket_path, import_env):
+    self.socket_path = socket_path
+    self.import_env = import_env
+
+  def stop(self):
+    pass  # the server's own client stops it
+
+
 def serve(socket_path):
   _preload()
+  # This file runs as __main__: the module a tool imports is another copy,
+  # which every fork inherits pointing at this server.
+  importlib.import_module("tests.testing.tool_server")._server = _Shared(  # pylint: disable=protected-access
+      socket_path, _import_env(os.environ))
   listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
   listener.bind(socket_path)
   listener.listen(16)
@@ -177,7 +194,7 @@ def serve(socket_path):
     # Stops when the client (the pytest worker) closes our stdin or dies.
     ready, _, _ = select.select([listener, sys.stdin], [], [], 1.0)
     if sys.stdin in ready and not os.read(sys.stdin.fileno(), 1):
-      return
+      break
     if listener in ready:
       conn, _ = listener.accept()
       sys.stdout.flush()
@@ -188,9 +205,14 @@ def serve(socket_path):
         _serve_connection(conn)
       conn.close()
       children.add(pid)
-    for pid in list(children):
-      if os.waitpid(pid, os.WNOHANG)[0]:
-        children.discard(pid)
+    _reap(children)
+  _reap(children)  # their CPU time counts in the client's RUSAGE_CHILDREN
+
+
+def _reap(children):
+  for pid in list(children):
+    if os.waitpid(pid, os.WNOHANG)[0]:
+      children.discard(pid)
 
 
 # --- Client ---------------------------------------------------------------------
