@@ -239,13 +239,10 @@ def _place(data_file, path, records=None):
   output_files.write_json(path + output_files.SUMMARY_SUFFIX, summary)
 
 
-def test_resume_after_the_data_was_regenerated_in_place(tmp_path,
-                                                       tmp_path_factory,
-                                                       caplog):
-  """Every resume failed with 'corrupt input ... Fix or remove the file'
-  about a valid file: the saved data position pointed into the old file
-  (files this small are read ahead whole, so here it was restored into the
-  new file silently)."""
+def _regenerated_run(tmp_path, tmp_path_factory, steps):
+  """A run trained `steps` steps on a file then regenerated in place under
+  the same name with fewer records: (the old file, the training file, the
+  run directory, run_to(n) training the run on to step n)."""
   base = tu.worker_data_dir(tmp_path_factory)
   big, _ = tu.make_pretraining_data(str(base), dupe=3)
   small, _ = tu.make_pretraining_data(str(base), dupe=1, name="small")
@@ -254,11 +251,26 @@ def test_resume_after_the_data_was_regenerated_in_place(tmp_path,
   model_dir = tmp_path / "run"
   settings = {"trainer.steps_per_loop": 1, "trainer.checkpoint_interval": 1,
               "data.shuffle_buffer_size": 1}
-  run(config(train, **settings, **{"trainer.train_steps": 6}), model_dir)
-  _place(small, train, records=40)  # the same name, fewer records
-  caplog.set_level(logging.WARNING)
-  result = run(config(train, **settings, **{"trainer.train_steps": 8}),
+
+  def run_to(n):
+    return run(config(train, **settings, **{"trainer.train_steps": n}),
                model_dir)
+
+  run_to(steps)
+  _place(small, train, records=40)  # the same name, fewer records
+  return big, train, model_dir, run_to
+
+
+def test_resume_after_the_data_was_regenerated_in_place(tmp_path,
+                                                       tmp_path_factory,
+                                                       caplog):
+  """A resume after the training file was regenerated under its name does
+  not restore the saved data position (it points into the old file) and
+  says why; the next resume, on the same files, restores it again."""
+  big, train, model_dir, run_to = _regenerated_run(tmp_path,
+                                                   tmp_path_factory, 6)
+  caplog.set_level(logging.WARNING)
+  result = run_to(8)
   assert result["train"]["step"] == 8
   assert (f"the training input changed since the checkpoint it resumes "
           f"from was saved ({train}: {os.path.getsize(big)} -> "
@@ -266,7 +278,7 @@ def test_resume_after_the_data_was_regenerated_in_place(tmp_path,
           "to the old files; the input pipeline starts over") in caplog.text
   # The next resume, on the same files, restores the position again.
   caplog.clear()
-  run(config(train, **settings, **{"trainer.train_steps": 9}), model_dir)
+  run_to(9)
   assert "the training input changed" not in caplog.text
   assert "restore_data_position=False" not in caplog.text
 
@@ -277,24 +289,15 @@ def test_a_resume_that_falls_back_checks_the_data_of_its_own_checkpoint(
   the files of the start that saved it: when the newest checkpoints (saved
   after the data was regenerated) are unreadable, the resume falls back to
   one saved before, whose position belongs to the old files."""
-  base = tu.worker_data_dir(tmp_path_factory)
-  big, _ = tu.make_pretraining_data(str(base), dupe=3)
-  small, _ = tu.make_pretraining_data(str(base), dupe=1, name="small")
-  train = str(tmp_path / "train.tfrecord")
-  _place(big, train)
-  model_dir = tmp_path / "run"
-  settings = {"trainer.steps_per_loop": 1, "trainer.checkpoint_interval": 1,
-              "data.shuffle_buffer_size": 1}
-  run(config(train, **settings, **{"trainer.train_steps": 4}), model_dir)
-  _place(small, train, records=40)
+  big, train, model_dir, run_to = _regenerated_run(tmp_path,
+                                                   tmp_path_factory, 4)
   caplog.set_level(logging.WARNING)
-  run(config(train, **settings, **{"trainer.train_steps": 6}), model_dir)
+  run_to(6)
   assert "the training input changed" in caplog.text
   for step in (5, 6):  # saved on the new files: unreadable now
     _truncate(os.path.join(model_dir, "checkpoints", f"ckpt-{step}"))
   caplog.clear()
-  result = run(config(train, **settings, **{"trainer.train_steps": 7}),
-               model_dir)
+  result = run_to(7)
   assert result["train"]["step"] == 7
   assert "using the one before it" in caplog.text
   # ckpt-4's position belongs to the old (big) file, not to today's.
