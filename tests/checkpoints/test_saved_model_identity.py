@@ -66,7 +66,7 @@ def test_an_export_of_another_vocabulary_is_refused(setup):
       (version_dir, "trainer.init_checkpoint",
        {"trainer": {"init_checkpoint": version_dir}})):
     assert _error(config(**source)) == (
-        f"the SentencePiece model (sha256) is {sha_a!r} in this run's config "
+        f"the vocabulary (sha256) is {sha_a!r} in this run's config "
         f"({setting}) but SavedModel {path} has {sha_b!r} (its assets); the "
         "weights belong to another vocabulary")
 
