@@ -20,14 +20,15 @@ user would, streaming their progress; full logs go to <output_dir>/logs/):
                sha256-checked): held-out MLM/SOP accuracy, pretraining
                export, fill-mask in a fresh process (not with --long or
                --corpus: they show their own model)
-  6 finetune   run_classifier twice on an order task (GLUE/MRPC format) made
-               from the shown model's held-out text (which part of a
-               sentence comes first, --finetune_task), with the same
-               settings: from the pretrained checkpoint and from the random
-               initialisation, to measure what pretraining adds;
-               export_savedmodel (serving, text pair -> label, and a
-               dynamic_int8 .tflite); fresh processes classify the dev pairs
-               from raw text
+  6 finetune   run_classifier twice on a real task, movie-review sentiment
+               (human-labelled, from the vaderSentiment sdist on PyPI, GLUE
+               SST-2 layout; or an order task made from the held-out text,
+               --finetune_task), with the same settings: from the
+               pretrained checkpoint and from the random initialisation, to
+               measure what pretraining adds; test accuracy of both and of
+               VADER; export_savedmodel (serving, sentence -> label, and a
+               dynamic_int8 .tflite); fresh processes label the test
+               sentences from raw text
   7 sizes      every released ALBERT size: parameter counts next to the
                paper's and BERT's, forward pass + pretraining loss
   8 summary    the learned figures first (before/after, pretrained vs
@@ -112,8 +113,8 @@ def define_flags():
                        f"{LONG_PRETRAIN_STEPS}).")
   flags.DEFINE_integer("finetune_steps", None,
                        f"Fine-tuning steps, each of the two runs (default "
-                       f"{real_task.STEPS} for movie_reviews, {FINETUNE_STEPS} for the "
-                       "order tasks; --quick: 40).")
+                       f"{real_task.STEPS} for movie_reviews, "
+                       f"{FINETUNE_STEPS} for the order tasks; --quick: 40).")
   flags.DEFINE_integer("dupe_factor", None,
                        "create_pretraining_data --dupe_factor for the training "
                        "data (default 10; --quick: 1; --long: 3).")
@@ -129,9 +130,9 @@ def define_flags():
                     "human-labelled movie-review sentiment from the "
                     "vaderSentiment 3.3.2 sdist on PyPI, beside VADER; "
                     "docs/demo.md), or one made from the held-out text: "
-                    "split_words (the two parts of a sentence without its punctuation, in "
-                    "order or swapped), split_sentence (the same with the "
-                    "punctuation: learnable from random init, so it does not "
+                    "split_words (the two parts of a sentence without its "
+                    "punctuation, in order or swapped), split_sentence "
+                    "(the same with the punctuation: learnable from random init, so it does not "
                     "show what pretraining adds) or sentence_order (two "
                     "consecutive sentences: chance at this scale); see "
                     "docs/demo.md.")
