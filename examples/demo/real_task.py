@@ -208,11 +208,11 @@ def print_figures(entry):
   print(f"  {entry['name']} ({entry['test_examples']:,} test sentences; one "
         f"standard error of an accuracy ~{entry['test_accuracy_se']:.3f}):",
         flush=True)
-  print(f"    {'':<34}{'dev':>7}{'test':>7}")
+  print(f"    {'':<37}{'dev':>7}{'test':>7}")
   for label, key in (("fine-tuned from the pretrained model", "pretrained"),
                      ("fine-tuned from random init", "random_init"),
                      ("VADER (lexicon, compound > 0)", "vader")):
-    print(f"    {label:<34}{fmt(entry[key + '_dev_accuracy']):>7}"
+    print(f"    {label:<37}{fmt(entry[key + '_dev_accuracy']):>7}"
           f"{fmt(entry[key + '_test_accuracy']):>7}")
   print(f"    gain from pretraining (test): "
         f"{100 * entry['pretraining_gain']:+.1f} +- "

@@ -8,6 +8,7 @@ import time
 import numpy as np
 
 from examples.demo import models
+from examples.demo import real_task
 from examples.demo import tools
 
 
@@ -143,6 +144,8 @@ def write_summary(run):
     json.dump(run.summary, f, indent=2, default=str)
   os.replace(path + ".tmp", path)
   print_headline(run.summary["headline"], m, real)
+  if real:
+    real_task.print_figures(real)
   print(f"  output: {run.rel(run.out)}/")
   for name, size in files.items():
     print(f"    {name:<22}{tools.human_bytes(size):>10}")
