@@ -38,7 +38,7 @@ def _order_task(run, task, source):
 
 
 def finetune(run):
-  """Stage 5: the task (the real one, or an order task from held-out text):
+  """The fine-tuning stage: the real task or an order task (held-out text):
   fine-tune twice (pretrained / random init, same config), evaluate both,
   export and serve the pretrained run from raw text in a fresh process."""
   task_name = run.settings["finetune_task"]
