@@ -148,11 +148,14 @@ def prepare(run, source):
   """The fine-tuning stage's data for the real task: fetched (cached,
   sha256-checked) or --sentiment_file, converted to the SST-2 layout under
   finetune/data/; returns a context.TaskData."""
-  path, vader_dir, origin = fetch(
-      run.path("cache"), run.settings.get("sentiment_file"),
-      log=lambda m: print("  " + m, flush=True))
   data_dir = run.path("finetune", "data")
-  counts = build(path, data_dir, run.settings["seed"])
+  try:
+    path, vader_dir, origin = fetch(
+        run.path("cache"), run.settings.get("sentiment_file"),
+        log=lambda m: print("  " + m, flush=True))
+    counts = build(path, data_dir, run.settings["seed"])
+  except (RuntimeError, sentiment_data.GroundTruthError) as e:
+    raise SystemExit(f"ERROR: {e}") from None
   run.real_task = {"ground_truth": path, "vader_dir": vader_dir,
                    "origin": origin}
   print(f"  the {source.name} model; the real task {NAME!r}: {DESCRIPTION}"

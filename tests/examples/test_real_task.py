@@ -15,6 +15,7 @@ import tarfile
 import pytest
 
 from albert_tf.data import glue_data
+from examples.demo import context
 from examples.demo import real_task
 from examples.demo import sentiment_data
 from examples.demo import stage_report
@@ -254,3 +255,18 @@ def test_read_predictions_checks_the_count(tmp_path):
   assert real_task.read_predictions(str(path), 2) == [1, 0]
   with pytest.raises(RuntimeError, match="2 predictions for 3 test"):
     real_task.read_predictions(str(path), 3)
+
+
+def test_the_stage_refuses_a_bad_file_in_one_line(tmp_path):
+  bad = tmp_path / "gt.txt"
+  bad.write_text("1\t0.5\tfine\n2\tx\tbad\n", encoding="utf-8")
+  run = context.DemoRun(str(tmp_path / "out"),
+                        {"sentiment_file": str(bad), "seed": 1})
+  with pytest.raises(SystemExit) as e:
+    real_task.prepare(run, None)
+  assert str(e.value) == f"ERROR: {bad}:2: rating 'x' is not a number"
+  with pytest.raises(SystemExit) as e:
+    real_task.prepare(context.DemoRun(
+        str(tmp_path / "out"), {"sentiment_file": str(tmp_path / "none"),
+                                "seed": 1}), None)
+  assert "--sentiment_file" in str(e.value) and "no such file" in str(e.value)
