@@ -196,7 +196,7 @@ def classify_pairs(path, call, pairs, label_names, show):
   truths = [label_names[int(t)] for _, _, t in pairs]
   correct = sum(p == t for p, t in zip(labels, truths))
   print(f"{len(pairs)} rows classified from raw text in {elapsed:.2f} s "
-        f"({len(pairs) / max(elapsed, 1e-9):.0f} pairs/s)", flush=True)
+        f"({len(pairs) / max(elapsed, 1e-9):.0f} rows/s)", flush=True)
   examples = []
   for (a, b, _), label, truth, p in list(zip(pairs, labels, truths,
                                               probs))[:show]:
@@ -261,10 +261,11 @@ def main(argv=None):
   p.add_argument("--seed", type=int, default=0, help="which words to mask")
   p.add_argument("--output_json", help="result file")
   p.set_defaults(fn=fill_mask)
-  c = sub.add_parser("classify", help="text pair -> label")
+  c = sub.add_parser("classify", help="text (or text pair) -> label")
   c.add_argument("--export_dir", required=True,
                  help="serving export version dir (<export_dir>/<version>)")
-  c.add_argument("--tsv", required=True, help="MRPC- or SST-2-layout TSV with labels")
+  c.add_argument("--tsv", required=True,
+                 help="MRPC- or SST-2-layout TSV with labels")
   c.add_argument("--label_names", default="0,1",
                  help="names of label ids 0,1,... (as exported)")
   c.add_argument("--show", type=int, default=6, help="pairs printed")

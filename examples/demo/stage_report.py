@@ -195,7 +195,7 @@ def write_summary(run):
     if lite:
       print(f"  on device ({lite['precision']} .tflite, text in): "
             f"{tools.human_bytes(lite['tflite_bytes'])} vs SavedModel "
-            f"{tools.human_bytes(lite['saved_model_bytes'])}; one pair "
+            f"{tools.human_bytes(lite['saved_model_bytes'])}; one row "
             f"{lite['tflite_batch1_p50_ms']:.2f} ms vs "
             f"{lite['saved_model_batch1_p50_ms']:.2f} ms (p50); labels "
             f"agree with the SavedModel's on "
