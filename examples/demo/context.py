@@ -4,7 +4,7 @@ directory, the files each stage leaves for the next, and the summary."""
 import dataclasses
 import os
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 import yaml
 
@@ -34,6 +34,20 @@ class ModelSource:
 
 
 @dataclasses.dataclass
+class TaskData:
+  """A fine-tuning task's GLUE-format data and how it is read and served."""
+  name: str                 # --finetune_task
+  glue_task: str            # run_classifier's reader: "sst-2" / "mrpc"
+  data_dir: str
+  label_names: Tuple[str, ...]
+  num_text_fields: int
+  description: str
+  counts: Dict[str, Any]
+  majority_baseline: float  # dev
+  serve_split: str          # the TSV the fresh processes classify
+
+
+@dataclasses.dataclass
 class DemoRun:
   """One demo run. Each stage reads the files of the stages before it and
   fills in its own (empty until then)."""
@@ -57,6 +71,8 @@ class DemoRun:
   exports: Dict[str, str] = dataclasses.field(default_factory=dict)
   # The model the fine-tuning stage starts from (shipped or this run's).
   shown: Optional[ModelSource] = None
+  # The real task's inputs (real_task.prepare): ground truth, VADER, origin.
+  real_task: Dict[str, Any] = dataclasses.field(default_factory=dict)
 
   def __post_init__(self):
     self.out = os.path.abspath(self.out)

@@ -20,14 +20,15 @@ user would, streaming their progress; full logs go to <output_dir>/logs/):
                sha256-checked): held-out MLM/SOP accuracy, pretraining
                export, fill-mask in a fresh process (not with --long or
                --corpus: they show their own model)
-  6 finetune   run_classifier twice on an order task (GLUE/MRPC format) made
-               from the shown model's held-out text (which part of a
-               sentence comes first, --finetune_task), with the same
-               settings: from the pretrained checkpoint and from the random
-               initialisation, to measure what pretraining adds;
-               export_savedmodel (serving, text pair -> label, and a
-               dynamic_int8 .tflite); fresh processes classify the dev pairs
-               from raw text
+  6 finetune   run_classifier twice on a real task, movie-review sentiment
+               (human-labelled, from the vaderSentiment sdist on PyPI, GLUE
+               SST-2 layout; or an order task made from the held-out text,
+               --finetune_task), with the same settings: from the
+               pretrained checkpoint and from the random initialisation, to
+               measure what pretraining adds; test accuracy of both and of
+               VADER; export_savedmodel (serving, sentence -> label, and a
+               dynamic_int8 .tflite); fresh processes label the test
+               sentences from raw text
   7 sizes      every released ALBERT size: parameter counts next to the
                paper's and BERT's, forward pass + pretraining loss
   8 summary    the learned figures first (before/after, pretrained vs
@@ -54,6 +55,7 @@ from examples.demo import context
 from examples.demo import models
 from examples.demo import order_tasks
 from examples.demo import preflight
+from examples.demo import real_task
 from examples.demo import shipped
 from examples.demo import stage_data
 from examples.demo import stage_export
@@ -113,7 +115,9 @@ def define_flags():
                        f"{LONG_PRETRAIN_STEPS}).", lower_bound=1)
   flags.DEFINE_integer("finetune_steps", None,
                        f"Fine-tuning steps, each of the two runs (default "
-                       f"{FINETUNE_STEPS}; --quick: 40).", lower_bound=1)
+                       f"{real_task.STEPS} for movie_reviews, "
+                       f"{FINETUNE_STEPS} for the order tasks; --quick: 40).",
+                       lower_bound=1)
   flags.DEFINE_integer("dupe_factor", None,
                        "create_pretraining_data --dupe_factor for the training "
                        "data (default 10; --quick: 1; --long: 3).",
@@ -125,20 +129,29 @@ def define_flags():
                      "Share of each document's sentences held out (evaluation, "
                      "fill-mask and the fine-tuning task; default 0.2; "
                      "--long: 0.05; at most 0.5).")
-  flags.DEFINE_enum("finetune_task", "split_words",
-                    sorted(order_tasks.FINETUNE_TASKS),
-                    "The stage-5 task, from the held-out text: split_words "
-                    "(the two parts of a sentence without its punctuation, in "
-                    "order or swapped), split_sentence (the same with the "
-                    "punctuation: learnable from random init, so it does not "
+  flags.DEFINE_enum("finetune_task", real_task.NAME,
+                    [real_task.NAME] + sorted(order_tasks.FINETUNE_TASKS),
+                    "The fine-tuning task: movie_reviews (real, "
+                    "human-labelled movie-review sentiment from the "
+                    "vaderSentiment 3.3.2 sdist on PyPI, beside VADER; "
+                    "docs/demo.md), or one made from the held-out text: "
+                    "split_words (the two parts of a sentence without its "
+                    "punctuation, in order or swapped), split_sentence "
+                    "(the same with the punctuation: learnable from random init, so it does not "
                     "show what pretraining adds) or sentence_order (two "
                     "consecutive sentences: chance at this scale); see "
                     "docs/demo.md.")
-  flags.DEFINE_float("finetune_learning_rate", 1e-4,
-                     "Fine-tuning learning rate of both runs (AdamW). 1e-4: "
+  flags.DEFINE_float("finetune_learning_rate", None,
+                     "Fine-tuning learning rate of both runs (AdamW). "
+                     f"Default: movie_reviews {real_task.LEARNING_RATE} "
+                     "(chosen on its dev split); the order tasks 1e-4: "
                      "both runs train; at 5e-4 the run from random init "
                      "stays at chance, which would credit pretraining with "
                      "what is an unsuited learning rate (docs/demo.md).")
+  flags.DEFINE_string("sentiment_file", None,
+                      "movie_reviews: a file in the ground truth's format "
+                      "(id<TAB>mean rating<TAB>text per line) instead of "
+                      "the one in the vaderSentiment sdist (tests).")
   flags.DEFINE_integer("seed", 1234, "Seed of training and data generation.",
                        lower_bound=0)
   flags.DEFINE_integer("num_workers", 2,
@@ -191,6 +204,10 @@ def settings_from_flags():
   if long_run and FLAGS.shipped_model:
     raise ValueError("--long --shipped_model: --long pretrains the model "
                      "that is shipped; it shows its own")
+  real = FLAGS.finetune_task == real_task.NAME
+  if FLAGS.sentiment_file and not real:
+    raise ValueError("--sentiment_file: only with "
+                     f"--finetune_task={real_task.NAME}")
   if FLAGS.write_bundle and not long_run:
     raise ValueError("--write_bundle: only --long writes a bundle")
 
@@ -206,15 +223,19 @@ def settings_from_flags():
       "corpus": pick(FLAGS.corpus, None, None, "sotu"),
       "pretrain_steps": pick(FLAGS.pretrain_steps, PRETRAIN_STEPS, 100,
                              LONG_PRETRAIN_STEPS),
-      "finetune_steps": pick(FLAGS.finetune_steps, FINETUNE_STEPS, 40,
-                             FINETUNE_STEPS),
+      "finetune_steps": pick(FLAGS.finetune_steps,
+                             real_task.STEPS if real else FINETUNE_STEPS, 40,
+                             real_task.STEPS if real else FINETUNE_STEPS),
       # Held-out evaluations during each training run (the curves' points).
       "evals": 2 if quick else 12 if long_run else 6,
       "dupe_factor": pick(FLAGS.dupe_factor, 10, 1, 3),
       "vocab_size": FLAGS.vocab_size,
       "heldout_fraction": pick(FLAGS.heldout_fraction, 0.2, 0.2, 0.05),
       "finetune_task": FLAGS.finetune_task,
-      "finetune_learning_rate": FLAGS.finetune_learning_rate,
+      "finetune_learning_rate": (
+          FLAGS.finetune_learning_rate if FLAGS.finetune_learning_rate
+          is not None else real_task.LEARNING_RATE if real else 1e-4),
+      "sentiment_file": FLAGS.sentiment_file,
       "seed": FLAGS.seed,
       "num_workers": FLAGS.num_workers,
       "shipped_model": (FLAGS.shipped_model if FLAGS.shipped_model is not None

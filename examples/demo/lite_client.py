@@ -22,7 +22,7 @@ def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--model", required=True,
                       help=".tflite export version dir (or the file)")
-  parser.add_argument("--tsv", required=True, help="MRPC-layout TSV")
+  parser.add_argument("--tsv", required=True, help="MRPC- or SST-2-layout TSV")
   parser.add_argument("--label_names", default="0,1",
                       help="names of label ids 0,1,... (as exported)")
   parser.add_argument("--show", type=int, default=6, help="pairs printed")
@@ -36,8 +36,9 @@ def main(argv=None):
         f"the {model.interpreter} interpreter (inputs: {inputs})", flush=True)
 
   def call(texts_a, texts_b):
-    out = model("serving_default", text_a=np.array(texts_a, dtype=object),
-                text_b=np.array(texts_b, dtype=object))
+    out = model("serving_default", **{
+        k: np.array(v, dtype=object)
+        for k, v in savedmodel_client.text_inputs(texts_a, texts_b).items()})
     return out["label"], out["probabilities"]
 
   result = savedmodel_client.classify_pairs(

@@ -7,9 +7,9 @@ exports are self-contained, as they would be behind TF Serving.
   fill_mask  pretraining export (`mlm` signature): masks words of held-out
              sentences, prints the top predictions next to the truth and the
              top-1 / top-5 accuracy over all masked words.
-  classify   serving export (`serving_default`, text_a/text_b -> label):
-             classifies the dev pairs of a GLUE TSV (MRPC layout) and prints a
-             few with the truth, plus the accuracy.
+  classify   serving export (`serving_default`, text or text_a/text_b ->
+             label): classifies the rows of a GLUE TSV (MRPC or SST-2
+             layout) and prints a few with the truth, plus the accuracy.
 
 Each writes a JSON result file (--output_json).
 """
@@ -144,16 +144,28 @@ def fill_mask(args):
 
 
 def read_pairs(tsv):
+  """[(text_a, text_b, label)] of a labelled TSV: the MRPC layout (a text
+  pair) or the SST-2 layout (`sentence`, `label`: text_b is None)."""
   with open(tsv, encoding="utf-8") as f:
     header = f.readline().rstrip("\n").split("\t")
     col = {n: i for i, n in enumerate(header)}
+    pair = "#1 String" in col
+    a, b, label = ((col["#1 String"], col["#2 String"], col["Quality"]) if pair
+                   else (col["sentence"], None, col["label"]))
     out = []
     for line in f:
       fields = line.rstrip("\n").split("\t")
       if len(fields) == len(header):
-        out.append((fields[col["#1 String"]], fields[col["#2 String"]],
-                    fields[col["Quality"]]))
+        out.append((fields[a], fields[b] if pair else None, fields[label]))
   return out
+
+
+def text_inputs(texts_a, texts_b):
+  """The serving signature's inputs: `text` for one text field (texts_b all
+  None), else `text_a` and `text_b`."""
+  if all(b is None for b in texts_b):
+    return {"text": texts_a}
+  return {"text_a": texts_a, "text_b": texts_b}
 
 
 def batch1_latency_ms(call, pairs, count=50, warmup=3):
@@ -183,14 +195,14 @@ def classify_pairs(path, call, pairs, label_names, show):
   elapsed = time.time() - t0
   truths = [label_names[int(t)] for _, _, t in pairs]
   correct = sum(p == t for p, t in zip(labels, truths))
-  print(f"{len(pairs)} dev pairs classified from raw text in {elapsed:.2f} s "
-        f"({len(pairs) / max(elapsed, 1e-9):.0f} pairs/s)", flush=True)
+  print(f"{len(pairs)} rows classified from raw text in {elapsed:.2f} s "
+        f"({len(pairs) / max(elapsed, 1e-9):.0f} rows/s)", flush=True)
   examples = []
   for (a, b, _), label, truth, p in list(zip(pairs, labels, truths,
                                               probs))[:show]:
     mark = "ok" if label == truth else "  "
-    print(f"  [{mark}] {label:<9} p={max(p):.2f}  truth {truth:<9} "
-          f"A: {a[:60]!r}  B: {b[:60]!r}")
+    text = f"{a[:100]!r}" if b is None else f"A: {a[:60]!r}  B: {b[:60]!r}"
+    print(f"  [{mark}] {label:<9} p={max(p):.2f}  truth {truth:<9} {text}")
     examples.append({"text_a": a, "text_b": b, "label": label,
                      "truth": truth, "probabilities": p})
   latency = batch1_latency_ms(call, pairs)
@@ -200,8 +212,8 @@ def classify_pairs(path, call, pairs, label_names, show):
             "batch1_p50_ms": latency,
             "predicted_label_counts": {n: labels.count(n)
                                        for n in label_names}}
-  print(f"serving accuracy {result['accuracy']:.3f} over {len(pairs)} dev "
-        f"pairs (predicted: {result['predicted_label_counts']}); one pair "
+  print(f"serving accuracy {result['accuracy']:.3f} over {len(pairs)} "
+        f"rows (predicted: {result['predicted_label_counts']}); one row "
         f"at a time: p50 {latency:.2f} ms", flush=True)
   return result
 
@@ -216,7 +228,8 @@ def classify(args):
         f"{sorted(serve.structured_outputs)})", flush=True)
 
   def call(texts_a, texts_b):
-    out = serve(text_a=tf.constant(texts_a), text_b=tf.constant(texts_b))
+    out = serve(**{k: tf.constant(v)
+                   for k, v in text_inputs(texts_a, texts_b).items()})
     return out["label"].numpy(), out["probabilities"].numpy()
 
   write_json(args.output_json, classify_pairs(
@@ -248,10 +261,11 @@ def main(argv=None):
   p.add_argument("--seed", type=int, default=0, help="which words to mask")
   p.add_argument("--output_json", help="result file")
   p.set_defaults(fn=fill_mask)
-  c = sub.add_parser("classify", help="text pair -> label")
+  c = sub.add_parser("classify", help="text (or text pair) -> label")
   c.add_argument("--export_dir", required=True,
                  help="serving export version dir (<export_dir>/<version>)")
-  c.add_argument("--tsv", required=True, help="MRPC-layout TSV with labels")
+  c.add_argument("--tsv", required=True,
+                 help="MRPC- or SST-2-layout TSV with labels")
   c.add_argument("--label_names", default="0,1",
                  help="names of label ids 0,1,... (as exported)")
   c.add_argument("--show", type=int, default=6, help="pairs printed")

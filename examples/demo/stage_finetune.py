@@ -1,7 +1,7 @@
-"""Stage 5 of `make demo`: fine-tuning on an order task made from held-out
-text, from the pretrained and from the random weights (what pretraining
-adds), the pretrained run's export, and serving it from raw text in a fresh
-process."""
+"""The fine-tuning stage of `make demo`: the real task (movie-review
+sentiment, real_task.py) or an order task made from held-out text, from the
+pretrained and from the random weights (what pretraining adds), the
+pretrained run's export, and serving it from raw text in fresh processes."""
 
 import json
 import os
@@ -12,15 +12,12 @@ from examples.demo import context
 from examples.demo import corpus
 from examples.demo import order_tasks
 from examples.demo import plots
+from examples.demo import real_task
 from examples.demo import tools
 
 
-def finetune(run):
-  """Stage 5: an order task from held-out text: fine-tune twice (pretrained
-  / random init, same config), evaluate both, export and serve the
-  pretrained run from raw text in a fresh process."""
-  task = run.settings["finetune_task"]
-  source = run.shown
+def _order_task(run, task, source):
+  """An order task (order_tasks.py) from the shown model's held-out text."""
   build_task, description = order_tasks.FINETUNE_TASKS[task]
   data_dir = run.path("finetune", "data")
   counts = build_task(corpus.read_documents(source.held_txt), data_dir,
@@ -33,8 +30,26 @@ def finetune(run):
   print(f"  a training row: label {example[0]} "
         f"({order_tasks.LABEL_NAMES[int(example[0])]})  A: {example[3]!r}  "
         f"B: {example[4]!r}", flush=True)
+  majority = max(counts["dev"]["swapped"],
+                 counts["dev"]["examples"] - counts["dev"]["swapped"])
+  return context.TaskData(task, "mrpc", data_dir, order_tasks.LABEL_NAMES, 2,
+                          description, counts,
+                          majority / counts["dev"]["examples"], "dev")
+
+
+def finetune(run):
+  """The fine-tuning stage: the real task or an order task (held-out text):
+  fine-tune twice (pretrained / random init, same config), evaluate both,
+  export and serve the pretrained run from raw text in a fresh process."""
+  task_name = run.settings["finetune_task"]
+  source = run.shown
+  if task_name == real_task.NAME:
+    data = real_task.prepare(run, source)
+  else:
+    data = _order_task(run, task_name, source)
+  task = data.name
   steps = run.settings["finetune_steps"]
-  config_path = _write_config(run, task, source, data_dir, steps)
+  config_path = _write_config(run, data, source, steps)
   # The same config, steps and data twice: from the pretrained checkpoint and
   # from the random weights its pretraining started from.
   starts = (("pretrained", source.checkpoint),
@@ -58,65 +73,72 @@ def finetune(run):
       [("from pretrained", run_dirs["pretrained"]),
        ("from random init", run_dirs["random_init"])],
       run.path("finetune_curves.png"),
-      f"stage 5 fine-tuning ({task}, {steps} steps): pretrained vs random "
+      f"fine-tuning ({task}, {steps} steps): pretrained vs random "
       "initialisation")
   run.summary["finetune_curves_png"] = png
-  run_dir = run_dirs["pretrained"]
+  if task == real_task.NAME:
+    real_task.evaluate_test(run, data, config_path, run_dirs, results)
+  served, lite = _export_and_serve(run, data, source, run_dirs["pretrained"])
+  run.summary["metrics"]["finetuning"] = {
+      "model": source.name, "task": task, "description": data.description,
+      "steps": steps,
+      "learning_rate": run.settings["finetune_learning_rate"],
+      "examples": data.counts,
+      "pretrained": {"dev": results["pretrained"],
+                     "served_accuracy": served["accuracy"],
+                     "served_split": data.serve_split},
+      "lite": lite,
+      "random_init": {"dev": results["random_init"]},
+      "pretraining_gain": (results["pretrained"]["accuracy"] -
+                           results["random_init"]["accuracy"]),
+      "majority_baseline": data.majority_baseline}
+
+
+def _export_and_serve(run, data, source, run_dir):
+  """The pretrained run as a serving SavedModel (raw text in) and a
+  dynamic_int8 .tflite; fresh processes classify `data.serve_split` from
+  each. Returns (the SavedModel client's result, the .tflite figures)."""
+  task, labels = data.name, ",".join(data.label_names)
   export_dir = run.path("exports", task)
   run.tool(f"export_{task}", [
       "-m", "albert_tf.export_savedmodel", "--export_kind=serving",
-      "--task=classification", "--num_labels=2", "--num_text_fields=2",
-      f"--label_names={','.join(order_tasks.LABEL_NAMES)}",
+      "--task=classification", f"--num_labels={len(data.label_names)}",
+      f"--num_text_fields={data.num_text_fields}", f"--label_names={labels}",
       f"--config_file={os.path.join(run_dir, 'experiment_config.yaml')}",
       f"--checkpoint={os.path.join(run_dir, 'checkpoints')}",
       f"--spm_model_file={source.spm}", f"--seq_length={context.SEQ_LENGTH}",
       f"--export_dir={export_dir}", "--version=1"])
   run.exports[task] = os.path.join(export_dir, "1")
-  print("  a fresh process serves the export: raw text pair -> label",
-        flush=True)
+  what = "raw text pair" if data.num_text_fields == 2 else "raw sentence"
+  print(f"  a fresh process serves the export: {what} -> label "
+        f"({data.serve_split} split)", flush=True)
   out = run.path("exports", f"{task}_predictions.json")
+  tsv = os.path.join(data.data_dir, f"{data.serve_split}.tsv")
   run.tool(f"serve_{task}", [
       os.path.join(context.REPO, "examples", "demo", "savedmodel_client.py"),
-      "classify", f"--export_dir={run.exports[task]}",
-      f"--tsv={os.path.join(data_dir, 'dev.tsv')}",
-      f"--label_names={','.join(order_tasks.LABEL_NAMES)}", f"--output_json={out}"])
+      "classify", f"--export_dir={run.exports[task]}", f"--tsv={tsv}",
+      f"--label_names={labels}", f"--output_json={out}"])
   with open(out, encoding="utf-8") as f:
     served = json.load(f)
-  lite = _serve_lite(run, task, run_dir, data_dir, served)
-  majority = max(counts["dev"]["swapped"],
-                 counts["dev"]["examples"] - counts["dev"]["swapped"])
-  run.summary["metrics"]["finetuning"] = {
-      "model": source.name, "task": task, "description": description,
-      "steps": steps,
-      "examples": counts,
-      "pretrained": {"dev": results["pretrained"],
-                     "served_accuracy": served["accuracy"]},
-      "lite": lite,
-      "random_init": {"dev": results["random_init"]},
-      "pretraining_gain": (results["pretrained"]["accuracy"] -
-                           results["random_init"]["accuracy"]),
-      "majority_baseline": majority / counts["dev"]["examples"]}
+  return served, _serve_lite(run, task, run_dir, tsv, labels, served)
 
 
-def _serve_lite(run, task, run_dir, data_dir, served):
+def _serve_lite(run, task, run_dir, tsv, labels, served):
   """The fine-tuned run as a dynamic_int8 .tflite (text in), served in a
-  fresh process: size, one-pair latency and labels beside the SavedModel's."""
+  fresh process: size, one-row latency and labels beside the SavedModel's."""
   export_dir = run.path("exports", f"{task}_tflite")
   run.tool(f"export_{task}_tflite", [
       "-m", "albert_tf.export_savedmodel", f"--model_dir={run_dir}",
-      f"--label_names={','.join(order_tasks.LABEL_NAMES)}",
-      "--format=tflite", "--precision=dynamic_int8",
-      f"--export_dir={export_dir}", "--version=1"])
+      f"--label_names={labels}", "--format=tflite",
+      "--precision=dynamic_int8", f"--export_dir={export_dir}", "--version=1"])
   run.exports[f"{task}_tflite"] = os.path.join(export_dir, "1")
-  print("  a fresh process serves the .tflite (dynamic_int8): raw text pair "
-        "-> label", flush=True)
+  print("  a fresh process serves the .tflite (dynamic_int8): raw text -> "
+        "label", flush=True)
   out = run.path("exports", f"{task}_tflite_predictions.json")
   run.tool(f"serve_{task}_tflite", [
       "-m", "examples.demo.lite_client",
-      f"--model={run.exports[f'{task}_tflite']}",
-      f"--tsv={os.path.join(data_dir, 'dev.tsv')}",
-      f"--label_names={','.join(order_tasks.LABEL_NAMES)}",
-      f"--output_json={out}"])
+      f"--model={run.exports[f'{task}_tflite']}", f"--tsv={tsv}",
+      f"--label_names={labels}", f"--output_json={out}"])
   with open(out, encoding="utf-8") as f:
     lite = json.load(f)
   agreement = sum(a == b for a, b in zip(lite["labels"], served["labels"]))
@@ -126,15 +148,16 @@ def _serve_lite(run, task, run_dir, data_dir, served):
           "tflite_batch1_p50_ms": lite["batch1_p50_ms"],
           "saved_model_batch1_p50_ms": served["batch1_p50_ms"],
           "label_agreement": agreement / len(served["labels"]),
-          "accuracy": lite["accuracy"]}
+          "accuracy": lite["accuracy"],
+          "examples": lite["examples"]}
 
 
-def _write_config(run, task, source, data_dir, steps):
+def _write_config(run, data, source, steps):
   """The fine-tuning experiment config (both runs use it); returns its path."""
   per_loop = min(50, max(10, steps // 6))
   config = {
       "model": source.model_section,
-      "data": {"task_name": "mrpc", "data_dir": data_dir,
+      "data": {"task_name": data.glue_task, "data_dir": data.data_dir,
                "spm_model_file": source.spm, "max_seq_length": context.SEQ_LENGTH,
                "global_batch_size": 32, "eval_batch_size": 64,
                "seed": run.settings["seed"]},
@@ -154,6 +177,7 @@ def _write_config(run, task, source, data_dir, steps):
                   "mixed_precision_dtype": "float32",
                   "seed": run.settings["seed"]},
   }
+  task = data.name
   config_path = run.path("finetune", f"{task}.yaml")
   tmp = config_path + ".tmp"
   with open(tmp, "w", encoding="utf-8") as f:

@@ -8,6 +8,7 @@ import time
 import numpy as np
 
 from examples.demo import models
+from examples.demo import real_task
 from examples.demo import tools
 
 
@@ -40,13 +41,16 @@ def model_sizes(run):
 # The demo's targets for the model it shows (held-out text); the summary
 # shows each figure next to its target, as measured.
 TARGETS = {"masked_lm_accuracy": 0.30, "sentence_order_accuracy": 0.65,
-           "fill_mask_top5": 0.35, "finetune_gain": 0.10}
+           "fill_mask_top5": 0.35, "finetune_gain": 0.10,
+           # The real task (test split): over random init and over VADER.
+           "real_task_gain": 0.03, "real_task_gain_over_vader": 0.03}
 
 
-def headline(metrics):
+def headline(metrics, real=None):
   """The figures a newcomer looks for first: [{name, before, after, target,
   reached}] (before = random initialisation) of the model the demo shows:
-  the shipped one when it was used (metrics["shipped"]), else this run's."""
+  the shipped one when it was used (metrics["shipped"]), else this run's;
+  `real`: summary.json's `real_task` (test accuracy, beside VADER's)."""
   rows = []
   shown = metrics.get("shipped", metrics)
   pre = shown.get("pretraining")
@@ -60,7 +64,19 @@ def headline(metrics):
                  "after": fm["top5_accuracy"],
                  "target": TARGETS["fill_mask_top5"]})
   ft = metrics.get("finetuning")
-  if ft:
+  if real:
+    rows.append({"name": f"fine-tuned {real['name']} test accuracy",
+                 "before": real["random_init_test_accuracy"],
+                 "after": real["pretrained_test_accuracy"], "target": None})
+    rows.append({"name": "  gain from pretraining", "before": None,
+                 "after": real["pretraining_gain"],
+                 "target": TARGETS["real_task_gain"]})
+    if real["vader_test_accuracy"] is not None:
+      rows.append({"name": "  gain over VADER "
+                           f"({real['vader_test_accuracy']:.3f})",
+                   "before": None, "after": real["gain_over_vader"],
+                   "target": TARGETS["real_task_gain_over_vader"]})
+  elif ft:
     rows.append({"name": f"fine-tuned {ft['task']} dev accuracy",
                  "before": ft["random_init"]["dev"]["accuracy"],
                  "after": ft["pretrained"]["dev"]["accuracy"],
@@ -74,7 +90,7 @@ def headline(metrics):
   return rows
 
 
-def print_headline(rows, metrics):
+def print_headline(rows, metrics, real=None):
   shipped = metrics.get("shipped")
   pre, ft = (shipped or metrics).get("pretraining"), metrics.get("finetuning")
   if shipped:
@@ -92,7 +108,14 @@ def print_headline(rows, metrics):
     mark = {True: "reached", False: "not reached", None: ""}[r["reached"]]
     print(f"    {r['name']:<38}{fmt(r['before']):>8}{fmt(r['after']):>8}"
           f"{fmt(r['target']):>8}  {mark}")
-  if ft:
+  if real:
+    print(f"    (fine-tuning: 'before' = from random init, 'after' = from "
+          f"the pretrained checkpoint, {real['test_examples']:,} test "
+          f"sentences: one standard error ~{real['test_accuracy_se']:.3f}, "
+          f"of the gain {real['pretraining_gain_se']:.3f}; majority "
+          f"baseline {real['majority_baseline']:.3f}; VADER = the lexicon "
+          "method published with the data)")
+  elif ft:
     print(f"    (fine-tuning: 'before' = from random init, 'after' = from "
           f"the pretrained checkpoint; majority baseline "
           f"{ft['majority_baseline']:.3f})")
@@ -114,12 +137,15 @@ def write_summary(run):
   run.summary["files"] = files
   run.summary["exports"] = run.exports
   m = run.summary["metrics"]
-  run.summary["headline"] = headline(m)
+  real = run.summary.get("real_task")
+  run.summary["headline"] = headline(m, real)
   path = run.path("summary.json")
   with open(path + ".tmp", "w", encoding="utf-8") as f:
     json.dump(run.summary, f, indent=2, default=str)
   os.replace(path + ".tmp", path)
-  print_headline(run.summary["headline"], m)
+  print_headline(run.summary["headline"], m, real)
+  if real:
+    real_task.print_figures(real)
   print(f"  output: {run.rel(run.out)}/")
   for name, size in files.items():
     print(f"    {name:<22}{tools.human_bytes(size):>10}")
@@ -163,17 +189,18 @@ def write_summary(run):
           f"{pre['dev'].get('accuracy', float('nan')):.3f} from the "
           f"pretrained checkpoint, {rnd['dev'].get('accuracy', float('nan')):.3f}"
           f" from random init (majority baseline "
-          f"{ft['majority_baseline']:.3f}); served from the export: "
-          f"{pre['served_accuracy']:.3f}")
+          f"{ft['majority_baseline']:.3f}); served from the export "
+          f"({pre.get('served_split', 'dev')}): {pre['served_accuracy']:.3f}")
     lite = ft.get("lite")
     if lite:
       print(f"  on device ({lite['precision']} .tflite, text in): "
             f"{tools.human_bytes(lite['tflite_bytes'])} vs SavedModel "
-            f"{tools.human_bytes(lite['saved_model_bytes'])}; one pair "
+            f"{tools.human_bytes(lite['saved_model_bytes'])}; one row "
             f"{lite['tflite_batch1_p50_ms']:.2f} ms vs "
             f"{lite['saved_model_batch1_p50_ms']:.2f} ms (p50); labels "
             f"agree with the SavedModel's on "
-            f"{100 * lite['label_agreement']:.1f}% of dev pairs; accuracy "
+            f"{100 * lite['label_agreement']:.1f}% of "
+            f"{pre.get('served_split', 'dev')} rows; accuracy "
             f"{lite['accuracy']:.3f}")
   print("  timings (wall / CPU seconds):")
   for name, t in run.timings.items():

@@ -3,7 +3,9 @@ demo's own helpers (corpus split, the fine-tuning tasks).
 
 The demo runs every tool as a subprocess; this test reads back what they
 wrote: TFRecords, checkpoints, SavedModels (loaded and called), metrics.
-No download: --corpus points at tests/testdata/botchan.txt.
+No download: --corpus points at tests/testdata/botchan.txt, and the real
+fine-tuning task (movie_reviews) reads a small file shaped like its ground
+truth (--sentiment_file).
 """
 
 import io
@@ -21,8 +23,10 @@ import tensorflow_text  # pylint: disable=unused-import  (registers ops)
 from examples.demo import corpus
 from examples.demo import demo
 from examples.demo import order_tasks
+from examples.demo import real_task
 from examples.demo import shipped
 from examples.demo import stage_report
+from tests.examples import test_real_task
 from tests.testing import tool_server
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -141,6 +145,18 @@ def test_long_and_quick_settings():
   assert (full["corpus"], full["pretrain_steps"], full["heldout_fraction"],
           full["dupe_factor"], full["shipped_model"], full["bundle"]) == (
               None, 3000, 0.2, 10, True, None)
+  # The real task by default, with its steps and learning rate (chosen on
+  # its dev split); the order tasks keep theirs.
+  assert (full["finetune_task"], full["finetune_steps"],
+          full["finetune_learning_rate"]) == (
+              "movie_reviews", real_task.STEPS, real_task.LEARNING_RATE)
+  code, out, _ = demo_settings("--finetune_task=split_words")
+  order = json.loads(out)
+  assert (order["finetune_steps"], order["finetune_learning_rate"]) == (
+      demo.FINETUNE_STEPS, 1e-4)
+  code, _, err = demo_settings("--finetune_task=split_words",
+                               "--sentiment_file=x.txt")
+  assert code != 0 and "--sentiment_file: only with" in err
   code, out, _ = demo_settings("--corpus=my.txt")
   assert json.loads(out)["shipped_model"] is False
   code, _, err = demo_settings("--long", "--shipped_model")
@@ -261,14 +277,17 @@ def test_headline_compares_with_the_targets():
 
 @pytest.fixture(scope="module")
 def demo_run(tmp_path_factory):
-  out = tmp_path_factory.mktemp("demo") / "demo_output"
+  base = tmp_path_factory.mktemp("demo")
+  out = base / "demo_output"
+  truth = test_real_task.write_ground_truth(str(base / "ground_truth.txt"),
+                                            120, 100, 2)
   # The albert_tf tools in forks of a process that imported TensorFlow once.
   env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2",
              DEMO_POPEN="tests.testing.tool_server:popen_streaming")
   proc = subprocess.run(
       [sys.executable, "-m", "examples.demo.demo", "--quick", f"--corpus={BOTCHAN}",
        f"--output_dir={out}", "--sizes=base", "--num_workers=1",
-       "--shipped_model"],
+       "--shipped_model", f"--sentiment_file={truth}"],
       cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
       text=True, timeout=900, check=False)
   assert proc.returncode == 0, proc.stdout[-6000:]
@@ -349,10 +368,9 @@ def test_exports_load_and_answer(demo_run):
   serving = tf.saved_model.load(ex["serving"]).signatures["serving_default"]
   text_out = serving(text=tf.constant(["I was a hard-headed boy."]))
   assert text_out["pooled_output"].shape == (1, HIDDEN)
-  clf = tf.saved_model.load(ex["split_words"]).signatures[
+  clf = tf.saved_model.load(ex["movie_reviews"]).signatures[
       "serving_default"]
-  res = clf(text_a=tf.constant(["He sat down", "and then he left."]),
-            text_b=tf.constant(["and then he left.", "He sat down"]))
+  res = clf(text=tf.constant(["A wonderful film.", "A dreadful film."]))
   probs = res["probabilities"].numpy()
   np.testing.assert_allclose(probs.sum(-1), 1.0, rtol=1e-5)
   assert set(res["label_id"].numpy().tolist()) <= {0, 1}
@@ -364,24 +382,19 @@ def test_exports_load_and_answer(demo_run):
 def test_finetuning_runs_from_pretrained_and_random_init(demo_run):
   out, stdout, summary = demo_run
   ft = summary["metrics"]["finetuning"]
-  assert ft["task"] == "split_words"
-  for split in ("train", "dev"):
-    assert ft["examples"][split]["swapped"] * 2 == \
-        ft["examples"][split]["examples"]
-  # Both orders of every dev sentence: chance is exactly 0.5.
-  assert ft["majority_baseline"] == 0.5
+  assert ft["task"] == "movie_reviews"
+  # 120 rated > 0, 100 < 0 (2 at 0 and 1 repeat dropped): 80/10/10 of each.
+  assert ft["examples"]["train"] == {"examples": 176, "positive": 96}
+  assert ft["examples"]["dev"] == {"examples": 22, "positive": 12}
+  assert ft["majority_baseline"] == pytest.approx(12 / 22)
   for init in ("pretrained", "random_init"):
     dev = ft[init]["dev"]
-    assert dev["num_examples"] == ft["examples"]["dev"]["examples"]
-    assert 0.0 <= dev["accuracy"] <= 1.0
+    assert dev["num_examples"] == 22
     with open(out / "finetune" / init / "eval_results.json",
               encoding="utf-8") as f:
       assert json.load(f)["accuracy"] == dev["accuracy"]
     assert tf.train.latest_checkpoint(
         str(out / "finetune" / init / "checkpoints")).endswith("ckpt-40")
-  assert ft["pretraining_gain"] == pytest.approx(
-      ft["pretrained"]["dev"]["accuracy"] -
-      ft["random_init"]["dev"]["accuracy"])
   # The shipped model was fine-tuned; the random run started from the
   # initial weights its pretraining started from (rewritten in this run).
   assert ft["model"] == "shipped"
@@ -389,10 +402,30 @@ def test_finetuning_runs_from_pretrained_and_random_init(demo_run):
                                 encoding="utf-8").read()
   assert "shipped/initial" in stdout
   assert "--init_checkpoint=" + shipped.BUNDLE_DIR in stdout
-  # The served SavedModel (raw text in) and the training run's evaluation
-  # (cached features) score the same model on the same dev pairs.
+  real = summary["real_task"]
+  assert (real["name"], real["train_examples"], real["dev_examples"],
+          real["test_examples"]) == ("movie_reviews", 176, 22, 22)
+  assert real["pretrained_dev_accuracy"] == ft["pretrained"]["dev"]["accuracy"]
+  # Test accuracy from run_classifier --mode=predict, read back here.
+  with open(out / "finetune" / "data" / "test.tsv", encoding="utf-8") as f:
+    truth = [int(l.rsplit("\t", 1)[1]) for l in f.read().splitlines()[1:]]
+  for init in ("pretrained", "random_init"):
+    with open(out / "finetune" / init / "test_predictions" / "SST-2.tsv",
+              encoding="utf-8") as f:
+      preds = [int(l.split("\t")[1]) for l in f.read().splitlines()[1:]]
+    assert real[f"{init}_test_accuracy"] == pytest.approx(
+        np.mean(np.array(preds) == np.array(truth)))
+  assert real["pretraining_gain"] == pytest.approx(
+      real["pretrained_test_accuracy"] - real["random_init_test_accuracy"])
+  # No sdist in this run: no VADER figures, said so.
+  assert real["vader_test_accuracy"] is None
+  assert "VADER: not run" in stdout
+  # The served SavedModel and .tflite (raw text in) label the test sentences
+  # as the training run's predict mode did (same final checkpoint).
+  assert ft["pretrained"]["served_split"] == "test"
   assert abs(ft["pretrained"]["served_accuracy"] -
-             ft["pretrained"]["dev"]["accuracy"]) <= 0.02
+             real["pretrained_test_accuracy"]) <= 1 / 22 + 1e-9
+  assert ft["lite"]["label_agreement"] >= 0.9
 
 
 def test_shipped_model_is_evaluated_and_served(demo_run):
@@ -429,7 +462,7 @@ def test_summary_has_timings_files_and_parameters(demo_run):
   assert names == ["held-out masked_lm_accuracy",
                    "held-out sentence_order_accuracy",
                    "fill-mask top-5 (held-out words)",
-                   "fine-tuned split_words dev accuracy",
+                   "fine-tuned movie_reviews test accuracy",
                    "gain from pretraining"]
   # The learned figures come first in the closing report.
   report = stdout[stdout.index("[stage 8/8]"):]
