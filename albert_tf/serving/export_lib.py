@@ -90,10 +90,10 @@ def _claim_version(staged, export_dir, version):
   """Renames `staged` to `version`, or to the next free version, trying
   the next while another export takes the one chosen; returns the path."""
   for _ in range(_CLAIM_ATTEMPTS):
-    # An explicit version was free when the export began: the rename says
-    # whether it still is.
-    final = (os.path.join(export_dir, str(int(version))) if version is not None
-             else version_dir(export_dir))
+    # The rename alone says whether a version is still free (an explicit
+    # one was when the export began; the next one may be taken meanwhile).
+    final = os.path.join(export_dir, str(
+        int(version) if version is not None else next_version(export_dir)))
     try:
       _rename_no_replace(staged, final)
       return final

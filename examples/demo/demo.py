@@ -161,7 +161,8 @@ def define_flags():
   flags.register_validator(
       "heldout_fraction", lambda v: v is None or 0 < v <= 0.5,
       "must be > 0 and <= 0.5 (the share of each document held out)")
-  flags.register_validator("finetune_learning_rate", lambda v: v > 0,
+  flags.register_validator("finetune_learning_rate",
+                           lambda v: v is None or v > 0,
                            "must be > 0")
   flags.register_validator("sizes", _known_sizes)
 

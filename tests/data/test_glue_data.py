@@ -262,13 +262,15 @@ def test_official_recipes_load():
   from albert_tf.tasks import multiple_choice  # pylint: disable=g-import-not-at-top
   from albert_tf.tasks import question_answering  # pylint: disable=g-import-not-at-top
   from albert_tf.tasks import sentence_prediction  # pylint: disable=g-import-not-at-top
+  from albert_tf.tasks import tagging  # pylint: disable=g-import-not-at-top
   config_classes = {"glue": sentence_prediction.GlueExperimentConfig,
                     "squad": question_answering.SquadExperimentConfig,
-                    "race": multiple_choice.RaceExperimentConfig}
+                    "race": multiple_choice.RaceExperimentConfig,
+                    "conll2003": tagging.TaggingExperimentConfig}
   root = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                       "official_configs")
   names = sorted(os.listdir(os.path.join(root, "finetuning")))
-  assert len(names) == 13
+  assert len(names) == 14
   loaded = {}
   for name in names:
     config_cls = config_classes[name.split("_")[0].split(".")[0]]
