@@ -122,7 +122,9 @@ def inputs_for(tokenizer, architecture):
   kwargs = dict(padding="max_length", max_length=SEQ, truncation=True,
                 return_tensors="pt", return_token_type_ids=True)
   if architecture == "AlbertForMultipleChoice":
-    enc = tokenizer([PAIR[0]] * 3, [PAIR[1], SENTENCES[0], SENTENCES[1]],
+    # 4 choices: the number albert_tf's multiple-choice task defaults to.
+    enc = tokenizer([PAIR[0]] * 4,
+                    [PAIR[1], SENTENCES[0], SENTENCES[1], "Nowhere."],
                     **kwargs)
     return {k: v.unsqueeze(0) for k, v in enc.items()}  # [1, choices, SEQ]
   return dict(tokenizer([SENTENCES[0], PAIR[0]], [SENTENCES[1], PAIR[1]],
