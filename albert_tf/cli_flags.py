@@ -67,13 +67,13 @@ SETTING_FLAGS = {
             "max_seq_length", "null_score_diff_threshold",
             "num_cpu_devices", "predict_file", "skip_malformed_rows",
             "spm_model_file", "strategy", "task_name", "tpu", "train_file",
-            "train_steps", "version_2_with_negative"),
+            "train_steps", "version_2_with_negative", "vocab_file"),
     # Serving params fields (export_savedmodel; a run tool's --mode=export
     # those no config field covers).
     "export": ("do_lower_case", "doc_stride", "label_names",
                "max_answer_length", "max_query_length", "max_windows",
                "num_choices", "num_labels", "num_text_fields", "seq_length",
-               "spm_model_file", "with_answerability"),
+               "spm_model_file", "vocab_file", "with_answerability"),
 }
 
 

@@ -8,9 +8,10 @@ Garden's (model_garden); see albert_tf/checkpoints/conversion.py.
 The model config is the run record's when the checkpoint is a run's
 (RUN/checkpoints/ckpt-N), else `albert_config.json` next to the checkpoint;
 --config_file/--params_override that change that model are refused. Without
-either, --config_file gives it. The SentencePiece model (--spm_model_file,
-else the run record's, else the one next to the checkpoint) is copied to
---output_dir with the config.
+either, --config_file gives it. The vocabulary (--spm_model_file or
+--vocab_file, else the run record's, else the SentencePiece model or
+WordPiece vocab*.txt next to the checkpoint) is copied to --output_dir with
+the config.
 """
 
 import os
@@ -41,6 +42,9 @@ def define_flags():
   flags.DEFINE_string("spm_model_file", None, "SentencePiece model to copy "
                       "(default: the run record's for a run's checkpoint, "
                       "else the *.model next to the checkpoint).")
+  flags.DEFINE_string("vocab_file", None, "BERT WordPiece vocabulary to "
+                      "copy instead (default: as --spm_model_file, or the "
+                      "vocab*.txt next to the checkpoint).")
   flags.DEFINE_enum("model", "auto", ["auto", "pretrainer", "encoder"],
                     "pretrainer (+ MLM/SOP heads), encoder, or auto.")
   flags.DEFINE_bool("init_from_group0", False, "Every group from group_0.")
@@ -57,9 +61,13 @@ def main(argv):
     config, record = checkpoint_config.model_config_for(
         cli_flags.config_sources(), flag_values.params_override,
         checkpoint=flag_values.input_checkpoint)
-    # A run's checkpoint: its SentencePiece model is the run record's.
-    spm = flag_values.spm_model_file or (
-        record.facts.get("spm_model_file") if record else None)
+    # A run's checkpoint: its vocabulary is the run record's.
+    if flag_values.spm_model_file and flag_values.vocab_file:
+      raise ValueError("give one of --spm_model_file and --vocab_file, not "
+                       "both")
+    facts = record.facts if record else {}
+    spm = (flag_values.spm_model_file or flag_values.vocab_file or
+           facts.get("spm_model_file") or facts.get("vocab_file") or None)
     path, report = conversion.convert(
         flag_values.input_checkpoint, flag_values.output_dir,
         flag_values["from"].value, flag_values.to,

@@ -4,8 +4,10 @@ r"""Plots loss / accuracy curves from a run's metrics.jsonl to a PNG.
       --output=/tmp/albert_tiny/curves.png
 """
 
+import io
 import json
 import os
+import sys
 from typing import Dict, List, Optional
 
 from absl import app
@@ -13,6 +15,8 @@ from absl import flags
 from absl import logging
 
 from albert_toolkit import command_line
+from albert_toolkit import output_files
+from albert_toolkit import text_files
 
 from albert_tf.core import actions
 
@@ -28,19 +32,24 @@ def read_metrics(path: str) -> Dict[str, List[dict]]:
   line number. A last line without its newline that does not parse was cut
   by an interrupted write (kill -9): skipped with a warning."""
   by_mode = {}
-  with open(path, encoding="utf-8") as f:
-    for lineno, line in enumerate(f, 1):
-      if not line.strip():
+  text = text_files.read_utf8(path)
+  # Universal newlines, as a file opened in text mode.
+  for lineno, line in enumerate(io.StringIO(text, newline=None), 1):
+    if not line.strip():
+      continue
+    try:
+      record = json.loads(line)
+    except json.JSONDecodeError as e:
+      if not line.endswith("\n"):  # the last line, cut short
+        logging.warning("%s:%d: skipped a line cut short by an interrupted "
+                        "write (%d characters)", path, lineno, len(line))
         continue
-      try:
-        record = json.loads(line)
-      except json.JSONDecodeError as e:
-        if not line.endswith("\n"):  # the last line, cut short
-          logging.warning("%s:%d: skipped a line cut short by an interrupted "
-                          "write (%d characters)", path, lineno, len(line))
-          continue
-        raise ValueError(f"{path}:{lineno}: not JSON ({e})") from e
-      by_mode.setdefault(record.get("mode", "train"), []).append(record)
+      raise ValueError(f"{path}:{lineno}: not JSON ({e})") from e
+    if not isinstance(record, dict) or not isinstance(record.get("step"),
+                                                      int):
+      raise ValueError(f"{path}:{lineno}: not a metrics record (a JSON "
+                       "object with an integer step)")
+    by_mode.setdefault(record.get("mode", "train"), []).append(record)
   for rows in by_mode.values():
     rows.sort(key=lambda r: r["step"])
   return by_mode
@@ -69,18 +78,35 @@ def plot(metrics_path: str, output: str, title: Optional[str] = None) -> str:
       ax.legend(fontsize=7)
   fig.suptitle(title or os.path.dirname(os.path.abspath(metrics_path)))
   fig.tight_layout()
-  fig.savefig(output, dpi=100)
+  image = io.BytesIO()
+  fig.savefig(image, dpi=100, format=_image_format(output))
   plt.close(fig)
-  return output
+  return output_files.atomic_write(output, image.getvalue())
+
+
+def _image_format(output: str) -> str:
+  """The image format `output`'s extension names (PNG without one)."""
+  ext = os.path.splitext(output)[1].lstrip(".").lower()
+  return ext or "png"
 
 
 def main(argv):
   del argv
-  path = flags.FLAGS.metrics_file or os.path.join(flags.FLAGS.model_dir,
-                                                  actions.METRICS_FILE)
-  output = flags.FLAGS.output or os.path.join(os.path.dirname(path),
-                                              "curves.png")
-  print(plot(path, output))
+  try:
+    if not flags.FLAGS.metrics_file and not flags.FLAGS.model_dir:
+      raise ValueError("--model_dir or --metrics_file is required")
+    path = flags.FLAGS.metrics_file or os.path.join(flags.FLAGS.model_dir,
+                                                    actions.METRICS_FILE)
+    output = flags.FLAGS.output or os.path.join(os.path.dirname(path),
+                                                "curves.png")
+    output_files.check_not_inputs(
+        [("--output", output)],
+        [("--metrics_file" if flags.FLAGS.metrics_file else "--model_dir",
+          path)])
+    print(plot(path, output))
+  except (ValueError, OSError) as e:  # one line, as every tool (cli_flags)
+    print(f"ERROR: {e}", file=sys.stderr)
+    sys.exit(1)
 
 
 def define_flags():

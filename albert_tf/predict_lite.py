@@ -11,6 +11,7 @@ Output: one block per row as the TF Serving client prints it, or with
 """
 
 import csv
+import io
 import json
 import os
 import sys
@@ -24,6 +25,7 @@ from albert_tf import cli_flags
 from albert_tf.serving import lite
 from clients import serving_client
 from albert_toolkit import output_files
+from albert_toolkit import text_files
 
 FLAGS = flags.FLAGS
 
@@ -45,27 +47,32 @@ def read_rows(path, inputs):
   """(rows as {input: value}, columns left aside) of a TSV or JSONL file."""
   if not os.path.isfile(path):
     raise ValueError(f"{path}: no such file (--input_file)")
+  text = text_files.read_utf8(path)  # a byte-order mark is dropped
   rows, unused = [], set()
-  with open(path, encoding="utf-8", newline="") as f:
-    if path.endswith((".jsonl", ".json")):
-      for number, line in enumerate(f, 1):
-        if not line.strip():
-          continue
-        try:
-          row = json.loads(line)
-        except json.JSONDecodeError as e:
-          raise ValueError(f"{path}:{number}: not JSON ({e.msg})") from e
-        if not isinstance(row, dict):
-          raise ValueError(f"{path}:{number}: a JSON object per line, got "
-                           f"{type(row).__name__}")
-        rows.append(row)
-    else:
-      reader = csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-      for row in reader:
-        if None in row or None in row.values():
-          raise ValueError(f"{path}:{reader.line_num}: {len(row)} fields "
-                           f"but the header has {len(reader.fieldnames)}")
-        rows.append(row)
+  if path.endswith((".jsonl", ".json")):
+    # Lines end at "\n" only: JSON strings may hold U+2028 and the like.
+    for number, line in enumerate(text.split("\n"), 1):
+      if not line.strip():
+        continue
+      try:
+        row = json.loads(line)
+      except json.JSONDecodeError as e:
+        raise ValueError(f"{path}:{number}: not JSON ({e.msg})") from e
+      if not isinstance(row, dict):
+        raise ValueError(f"{path}:{number}: a JSON object per line, got "
+                         f"{type(row).__name__}")
+      rows.append(row)
+  else:
+    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter="\t",
+                            quoting=csv.QUOTE_NONE)
+    for row in reader:
+      if None in row or None in row.values():
+        raise ValueError(f"{path}:{reader.line_num}: {len(row)} fields "
+                         f"but the header has {len(reader.fieldnames)}")
+      rows.append(row)
+  if not rows:
+    raise ValueError(f"{path}: no rows to predict (a TSV needs a header "
+                     "row and a row under it)")
   for number, row in enumerate(rows, 1):
     missing = [name for name in inputs if name not in row]
     if missing:
@@ -75,8 +82,9 @@ def read_rows(path, inputs):
   return rows, sorted(unused)
 
 
-def predict(model, rows, signature, batch_size):
-  """Per-row output dicts (JSON-ready), in order."""
+def predict(model, rows, signature, batch_size, source="input"):
+  """Per-row output dicts (JSON-ready), in order; an error names the rows
+  of its batch (in `source`)."""
   inputs = model.signatures[signature]["inputs"]
   out = []
   start = time.time()
@@ -84,7 +92,12 @@ def predict(model, rows, signature, batch_size):
     batch = rows[first:first + batch_size]
     # The runner makes arrays of the signature's dtypes (and checks them).
     columns = {name: [row[name] for row in batch] for name in inputs}
-    out.extend(serving_client.rows_from_arrays(model(signature, **columns)))
+    try:
+      outputs = model(signature, **columns)
+    except ValueError as e:
+      raise ValueError(f"{source}: rows {first + 1}-{first + len(batch)}: "
+                       f"{e}") from e
+    out.extend(serving_client.rows_from_arrays(outputs))
     done = first + len(batch)
     elapsed = time.time() - start
     logging.info("%d/%d rows, %.1f rows/s, ETA %.0f s", done, len(rows),
@@ -92,14 +105,31 @@ def predict(model, rows, signature, batch_size):
   return out
 
 
+def check_flags():
+  """Refuses bad flags in one line, before a model is loaded: an
+  --output_file that is an input (the rows, the .tflite or its
+  model.json) among them."""
+  if not FLAGS.model or not FLAGS.input_file:
+    raise ValueError("--model and --input_file are required")
+  if FLAGS.batch_size < 1:
+    raise ValueError(f"--batch_size must be >= 1, got {FLAGS.batch_size}")
+  lite.check_num_threads(FLAGS.num_threads, "--num_threads")
+  tflite_path = lite.model_path(FLAGS.model)
+  output_files.check_not_inputs(
+      [("--output_file", FLAGS.output_file)],
+      [("--input_file", FLAGS.input_file), ("--model", tflite_path),
+       ("--model", os.path.join(os.path.dirname(tflite_path),
+                                lite.METADATA_NAME))])
+
+
 def main(argv):
   del argv
   try:
-    if not FLAGS.model or not FLAGS.input_file:
-      raise ValueError("--model and --input_file are required")
-    if FLAGS.batch_size < 1:
-      raise ValueError(f"--batch_size must be >= 1, got {FLAGS.batch_size}")
+    check_flags()
     model = lite.LiteModel(FLAGS.model, num_threads=FLAGS.num_threads)
+    # Which file runs: an export directory's newest version may not be it.
+    print(f"model: {model.path}" + (f" ({model.note})" if model.note else ""),
+          file=sys.stderr)
     if FLAGS.signature not in model.signatures:
       raise ValueError(f"{model.path}: no signature {FLAGS.signature!r} (it "
                        f"has {', '.join(sorted(model.signatures))})")
@@ -108,13 +138,14 @@ def main(argv):
     if unused:
       logging.info("%s: columns not used: %s", FLAGS.input_file,
                    ", ".join(unused))
-    results = predict(model, rows, FLAGS.signature, FLAGS.batch_size)
+    results = predict(model, rows, FLAGS.signature, FLAGS.batch_size,
+                      FLAGS.input_file)
     if FLAGS.output_file:
       output_files.atomic_write(
           FLAGS.output_file,
           "".join(json.dumps(r) + "\n" for r in results))
-      print(f"{len(results)} rows -> {FLAGS.output_file} ({model.interpreter}"
-            f" interpreter)")
+      print(f"{len(results)} rows -> {FLAGS.output_file} ({model.path}, "
+            f"{model.interpreter} interpreter)")
     else:
       texts = [" | ".join(str(row[n]) for n in inputs) for row in rows]
       print(serving_client.format_rows(texts, results))

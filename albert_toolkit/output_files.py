@@ -69,16 +69,36 @@ def _in_use(output, lock, owner):
           "lock file if that run is gone)")
 
 
+def _real(path):
+  return path if "://" in path else os.path.realpath(path)
+
+
+def check_not_inputs(outputs, inputs):
+  """Raises ValueError (one line naming both flags) if an output is an
+  input, compared as resolved real paths (symlinks, relative paths; URLs as
+  given). Every tool that reads and writes files calls it before writing.
+
+  Args:
+    outputs: (flag, path) pairs the tool writes (a None path is skipped).
+    inputs: (flag, path) pairs it reads.
+  """
+  given = {}
+  for flag, path in inputs:
+    if path:
+      given.setdefault(_real(path), (flag, path))
+  for flag, path in outputs:
+    if path and _real(path) in given:
+      in_flag, in_path = given[_real(path)]
+      raise ValueError(f"{flag} {path} is also an input ({in_flag} "
+                       f"{in_path}); refusing to overwrite it")
+
+
 def check_disjoint(input_files, output_files, input_flag="--input_file",
                    output_flag="--output_file"):
-  """Raises ValueError (one line, naming the file) if an output is an input."""
-  inputs = {os.path.realpath(p): p for p in input_files}
-  for out in output_files:
-    real = os.path.realpath(out)
-    if real in inputs:
-      raise ValueError(f"{output_flag} {out} is also an input "
-                       f"({input_flag} matched {inputs[real]}); refusing to "
-                       "overwrite it")
+  """Raises ValueError (one line, naming the file) if an output is an input
+  or an input is one of our own outputs (summary, temporary file)."""
+  check_not_inputs([(output_flag, p) for p in output_files],
+                   [(f"{input_flag} matched", p) for p in input_files])
   for p in input_files:
     if is_tool_output(p):
       raise ValueError(f"{input_flag} {p} is an output of a data_prep tool "
@@ -92,7 +112,7 @@ def read_once(files):
   seen = {}
   unique = []
   for path in files:
-    key = path if "://" in path else os.path.realpath(path)
+    key = _real(path)
     if key in seen:
       sys.stderr.write(f"warning: input file {path} is given more than once "
                        f"(also as {seen[key]}); reading it once\n")
@@ -158,6 +178,44 @@ def write_json(path, obj, indent=2, **json_kwargs):
   return atomic_write(path, json.dumps(obj, indent=indent, **json_kwargs))
 
 
+class OutputClaim:
+  """The claim on outputs: each one's hidden lock file (`lock_path`) held
+  from creation to release(). OutputInUseError (one line naming the output
+  and the owner's pid and host) while another live run holds one; a dead
+  owner's claim is taken over with a warning. URLs (gs://) cannot hold a
+  lock file and are not claimed.
+
+  Args:
+    final_paths: the outputs (local paths; their directories are created).
+  """
+
+  def __init__(self, final_paths):
+    self._locks = []
+    local = [p for p in final_paths if "://" not in p]
+    for p in local:
+      os.makedirs(os.path.dirname(p) or ".", exist_ok=True)
+    try:
+      for p in local:
+        lock = owner_lock.OwnerLock(lock_path(p), OutputInUseError,
+                                    functools.partial(_in_use, p))
+        lock.acquire()
+        self._locks.append(lock)
+    except BaseException:
+      self.release()
+      raise
+
+  def release(self):
+    for lock in self._locks:
+      lock.release()
+    self._locks = []
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    self.release()
+
+
 class StagedOutputs:
   """Final paths -> temporary paths; commit() renames, abort() deletes.
 
@@ -171,18 +229,7 @@ class StagedOutputs:
     self.final_paths = list(final_paths)
     self.temp_paths = [temp_path(p) for p in self.final_paths]
     self.summary_file = summary_file
-    for p in self.final_paths:
-      os.makedirs(os.path.dirname(p) or ".", exist_ok=True)
-    self._locks = []
-    try:
-      for p in self.final_paths:
-        lock = owner_lock.OwnerLock(lock_path(p), OutputInUseError,
-                                    functools.partial(_in_use, p))
-        lock.acquire()
-        self._locks.append(lock)
-    except BaseException:
-      self._release()
-      raise
+    self._claim = OutputClaim(self.final_paths)
     replaced = [p for p in self.final_paths if os.path.exists(p)]
     if replaced:  # said, as any other change to what is on disk
       more = f" and {len(replaced) - 1} more" if len(replaced) > 1 else ""
@@ -191,9 +238,7 @@ class StagedOutputs:
       _remove(summary_file)
 
   def _release(self):
-    for lock in self._locks:
-      lock.release()
-    self._locks = []
+    self._claim.release()
 
   def commit(self, summary=None):
     """Renames every temporary file to its final name, then the summary."""

@@ -3,9 +3,11 @@ Direct).
 
 Same flags as create_pretraining_data plus Beam's pipeline options, and the
 same instances as the local tool (the transforms: data_prep/beam_pipeline.py).
-Shards go to a hidden temporary directory next to the output; this launcher
-renames them after the pipeline succeeded and writes the summary last (counts
-and skip counters computed in the pipeline).
+The outputs are claimed first, as the local tool claims them (a hidden lock
+file naming this process; a second run onto them stops with one line naming
+the output and its owner). Shards go to a hidden temporary directory next to
+the output; this launcher renames them after the pipeline succeeded and writes
+the summary last (counts and skip counters computed in the pipeline).
 
 Example (local, 2 processes):
   python -m data_prep.beam_pretraining_data --input_file=corpus/*.txt \
@@ -33,21 +35,23 @@ from data_prep import pretraining_config
 from data_prep import pretraining_summary
 from data_prep import text_reader
 from albert_toolkit import tfrecord_io
-from data_prep import tokenization
 
 FLAGS = flags.FLAGS
 TOOL = beam_pipeline.TOOL
 
 
-def _load_model(path, do_lower_case):
-  """Model bytes from any filesystem, checked by loading them."""
+def _load_model(run_cfg):
+  """The vocabulary file's bytes (SentencePiece model or WordPiece
+  vocabulary) from any filesystem, checked by loading them."""
+  path = run_cfg.vocab_path
   try:
     with beam_pipeline.open_any(path) as f:
       data = f.read()
   except Exception as e:  # Beam raises its own IOError/BeamIOError types.
-    raise OSError(f"Cannot read SentencePiece model {path}: {e}") from e
-  return data, tokenization.FullTokenizer(path, do_lower_case,
-                                          data).vocab_size
+    what = ("WordPiece vocabulary" if run_cfg.vocab_file else
+            "SentencePiece model")
+    raise OSError(f"Cannot read {what} {path}: {e}") from e
+  return data, run_cfg.tokenizer(data).vocab_size
 
 
 def _finalize(temp_dir, output_paths, compression):
@@ -82,39 +86,43 @@ def run(input_files, output_paths, run_cfg, pipeline_args=(),
       pipeline_args, num_workers)
   summary_file = summary_file or output_paths[0] + output_files.SUMMARY_SUFFIX
   output_files.check_disjoint(input_files, list(output_paths) + [summary_file])
-  model_bytes, vocab_size = _load_model(run_cfg.spm_model_file,
-                                        run_cfg.do_lower_case)
+  model_bytes, vocab_size = _load_model(run_cfg)
   run_cfg.check_vocab_size(vocab_size)
-  _delete(summary_file)  # a stale summary must not describe new files
-  for path in input_files:  # here, not in a worker: one line, no traceback
-    text_reader.check_text_file(path, beam_pipeline.open_any)
-  temp_dir = output_files.temp_path(output_paths[0] + ".beam")
-  _delete(temp_dir)
-  start = time.time()
-  pipeline = beam.Pipeline(runner=beam_options.make_runner(runner_name),
-                           options=options)
-  try:
-    with pipeline as p:
-      beam_pipeline.build_pipeline(
-          p, input_files, run_cfg, model_bytes, len(output_paths), temp_dir,
-          compression, docs_per_block, max_line_chars, max_lines_per_document,
-          progress_interval, beam_options.direct_workers(options, runner_name),
-          beam_options.partitions(options, runner_name))
-    records_per_file, stats = _finalize(temp_dir, output_paths, compression)
-  finally:
-    beam_options.release(pipeline)  # before the temporary shards go
+  # Claimed as the local tool claims them, before anything is deleted: a
+  # second run onto the same outputs would delete this one's temporary
+  # shards (one temporary directory per output name) or mix its files in.
+  with output_files.OutputClaim(output_paths):
+    _delete(summary_file)  # a stale summary must not describe new files
+    for path in input_files:  # here, not in a worker: one line
+      text_reader.check_text_file(path, beam_pipeline.open_any)
+    temp_dir = output_files.temp_path(output_paths[0] + ".beam")
     _delete(temp_dir)
-  summary = pretraining_summary.build(
-      stats, input_files, records_per_file, run_cfg, vocab_size,
-      time.time() - start,
-      {"compression": compression, "docs_per_block": docs_per_block,
-       "runner": runner_name, "pipeline_args": beam_args})
-  tmp = output_files.temp_path(summary_file)
-  with FileSystems.create(tmp) as f:
-    f.write(json.dumps(summary, indent=2, sort_keys=True).encode())
-  FileSystems.rename([tmp], [summary_file])
-  summary["summary_file"] = summary_file
-  return summary
+    start = time.time()
+    pipeline = beam.Pipeline(runner=beam_options.make_runner(runner_name),
+                             options=options)
+    try:
+      with pipeline as p:
+        beam_pipeline.build_pipeline(
+            p, input_files, run_cfg, model_bytes, len(output_paths),
+            temp_dir, compression, docs_per_block, max_line_chars,
+            max_lines_per_document, progress_interval,
+            beam_options.direct_workers(options, runner_name),
+            beam_options.partitions(options, runner_name))
+      records_per_file, stats = _finalize(temp_dir, output_paths, compression)
+    finally:
+      beam_options.release(pipeline)  # before the temporary shards go
+      _delete(temp_dir)
+    summary = pretraining_summary.build(
+        stats, input_files, records_per_file, run_cfg, vocab_size,
+        time.time() - start,
+        {"compression": compression, "docs_per_block": docs_per_block,
+         "runner": runner_name, "pipeline_args": beam_args})
+    tmp = output_files.temp_path(summary_file)
+    with FileSystems.create(tmp) as f:
+      f.write(json.dumps(summary, indent=2, sort_keys=True).encode())
+    FileSystems.rename([tmp], [summary_file])
+    summary["summary_file"] = summary_file
+    return summary
 
 
 def parse_flags(argv):

@@ -17,6 +17,7 @@ Example:
     --input_file=corpus/*.txt --output_file=out/train.tfrecord@8 \
     --spm_model_file=30k-clean.model --max_seq_length=128 --dupe_factor=5 \
     --num_workers=2
+(or --vocab_file=vocab_chinese.txt for a BERT WordPiece vocabulary).
 """
 
 import collections
@@ -38,7 +39,6 @@ from data_prep import pretraining_summary
 from data_prep import sentence_tokens
 from data_prep import text_reader
 from albert_toolkit import tfrecord_io
-from data_prep import tokenization
 
 FLAGS = flags.FLAGS
 
@@ -52,9 +52,8 @@ _W = {}  # per-process state
 
 
 def init_worker(run_cfg, model_proto=None):
-  """model_proto: the model's bytes (a Beam worker has no model file)."""
-  tok = tokenization.FullTokenizer(run_cfg.spm_model_file,
-                                   run_cfg.do_lower_case, model_proto)
+  """model_proto: the vocabulary file's bytes (a Beam worker has no file)."""
+  tok = run_cfg.tokenizer(model_proto)
   _W.update(cfg=run_cfg, tok=tok, info=pi.TokenInfo.from_tokenizer(tok),
             enc=tfrecord_io.ExampleEncoder(
                 max(tok.vocab_size, run_cfg.instance.max_seq_length) + 1))
@@ -160,7 +159,7 @@ def run(input_files, output_files, run_cfg, num_workers=1, compression="NONE",
   output_files_mod.check_disjoint(input_files, list(output_files) +
                                   [summary_file])
   # Fail early and clearly: model and inputs must be readable.
-  tok = tokenization.FullTokenizer(run_cfg.spm_model_file, run_cfg.do_lower_case)
+  tok = run_cfg.tokenizer()
   run_cfg.check_vocab_size(tok.vocab_size)
   for path in input_files:
     if not os.access(path, os.R_OK) or os.path.isdir(path):

@@ -4,9 +4,10 @@ Shows, for each example, the SOP/NSP label, segment A and B as pieces with
 masked positions marked as [MASK:original] (or {replacement->original} when the
 input holds a random or kept token), and the masked_lm lists.
 
-The SentencePiece model must be the one the data's summary records (by
-content hash; older summaries: by vocabulary size, a warning if only the path
-differs): another model decodes other pieces.
+The vocabulary (--spm_model_file, or --vocab_file for BERT WordPiece) must
+be the one the data's summary records (by content hash; older summaries: by
+vocabulary size, a warning if only the path differs): another vocabulary
+decodes other pieces.
 
 Example:
   python -m data_prep.inspect_tfrecord --input_file=out/train.tfrecord \
@@ -21,6 +22,7 @@ from absl import flags
 
 from albert_toolkit import command_line
 from albert_toolkit import output_files
+from data_prep import pretraining_config
 from data_prep import pretraining_summary
 from albert_toolkit import tfrecord_io
 from data_prep import tokenization
@@ -30,13 +32,19 @@ FLAGS = flags.FLAGS
 def define_flags():
   """Defines the command-line flags (only when run as a program)."""
   flags.DEFINE_string("input_file", None, "TFRecord file (plain or GZIP).")
-  flags.DEFINE_string("spm_model_file", None, "SentencePiece model used to write it.")
+  flags.DEFINE_string("spm_model_file", None, "SentencePiece model used to "
+                      "write it (or --vocab_file).")
+  flags.DEFINE_string("vocab_file", None, "BERT WordPiece vocabulary used to "
+                      "write it (or --spm_model_file).")
   flags.DEFINE_integer("max_examples", 5, "Number of examples to print.",
                        lower_bound=0)
   flags.DEFINE_integer("skip", 0, "Examples to skip first.", lower_bound=0)
   flags.DEFINE_bool("do_lower_case", True, "Unused for decoding; kept for symmetry.")
   flags.DEFINE_enum("compression", "auto", ["auto", "NONE", "GZIP"],
                     "Input compression (auto: detect gzip magic).")
+  flags.register_multi_flags_validator(
+      ["spm_model_file", "vocab_file"],
+      pretraining_config.check_one_vocabulary_flags)
 
 
 def iter_examples(path, compression="auto"):
@@ -121,9 +129,11 @@ def show(path, tok, compression="auto", skip=0, max_examples=5,
   return shown
 
 
-def check_model(path, spm_model_file, vocab_size, stream=sys.stderr):
-  """Refuses a SentencePiece model other than the one that wrote `path`
-  (it would decode other pieces: garbage that looks like data).
+def check_model(path, spm_model_file, vocab_size, stream=sys.stderr,
+                flag="--spm_model_file"):
+  """Refuses a vocabulary (`spm_model_file`: either kind, given as `flag`)
+  other than the one that wrote `path` (it would decode other pieces:
+  garbage that looks like data).
 
   Compared with what the data's summary records: the model's content hash
   when the summary has one (newer data_prep), else its vocabulary size, and
@@ -135,10 +145,11 @@ def check_model(path, spm_model_file, vocab_size, stream=sys.stderr):
     stream.write(f"inspect_tfrecord: warning: no summary for {path}: cannot "
                  f"check that {spm_model_file} is the model that wrote it\n")
     return
-  recorded = pretraining_summary.value(summary, "spm_model_file")
-  recorded_hash = pretraining_summary.value(summary, "spm_model_sha256")
+  recorded = (pretraining_summary.value(summary, "vocab_file") or
+              pretraining_summary.value(summary, "spm_model_file"))
+  recorded_hash = pretraining_summary.vocab_sha256(summary)
   recorded_size = pretraining_summary.value(summary, "vocab_size")
-  what = (f"--spm_model_file {spm_model_file} is not the model that wrote "
+  what = (f"{flag} {spm_model_file} is not the model that wrote "
           f"{path} ({summary_path} records {recorded}")
   if recorded_hash:
     if output_files.file_sha256(spm_model_file) != recorded_hash:
@@ -158,13 +169,15 @@ def check_model(path, spm_model_file, vocab_size, stream=sys.stderr):
 
 def main(argv):
   del argv
-  if not FLAGS.input_file or not FLAGS.spm_model_file:
-    raise app.UsageError("--input_file and --spm_model_file are required")
+  if not FLAGS.input_file:
+    raise app.UsageError("--input_file is required")
   with command_line.exit_on_error("inspect_tfrecord"):
-    tok = tokenization.FullTokenizer(FLAGS.spm_model_file, FLAGS.do_lower_case)
+    tok = tokenization.load_tokenizer(FLAGS.spm_model_file, FLAGS.vocab_file,
+                                      FLAGS.do_lower_case)
     if not os.path.isfile(FLAGS.input_file):
       raise OSError(f"Cannot read input file {FLAGS.input_file}")
-    check_model(FLAGS.input_file, FLAGS.spm_model_file, tok.vocab_size)
+    check_model(FLAGS.input_file, tok.vocab_path, tok.vocab_size,
+                flag="--vocab_file" if FLAGS.vocab_file else "--spm_model_file")
     show(FLAGS.input_file, tok, FLAGS.compression, FLAGS.skip,
          FLAGS.max_examples)
 

@@ -31,16 +31,19 @@ def define_flags():
                       "pattern PATH@N that expands to PATH-0000i-of-0000N. Instances "
                       "are written round-robin across the files.")
   flags.DEFINE_integer("vocab_size", None,
-                       "If set, the SentencePiece model must have exactly this "
-                       "many pieces (e.g. the model config's vocab_size); the "
-                       "run stops with an error otherwise.", lower_bound=1)
+                       "If set, the vocabulary must have exactly this many "
+                       "pieces (e.g. the model config's vocab_size); the run "
+                       "stops with an error otherwise.", lower_bound=1)
   flags.DEFINE_string("vocab_file", None,
-                      "Unused; accepted for compatibility with the original (ALBERT "
-                      "uses --spm_model_file).")
+                      "BERT WordPiece vocabulary, one token a line (the "
+                      "original's Chinese models: vocab_chinese.txt); give it "
+                      "or --spm_model_file, not both.")
   flags.DEFINE_string("spm_model_file", None,
-                      "SentencePiece model file (from train_sentencepiece.py).")
+                      "SentencePiece model file (from train_sentencepiece.py); "
+                      "give it or --vocab_file, not both.")
   flags.DEFINE_bool("do_lower_case", True,
-                    "Lowercase the text before SentencePiece (must match the model).")
+                    "Lowercase the text (SentencePiece: before encoding; "
+                    "WordPiece: also strips accents); must match the model.")
   flags.DEFINE_bool("do_whole_word_mask", True,
                     "Mask whole words (pieces continuing a word join its unit).")
   flags.DEFINE_bool("do_permutation", False,
@@ -114,6 +117,19 @@ def define_flags():
   flags.register_multi_flags_validator(
       ["max_seq_length", "max_predictions_per_seq", "sentence_pair_task",
        "random_next_sentence"], _check_lengths)
+  flags.register_multi_flags_validator(["spm_model_file", "vocab_file"],
+                                       check_one_vocabulary_flags)
+
+
+def check_one_vocabulary_flags(values):
+  """The flags validator of --spm_model_file and --vocab_file (exactly one:
+  a one-line error naming both)."""
+  try:
+    tokenization.check_one_vocabulary(values["spm_model_file"],
+                                      values["vocab_file"])
+  except ValueError as e:
+    raise flags.ValidationError(str(e)) from None
+  return True
 
 
 def _check_output_file(spec):
@@ -142,6 +158,8 @@ def _check_lengths(values):
 
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
+  """A run's settings. The vocabulary: exactly one of `spm_model_file`
+  (SentencePiece) and `vocab_file` (BERT WordPiece)."""
   spm_model_file: str
   do_lower_case: bool
   instance: pi.InstanceConfig
@@ -149,10 +167,29 @@ class RunConfig:
   dupe_factor: int = 40
   v2_feature_names: bool = False
   expected_vocab_size: typing.Optional[int] = None  # --vocab_size
+  vocab_file: str = ""
+
+  def __post_init__(self):
+    tokenization.check_one_vocabulary(self.spm_model_file, self.vocab_file)
+
+  @property
+  def vocab_path(self):
+    """The vocabulary file, of either kind."""
+    return self.spm_model_file or self.vocab_file
+
+  @property
+  def vocab_kind(self):
+    return "wordpiece" if self.vocab_file else "sentencepiece"
+
+  def tokenizer(self, file_bytes=None):
+    """The run's tokenizer; file_bytes: the vocabulary's contents, read by
+    the caller (a Beam worker has no file)."""
+    return tokenization.load_tokenizer(self.spm_model_file, self.vocab_file,
+                                       self.do_lower_case, file_bytes)
 
   def check_vocab_size(self, pieces):
-    """Raises ValueError if --vocab_size disagrees with the model."""
-    tokenization.check_vocab_size(self.spm_model_file, pieces,
+    """Raises ValueError if --vocab_size disagrees with the vocabulary."""
+    tokenization.check_vocab_size(self.vocab_path, pieces,
                                   self.expected_vocab_size or None,
                                   "--vocab_size")
 
@@ -160,9 +197,11 @@ class RunConfig:
 def run_config_from_flags(flag_values):
   """RunConfig from the parsed `flag_values` (shared with
   beam_pretraining_data); app.UsageError for a missing or conflicting flag."""
-  for name in ("input_file", "output_file", "spm_model_file"):
+  for name in ("input_file", "output_file"):
     if not flag_values[name].value:
       raise app.UsageError(f"--{name} is required")
+  vocab = {name: flag_values[name].value or ""
+           for name in ("spm_model_file", "vocab_file")}
   task = flag_values.sentence_pair_task or (
       "nsp" if flag_values.random_next_sentence else "sop")
   if flag_values.random_next_sentence and task != "nsp":
@@ -171,7 +210,8 @@ def run_config_from_flags(flag_values):
   instance_cfg = flag_config.from_flags(pi.InstanceConfig, flag_values,
                                         sentence_pair_task=task)
   return flag_config.from_flags(RunConfig, flag_values, instance=instance_cfg,
-                                expected_vocab_size=flag_values.vocab_size)
+                                expected_vocab_size=flag_values.vocab_size,
+                                **vocab)
 
 
 def common_run_kwargs(flag_values):

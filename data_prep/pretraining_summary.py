@@ -15,7 +15,6 @@ import os
 import sys
 
 from albert_toolkit import output_files
-from data_prep import tokenization
 
 # Every skipped or repaired item, by reason (all are counted, none silent).
 SKIP_KEYS = {
@@ -26,7 +25,7 @@ SKIP_KEYS = {
                          "line ends)",
     "empty_documents": "empty documents (skipped)",
     "long_documents_split": "documents over max_lines_per_document (cut)",
-    "lines_without_tokens": "lines with no SentencePiece tokens (skipped)",
+    "lines_without_tokens": "lines with no tokens (skipped)",
     "long_lines_split_into_sentences": "lines longer than one instance, split "
                                        "at sentence ends",
     "long_sentences_cut": "sentences longer than one instance, cut at word "
@@ -71,6 +70,11 @@ def build(stats, input_files, records_per_file, run_cfg, vocab_size, elapsed,
       "config": {**dataclasses.asdict(cfg), "random_seed": run_cfg.random_seed,
                  "dupe_factor": run_cfg.dupe_factor,
                  "do_lower_case": run_cfg.do_lower_case,
+                 # The vocabulary: its kind, file and content hash (the
+                 # spm_ keys: SentencePiece only, as older summaries).
+                 "vocab_kind": run_cfg.vocab_kind,
+                 "vocab_file": run_cfg.vocab_file,
+                 "vocab_sha256": output_files.file_sha256(run_cfg.vocab_path),
                  "spm_model_file": run_cfg.spm_model_file,
                  "spm_model_sha256": output_files.file_sha256(run_cfg.spm_model_file),
                  "vocab_size": vocab_size,
@@ -119,11 +123,24 @@ def masking_ids(tok):
 
 
 def _masking_ids_of(run_cfg):
-  """masking_ids of the run's model, None if it is not a local file."""
-  if not os.path.isfile(run_cfg.spm_model_file):
+  """masking_ids of the run's vocabulary, None if it is not a local file."""
+  if not os.path.isfile(run_cfg.vocab_path):
     return None
-  return masking_ids(tokenization.FullTokenizer(run_cfg.spm_model_file,
-                                                run_cfg.do_lower_case))
+  return masking_ids(run_cfg.tokenizer())
+
+
+def vocab_sha256(summary):
+  """The content hash of the vocabulary the data was made with (older
+  summaries: their SentencePiece model's), or None."""
+  return value(summary, "vocab_sha256") or value(summary, "spm_model_sha256")
+
+
+def vocab_words(summary):
+  """'SentencePiece model PATH' or 'WordPiece vocabulary PATH' of a
+  summary."""
+  if value(summary, "vocab_kind") == "wordpiece":
+    return f"WordPiece vocabulary {value(summary, 'vocab_file')}"
+  return f"SentencePiece model {value(summary, 'spm_model_file')}"
 
 
 def value(summary, key):
@@ -187,15 +204,17 @@ def find(path):
 def check_one_tokenizer(described, what):
   """Raises ValueError when the files were tokenized differently.
 
-  `described`: [(file, summary path, summary)]. Two SentencePiece models
-  (by content hash) or lower-casing settings in one training input make the
-  same id mean different pieces; the error names both files, both summaries
-  and both models. Summaries older than the hash are not compared.
+  `described`: [(file, summary path, summary)]. Two vocabularies (by
+  content hash, of either kind) or lower-casing settings in one training
+  input make the same id mean different pieces; the error names both files,
+  both summaries and both vocabularies. Summaries older than the hash are
+  not compared.
   """
   first = described[0] if described else None
+  readers = (vocab_sha256, lambda s: value(s, "do_lower_case"))
   for path, summary_path, summary in described[1:]:
-    for key in ("spm_model_sha256", "do_lower_case"):
-      mine, theirs = value(first[2], key), value(summary, key)
+    for read in readers:
+      mine, theirs = read(first[2]), read(summary)
       if mine is None or theirs is None or mine == theirs:
         continue
       raise ValueError(
@@ -207,9 +226,9 @@ def check_one_tokenizer(described, what):
 
 
 def _tokenizer_words(summary):
-  sha = value(summary, "spm_model_sha256") or "unknown"
-  return (f"SentencePiece model {value(summary, 'spm_model_file')} (sha256 "
-          f"{sha[:12]}, do_lower_case={value(summary, 'do_lower_case')})")
+  sha = vocab_sha256(summary) or "unknown"
+  return (f"{vocab_words(summary)} (sha256 {sha[:12]}, "
+          f"do_lower_case={value(summary, 'do_lower_case')})")
 
 
 def report(summary, tool, stream=sys.stderr):
@@ -236,7 +255,7 @@ def unknown_warning(summary):
   fraction = summary.get("unknown_token_fraction") or 0.0
   if fraction <= UNKNOWN_WARN_FRACTION:
     return None
+  unknown = "[UNK]" if value(summary, "vocab_kind") == "wordpiece" else "<unk>"
   return (f"{fraction:.1%} of the tokens ({summary['unknown_tokens']}) are "
-          f"<unk>: the SentencePiece model {value(summary, 'spm_model_file')} "
-          "does not cover this text (another language or script?); train "
-          "the vocabulary on this text")
+          f"{unknown}: the {vocab_words(summary)} does not cover this text "
+          "(another language or script?); train the vocabulary on this text")

@@ -1,4 +1,7 @@
-"""Text normalisation and the SentencePiece tokenizer used by ALBERT.
+"""Text normalisation and the SentencePiece tokenizer used by ALBERT, and
+the one entry to either kind of vocabulary (`load_tokenizer`: a
+SentencePiece model or a BERT WordPiece vocabulary, data_prep/wordpiece.py;
+both give `TOKENIZER_INTERFACE`).
 
 This module is the single place where text becomes pieces and ids, and where
 the normalisation rule is written. Pretraining data creation and fine-tuning
@@ -19,6 +22,8 @@ import unicodedata
 
 import numpy as np
 import sentencepiece as spm
+
+from data_prep import wordpiece
 
 SPIECE_UNDERLINE = "\u2581"
 
@@ -102,18 +107,62 @@ def normalize_text(text, lower=True):
   return out
 
 
-def check_vocab_size(spm_model_file, pieces, vocab_size, setting):
-  """The one check that a SentencePiece model of `pieces` pieces fits
-  `vocab_size` (None: not checked), the value of `setting` (a config field
-  or a --flag): ValueError naming the file, else every id is another
-  piece's, silently."""
+def check_vocab_size(vocab_path, pieces, vocab_size, setting):
+  """The one check that a vocabulary (SentencePiece model or WordPiece
+  file) of `pieces` pieces fits `vocab_size` (None: not checked), the value
+  of `setting` (a config field or a --flag): ValueError naming the file,
+  else every id is another piece's, silently."""
   if vocab_size is None or pieces == vocab_size:
     return
   named = (f"{setting}={vocab_size}" if setting.startswith("--") else
            f"{setting} is {vocab_size}")
   raise ValueError(
-      f"{spm_model_file}: {pieces} pieces but {named}; every token id would "
-      "be another piece's (use the model's own SentencePiece model)")
+      f"{vocab_path}: {pieces} pieces but {named}; every token id would "
+      "be another piece's (use the model's own vocabulary)")
+
+
+# The tokenizer interface both kinds give (FullTokenizer below,
+# wordpiece.WordPieceTokenizer); the data tools and fine-tuning readers use
+# only these names.
+TOKENIZER_INTERFACE = (
+    "kind", "vocab_path", "do_lower_case", "vocab_size", "pad_id", "unk_id",
+    "cls_id", "sep_id", "mask_id", "is_start", "control_ids",
+    "replacement_ids", "encode_ids", "encode_ids_batch", "tokenize",
+    "convert_tokens_to_ids", "convert_ids_to_tokens", "decode_ids",
+    "is_control_or_unknown")
+VOCAB_KINDS = {"spm_model_file": "sentencepiece", "vocab_file": "wordpiece"}
+
+
+def check_one_vocabulary(spm_model_file, vocab_file,
+                         names=("--spm_model_file", "--vocab_file")):
+  """ValueError unless exactly one of the two vocabularies is given;
+  `names` spell the two settings in the message (flags, config fields)."""
+  if bool(spm_model_file) != bool(vocab_file):
+    return
+  problem = "both are set" if spm_model_file else "neither is set"
+  raise ValueError(
+      f"give exactly one of {names[0]} (SentencePiece) and {names[1]} (BERT "
+      f"WordPiece): {problem}")
+
+
+def load_tokenizer(spm_model_file="", vocab_file="", do_lower_case=True,
+                   file_bytes=None, names=("--spm_model_file", "--vocab_file")):
+  """The tokenizer of whichever vocabulary is given (exactly one).
+
+  Args:
+    spm_model_file: a SentencePiece model (FullTokenizer).
+    vocab_file: a BERT WordPiece vocabulary (wordpiece.WordPieceTokenizer).
+    do_lower_case: each kind's lower-casing rule.
+    file_bytes: the file's contents, read by the caller (e.g. a Beam worker
+      has no file); the path then only names it.
+    names: how the two settings are spelled in the error for both or
+      neither.
+  """
+  check_one_vocabulary(spm_model_file, vocab_file, names)
+  if vocab_file:
+    return wordpiece.WordPieceTokenizer(vocab_file, do_lower_case,
+                                        vocab_text=file_bytes)
+  return FullTokenizer(spm_model_file, do_lower_case, model_proto=file_bytes)
 
 
 def is_start_piece(piece):
@@ -134,8 +183,12 @@ class FullTokenizer:
   Attributes: vocab_size (pieces); cls_id, sep_id, mask_id, pad_id, unk_id;
   is_start (np.bool_ [vocab_size], `is_start_piece` per id); control_ids
   (sorted ids of control, unknown and unused pieces: never a random
-  replacement in masking) and replacement_ids (np.int64: all the others).
+  replacement in masking) and replacement_ids (np.int64: all the others);
+  kind ("sentencepiece") and vocab_path (= spm_model_file): with these,
+  the `TOKENIZER_INTERFACE` both kinds give.
   """
+
+  kind = "sentencepiece"
 
   def __init__(self, spm_model_file, do_lower_case=True, model_proto=None):
     """model_proto: the model file's bytes, read by the caller (e.g. from
@@ -145,7 +198,7 @@ class FullTokenizer:
     if model_proto is None and not os.path.isfile(spm_model_file):
       raise FileNotFoundError(
           f"SentencePiece model file not found: {spm_model_file}")
-    self.spm_model_file = spm_model_file
+    self.spm_model_file = self.vocab_path = spm_model_file
     self.do_lower_case = do_lower_case
     self.sp_model = spm.SentencePieceProcessor()
     try:

@@ -75,12 +75,17 @@ def resolve_config(config, prefix: Optional[str] = None
 
 
 def find_vocab_files(prefix: str):
-  """SentencePiece model/vocab files next to the checkpoint."""
+  """The vocabulary next to the checkpoint: SentencePiece model/vocab files,
+  else a BERT WordPiece vocabulary (vocab*.txt: the original's Chinese
+  models ship vocab_chinese.txt)."""
   for directory in _source_dirs(prefix):
     found = sorted(glob.glob(os.path.join(directory, "*.model")))
     if found:
       vocab = [p[:-len(".model")] + ".vocab" for p in found]
       return found + [v for v in vocab if os.path.exists(v)]
+    found = sorted(glob.glob(os.path.join(directory, "vocab*.txt")))
+    if found:
+      return found
   return []
 
 
@@ -165,9 +170,11 @@ def convert(input_checkpoint: str, output_dir: str, from_layout: str,
 
   `model`: "pretrainer" (encoder + MLM/SOP heads; fails when the source has
   no heads), "encoder", or "auto" (pretrainer when the source has the heads).
-  Writes `albert_config.json` and copies the SentencePiece model into
-  `output_dir`, which may not hold the input; a checkpoint already there is
-  replaced only with `overwrite` (said through `log`).
+  Writes `albert_config.json` and copies the vocabulary (`spm_model_file`:
+  a SentencePiece model or WordPiece vocabulary; default: the one next to
+  the checkpoint) into `output_dir`, which may not hold the input; a
+  checkpoint already there is replaced only with `overwrite` (said through
+  `log`).
   """
   for name, value in (("from", from_layout), ("to", to_layout)):
     if value not in LAYOUTS:

@@ -2,27 +2,39 @@
 
 Every checkpoint a run writes holds, besides the weights, one string
 variable `identity`: JSON of the model config, the task (its name, module
-and run record facts: labels, heads, lengths), the SentencePiece model's
-sha256 and the number of updates. It travels with the `.index`/`.data`
-files, so a checkpoint copied out of its run, or paired with another run's
-record, still says what it is; resume, export, conversion and warm start
-check it first (`check`), and a disagreement is refused naming the field.
+and run record facts: labels, heads, lengths), the sha256 of the vocabulary
+(SentencePiece model or WordPiece file) and the number of updates. It
+travels with the `.index`/`.data` files, so a checkpoint copied out of its
+run, or paired with another run's record, still says what it is; resume,
+export, conversion and warm start check it first (`check`), and a
+disagreement is refused naming the field.
 
 Checkpoints without one (older runs, releases, other layouts) read as None:
 the callers then fall back to the run record or the albert_config.json
-beside the checkpoint.
+beside the checkpoint. An encoder SavedModel (export_savedmodel) reads as
+the vocabulary and casing its assets carry, checked the same way: warm
+start from an export of another vocabulary is refused as from a
+checkpoint.
 """
 
 import json
+import os
 from typing import Any, Dict, Mapping, Optional
 
+from google.protobuf import message
 import tensorflow as tf
+from tensorflow.core.protobuf import saved_model_pb2
 
 from albert_tf.checkpoints import paths
+from albert_toolkit import output_files
 
 # The object name in the checkpoint and the tensor key it is saved under.
 IDENTITY_NAME = "identity"
 _TENSOR_KEY = f"{IDENTITY_NAME}/.ATTRIBUTES/VARIABLE_VALUE"
+# What an encoder export names its vocabulary asset and casing variable
+# (albert_tf/serving/serving_modules.py: ModelModule, the TF-Hub names).
+_SPM_ASSET = "sp_model_file"
+_LOWER_CASE = "do_lower_case"
 # Model fields that do not change the inference graph or the weights'
 # meaning (a run may change them).
 TRAINING_ONLY_MODEL_FIELDS = frozenset({
@@ -30,17 +42,47 @@ TRAINING_ONLY_MODEL_FIELDS = frozenset({
     "initializer_range", "gradient_checkpointing"})
 
 
+def _saved_model_facts(directory: str) -> Dict[str, Any]:
+  """The vocabulary and casing an encoder export carries (serving's
+  ModelModule: the `sp_model_file` asset, the `do_lower_case` variable);
+  read from saved_model.pb and its variables, without loading the graph."""
+  proto = saved_model_pb2.SavedModel()
+  with tf.io.gfile.GFile(os.path.join(directory, "saved_model.pb"),
+                         "rb") as f:
+    proto.ParseFromString(f.read())
+  meta = proto.meta_graphs[0]
+  nodes = meta.object_graph_def.nodes
+  children = {c.local_name: nodes[c.node_id] for c in nodes[0].children}
+  facts = {}
+  asset = children.get(_SPM_ASSET)
+  if asset is not None and asset.WhichOneof("kind") == "asset":
+    name = meta.asset_file_def[asset.asset.asset_file_def_index].filename
+    facts["spm_sha256"] = output_files.file_sha256(
+        os.path.join(directory, "assets", name))
+  if children.get(_LOWER_CASE) is not None:
+    reader = tf.train.load_checkpoint(
+        os.path.join(directory, "variables", "variables"))
+    key = f"{_LOWER_CASE}/.ATTRIBUTES/VARIABLE_VALUE"
+    if reader.has_tensor(key):
+      facts["do_lower_case"] = bool(reader.get_tensor(key))
+  return {"facts": facts, "source": "SavedModel"}
+
+
 def read(path: str) -> Optional[Dict[str, Any]]:
-  """The identity of checkpoint `path` (any form resolve_checkpoint takes),
-  or None when it carries none."""
+  """The identity of checkpoint `path` (any form resolve_checkpoint takes)
+  or of the encoder SavedModel there (its vocabulary and casing, "source":
+  "SavedModel"), or None when it carries none."""
   try:
-    prefix = paths.resolve_checkpoint(path)
+    kind, source = paths.resolve_source(path)
+    if kind == "saved_model":
+      return _saved_model_facts(source)
+    prefix = source
     reader = tf.train.load_checkpoint(prefix)
     value = (reader.get_tensor(_TENSOR_KEY)
              if reader.has_tensor(_TENSOR_KEY) else b"")
   # No checkpoint (CheckpointConversionError is a ValueError), or an
   # unreadable file: the restore reports it.
-  except (tf.errors.OpError, ValueError, IndexError):
+  except (tf.errors.OpError, ValueError, IndexError, message.DecodeError):
     return None
   text = value.decode("utf-8") if isinstance(value, bytes) else str(value)
   if not text:
@@ -71,7 +113,7 @@ def model_differences(recorded: Mapping[str, Any],
 # its name in an error and why it may not differ.
 IDENTITY_FACTS = {
     "task": ("task", "the weights belong to another task"),
-    "spm_sha256": ("the SentencePiece model (sha256)",
+    "spm_sha256": ("the vocabulary (sha256)",
                    "the weights belong to another vocabulary"),
     "do_lower_case": ("do_lower_case", "lower-casing is part of the "
                       "tokenisation the weights were trained with; set "
@@ -94,8 +136,11 @@ def check(path: str, model: Optional[Mapping[str, Any]] = None,
   if identity is None:
     return None
   source = what or "the given config"
-  if model is not None:
-    for field, saved, given in model_differences(identity.get("model", {}),
+  holder, record = ((f"SavedModel {path}", "its assets")
+                    if identity.get("source") == "SavedModel" else
+                    (f"checkpoint {path}", "its own record"))
+  if model is not None and "model" in identity:  # an export has no record
+    for field, saved, given in model_differences(identity["model"],
                                                  model):
       raise ValueError(
           f"model.{field} is {given!r} in {source} but checkpoint {path} "
@@ -106,8 +151,8 @@ def check(path: str, model: Optional[Mapping[str, Any]] = None,
     saved, given = saved_facts.get(name), (facts or {}).get(name)
     if saved is not None and given is not None and saved != given:
       raise ValueError(
-          f"{label} is {given!r} in {source} but checkpoint {path} has "
-          f"{saved!r} (its own record); {why}")
+          f"{label} is {given!r} in {source} but {holder} has "
+          f"{saved!r} ({record}); {why}")
   return identity
 
 

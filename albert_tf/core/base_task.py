@@ -163,8 +163,9 @@ class Task(abc.ABC):
     heads, ...), its name and the module that registers it (so a tool can
     rebuild a task defined anywhere)."""
     facts = dataclasses.asdict(self.serving_params({}))
-    if facts.get("spm_model_file"):
-      facts["spm_model_file"] = os.path.abspath(facts["spm_model_file"])
+    for key in ("spm_model_file", "vocab_file"):
+      if facts.get(key):
+        facts[key] = os.path.abspath(facts[key])
     facts.update(task=self.name, task_module=type(self).__module__)
     return facts
 

@@ -45,7 +45,7 @@ def model_config_for(sources, params_override: str = "",
         facts=record.facts if record else None,
         what=f"the run record of {record.model_dir}" if record else "")
   sources = list(sources or ())
-  if record is None and saved is not None:
+  if record is None and saved is not None and "model" in saved:
     where = f"checkpoint {checkpoint}'s own record"
     config = albert_config.load_model_config(sources, params_override,
                                              base=saved["model"])

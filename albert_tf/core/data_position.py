@@ -1,23 +1,20 @@
 """Which training files a checkpoint's saved data position belongs to.
 
 The saved input position (`trainer.save_data_position`) is an offset into
-the training files. Data regenerated under the same names (same config, so
-the run record sees no change) made every resume fail on a valid file
-("corrupt input ..."): the restored position pointed into the old file.
-Each training start appends the files it reads (size, modification time)
-and the step it starts from to `<model_dir>/data_position_inputs.jsonl`;
-a checkpoint of step N was saved by the last start from a step below N, so
-its files are that entry's. When they differ from today's, the position is
-not restored (the input pipeline starts over), with a one-line warning.
+the training files: restored into data regenerated under the same names
+(same config, so the run record sees no change) it would point into other
+data. Each training start appends the files it reads (size, modification
+time) and the step it starts from to `<model_dir>/data_position_inputs.jsonl`;
+the checkpoint a run resumes from, of step N, was saved by the last start
+from a step below N, so its files are that entry's. When they differ from
+today's, the position is not restored (the input pipeline starts over),
+with a one-line warning.
 """
 
 import json
 import os
-import re
 import time
-from typing import Dict, List, Optional
-
-from albert_tf.checkpoints import paths
+from typing import Dict, List
 
 INPUTS_FILE = "data_position_inputs.jsonl"
 
@@ -27,13 +24,6 @@ def fingerprint(files: List[str]) -> Dict[str, List[int]]:
   stats = {p: os.stat(p) for p in files
            if "://" not in p and os.path.exists(p)}
   return {p: [st.st_size, st.st_mtime_ns] for p, st in stats.items()}
-
-
-def _latest_step(model_dir: str) -> Optional[int]:
-  latest = paths.latest_checkpoint(
-      os.path.join(model_dir, paths.RUN_CHECKPOINT_SUBDIR))
-  found = re.search(r"-(\d+)$", latest or "")
-  return int(found.group(1)) if found else None
 
 
 def _entries(model_dir: str) -> List[dict]:
@@ -64,16 +54,16 @@ def _difference(old: Dict[str, list], new: Dict[str, list]) -> str:
   return ""
 
 
-def input_changed(model_dir: str, files: List[str],
+def input_changed(model_dir: str, files: List[str], step: int,
                   record: bool = True) -> str:
-  """How the training files differ from those the newest checkpoint's data
-  position belongs to ("" when they do not, or when that is unknown: no
-  checkpoint, or one saved before this record existed). Appends this
-  start's files when `record` (the chief)."""
+  """How the training files differ from those the data position of the
+  checkpoint of `step` (the one a run resumes from; 0: a fresh start)
+  belongs to ("" when they do not, or when that is unknown: no checkpoint,
+  or one saved before this record existed). Appends this start's files
+  when `record` (the chief)."""
   now = fingerprint(files)
-  step = _latest_step(model_dir)
   changed = ""
-  if step is not None:
+  if step:
     earlier = [e for e in _entries(model_dir) if e.get("from_step", 0) < step]
     if earlier:
       changed = _difference(earlier[-1].get("inputs", {}), now)

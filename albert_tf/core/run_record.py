@@ -119,10 +119,12 @@ def read(model_dir: str) -> Optional[RunRecord]:
 
 
 def with_fingerprints(facts: Mapping[str, Any]) -> Dict[str, Any]:
-  """`facts` with the sha256 of their SentencePiece model (the vocabulary
-  the weights belong to)."""
+  """`facts` with the sha256 of their vocabulary (the one the weights
+  belong to: the SentencePiece model or WordPiece vocabulary) as
+  spm_sha256."""
   facts = dict(facts)
-  facts["spm_sha256"] = output_files.file_sha256(facts.get("spm_model_file", ""))
+  facts["spm_sha256"] = output_files.file_sha256(
+      facts.get("spm_model_file") or facts.get("vocab_file") or "")
   return facts
 
 
@@ -281,7 +283,10 @@ def prepare(model_dir: str, config, facts: Mapping[str, Any],
   recorded_spm = record.facts.get("spm_sha256")
   given_spm = with_fingerprints(facts)["spm_sha256"]
   if recorded_spm and given_spm and recorded_spm != given_spm:
-    raise refuse("the SentencePiece model (sha256)", recorded_spm, given_spm,
-                 model_dir, f"{facts.get('spm_model_file')} is another "
-                 "vocabulary than the run's; use data made with the run's")
+    given = facts.get("spm_model_file") or facts.get("vocab_file")
+    what = ("the SentencePiece model" if facts.get("spm_model_file") else
+            "the WordPiece vocabulary")
+    raise refuse(f"{what} (sha256)", recorded_spm, given_spm,
+                 model_dir, f"{given} is another vocabulary than the run's; "
+                 "use data made with the run's")
   return record, check_resume(record, config)

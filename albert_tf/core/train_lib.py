@@ -47,11 +47,13 @@ def strategy_from_config(runtime) -> tf.distribute.Strategy:
 
 def _restore_data_position(task, config, model_dir: str, is_chief: bool,
                            check: run_record.ResumeCheck,
-                           training: bool) -> bool:
-  """False when the saved data position must be reset: a setting it depends
-  on changed (`check`), or (training) the training files changed since the
-  newest checkpoint's position was saved (data regenerated under the same
-  names); records this start's files (data_position.py)."""
+                           training: bool) -> Callable[[int], bool]:
+  """Whether the data position saved with the checkpoint of step N is
+  restored (a function of N): not when a setting it depends on changed
+  (`check`), nor (training) when the training files changed since the
+  start that saved it (data regenerated under the same names). Called with
+  the step a run starts from, it records this start's files
+  (data_position.py)."""
   reset = check.data_position_reset
   if reset:
     changed = ", ".join(f"{k} {v[0]!r} -> {v[1]!r}"
@@ -61,15 +63,19 @@ def _restore_data_position(task, config, model_dir: str, is_chief: bool,
                     "position is reset, the input pipeline starts over",
                     changed)
   if not (training and config.trainer.save_data_position):
-    return not reset
-  os.makedirs(model_dir, exist_ok=True)
-  changed = data_position.input_changed(
-      model_dir, task.input_files(training=True), record=is_chief)
-  if changed and not reset:
-    logging.warning("the training input changed since the newest checkpoint "
-                    "was saved (%s): its saved data position belongs to the "
-                    "old files; the input pipeline starts over", changed)
-  return not (changed or reset)
+    return lambda step: not reset
+
+  def keep(step: int) -> bool:
+    os.makedirs(model_dir, exist_ok=True)
+    changed = data_position.input_changed(
+        model_dir, task.input_files(training=True), step, record=is_chief)
+    if changed and not reset:
+      logging.warning("the training input changed since the checkpoint it "
+                      "resumes from was saved (%s): its saved data position "
+                      "belongs to the old files; the input pipeline starts "
+                      "over", changed)
+    return not (changed or reset)
+  return keep
 
 
 def write_eval_results(output_dir: str, results: Dict[str, Any]) -> str:

@@ -31,6 +31,7 @@ from albert_tf.core import distribute_utils
 from albert_tf.core import run_lock
 from albert_tf.core import run_record
 from albert_tf.core import run_restore
+from albert_tf.optimization import optimizer_config
 
 
 class Trainer:
@@ -43,16 +44,22 @@ class Trainer:
     model_dir: checkpoints (`<model_dir>/checkpoints`), summaries
       (`train/`, `eval/`), `metrics.jsonl`, best checkpoint (`best/`).
     strategy: a tf.distribute strategy (default: the current one).
-    restore_data_position: on resume, also restore the saved input position
-      (when False, e.g. after the input files or the global batch size
-      changed, everything else is restored and the input starts afresh).
+    restore_data_position: on resume, also restore the saved input position:
+      a bool, or a function of the step resumed from (0: a fresh start)
+      deciding it for the checkpoint actually restored (train_lib's checks
+      the training files against those of that checkpoint's start). When
+      False (e.g. the input files or the global batch size changed),
+      everything else is restored and the input starts afresh.
   """
 
   def __init__(self, task: base_task.Task, config, model_dir: str,
                strategy: Optional[tf.distribute.Strategy] = None,
                restore_data_position: bool = True):
     self.task = task
-    self.restore_data_position = restore_data_position
+    self._keep_data_position = (
+        restore_data_position if callable(restore_data_position)
+        else lambda step: restore_data_position)
+    self._data_position = {}
     self.config = config
     self.model_dir = model_dir = paths.absolute(model_dir)
     self.strategy = strategy or tf.distribute.get_strategy()
@@ -110,13 +117,13 @@ class Trainer:
                         " a resumed run restarts its input pipeline",
                         self.strategy.num_replicas_in_sync)
     # Saves carry the checkpoint's identity; restores use a checkpoint
-    # without it, and without the iterator when the caller resets the data
-    # position (the saved one is still written).
+    # without it and without the iterator, restored on its own once the
+    # restored checkpoint's step says whether it still belongs to the input.
     self.checkpoint = object_layout.checkpoint_for(
         self.model, **extra, **position, identity=self._identity.variable)
-    self._restore_checkpoint = object_layout.checkpoint_for(
-        self.model, **extra,
-        **(position if self.restore_data_position else {}))
+    self._restore_checkpoint = object_layout.checkpoint_for(self.model,
+                                                            **extra)
+    self._data_position = position
     directory, keep = self.checkpoint_dir, self.config.trainer.max_to_keep
     if not self.is_chief:
       # Every worker saves (as Model Garden's workers do); a non-chief keeps
@@ -155,15 +162,27 @@ class Trainer:
         self._restore_checkpoint, self.checkpoint_dir,
         check=self._identity.check)
     step = int(self.global_step.numpy())
+    keep_position = self._keep_data_position(step)
     if restored:
       logging.info("resumed from %s at step %d", restored, step)
-      if not self.restore_data_position:
+      if not keep_position:
         logging.warning("restore_data_position=False: the input pipeline "
                         "starts afresh (saved data position not restored)")
+      elif self._data_position:
+        self._restore_data_position(restored)
     else:
       self.task.initialize(self.model)
     self.metrics_logger.drop_after(step)
     return step
+
+  def _restore_data_position(self, path: str) -> None:
+    """The input iterator's position saved with checkpoint `path`."""
+    status = tf.train.Checkpoint(**self._data_position).restore(path)
+    try:
+      status.expect_partial().assert_existing_objects_matched()
+    except AssertionError:
+      logging.warning("%s has no saved data position: the input pipeline "
+                      "starts afresh", path)
 
   def restore_model(self, path: Optional[str] = None) -> str:
     """Loads the model's weights and step from `path`, else the newest
@@ -221,6 +240,10 @@ class Trainer:
     when a save fails, RunLockedError when another live run holds model_dir.
     """
     self.task.validate_inputs(training=True)
+    warmup = optimizer_config.warmup_longer_than_run(
+        self.config.optimizer, self.config.trainer.train_steps)
+    if warmup:
+      logging.warning("%s", warmup)
     lock = run_lock.RunLock(self.model_dir) if self.is_chief else None
     if lock:
       lock.acquire()

@@ -6,17 +6,24 @@ whitespace: the word first, the label last), a blank line between
 sentences; "-DOCSTART-" lines are skipped. Labels are IOB2: "O",
 "B-TYPE", "I-TYPE". A file read for prediction needs the words only.
 
-Each word is tokenized alone (as the serving export does); its first piece
-carries the word's label, its other pieces, [CLS], [SEP] and padding carry
-IGNORE (no loss, no prediction). A sentence whose pieces do not fit the
-sequence is refused naming the file, the sentence and its line: it is never
-cut.
+Each word is tokenized alone (as the serving export does); a word of which
+normalisation leaves no piece (a soft hyphen, a lone combining accent, a
+zero-width joiner) is the one piece `<unk>`, so every word has a position.
+Its first piece carries the word's label; its other pieces, [CLS], [SEP] and
+padding carry IGNORE (no loss, no prediction).
+
+A sentence whose pieces do not fit the sequence is split into windows as
+SQuAD splits a document (`windows`): windows of `max_seq_length - 2` pieces
+whose starts are `window_stride` pieces apart, each a feature of its own.
+Each word is labelled (in training) and predicted in one window only, the
+one where its first piece has the most context (`word_positions`); the
+serving module (serving/token_module.py) chooses the same way in-graph.
 """
 
 import dataclasses
 import itertools
 import re
-from typing import Dict, Iterator, List, Optional, Sequence
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -37,14 +44,26 @@ class Sentence:
   labels: Optional[List[str]]  # None: read for prediction
 
 
+def _decoded(path: str, number: int, raw: bytes) -> str:
+  """Line `number` of `path` as text; a one-line error if it is not UTF-8.
+  A byte-order mark opening the file is dropped."""
+  try:
+    text = raw.decode("utf-8")
+  except UnicodeDecodeError as e:
+    raise ValueError(f"{path}:{number}: not UTF-8 (byte "
+                     f"0x{raw[e.start]:02x} at column {e.start + 1}); CoNLL "
+                     "files are read as UTF-8") from None
+  return text[1:] if number == 1 and text.startswith("\ufeff") else text
+
+
 def read_sentences(path: str, labelled: bool = True) -> List[Sentence]:
   """The sentences of CoNLL file `path`; with `labelled`, each line needs a
   label column holding an IOB2 label (else a one-line error naming the
   line)."""
   sentences, current = [], None
-  with open(path, encoding="utf-8") as f:
+  with open(path, "rb") as f:
     for number, raw in enumerate(f, 1):
-      line = raw.strip()
+      line = _decoded(path, number, raw).strip()
       columns = line.split()
       if not columns or columns[0] == DOCSTART:
         current = None
@@ -85,45 +104,83 @@ def check_labels(sentences: Sequence[Sentence], labels: Sequence[str],
 
 def word_pieces(tokenizer, sentences: Sequence[Sentence]
                 ) -> List[List[List[int]]]:
-  """Piece ids of each word of each sentence (each word tokenized alone)."""
-  flat = iter(tokenizer.encode_ids_batch(
-      [w for s in sentences for w in s.words]))
+  """Piece ids of each word of each sentence (each word tokenized alone; a
+  word without pieces is `[unk_id]`)."""
+  flat = iter([ids or [tokenizer.unk_id] for ids in
+               tokenizer.encode_ids_batch([w for s in sentences
+                                           for w in s.words])])
   return [list(itertools.islice(flat, len(s.words))) for s in sentences]
 
 
-def first_positions(pieces: Sequence[Sequence[int]]) -> List[int]:
-  """The sequence position of each word's first piece ([CLS] is 0); -1 for
-  a word without pieces (text the normalisation drops)."""
-  positions = itertools.accumulate(map(len, pieces), initial=1)
-  return [position if word else -1 for word, position in zip(pieces, positions)]
+def window_stride(budget: int) -> int:
+  """Pieces between the starts of a long sentence's windows of `budget`
+  pieces: half a window, so each piece has a window with context on both
+  sides (as SQuAD's doc_stride 128 of 384)."""
+  return max(1, budget // 2)
+
+
+def windows(num_pieces: int, budget: int) -> List[Tuple[int, int]]:
+  """(start, length) of the windows of a sentence of `num_pieces` pieces:
+  one if it fits `budget`, else starts `window_stride(budget)` apart until
+  a window reaches the end."""
+  stride, spans, start = window_stride(budget), [], 0
+  while True:
+    length = min(num_pieces - start, budget)
+    spans.append((start, length))
+    if start + length >= num_pieces:
+      return spans
+    start += stride
+
+
+def context_score(piece: int, start: int, length: int, budget: int) -> int:
+  """How well window (start, length) sees `piece` (-1: not in it): the
+  pieces on its shorter side first, then the window's length (SQuAD's max
+  context, in integers)."""
+  if not start <= piece < start + length:
+    return -1
+  return min(piece - start, start + length - 1 - piece) * (budget + 1) + length
+
+
+def word_positions(pieces: Sequence[Sequence[int]], budget: int
+                   ) -> Tuple[List[Tuple[int, int]], List[Tuple[int, int]]]:
+  """(windows, per word (window, position)): the windows of a sentence whose
+  words have `pieces`, and for each word the window it is labelled and
+  predicted in (the first with the best `context_score` of its first piece)
+  and its first piece's position there ([CLS] is 0)."""
+  firsts = list(itertools.accumulate(map(len, pieces), initial=0))[:-1]
+  spans = windows(sum(map(len, pieces)), budget)
+  out = []
+  for first in firsts:
+    scores = [context_score(first, s, n, budget) for s, n in spans]
+    best = scores.index(max(scores))
+    out.append((best, 1 + first - spans[best][0]))
+  return spans, out
 
 
 def convert_sentences(sentences: Sequence[Sentence], tokenizer,
                       label_ids: Dict[str, int], max_seq_length: int
                       ) -> Iterator[Dict[str, list]]:
-  """Feature dicts: the three inputs, `label_ids` [seq] (IGNORE but at each
-  word's first piece) and `example_index`."""
-  for index, (s, pieces) in enumerate(zip(sentences,
-                                          word_pieces(tokenizer, sentences))):
-    used = sum(len(p) for p in pieces)
-    if used + 2 > max_seq_length:
-      raise ValueError(
-          f"{s.path}:{s.line}: sentence {index + 1} has {used} pieces, more "
-          f"than data.max_seq_length - 2 = {max_seq_length - 2}; raise "
-          "data.max_seq_length or split the sentence (it is not cut)")
-    ids, labels = [tokenizer.cls_id], [IGNORE]
-    for i, word in enumerate(pieces):
-      ids += word
-      label = label_ids[s.labels[i]] if s.labels is not None else IGNORE
-      labels += [label] + [IGNORE] * (len(word) - 1)
-    ids.append(tokenizer.sep_id)
-    labels.append(IGNORE)
-    features = finetune_features.pad_features(ids, [0] * len(ids),
-                                              max_seq_length,
-                                              tokenizer.pad_id)
-    features["label_ids"] = labels + [IGNORE] * (max_seq_length - len(labels))
-    features["example_index"] = [index]
-    yield features
+  """Feature dicts, one per window of each sentence (`word_positions`): the
+  three inputs, `label_ids` [seq] (IGNORE but at the first piece of each
+  word the window owns) and `example_index` (the feature's number)."""
+  budget, index = max_seq_length - 2, 0
+  for s, pieces in zip(sentences, word_pieces(tokenizer, sentences)):
+    flat = list(itertools.chain.from_iterable(pieces))
+    spans, positions = word_positions(pieces, budget)
+    for w, (start, length) in enumerate(spans):
+      ids = [tokenizer.cls_id] + flat[start:start + length] + [tokenizer.sep_id]
+      labels = [IGNORE] * max_seq_length
+      if s.labels is not None:
+        for label, (window, position) in zip(s.labels, positions):
+          if window == w:
+            labels[position] = label_ids[label]
+      features = finetune_features.pad_features(ids, [0] * len(ids),
+                                                max_seq_length,
+                                                tokenizer.pad_id)
+      features["label_ids"] = labels
+      features["example_index"] = [index]
+      index += 1
+      yield features
 
 
 def feature_spec(max_seq_length):

@@ -1,8 +1,9 @@
 """Shared feature plumbing for fine-tuning: packing, TFRecord cache, datasets.
 
-Text becomes ids only through `data_prep.tokenization.FullTokenizer` (the
-tokenizer pretraining data and the export preprocessing use), so fine-tuning
-features are normalised exactly as pretraining text was.
+Text becomes ids only through `data_prep.tokenization`'s tokenizers
+(SentencePiece `FullTokenizer` or the WordPiece tokenizer: the tokenizer
+pretraining data and the export preprocessing use), so fine-tuning features
+are normalised exactly as pretraining text was.
 
 Features are written once to TFRecords under a cache directory, in files whose
 name carries a fingerprint of everything that changes them (input files'
@@ -88,7 +89,7 @@ def fingerprint(input_files, tokenizer, **settings):
   """Short hash of inputs + tokenizer + settings (names a cache file)."""
   key = {
       "inputs": [_file_fingerprint(p) for p in sorted(input_files)],
-      "spm": _file_fingerprint(tokenizer.spm_model_file),
+      "spm": _file_fingerprint(tokenizer.vocab_path),  # either kind
       "lower": tokenizer.do_lower_case,
       "settings": sorted((k, repr(v)) for k, v in settings.items()),
   }

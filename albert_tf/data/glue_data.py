@@ -28,6 +28,7 @@ unless `skip_malformed=True`, in which case they are skipped and counted
 
 import dataclasses
 import os
+import re
 from typing import List, Optional
 
 from absl import logging
@@ -35,6 +36,10 @@ import tensorflow as tf
 
 from albert_tf.data import finetune_features
 from albert_toolkit import output_files
+
+
+# A byte that is not UTF-8, as errors="surrogateescape" reads it.
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
 
 
 class GlueFormatError(ValueError):
@@ -123,9 +128,21 @@ def task_splits(task):
 
 
 def _lines(path):
-  with open(path, encoding="utf-8", newline="") as f:
+  """(number, line) of a TSV; a leading byte-order mark dropped. Bytes that
+  are not UTF-8 come through as surrogates (`not_utf8` finds them), so the
+  error names the line, not a position in a decoded chunk."""
+  with open(path, encoding="utf-8-sig", errors="surrogateescape",
+            newline="") as f:
     for number, line in enumerate(f, start=1):
       yield number, line.rstrip("\r\n")
+
+
+def not_utf8(line):
+  """Why `line` (read with errors="surrogateescape") is not UTF-8, or
+  None."""
+  bad = _ESCAPED_BYTE.search(line)
+  return bad and (f"not UTF-8 (byte 0x{ord(bad.group()) - 0xDC00:02x}); "
+                  "save the file as UTF-8")
 
 
 def _bad(stats, skip, path, number, why):
@@ -161,7 +178,9 @@ def read_examples(task, data_dir, split, skip_malformed=False, stats=None):
       _, header_line = next(lines)
     except StopIteration:
       raise GlueFormatError(f"{path}:1: empty file (expected a header row)")
-    header = header_line.lstrip("\ufeff").split("\t")
+    if not_utf8(header_line):
+      raise GlueFormatError(f"{path}:1: {not_utf8(header_line)}")
+    header = header_line.split("\t")
     col = {name: i for i, name in enumerate(header)}
     needed = [spec.text_a] + ([spec.text_b] if spec.text_b else [])
     if not is_test:
@@ -182,6 +201,9 @@ def read_examples(task, data_dir, split, skip_malformed=False, stats=None):
     if not line.strip():
       continue
     stats.rows += 1
+    if not_utf8(line):
+      _bad(stats, skip_malformed, path, number, not_utf8(line))
+      continue
     fields = line.split("\t")
     if len(fields) != width:
       _bad(stats, skip_malformed, path, number,

@@ -71,7 +71,7 @@ def read_file(path, level, skip_malformed=False, stats=None):
   stats = stats if stats is not None else ReadStats()
   stats.files += 1
   try:
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8-sig") as f:  # a byte-order mark too
       data = json.load(f)
   except (json.JSONDecodeError, UnicodeDecodeError) as e:
     _bad(stats, skip_malformed, f"{path}: not valid JSON: {e}")

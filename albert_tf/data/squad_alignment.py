@@ -91,8 +91,11 @@ def tokenize_with_offsets(tokenizer, text):
   """Tokenizes `text` exactly as `tokenizer.encode_ids` and keeps char spans.
 
   A token made only of the word-start marker (no visible character) gets an
-  empty span at the next character.
+  empty span at the next character. A WordPiece tokenizer keeps the spans
+  itself (each piece: the source characters of its part of the word).
   """
+  if tokenizer.kind == "wordpiece":
+    return TokenizedText(*tokenizer.encode_with_offsets(text))
   norm, to_orig = normalize_with_map(tokenizer, text)
   ids = tokenizer.encode_ids(text)
   proto = tokenizer.sp_model.encode(norm, out_type="immutable_proto")

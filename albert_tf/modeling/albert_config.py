@@ -219,9 +219,15 @@ def read_config_file(path: str) -> Dict[str, Any]:
   """A YAML/JSON file as a dict of sections; a flat model file -> `model`."""
   path = resolve_config_path(path)
   try:
-    with open(path, encoding="utf-8") as f:
+    # Bytes: YAML decodes them (UTF-8, a byte-order mark, UTF-16) and a
+    # byte that is not UTF-8 is a YAMLError here, not a codec error that
+    # names no file.
+    with open(path, "rb") as f:
       # Model Garden's loader: reads `1e-6` as a float (YAML 1.1 does not).
       values = yaml.load(f, Loader=config_overrides.YAML_LOADER)
+  except yaml.reader.ReaderError as e:  # bytes that are not UTF-8
+    raise ValueError(f"{path}: not UTF-8 (byte 0x{e.character:02x} at "
+                     f"offset {e.position}); save it as UTF-8") from None
   except yaml.YAMLError as e:
     mark = getattr(e, "problem_mark", None)
     where = f"{path}:{mark.line + 1}" if mark else path

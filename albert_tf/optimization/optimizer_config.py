@@ -10,6 +10,7 @@ warm-up steps, weight decay 0.01, no bias correction, clip norm 1.0).
 """
 
 import dataclasses
+from typing import Optional
 
 from official.modeling.hyperparams import base_config
 
@@ -36,3 +37,30 @@ class OptimizerConfig(base_config.Config):
 
 
 DEFAULTS = OptimizerConfig()
+
+
+def warmup_longer_than_run(config: OptimizerConfig,
+                           train_steps: int) -> Optional[str]:
+  """One line saying that the warm-up of `config` does not end within
+  `train_steps` (the rate then never reaches `learning_rate`: a run
+  shortened by an override while the recipe's warm-up stays), else None.
+
+  Args:
+    config: the experiment's `optimizer` section.
+    train_steps: the run's `trainer.train_steps`.
+  """
+  end = config.start_warmup_step + config.num_warmup_steps
+  if not config.num_warmup_steps or end <= train_steps:
+    return None
+  # The schedule's highest rate: the warm-up's value at the last update
+  # (step train_steps - 1; WarmupPolynomialDecay).
+  peak = max(0, train_steps - 1 - config.start_warmup_step) / (
+      config.num_warmup_steps)
+  start = (f" from optimizer.start_warmup_step={config.start_warmup_step}"
+           if config.start_warmup_step else "")
+  return (f"optimizer.num_warmup_steps={config.num_warmup_steps}{start} "
+          f"outlasts trainer.train_steps={train_steps}: the learning rate "
+          f"peaks at {peak:.1%} of optimizer.learning_rate="
+          f"{config.learning_rate:g} (its last step); set "
+          "optimizer.num_warmup_steps below trainer.train_steps (e.g. a "
+          "tenth of it)")

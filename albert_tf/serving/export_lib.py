@@ -18,8 +18,10 @@ ids and tf.Example signatures for TF Serving; the pretraining task's
 """
 
 import contextlib
+import errno
 import os
 import tempfile
+import uuid
 
 import tensorflow as tf
 
@@ -29,6 +31,8 @@ from albert_tf.serving import preprocessing
 from albert_tf.serving import serving_modules
 
 PREPROCESSING_EXPORT = "preprocessing"
+# Versions a save tries before giving up while other exports take them.
+_CLAIM_ATTEMPTS = 100
 
 # --- Versioned directories ---------------------------------------------------
 
@@ -48,26 +52,74 @@ def version_dir(export_dir, version=None):
 
 
 def write_versioned(export_dir, write, version=None):
-  """Runs `write(directory)` on a hidden sibling of `<export_dir>/<version>/`
-  (default: the next free version), then renames it into place; returns
-  the path. TF Serving ignores non-integer names, so a server polling
-  `export_dir` never loads a half-written model; a failed write leaves
-  nothing behind.
+  """Runs `write(directory)` on a hidden directory in `export_dir`, then
+  renames it into `<export_dir>/<version>/` (default: the next free
+  version); returns the path. TF Serving ignores non-integer names, so a
+  server polling `export_dir` never loads a half-written model; a failed
+  write leaves nothing behind. The rename never replaces a version: two
+  exports into one directory at once land in two versions (the later one
+  takes the next free number), and an explicit `version` taken meanwhile
+  fails in one line.
   """
-  final = version_dir(export_dir, version)
+  version_dir(export_dir, version)  # a taken version fails before writing
   tf.io.gfile.makedirs(export_dir)
-  tmp = os.path.join(export_dir,
-                     f".tmp-{os.path.basename(final)}-{os.getpid()}")
-  if tf.io.gfile.exists(tmp):
-    tf.io.gfile.rmtree(tmp)
+  staged = _staging_dir(export_dir)
   try:
-    write(tmp)
-    tf.io.gfile.rename(tmp, final)
+    write(staged)
+    return _claim_version(staged, export_dir, version)
   except BaseException:
-    if tf.io.gfile.exists(tmp):
-      tf.io.gfile.rmtree(tmp)
+    if tf.io.gfile.exists(staged):
+      tf.io.gfile.rmtree(staged)
     raise
-  return final
+
+
+def _staging_dir(export_dir):
+  """A new hidden directory in `export_dir`, this export's alone (two
+  exports in one process, e.g. threads, never share it)."""
+  if "://" in export_dir:
+    staged = os.path.join(export_dir, f".tmp-{uuid.uuid4().hex}")
+    tf.io.gfile.makedirs(staged)
+    return staged
+  return tempfile.mkdtemp(prefix=".tmp-", dir=export_dir)
+
+
+def _claim_version(staged, export_dir, version):
+  """Renames `staged` to `version`, or to the next free version, trying
+  the next while another export takes the one chosen; returns the path."""
+  for _ in range(_CLAIM_ATTEMPTS):
+    # An explicit version was free when the export began: the rename says
+    # whether it still is.
+    final = (os.path.join(export_dir, str(int(version))) if version is not None
+             else version_dir(export_dir))
+    try:
+      _rename_no_replace(staged, final)
+      return final
+    except FileExistsError:
+      if version is not None:
+        raise ValueError(f"{final} was written by another export meanwhile; "
+                         "pass another --version or leave it unset to use "
+                         "the next free one") from None
+  raise ValueError(f"{export_dir}: no free version after "
+                   f"{_CLAIM_ATTEMPTS} attempts (other exports keep taking "
+                   "them); export again")
+
+
+def _rename_no_replace(source, target):
+  """Renames directory `source` to `target`; FileExistsError when `target`
+  exists. A local directory renamed onto a directory that has files fails
+  in the rename itself (POSIX), so two exports cannot both win."""
+  if "://" in target:  # URL file systems: checked, then renamed
+    try:
+      tf.io.gfile.rename(source, target, overwrite=False)
+    except tf.errors.AlreadyExistsError as e:
+      raise FileExistsError(target) from e
+    return
+  try:
+    os.rename(source, target)
+  except OSError as e:
+    if e.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR):
+      raise FileExistsError(target) from e
+    raise
 
 
 def save_versioned(module, export_dir, signatures, version=None):

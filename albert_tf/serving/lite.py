@@ -18,16 +18,27 @@ that differ, ids outside the vocabulary, a sequence longer than the
 position table, a mask that is not 0/1. Text gets `lite_tokenizer.pre_rules`
 (the two normalisation rules the folded tokenizer cannot hold), so the ids
 are data_prep's.
+
+One LiteModel may be called from several threads at once. A TFLite
+interpreter is not thread-safe (two threads in one interpreter swap each
+other's outputs or fail inside it), so the runner keeps a pool of
+interpreters of the same file: a call takes an idle one, or loads another
+while fewer than `max_interpreters` (default: the cores this process may
+use) exist, or waits for one. Each interpreter holds its own tensors and
+XNNPACK's packed weights; `max_interpreters=1` serialises the calls on one.
 """
 
-import json
+import contextlib
 import os
+import queue
+import threading
 
 import numpy as np
 import tensorflow_text as tf_text
 
-from albert_tf.checkpoints import paths
+from albert_tf.serving import lite_files
 from albert_tf.serving import lite_tokenizer
+from albert_tf.serving.lite_files import METADATA_NAME, TFLITE_NAME  # pylint: disable=unused-import
 
 try:  # pylint: disable=g-import-not-at-top
   from ai_edge_litert import interpreter as _litert
@@ -37,8 +48,6 @@ except ImportError:  # LiteRT not installed: TensorFlow's interpreter.
   INTERPRETER = "tf.lite"
 
 _IDS = ("input_word_ids", "input_mask", "input_type_ids")
-TFLITE_NAME = "model.tflite"
-METADATA_NAME = "model.json"  # what the .tflite is, beside it
 
 
 def interpreter(tflite_path=None, model_content=None, num_threads=None):
@@ -64,62 +73,117 @@ def signature_details(lite_interpreter):
 
 def model_path(path):
   """The .tflite file of `path`: the file, a version directory, or an
-  export directory (its highest integer version)."""
-  if os.path.isfile(path):
-    return path
-  candidate = os.path.join(path, TFLITE_NAME)
-  if os.path.isfile(candidate):
-    return candidate
-  for version in reversed(paths.existing_versions(path)):
-    candidate = os.path.join(path, str(version), TFLITE_NAME)
-    if os.path.isfile(candidate):
-      return candidate
-  raise ValueError(f"{path}: no {TFLITE_NAME} there (pass the "
-                   "file, its version directory or the export directory)")
+  export directory (its highest version holding a model.tflite)."""
+  return lite_files.resolve(path)[0]
+
+
+def check_num_threads(num_threads, name="num_threads"):
+  """Raises ValueError (one line naming `name`) unless None or >= 1."""
+  if num_threads is not None and (isinstance(num_threads, bool) or
+                                  not isinstance(num_threads, int) or
+                                  num_threads < 1):
+    raise ValueError(f"{name} must be an integer >= 1 (or unset: the "
+                     f"interpreter's default), got {num_threads}")
+
+
+def usable_cores():
+  """The cores this process may run on (its CPU affinity, e.g. a
+  container's limit), not the host's."""
+  if hasattr(os, "sched_getaffinity"):
+    return max(1, len(os.sched_getaffinity(0)))
+  return os.cpu_count() or 1
 
 
 class LiteModel:
-  """A .tflite export, ready to call (see module doc).
+  """A .tflite export, ready to call, from any number of threads (see
+  module doc).
 
-  Attributes: `path` (the .tflite), `info` (its model.json), `signatures`
-  ({name: {"inputs": {name: (dtype, shape)}, "outputs": ...}}),
-  `interpreter` ("ai_edge_litert" or "tf.lite").
+  Attributes: `path` (the .tflite), `note` (None, or which version of an
+  export directory runs when newer ones are not .tflite files), `info` (its
+  model.json), `signatures` ({name: {"inputs": {name: (dtype, shape)},
+  "outputs": ...}}), `interpreter` ("ai_edge_litert" or "tf.lite").
+
+  Args:
+    path: the .tflite, its version directory or the export directory.
+    num_threads: threads of each interpreter (default: the interpreter's).
+    max_interpreters: interpreters run at once by concurrent calls
+      (default: the cores this process may use).
   """
 
-  def __init__(self, path, num_threads=None):
-    self.path = model_path(path)
-    info_path = os.path.join(os.path.dirname(self.path),
-                             METADATA_NAME)
-    try:
-      self._interpreter = interpreter(self.path, num_threads=num_threads)
-    except ValueError as e:
-      raise ValueError(f"{self.path}: not a loadable .tflite "
-                       f"({str(e).splitlines()[0]})") from e
+  def __init__(self, path, num_threads=None, max_interpreters=None):
+    check_num_threads(num_threads)
+    check_num_threads(max_interpreters, "max_interpreters")
+    self.path, self.note = lite_files.resolve(path)
+    self._num_threads = num_threads
+    first = self._load()
+    info_path = os.path.join(os.path.dirname(self.path), METADATA_NAME)
     # Casing and the vocabulary's limits come from it: without it, text
     # would be normalised on a guess and ids go unchecked.
     if not os.path.isfile(info_path):
       raise ValueError(f"{self.path}: no {METADATA_NAME} beside it (what the "
                        "export is: casing, vocabulary size); keep the "
                        "export's version directory whole")
-    with open(info_path, encoding="utf-8") as f:
-      self.info = json.load(f)
+    self.info = lite_files.read_metadata(info_path)
     self.interpreter = INTERPRETER
-    self.signatures = signature_details(self._interpreter)
-    self._runners = {name: self._interpreter.get_signature_runner(name)
-                     for name in self.signatures}
-    text = self.info.get("text") or {}
+    self.signatures = signature_details(first)
+    lite_files.check_metadata(self.info, info_path, self.path,
+                              self.signatures)
+    text = lite_files.section(self.info, "text", info_path)
     self._lower = bool(text.get("do_lower_case", True))
-    self._model_config = self.info.get("model_config") or {}
+    self._model_config = lite_files.section(self.info, "model_config",
+                                            info_path)
+    # The pool: idle {signature: runner} tables, one per interpreter.
+    self._idle = queue.LifoQueue()
+    self._idle.put(self._runners_of(first))
+    self._loaded = 1
+    self._most = max_interpreters or usable_cores()
+    self._pool_lock = threading.Lock()
+
+  def _load(self):
+    try:
+      return interpreter(self.path, num_threads=self._num_threads)
+    except ValueError as e:
+      raise ValueError(f"{self.path}: not a loadable .tflite "
+                       f"({str(e).splitlines()[0]})") from e
+
+  def _runners_of(self, lite_interpreter):
+    # The runners keep their interpreter alive.
+    return {name: lite_interpreter.get_signature_runner(name)
+            for name in lite_interpreter.get_signature_list()}
+
+  @contextlib.contextmanager
+  def _runners(self):
+    """An interpreter's runners, this call's alone until it returns."""
+    try:
+      runners = self._idle.get_nowait()
+    except queue.Empty:
+      with self._pool_lock:
+        grow = self._loaded < self._most
+        self._loaded += grow
+      if grow:
+        try:
+          runners = self._runners_of(self._load())
+        except BaseException:
+          with self._pool_lock:
+            self._loaded -= 1
+          raise
+      else:
+        runners = self._idle.get()
+    try:
+      yield runners
+    finally:
+      self._idle.put(runners)
 
   def __call__(self, signature="serving_default", **inputs):
     """Runs `signature` on `inputs` (name -> array-like, batch first);
     returns {output name: numpy array}."""
-    if signature not in self._runners:
+    if signature not in self.signatures:
       raise ValueError(f"{self.path}: no signature {signature!r} (it has "
-                       f"{', '.join(sorted(self._runners))})")
+                       f"{', '.join(sorted(self.signatures))})")
     arrays = self._checked(signature, inputs)
     try:
-      return self._runners[signature](**arrays)
+      with self._runners() as runners:
+        return runners[signature](**arrays)
     except (RuntimeError, ValueError) as e:  # the interpreter's own error
       raise ValueError(f"{self.path} signature {signature!r}: "
                        f"{str(e).strip().splitlines()[0]}") from e

@@ -166,7 +166,7 @@ class TextPreprocessor(tf.Module):
 
   `seq_length` counts [CLS] and [SEP]s; `truncation` is "longest_first" or
   "first_fixed" (capping segment A at `max_first_segment_length`, see the
-  module doc). `cls_id`, `sep_id`, `pad_id`: Python ints.
+  module doc). `cls_id`, `sep_id`, `pad_id`, `unk_id`: Python ints.
   """
 
   def __init__(self, spm_model_file, do_lower_case=True, seq_length=128,
@@ -181,6 +181,7 @@ class TextPreprocessor(tf.Module):
     self.cls_id = python_tokenizer.cls_id
     self.sep_id = python_tokenizer.sep_id
     self.pad_id = python_tokenizer.pad_id
+    self.unk_id = python_tokenizer.unk_id
     self.seq_length = seq_length
     self.do_lower_case = do_lower_case
     self.truncation = truncation

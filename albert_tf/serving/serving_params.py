@@ -27,6 +27,7 @@ class ServingParams:
                             "signatures.")
   spm_model_file: str = setting("", flag="SentencePiece .model (shipped as "
                                 "an asset).")
+  vocab_file: str = setting("", flag="BERT WordPiece vocabulary (one token a line; shipped as an asset).")
   do_lower_case: bool = setting(True, flag="Lowercase text (default true).")
 
   def validate(self) -> None:

@@ -39,7 +39,11 @@ class FinetuningDataConfig(base_config.Config):
   """Inputs every fine-tuning family has (families add their own fields)."""
   spm_model_file: str = setting(
       "", resume=SAME_VOCAB,
-      flag="SentencePiece model (data.spm_model_file).")
+      flag="SentencePiece model (data.spm_model_file; or --vocab_file).")
+  vocab_file: str = setting(
+      "", resume=SAME_VOCAB,
+      flag="BERT WordPiece vocabulary, one token a line (data.vocab_file; "
+      "or --spm_model_file).")
   do_lower_case: bool = setting(True, flag="Lowercase text "
                                 "(data.do_lower_case; the released models: "
                                 "true).")
@@ -97,6 +101,16 @@ class FinetuningExperimentConfig(experiment_config.ExperimentConfig):
                        f"{d.eval_batch_size}")
 
 
+# The two vocabulary settings, as errors name them.
+VOCAB_SETTINGS = ("data.spm_model_file (--spm_model_file)",
+                  "data.vocab_file (--vocab_file)")
+
+
+def vocab_path(data):
+  """The data's vocabulary file, of either kind ("" if none)."""
+  return data.spm_model_file or data.vocab_file
+
+
 # --- Warm start ------------------------------------------------------------------------
 
 
@@ -114,13 +128,16 @@ def initialize_model(model, config):
   if not source:
     logging.warning("no init checkpoint: fine-tuning from random weights")
     return
-  # A checkpoint of ours says which model and vocabulary it holds.
+  # A checkpoint of ours says which model and vocabulary it holds, an
+  # encoder export which vocabulary and casing (its assets).
+  setting = ("trainer.init_checkpoint" if tc.init_checkpoint else
+             "task.init_saved_model")
   identity.check(source,
                  model=None if tc.init_from_group0 else config.model.as_dict(),
                  facts={"spm_sha256": output_files.file_sha256(
-                     config.data.spm_model_file),
+                     vocab_path(config.data)),
                         "do_lower_case": config.data.do_lower_case},
-                 what="this run's config (trainer.init_checkpoint)")
+                 what=f"this run's config ({setting})")
   report = restore_lib.restore(model, source, parts="encoder",
                                init_from_group0=tc.init_from_group0)
   logging.info("warm-started the encoder: %s", report.summary())
@@ -183,14 +200,18 @@ class FinetuneTask(base_task.Task):
 
   @functools.cached_property
   def tokenizer(self):
-    spm = self.data.spm_model_file
-    if not spm:
-      raise ValueError("data.spm_model_file (--spm_model_file) is required")
-    if not os.path.isfile(spm):
-      raise FileNotFoundError(f"data.spm_model_file: {spm} does not exist")
-    tokenizer = tokenization.FullTokenizer(
-        spm, do_lower_case=self.data.do_lower_case)
-    tokenization.check_vocab_size(spm, tokenizer.vocab_size,
+    """The data's tokenizer: data.spm_model_file (SentencePiece) or
+    data.vocab_file (BERT WordPiece), exactly one."""
+    d = self.data
+    tokenization.check_one_vocabulary(d.spm_model_file, d.vocab_file,
+                                      VOCAB_SETTINGS)
+    field = "spm_model_file" if d.spm_model_file else "vocab_file"
+    path = getattr(d, field)
+    if not os.path.isfile(path):
+      raise FileNotFoundError(f"data.{field}: {path} does not exist")
+    tokenizer = tokenization.load_tokenizer(
+        d.spm_model_file, d.vocab_file, do_lower_case=d.do_lower_case)
+    tokenization.check_vocab_size(path, tokenizer.vocab_size,
                                   self.config.model.vocab_size,
                                   "model.vocab_size")
     return tokenizer
@@ -247,6 +268,7 @@ class FinetuneTask(base_task.Task):
     d = self.data
     return {"seq_length": d.max_seq_length,
             "spm_model_file": d.spm_model_file,
+            "vocab_file": d.vocab_file,
             "do_lower_case": d.do_lower_case}
 
   @classmethod

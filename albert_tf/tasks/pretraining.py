@@ -259,20 +259,24 @@ class PretrainingTask(base_task.Task):
     return pretraining_dataloader.bad_input(error)
 
   def data_tokenizer(self) -> Dict[str, Any]:
-    """The tokenizer of the data (spm_model_file, do_lower_case) from its
-    summary, once validate_inputs has read it; else {}."""
+    """The tokenizer of the data (spm_model_file or vocab_file,
+    do_lower_case) from its summary, once validate_inputs has read it; else
+    {}."""
     for _, _, summary in self._described[:1]:
-      spm, lower = (pretraining_summary.value(summary, key) for key in
-                    ("spm_model_file", "do_lower_case"))
-      return {"spm_model_file": os.path.abspath(spm) if spm else "",
-              "do_lower_case": lower}
+      out = {"do_lower_case": pretraining_summary.value(summary,
+                                                        "do_lower_case")}
+      for key in ("spm_model_file", "vocab_file"):
+        path = pretraining_summary.value(summary, key)
+        out[key] = os.path.abspath(path) if path else ""
+      return out
     return {}
 
   def record_facts(self) -> Dict[str, Any]:
     """The params, without a tokenizer the data has not told yet."""
     facts = super().record_facts()
     if not self._described:
-      del facts["spm_model_file"], facts["do_lower_case"]
+      for key in ("spm_model_file", "vocab_file", "do_lower_case"):
+        del facts[key]
     return facts
 
   def masking_settings(self):
@@ -351,6 +355,7 @@ class PretrainingTask(base_task.Task):
     return PretrainingServingParams(
         seq_length=self.data.seq_length,
         spm_model_file=tokenizer.get("spm_model_file") or "",
+        vocab_file=tokenizer.get("vocab_file") or "",
         do_lower_case=True if lower is None else bool(lower))
 
   @classmethod

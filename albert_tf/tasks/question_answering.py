@@ -170,24 +170,37 @@ class SquadTask(finetune_lib.FinetuneTask):
   def compute_sums(self, model, features, training):
     return self.head.compute_sums(self, model, features, training)
 
-  def write_predictions(self, output_dir, predictions, nbest, null_odds):
-    os.makedirs(output_dir, exist_ok=True)
-    outputs = {"predictions": predictions, "nbest_predictions": nbest}
-    if self.v2:
-      outputs["null_odds"] = null_odds
-    files = [os.path.join(output_dir, f"{name}.json") for name in outputs]
-    for path, value in zip(files, outputs.values()):
-      # The key order of the predictions (the questions') is kept.
-      output_files.write_json(path, value, sort_keys=False,
-                              ensure_ascii=False)
+  def prediction_files(self, output_dir):
+    """{name: path} of the JSON files evaluation and prediction write;
+    refuses (one line) one that is an input file."""
+    names = ["predictions", "nbest_predictions"] + (["null_odds"] if self.v2
+                                                    else [])
+    files = {name: os.path.join(output_dir, f"{name}.json") for name in names}
+    output_files.check_not_inputs(
+        [("--output_dir", path) for path in files.values()],
+        [("--predict_file", self.data.predict_file),
+         ("--train_file", self.data.train_file)])
     return files
 
+  def write_predictions(self, output_dir, predictions, nbest, null_odds):
+    os.makedirs(output_dir, exist_ok=True)
+    values = {"predictions": predictions, "nbest_predictions": nbest,
+              "null_odds": null_odds}
+    files = self.prediction_files(output_dir)
+    for name, path in files.items():
+      # The key order of the predictions (the questions') is kept.
+      output_files.write_json(path, values[name], sort_keys=False,
+                              ensure_ascii=False)
+    return list(files.values())
+
   def evaluate(self, trainer, output_dir):
+    self.prediction_files(output_dir)  # before any work
     dataset = squad_checks.load_json(self.data.predict_file)["data"]
     return dict(self.head.evaluate(self, trainer, output_dir, dataset),
                 step=int(trainer.global_step.numpy()))
 
   def predict(self, trainer, output_dir):
+    self.prediction_files(output_dir)
     return self.head.predict_answers(self, trainer, output_dir)[2]
 
   # --- Export ---

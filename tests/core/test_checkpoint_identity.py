@@ -175,7 +175,7 @@ def test_warm_start_refuses_another_vocabulary(runs, tmp_path):
   glue.override({"model": run_record.read(a).model,
                  "trainer": {"init_checkpoint": ckpt(a)}})
   task = sentence_prediction.ClassifierTask(glue, str(tmp_path / "ft"))
-  with pytest.raises(ValueError, match=r"SentencePiece model \(sha256\) is "
+  with pytest.raises(ValueError, match=r"the vocabulary \(sha256\) is "
                      r".* but checkpoint .*ckpt-2 has"):
     task.initialize(task.build_model())
 
@@ -298,7 +298,7 @@ def test_an_export_without_a_run_refuses_another_vocabulary(runs, tmp_path):
       str(tmp_path / "t"), checkpoint=prefix,
       settings={"spm_model_file": other}))
   assert error == (
-      f"the SentencePiece model (sha256) is {output_files.file_sha256(other)!r}"
+      f"the vocabulary (sha256) is {output_files.file_sha256(other)!r}"
       f" in the given config but checkpoint {prefix} has "
       f"{identity.read(ckpt(a))['facts']['spm_sha256']!r} (its own record); "
       "the weights belong to another vocabulary")

@@ -260,8 +260,8 @@ def test_resume_after_the_data_was_regenerated_in_place(tmp_path,
   result = run(config(train, **settings, **{"trainer.train_steps": 8}),
                model_dir)
   assert result["train"]["step"] == 8
-  assert (f"the training input changed since the newest checkpoint was "
-          f"saved ({train}: {os.path.getsize(big)} -> "
+  assert (f"the training input changed since the checkpoint it resumes "
+          f"from was saved ({train}: {os.path.getsize(big)} -> "
           f"{os.path.getsize(train)} bytes): its saved data position belongs "
           "to the old files; the input pipeline starts over") in caplog.text
   # The next resume, on the same files, restores the position again.
@@ -269,6 +269,38 @@ def test_resume_after_the_data_was_regenerated_in_place(tmp_path,
   run(config(train, **settings, **{"trainer.train_steps": 9}), model_dir)
   assert "the training input changed" not in caplog.text
   assert "restore_data_position=False" not in caplog.text
+
+
+def test_a_resume_that_falls_back_checks_the_data_of_its_own_checkpoint(
+    tmp_path, tmp_path_factory, caplog):
+  """The data position of the checkpoint actually restored is judged against
+  the files of the start that saved it: when the newest checkpoints (saved
+  after the data was regenerated) are unreadable, the resume falls back to
+  one saved before, whose position belongs to the old files."""
+  base = tu.worker_data_dir(tmp_path_factory)
+  big, _ = tu.make_pretraining_data(str(base), dupe=3)
+  small, _ = tu.make_pretraining_data(str(base), dupe=1, name="small")
+  train = str(tmp_path / "train.tfrecord")
+  _place(big, train)
+  model_dir = tmp_path / "run"
+  settings = {"trainer.steps_per_loop": 1, "trainer.checkpoint_interval": 1,
+              "data.shuffle_buffer_size": 1}
+  run(config(train, **settings, **{"trainer.train_steps": 4}), model_dir)
+  _place(small, train, records=40)
+  caplog.set_level(logging.WARNING)
+  run(config(train, **settings, **{"trainer.train_steps": 6}), model_dir)
+  assert "the training input changed" in caplog.text
+  for step in (5, 6):  # saved on the new files: unreadable now
+    _truncate(os.path.join(model_dir, "checkpoints", f"ckpt-{step}"))
+  caplog.clear()
+  result = run(config(train, **settings, **{"trainer.train_steps": 7}),
+               model_dir)
+  assert result["train"]["step"] == 7
+  assert "using the one before it" in caplog.text
+  # ckpt-4's position belongs to the old (big) file, not to today's.
+  assert (f"the training input changed since the checkpoint it resumes "
+          f"from was saved ({train}: {os.path.getsize(big)} -> "
+          f"{os.path.getsize(train)} bytes)") in caplog.text
 
 
 # ------------------------------------------- export of a run in progress ----
@@ -349,3 +381,35 @@ def test_resume_logs_each_line_once_and_no_identity_warning(run_dir,
       f"ERROR: nothing trained: {model_dir} resumed at step 3, past "
       "trainer.train_steps=1; pass a larger --train_steps to train on, or "
       "--mode=eval to evaluate the checkpoint"]
+
+
+def test_plot_metrics_refuses_its_input_as_output_in_one_line(tmp_path):
+  """--output equal to --metrics_file replaced the metrics with a PNG; a
+  bad file or a missing flag ended in a traceback."""
+  path = tmp_path / "metrics.jsonl"
+  path.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+  before = path.read_bytes()
+  latin1 = tmp_path / "latin1.jsonl"
+  latin1.write_bytes(b'{"step": 1, "loss": 2.0}\n{"step": 2, "note": "\xe9"}\n')
+  listed = tmp_path / "listed.jsonl"
+  listed.write_text("[1, 2]\n")
+  (tmp_path / "link.png").symlink_to(path)
+  for flags, message in (
+      ([f"--metrics_file={path}", f"--output={tmp_path / 'link.png'}"],
+       f"--output {tmp_path / 'link.png'} is also an input (--metrics_file "
+       f"{path}); refusing to overwrite it"),
+      ([f"--model_dir={tmp_path}", f"--output={path}"],
+       f"--output {path} is also an input (--model_dir {path}); refusing "
+       "to overwrite it"),
+      ([f"--metrics_file={latin1}"], f"{latin1}:2: not UTF-8 (byte 0xe9)"),
+      ([f"--metrics_file={listed}"], f"{listed}:1: not a metrics record"),
+      ([], "--model_dir or --metrics_file is required")):
+    proc = tool_server.run(
+        [sys.executable, "-m", "albert_tf.plot_metrics", *flags],
+        cwd=tu.ROOT, env=tu.subprocess_env(), capture_output=True,
+        text=True, timeout=300)
+    errors = [l for l in proc.stderr.splitlines() if l.startswith("ERROR")]
+    assert proc.returncode == 1 and len(errors) == 1, proc.stderr[-2000:]
+    assert errors[0].startswith("ERROR: " + message), errors
+    assert "Traceback" not in proc.stderr
+  assert path.read_bytes() == before

@@ -271,3 +271,22 @@ def test_progress_line_shows_rates_and_eta():
   assert line.startswith("step 40/100 | loss 2.5000 | lr 0.001 | ")
   assert "2.00 steps/s 128.0 examples/s" in line
   assert line.endswith("ETA 00:00:30")  # 60 steps left at 2 steps/s
+
+
+@pytest.mark.parametrize("warmup,warned", [(20, True), (2, False)])
+def test_training_warns_of_a_warmup_longer_than_the_run(
+    train_file, tmp_path, caplog, warmup, warned):
+  """A run shortened below its recipe's warm-up trains at a fraction of the
+  rate: training says so at its start (absl warning), and only then."""
+  config = tu.tiny_experiment(train_file,
+                              **{"optimizer.num_warmup_steps": warmup})
+  with caplog.at_level(logging.WARNING, logger="absl"):
+    tu.run_tiny(config, tmp_path / "run")
+  lines = [r.getMessage() for r in caplog.records
+           if "outlasts trainer.train_steps" in r.getMessage()]
+  assert lines == ([
+      f"optimizer.num_warmup_steps=20 outlasts trainer.train_steps=2: the "
+      f"learning rate peaks at 5.0% of optimizer.learning_rate="
+      f"{config.optimizer.learning_rate:g} (its last step); set "
+      "optimizer.num_warmup_steps below trainer.train_steps (e.g. a tenth "
+      "of it)"] if warned else [])

@@ -289,3 +289,19 @@ def test_official_recipes_load():
   for name, config in loaded.items():
     if name.startswith("glue_"):
       assert glue_data.get_task(config.data.task_name)
+
+
+def test_bytes_that_are_not_utf8_name_the_line(tmp_path):
+  """A Latin-1 row raised a codec error naming neither file nor line."""
+  with open(tmp_path / "train.tsv", "wb") as f:
+    f.write(b"\xef\xbb\xbfsentence\tlabel\nfine\t1\ncaf\xe9 bad\t0\n"
+            b"good\t0\n")
+  path = os.path.join(str(tmp_path), "train.tsv")
+  with pytest.raises(glue_data.GlueFormatError) as e:
+    glue_data.read_examples("sst-2", str(tmp_path), "train")
+  assert str(e.value).startswith(f"{path}:3: not UTF-8 (byte 0xe9)")
+  stats = glue_data.ReadStats()
+  examples = glue_data.read_examples("sst-2", str(tmp_path), "train",
+                                     skip_malformed=True, stats=stats)
+  assert [e.text_a for e in examples] == ["fine", "good"]
+  assert stats.skipped == 1

@@ -108,3 +108,14 @@ def test_write_predictions(tmp_path):
     assert json.load(f) == {"high/1.txt-0": "D", "high/1.txt-1": "B"}
   with open(str(tmp_path / "race_predictions.tsv")) as f:
     assert f.read().splitlines()[1] == "high/1.txt-0\tD"
+
+
+def test_file_with_a_byte_order_mark_is_read(tmp_path):
+  """A RACE file saved with a byte-order mark was 'not valid JSON'."""
+  root = str(tmp_path)
+  path = write_race(root, "train", "high", "bom.txt", good("bom.txt"))
+  data = open(path, "rb").read()
+  with open(path, "wb") as f:
+    f.write(b"\xef\xbb\xbf" + data)
+  assert len(race_data.read_examples(root, "train")) == len(
+      good("bom.txt")["questions"])

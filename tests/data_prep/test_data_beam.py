@@ -9,6 +9,7 @@ import gzip
 import json
 import os
 import re
+import socket
 import struct
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from data_prep import beam_options
 from data_prep import beam_pipeline
 from data_prep import beam_pretraining_data as bpd
 from data_prep import create_pretraining_data as cpd
+from albert_toolkit import output_files
 from albert_toolkit import tfrecord_io
 from tests.testing.beam_testlib import instance_flags
 from tests.testing.beam_testlib import read_records
@@ -255,3 +257,65 @@ def test_documented_commands_pass_the_option_checks():
   assert proc.stdout.split() == ["DirectRunner", "DaskRunner",
                                  "DataflowRunner", "FlinkRunner",
                                  "SparkRunner"]
+
+
+def _claim_of(pid, output):
+  """A claim on `output` as another run writing it leaves (its lock file)."""
+  with open(output_files.lock_path(output), "w", encoding="utf-8") as f:
+    json.dump({"pid": pid, "host": socket.gethostname(), "time": 0.0}, f)
+
+
+def test_a_second_run_onto_claimed_outputs_stops_first(spm_corpus, tmp_path):
+  """A run onto outputs another live run writes stops before it deletes
+  anything: the first run's temporary shards and summary stay (they were
+  deleted, and the first run failed after all its work)."""
+  model, corpus = spm_corpus
+  out = tfrecord_io.expand_output_files(str(tmp_path / "t.tfrecord@2"))
+  temp_dir = output_files.temp_path(out[0] + ".beam")
+  os.makedirs(temp_dir)
+  with open(os.path.join(temp_dir, "shard-00000"), "wb") as f:
+    f.write(b"the first run's shard")
+  summary = out[0] + output_files.SUMMARY_SUFFIX
+  with open(summary, "w", encoding="utf-8") as f:
+    f.write("{}")
+  first = subprocess.Popen([sys.executable, "-c",
+                            "import time; time.sleep(60)"])
+  try:
+    _claim_of(first.pid, out[1])
+    with pytest.raises(output_files.OutputInUseError) as info:
+      bpd.run([corpus], out, run_cfg(model), IN_MEMORY, progress_interval=0)
+    assert str(info.value) == (
+        f"output {out[1]} is being written by another run (pid {first.pid} "
+        f"on host {socket.gethostname()}, lock file "
+        f"{output_files.lock_path(out[1])}); wait for it or choose another "
+        "output name (delete the lock file if that run is gone)")
+    proc = subprocess.run(
+        [sys.executable, "-m", "data_prep.beam_pretraining_data",
+         f"--input_file={corpus}", f"--output_file={tmp_path}/t.tfrecord@2"]
+        + instance_flags(model) + IN_MEMORY,
+        capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=300)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"beam_pretraining_data: error: {info.value}")
+  finally:
+    first.kill()
+    first.wait()
+  with open(os.path.join(temp_dir, "shard-00000"), "rb") as f:
+    assert f.read() == b"the first run's shard"
+  assert os.path.exists(summary)
+  assert not os.path.exists(output_files.lock_path(out[0]))  # its own: let go
+
+
+def test_a_dead_runs_claim_is_taken_over(spm_corpus, tmp_path, capfd):
+  model, corpus = spm_corpus
+  out = [str(tmp_path / "d.tfrecord")]
+  gone = subprocess.Popen([sys.executable, "-c", "pass"])
+  gone.wait()
+  _claim_of(gone.pid, out[0])
+  result = bpd.run([corpus], out, run_cfg(model), IN_MEMORY,
+                   progress_interval=0)
+  assert f"taking over the stale lock of pid {gone.pid}" in (
+      capfd.readouterr().err)
+  assert result["instances"] == len(read_records(out[0])) > 0
+  assert sorted(os.listdir(tmp_path)) == [
+      "d.tfrecord", "d.tfrecord" + output_files.SUMMARY_SUFFIX]

@@ -96,7 +96,7 @@ def test_one_vocabulary_check_for_config_fields_and_flags(model):
   tokenization.check_vocab_size(model, 3000, None, "model.vocab_size")
   with pytest.raises(ValueError, match=(
       f"^{model}: 3000 pieces but model.vocab_size is 30000; every token id "
-      r"would be another piece's \(use the model's own SentencePiece")):
+      r"would be another piece's \(use the model's own vocabulary\)")):
     tokenization.check_vocab_size(model, 3000, 30000, "model.vocab_size")
   with pytest.raises(ValueError, match=" but --vocab_size=2999;"):
     tokenization.check_vocab_size(model, 3000, 2999, "--vocab_size")

@@ -124,3 +124,16 @@ def test_json_round_trip(tmp_path):
   path = tmp_path / "out.json"
   c.to_json_file(str(path))
   assert AlbertConfig.from_json_file(str(path)).as_dict() == c.as_dict()
+
+
+def test_config_file_not_utf8_or_with_a_bom(tmp_path):
+  """A Latin-1 config raised a codec error naming no file."""
+  path = tmp_path / "albert_config.json"
+  path.write_bytes(b'{"vocab_size": 300, "hidden_act": "g\xe9lu"}')
+  with pytest.raises(ValueError) as e:
+    AlbertConfig.from_json_file(str(path))
+  assert str(e.value) == (f"{path}: not UTF-8 (byte 0xe9 at offset 36); "
+                          "save it as UTF-8")
+  path.write_bytes(b"\xef\xbb\xbf" + json.dumps(
+      dict(RELEASE_BASE_V2_JSON, vocab_size=300)).encode())
+  assert AlbertConfig.from_json_file(str(path)).vocab_size == 300

@@ -73,3 +73,32 @@ def test_create_optimizer_from_config_uses_every_field(name):
       "init_lr": 0.5, "num_train_steps": 100, "num_warmup_steps": 7,
       "start_warmup_step": 3, "poly_power": 2.0, "end_learning_rate": 0.0,
       "name": None}
+
+
+@pytest.mark.parametrize("warmup,start,steps", [(3125, 0, 300), (50, 10, 40),
+                                                (7, 0, 1)])
+def test_a_warmup_longer_than_the_run_is_named_with_its_peak(warmup, start,
+                                                             steps):
+  """The warning states both settings and the highest rate the schedule
+  reaches within the run (read from the schedule itself)."""
+  config = optimizer_config.OptimizerConfig(
+      learning_rate=1e-4, num_warmup_steps=warmup, start_warmup_step=start)
+  schedule = optimizer_factory.WarmupPolynomialDecay(
+      1e-4, steps, warmup, start_warmup_step=start)
+  peak = max(float(schedule(s)) for s in range(steps)) / 1e-4
+  start_words = (f" from optimizer.start_warmup_step={start}" if start
+                 else "")
+  assert optimizer_config.warmup_longer_than_run(config, steps) == (
+      f"optimizer.num_warmup_steps={warmup}{start_words} outlasts "
+      f"trainer.train_steps={steps}: the learning rate peaks at "
+      f"{peak:.1%} of optimizer.learning_rate=0.0001 (its last step); set "
+      "optimizer.num_warmup_steps below trainer.train_steps (e.g. a tenth "
+      "of it)")
+
+
+@pytest.mark.parametrize("warmup,start,steps", [(300, 0, 300), (30, 0, 300),
+                                                (0, 0, 5), (20, 80, 100)])
+def test_a_warmup_within_the_run_says_nothing(warmup, start, steps):
+  config = optimizer_config.OptimizerConfig(num_warmup_steps=warmup,
+                                            start_warmup_step=start)
+  assert optimizer_config.warmup_longer_than_run(config, steps) is None

@@ -1,6 +1,7 @@
 """Export refuses bad inputs in one line naming the path, writing nothing."""
 
 import os
+import threading
 
 import pytest
 
@@ -103,3 +104,61 @@ def test_existing_version_and_bad_checkpoint(setup, tmp_path):
       random_init=True, errors=(ValueError, FileNotFoundError))
   assert missing_config in message
   assert os.listdir(export_dir) == ["1"]
+
+
+def _racing_saves(export_dir, versions):
+  """Two `write_versioned` calls at once, each past its version check
+  before either renames (a barrier inside `write`); returns
+  {writer: path or one-line error}."""
+  both_staged = threading.Barrier(len(versions))
+  results = {}
+
+  def save(name, version):
+    def write(directory):
+      os.makedirs(directory, exist_ok=True)
+      with open(os.path.join(directory, "writer"), "w") as f:
+        f.write(name)
+      both_staged.wait()
+    try:
+      results[name] = export_lib.write_versioned(export_dir, write, version)
+    except ValueError as e:
+      results[name] = e
+
+  threads = [threading.Thread(target=save, args=(f"w{i}", v))
+             for i, v in enumerate(versions)]
+  for t in threads:
+    t.start()
+  for t in threads:
+    t.join()
+  return results
+
+
+def test_concurrent_exports_take_distinct_versions(tmp_path):
+  """Two exports into one --export_dir at once both chose version 1: the
+  later failed in a raw AlreadyExistsError (and in one process both wrote
+  into one staging directory)."""
+  export_dir = str(tmp_path / "out")
+  os.makedirs(os.path.join(export_dir, "1"))
+  open(os.path.join(export_dir, "1", "saved_model.pb"), "w").close()
+  results = _racing_saves(export_dir, [None, None])
+  assert sorted(results.values()) == [os.path.join(export_dir, "2"),
+                                      os.path.join(export_dir, "3")]
+  for name, path in results.items():
+    assert open(os.path.join(path, "writer")).read() == name
+  assert sorted(os.listdir(export_dir)) == ["1", "2", "3"]  # no staging left
+
+
+def test_concurrent_exports_of_one_explicit_version(tmp_path):
+  """Both asked for --version=5: one lands, the other fails in one line;
+  the winner's files are whole."""
+  export_dir = str(tmp_path / "out")
+  results = _racing_saves(export_dir, [5, 5])
+  final = os.path.join(export_dir, "5")
+  winner = [n for n, r in results.items() if r == final]
+  loser = [r for r in results.values() if isinstance(r, ValueError)]
+  assert len(winner) == 1 and len(loser) == 1, results
+  assert str(loser[0]) == (f"{final} was written by another export "
+                           "meanwhile; pass another --version or leave it "
+                           "unset to use the next free one")
+  assert open(os.path.join(final, "writer")).read() == winner[0]
+  assert os.listdir(export_dir) == ["5"]

@@ -10,6 +10,7 @@ from albert_tf.core import experiment_config
 from albert_tf.tasks import multiple_choice
 from albert_tf.tasks import question_answering
 from albert_tf.tasks import sentence_prediction
+from albert_tf.tasks import tagging
 
 CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), "albert_tf", "configs")
@@ -33,12 +34,17 @@ RECIPES = {
     "squad_v2.0": (3e-5, 48, 8144, 814, 384, 0.0, 0.1),
     "race": (1e-5, 32, 12000, 1000, 512, 0.0, 0.1),
     "race_v1": (2e-5, 32, 12000, 1000, 512, 0.1, 0.1),
+    # No ALBERT NER recipe was published: BERT's appendix A.3 grid (lr 5e-5,
+    # batch 32, 3 epochs of CoNLL-2003's 14,041 sentences = 3 x 439 steps,
+    # 10% warm-up, max seq 128).
+    "conll2003": (5e-5, 32, 1317, 132, 128, 0.0, 0.1),
 }
 
 
 CONFIG_CLASSES = {"glue": sentence_prediction.GlueExperimentConfig,
                   "squad": question_answering.SquadExperimentConfig,
-                  "race": multiple_choice.RaceExperimentConfig}
+                  "race": multiple_choice.RaceExperimentConfig,
+                  "conll2003": tagging.TaggingExperimentConfig}
 
 
 def _load(name, preset="albert_base_v2"):
@@ -76,3 +82,19 @@ def test_squad_recipes_use_the_originals_heads_and_decoding():
     assert (d.doc_stride, d.max_query_length, d.n_best_size,
             d.max_answer_length) == (128, 64, 20, 30)
   assert _load("squad_v1.1").task.squad_head == "simple"
+
+
+def test_the_ner_recipe_configures_a_tagging_run(tmp_path):
+  """Named as a user names it (`--config_file=finetuning/conll2003.yaml`),
+  the recipe configures a tagging task; the metric it keeps the best
+  checkpoint by is one the tagging evaluation reports in the loop."""
+  config = experiment_config.load_experiment_config(
+      tagging.TaggingExperimentConfig,
+      ["models/albert_base_v2.yaml", "finetuning/conll2003.yaml"],
+      flag_values={"data": {"data_dir": str(tmp_path)}})
+  task = tagging.TaggingTask(config, str(tmp_path / "run"))
+  assert (task.data.max_seq_length, task.data.global_batch_size) == (128, 32)
+  assert config.optimizer.learning_rate == 5e-5
+  sums = {"loss_sum": 2.0, "count": 4.0, "correct": 3.0}
+  metrics = task.metrics_from_sums(sums)
+  assert float(metrics[config.trainer.best_metric]) == 0.75

@@ -12,6 +12,7 @@ from albert_tf.core import experiment_config as ec
 from albert_tf.core import train_lib
 from albert_tf.tasks import multiple_choice
 from albert_tf.tasks import pretraining
+from albert_tf.tasks import question_answering
 from albert_tf.tasks import sentence_prediction
 from albert_tf.tasks import tagging
 from data_prep import create_pretraining_data as cpd
@@ -198,3 +199,29 @@ def test_a_family_that_reads_a_directory_needs_data_dir(task_cls, data):
   with pytest.raises(ValueError, match=r"^data\.data_dir \(--data_dir\) is "
                      r"required$"):
     task_cls(config, "unused")
+
+
+def test_squad_predictions_never_replace_the_predict_file(tmp_path):
+  """--predict_file=out/predictions.json with --output_dir=out was replaced
+  by the predictions (and null_odds.json likewise), after the whole
+  prediction run."""
+  out = tmp_path / "out"
+  out.mkdir()
+  for name in ("predictions", "null_odds"):
+    given = out / f"{name}.json"
+    given.write_text('{"data": []}')
+    config = finetune_testlib.tiny_finetune_config(
+        question_answering.SquadExperimentConfig,
+        {"predict_file": str(tmp_path / "out" / ".." / "out" / given.name),
+         "max_seq_length": 32, "version_2_with_negative": True},
+        with_answerability=True)
+    task = question_answering.SquadTask(config, str(tmp_path / "run"))
+    for run in (task.predict, task.evaluate):
+      with pytest.raises(ValueError) as e:
+        run(None, str(out))  # refused before the trainer is used
+      assert str(e.value) == (
+          f"--output_dir {out / given.name} is also an input "
+          f"(--predict_file {config.data.predict_file}); refusing to "
+          "overwrite it")
+    assert given.read_text() == '{"data": []}'
+    given.unlink()

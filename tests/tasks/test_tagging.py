@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from albert_tf.core import run_record
 from albert_tf.data import conll_data
+from albert_tf.serving import lite
 from albert_tf.tasks import registry
 from albert_tf.tasks import tagging
 from albert_tf.tasks import tagging_metrics
@@ -22,14 +23,19 @@ ENTITIES = ([("tom", "B-PER")], [("red", "B-COL")],
             [("dark", "B-COL"), ("blue", "I-COL")])
 
 
-def write_conll(path, n, seed):
+def write_conll(path, n, seed, long=0):
   """`n` sentences of "word POS label" lines, one entity each, after a
-  -DOCSTART- line; returns the sentences as (word, label) lists."""
+  -DOCSTART- line, then `long` sentences of 40 words and more (among them
+  words that normalise to no piece); returns the sentences as (word, label)
+  lists."""
   rng = random.Random(seed)
   words = "the cat sat on a mat and then it ran home".split()
   sentences = []
-  for _ in range(n):
+  for i in range(n + long):
     sentence = [(w, "O") for w in rng.sample(words, rng.randint(2, 5))]
+    if i >= n:
+      sentence = [(w, "O") for w in rng.choices(words + ["\u00ad", "\u0301"],
+                                                k=40)]
     at = rng.randint(0, len(sentence))
     sentence[at:at] = rng.choice(ENTITIES)
     sentences.append(sentence)
@@ -40,23 +46,27 @@ def write_conll(path, n, seed):
   return sentences
 
 
+@pytest.mark.slow  # trains, predicts, exports a SavedModel and a .tflite
 def test_train_eval_predict_export_serve(tmp_path_factory):
   tmp = tmp_path_factory.mktemp("tagging")
   spm = finetune_testlib.spm_model(tmp_path_factory)
   data_dir = tmp / "conll"
   data_dir.mkdir()
-  write_conll(data_dir / "train.txt", 32, seed=0)
-  dev = write_conll(data_dir / "dev.txt", 8, seed=1)
+  # Sentences of more pieces than the sequence (3x and more), with words
+  # that normalise to no piece, in training and in dev.
+  write_conll(data_dir / "train.txt", 32, seed=0, long=2)
+  dev = write_conll(data_dir / "dev.txt", 8, seed=1, long=2)
   model_dir = str(tmp / "run")
   common = ("--task=tagging", f"--model_dir={model_dir}")
   proc = generic.run_tool(*common, f"--data_dir={data_dir}",
-                          f"--spm_model_file={spm}",
+                          f"--spm_model_file={spm}", "--max_seq_length=12",
                           f"--config_file={generic.tiny_config(tmp / 't.yaml')}")
   assert proc.returncode == 0, proc.stderr[-3000:]
   with open(os.path.join(model_dir, "eval_results.json"),
             encoding="utf-8") as f:
     results = json.load(f)
-  assert results["num_sentences"] == 8 and results["num_true_entities"] == 8
+  assert results["num_sentences"] == 10
+  assert results["num_true_entities"] == 10
   for key in ("precision", "recall", "f1", "word_accuracy"):
     assert 0.0 <= results[key] <= 1.0, results
   with open(os.path.join(model_dir, "run_record.json"),
@@ -98,26 +108,40 @@ def test_train_eval_predict_export_serve(tmp_path_factory):
   loaded = tf.saved_model.load(str(tmp / "export" / "1"))
   texts = ["  ".join(w for w, _ in s) for s in dev]
   out = loaded.signatures["serving_default"](text=tf.constant(texts))
+  # The long sentences' labels merge windows as predict's do.
+  assert sum(map(len, conll_data.word_pieces(
+      finetune_testlib.tokenizer(tmp_path_factory),
+      [conll_data.Sentence("", 0, [], [w for w, _ in dev[-1]], None)])[0])
+             ) >= 3 * 12
+  # The .tflite export runs and labels every word as predict did.
+  proc = generic.run_tool(f"--model_dir={model_dir}", "--format=tflite",
+                          f"--export_dir={tmp / 'lite'}",
+                          module="albert_tf.export_savedmodel")
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  lite_out = lite.LiteModel(str(tmp / "lite"))("serving_default",
+                                               text=np.array(texts, object))
   for i, text in enumerate(texts):
     n = int(out["num_words"][i])
     assert n == len(dev[i])
     served = [l.decode() for l in out["label"][i].numpy()]
     assert served[:n] == predicted[i] and set(served[n:]) <= {""}
+    assert [l.decode() for l in lite_out["label"][i][:n]] == predicted[i]
     starts, ends = out["word_start"][i].numpy(), out["word_end"][i].numpy()
-    assert [text[s:e] for s, e in zip(starts[:n], ends[:n])] == [
-        w for w, _ in dev[i]]
-  # A sentence longer than the sequence stops the run with one line.
-  long_dir = tmp / "long"
-  long_dir.mkdir()
-  (long_dir / "train.txt").write_text("a O\n\n" + "word O\n" * 40)
-  (long_dir / "dev.txt").write_text("a O\n")
+    assert [text.encode()[s:e].decode() for s, e in zip(starts[:n], ends[:n])
+            ] == [w for w, _ in dev[i]]  # byte offsets
+  # A train.txt without sentences stops the run with one line.
+  empty_dir = tmp / "empty"
+  empty_dir.mkdir()
+  (empty_dir / "train.txt").write_text("-DOCSTART- -X- O\n\n")
+  (empty_dir / "dev.txt").write_text("a O\n")
   proc = generic.run_tool(
-      "--task=tagging", f"--model_dir={tmp / 'long_run'}",
-      f"--data_dir={long_dir}", f"--spm_model_file={spm}",
+      "--task=tagging", f"--model_dir={tmp / 'empty_run'}",
+      f"--data_dir={empty_dir}", f"--spm_model_file={spm}",
       f"--config_file={generic.tiny_config(tmp / 't.yaml')}")
   assert proc.returncode == 1
-  assert proc.stderr.strip().splitlines()[-1].startswith(
-      f"ERROR: {long_dir / 'train.txt'}:3: sentence 2 has "), proc.stderr
+  assert proc.stderr.strip().splitlines()[-1] == (
+      f"ERROR: {empty_dir / 'train.txt'}: train.txt has no sentences (a word "
+      "a line, a blank line between sentences)"), proc.stderr
   ids = {"input_word_ids": tf.constant([[2, 10, 3, 0]], tf.int32),
          "input_mask": tf.constant([[1, 1, 1, 0]], tf.int32),
          "input_type_ids": tf.zeros([1, 4], tf.int32)}
@@ -133,7 +157,7 @@ def _sentences(tmp_path, text, name="train.txt", labelled=True):
   return str(path), conll_data.read_sentences(str(path), labelled)
 
 
-def test_reader_refuses_by_file_and_line(tmp_path, tmp_path_factory):
+def test_reader_refuses_by_file_and_line(tmp_path):
   path, sentences = _sentences(
       tmp_path, "-DOCSTART- O\n\nEU B-ORG\nrejects O\n\nPeter B-PER\n")
   assert [s.words for s in sentences] == [["EU", "rejects"], ["Peter"]]
@@ -153,15 +177,6 @@ def test_reader_refuses_by_file_and_line(tmp_path, tmp_path_factory):
   # Words without labels are read for prediction.
   _, test = _sentences(tmp_path, "Peter\nruns\n", "test.txt", False)
   assert test[0].words == ["Peter", "runs"] and test[0].labels is None
-  # A sentence longer than the sequence is refused, never cut.
-  tokenizer = finetune_testlib.tokenizer(tmp_path_factory)
-  _, long = _sentences(tmp_path, "a O\n\n" + "word O\n" * 12)
-  used = sum(map(len, conll_data.word_pieces(tokenizer, long)[1]))
-  assert used >= 12
-  with pytest.raises(ValueError, match=(
-      rf"train\.txt:3: sentence 2 has {used} pieces, more than "
-      r"data\.max_seq_length - 2 = 8")):
-    list(conll_data.convert_sentences(long, tokenizer, {"O": 0}, 10))
 
 
 def test_only_each_words_first_piece_is_labelled(tmp_path, tmp_path_factory):
@@ -176,7 +191,7 @@ def test_only_each_words_first_piece_is_labelled(tmp_path, tmp_path_factory):
               [-1])  # [CLS] Zyxwqk... sat... [SEP]
   assert features["label_ids"][:len(expected)] == expected
   assert set(features["label_ids"][len(expected):]) == {-1}
-  assert conll_data.first_positions(pieces) == [1, 1 + n]
+  assert conll_data.word_positions(pieces, 14)[1] == [(0, 1), (0, 1 + n)]
 
 
 def test_labels_given_in_the_config_are_checked_on_train_txt(

@@ -168,6 +168,7 @@ def _dense(x, w, prefix):
 def reference_forward(w, cfg, ids, mask, types, positions=None):
   """The original modeling.py / run_pretraining.py equations, float64."""
   w = {k: v.astype(np.float64) for k, v in w.items()}
+  act = {"gelu": _gelu, "relu": lambda t: np.maximum(t, 0.0)}[cfg["hidden_act"]]
   batch, seq = ids.shape
   heads = cfg["num_attention_heads"]
   h = cfg["hidden_size"]
@@ -196,14 +197,14 @@ def reference_forward(w, cfg, ids, mask, types, positions=None):
       context = (probs @ v).transpose(0, 2, 1, 3).reshape(batch, seq, h)
       attn = _dense(context, w, p + "attention_1/output/dense")
       x = _layer_norm(x + attn, w, p + "LayerNorm")
-      ffn = _dense(_gelu(_dense(x, w, p + "ffn_1/intermediate/dense")), w,
+      ffn = _dense(act(_dense(x, w, p + "ffn_1/intermediate/dense")), w,
                    p + "ffn_1/intermediate/output/dense")
       x = _layer_norm(x + ffn, w, p + "LayerNorm_1")
   out = {"sequence_output": x,
          "pooled_output": np.tanh(_dense(x[:, 0], w, "bert/pooler/dense"))}
   if positions is not None and "cls/predictions/output_bias" in w:
     t = np.take_along_axis(x, positions[:, :, None], axis=1)
-    t = _gelu(_dense(t, w, "cls/predictions/transform/dense"))
+    t = act(_dense(t, w, "cls/predictions/transform/dense"))
     t = _layer_norm(t, w, "cls/predictions/transform/LayerNorm")
     out["mlm_logits"] = (t @ w["bert/embeddings/word_embeddings"].T +
                          w["cls/predictions/output_bias"])

@@ -1,0 +1,150 @@
+"""The files of a .tflite export: which `model.tflite` a path means, and
+its `model.json` read and checked against it.
+
+  <export_dir>/<version>/model.tflite   the flatbuffer
+  <export_dir>/<version>/model.json     what it is (lite_export writes it)
+
+A path is the file, its version directory or the export directory (its
+highest version holding a model.tflite; a newer version that holds none,
+e.g. a SavedModel, is named in a note rather than passed over in silence).
+A model.json is read only as a JSON object in UTF-8, and what it records of
+the file beside it (size, signatures, labels) must match that file: a
+model.json copied from another export would otherwise give wrong casing,
+vocabulary limits and label names without a word. Errors are ValueErrors of
+one line naming the file (and the field).
+"""
+
+import json
+import os
+from typing import Optional, Tuple
+
+import numpy as np
+
+from albert_tf.checkpoints import paths
+from albert_toolkit import text_files
+
+TFLITE_NAME = "model.tflite"
+METADATA_NAME = "model.json"  # what the .tflite is, beside it
+
+
+def _what_is(directory):
+  """What a version directory holds, for messages."""
+  if paths.is_saved_model_dir(directory):
+    return f"a SavedModel ({paths.SAVED_MODEL_FILE}), not a .tflite"
+  return f"no {TFLITE_NAME}"
+
+
+def resolve(path) -> Tuple[str, Optional[str]]:
+  """(the .tflite file `path` means, a note or None).
+
+  `path`: the file, a version directory, or an export directory (its
+  highest integer version holding a model.tflite). The note names the
+  newer versions passed over and what they are. A version directory named
+  explicitly that holds a SavedModel is refused, saying so.
+  """
+  if os.path.isfile(path):
+    return path, None
+  candidate = os.path.join(path, TFLITE_NAME)
+  if os.path.isfile(candidate):
+    return candidate, None
+  if paths.is_saved_model_dir(path):
+    raise ValueError(f"{path}: {_what_is(path)}; run it with TF Serving, or "
+                     "export with --format=tflite")
+  versions = paths.existing_versions(path)
+  newer = []
+  for version in reversed(versions):
+    directory = os.path.join(path, str(version))
+    candidate = os.path.join(directory, TFLITE_NAME)
+    if os.path.isfile(candidate):
+      note = None
+      if newer:
+        note = (f"version {version} of {path} runs; newer "
+                + "; ".join(f"version {v}: {_what_is(d)}" for v, d in newer))
+      return candidate, note
+    newer.append((version, directory))
+  where = ("; ".join(f"version {v}: {_what_is(d)}" for v, d in newer)
+           if newer else "no integer version directory either")
+  raise ValueError(f"{path}: no {TFLITE_NAME} there ({where}); pass the "
+                   "file, its version directory or the export directory")
+
+
+def read_metadata(info_path):
+  """The JSON object of a model.json; one-line errors naming the file."""
+  try:
+    text = text_files.read_utf8(info_path)  # an editor's BOM is no error
+  except OSError as e:
+    raise ValueError(f"{info_path}: cannot read ({e.strerror})") from e
+  try:
+    info = json.loads(text)
+  except json.JSONDecodeError as e:
+    raise ValueError(f"{info_path}:{e.lineno}: not valid JSON ({e.msg}, "
+                     f"column {e.colno})") from e
+  if not isinstance(info, dict):
+    raise ValueError(f"{info_path}: expected a JSON object (what the export "
+                     f"is), got a {type(info).__name__}")
+  return info
+
+
+def section(info, name, info_path):
+  """`info[name]`: a JSON object, or {} when absent; anything else is
+  refused naming the field."""
+  value = info.get(name)
+  if value is None:
+    return {}
+  if not isinstance(value, dict):
+    raise ValueError(f"{info_path}: {name} must be a JSON object, got a "
+                     f"{type(value).__name__}")
+  return value
+
+
+def signature_json(details):
+  """`lite.signature_details` as model.json records it:
+  {signature: {"inputs" / "outputs": {name: [dtype name, shape]}}}."""
+  return {name: {side: {key: [np.dtype(dtype).name, [int(x) for x in shape]]
+                        for key, (dtype, shape) in sorted(specs.items())}
+                 for side, specs in sides.items()}
+          for name, sides in details.items()}
+
+
+def check_metadata(info, info_path, tflite_path, details):
+  """Raises ValueError (one line naming the field) when the model.json
+  `info` does not describe the .tflite beside it: another size, other
+  signatures, or label names / num_labels that are not the width of its
+  logits. `details`: the interpreter's `lite.signature_details`."""
+  def refuse(field, recorded, actual):
+    raise ValueError(f"{info_path} is not the model.json of {tflite_path}: "
+                     f"{field} is {recorded} there but {actual} in the "
+                     "file; keep each export's version directory whole")
+
+  size = os.path.getsize(tflite_path)
+  if "size_bytes" in info and info["size_bytes"] != size:
+    refuse("size_bytes", info["size_bytes"], size)
+  actual = signature_json(details)
+  recorded = info.get("signatures")
+  if recorded is not None:
+    if not isinstance(recorded, dict) or sorted(recorded) != sorted(actual):
+      refuse("signatures",
+             ", ".join(sorted(recorded)) if isinstance(recorded, dict)
+             else type(recorded).__name__, ", ".join(sorted(actual)))
+    for name in sorted(actual):
+      if recorded[name] != actual[name]:
+        refuse(f"signatures.{name}", "other inputs or outputs",
+               _describe(actual[name]))
+  params = section(info, "serving_params", info_path)
+  widths = {spec[1][-1] for sides in actual.values()
+            for key, spec in sides["outputs"].items()
+            if key == "logits" and len(spec[1]) == 2}
+  for field in ("num_labels", "label_names"):
+    value = params.get(field)
+    if value is None or not widths:
+      continue
+    count = len(value) if isinstance(value, list) else value
+    if count not in widths:
+      refuse(f"serving_params.{field}",
+             value if field == "num_labels" else f"{count} names",
+             f"{min(widths)} logits")
+
+
+def _describe(sides):
+  return "; ".join(f"{side}: " + ", ".join(sorted(specs))
+                   for side, specs in sorted(sides.items()))

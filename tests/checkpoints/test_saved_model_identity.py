@@ -1,0 +1,94 @@
+"""Warm start from an encoder SavedModel checks the vocabulary and casing
+its assets carry (checkpoints/identity.py), as a checkpoint's identity is
+checked: an export of a model with another SentencePiece model or other
+lower-casing was accepted silently, the same weights as a checkpoint were
+refused."""
+
+import os
+
+import numpy as np
+import pytest
+
+from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
+from albert_tf.serving import export_lib
+from albert_tf.tasks import sentence_prediction
+from albert_toolkit import output_files
+from tests.testing import export_testlib
+from tests.testing import finetune_testlib
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+  """(config factory, pretrainer, {name: encoder export}, spm A, spm B)."""
+  base = tmp_path_factory.mktemp("sm_identity")
+  spm_a = finetune_testlib.spm_model(tmp_path_factory)
+  spm_b = export_testlib.train_spm(str(base), vocab_size=1000)
+
+  def config(lower=True, **source):
+    c = finetune_testlib.tiny_finetune_config(
+        sentence_prediction.GlueExperimentConfig,
+        {"task_name": "rte", "data_dir": str(base), "max_seq_length": 16,
+         "spm_model_file": spm_a, "do_lower_case": lower})
+    c.override(source)
+    return c
+
+  pretrainer = AlbertPretrainer(config().model)
+  exports = {name: export_lib.export_encoder(
+      pretrainer.encoder, str(base / name), spm_model_file=spm,
+      do_lower_case=lower)
+             for name, spm, lower in (("other_vocab", spm_b, True),
+                                      ("cased", spm_a, False))}
+  return config, pretrainer, exports, spm_a, spm_b
+
+
+def _warm_start(config):
+  task = sentence_prediction.ClassifierTask(config, "")
+  model = task.build_model()
+  task.initialize(model)
+  return model
+
+
+def _error(config):
+  with pytest.raises(ValueError) as info:
+    _warm_start(config)
+  return str(info.value)
+
+
+def test_an_export_of_another_vocabulary_is_refused(setup):
+  config, _, exports, spm_a, spm_b = setup
+  version_dir = exports["other_vocab"]
+  base = os.path.dirname(version_dir)
+  sha_a, sha_b = (output_files.file_sha256(spm_a),
+                  output_files.file_sha256(spm_b))
+  assert sha_a != sha_b
+  for path, setting, source in (
+      (base, "task.init_saved_model", {"task": {"init_saved_model": base}}),
+      (version_dir, "trainer.init_checkpoint",
+       {"trainer": {"init_checkpoint": version_dir}})):
+    assert _error(config(**source)) == (
+        f"the SentencePiece model (sha256) is {sha_a!r} in this run's config "
+        f"({setting}) but SavedModel {path} has {sha_b!r} (its assets); the "
+        "weights belong to another vocabulary")
+
+
+def test_an_export_of_other_lower_casing_is_refused(setup):
+  config, _, exports, _, _ = setup
+  base = os.path.dirname(exports["cased"])
+  assert _error(config(task={"init_saved_model": base})) == (
+      "do_lower_case is True in this run's config (task.init_saved_model) "
+      f"but SavedModel {base} has False (its assets); lower-casing is part "
+      "of the tokenisation the weights were trained with; set "
+      "data.do_lower_case (--do_lower_case) to the checkpoint's")
+
+
+def test_an_export_of_the_runs_vocabulary_and_casing_warm_starts(setup):
+  config, pretrainer, exports, _, _ = setup
+  ids = np.array([[2, 10, 11, 3, 12, 3, 0, 0]], np.int32)
+  inputs = {"input_word_ids": ids, "input_mask": (ids > 0).astype(np.int32),
+            "input_type_ids": np.zeros_like(ids)}
+  model = _warm_start(config(lower=False, task={
+      "init_saved_model": os.path.dirname(exports["cased"])}))
+  np.testing.assert_allclose(
+      model.encoder(inputs)["pooled_output"].numpy(),
+      pretrainer.encoder(inputs)["pooled_output"].numpy(), rtol=1e-5,
+      atol=1e-6)
