@@ -90,8 +90,9 @@ def _vocab_size(hf_dir):
 def read_tokenizer(hf_dir):
   """The tokenizer of the Hugging Face ALBERT directory `hf_dir`.
 
-  Reads `spiece.model` when present, else rebuilds it from `tokenizer.json`
-  (a Unigram model); `do_lower_case` / `keep_accents` from
+  Reads `spiece.model` when present (a `tokenizer.json` beside it must hold
+  the same pieces and scores), else rebuilds it from `tokenizer.json` (a
+  Unigram model); `do_lower_case` / `keep_accents` from
   `tokenizer_config.json` (defaults as transformers' AlbertTokenizer: True,
   False). The vocabulary must be the model's (as many pieces as
   `config.json`'s `vocab_size`, when there is a config.json) with ALBERT's
@@ -124,7 +125,9 @@ def read_tokenizer(hf_dir):
   if os.path.exists(spiece):
     with open(spiece, "rb") as f:
       spm_model = f.read()
-    _load(spiece, spm_model, vocab_size)
+    sp = _load(spiece, spm_model, vocab_size)
+    if os.path.exists(tokenizer_json):
+      hf_tokenizer_json.check_same_vocabulary(sp, spiece, tokenizer_json)
     source = spiece
   elif os.path.exists(tokenizer_json):
     proto, vocab = hf_tokenizer_json.proto_from_tokenizer_json(tokenizer_json)

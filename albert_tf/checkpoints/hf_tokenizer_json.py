@@ -12,6 +12,7 @@ import base64
 import json
 import math
 
+import numpy as np
 from sentencepiece import sentencepiece_model_pb2
 
 # ALBERT's special pieces at their ids (the release's 30k-clean.model, ours:
@@ -168,6 +169,25 @@ def _unigram_vocab(tokenizer, path):
                        "[piece, score] pair")
     vocab.append((entry[0], float(entry[1])))
   return model, vocab
+
+
+def check_same_vocabulary(sp, source, path):
+  """The tokenizer.json at `path` has the pieces and scores of the
+  SentencePiece processor `sp` (of `source`): transformers reads
+  tokenizer.json when a directory has both, albert_tf spiece.model."""
+  _, vocab = _unigram_vocab(read_json(path), path)
+  theirs = [(p, float(np.float32(s))) for p, s in vocab]
+  ours = [(sp.id_to_piece(i), sp.get_score(i))
+          for i in range(sp.get_piece_size())]
+  if theirs == ours:
+    return
+  first = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b),
+               min(len(ours), len(theirs)))
+  raise ValueError(
+      f"{path}: field model.vocab differs from {source} ({len(theirs)} vs "
+      f"{len(ours)} pieces, first difference at id {first}); transformers "
+      "reads tokenizer.json, albert_tf spiece.model: remove the one that is "
+      "not the model's")
 
 
 def proto_from_tokenizer_json(path):

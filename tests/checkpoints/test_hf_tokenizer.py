@@ -200,6 +200,20 @@ def test_tokenizer_json_errors(tmp_path, edit, expected):
   assert _error(tmp_path) == f"{tmp_path / 'tokenizer.json'}{expected}"
 
 
+def test_both_files_must_hold_one_vocabulary(tmp_path):
+  _copy(SPIECE_DIR, tmp_path, "spiece.model")
+  _copy(JSON_DIR, tmp_path, "tokenizer.json")
+  read = hf_tokenizer.read_tokenizer(str(tmp_path))  # the same: spiece.model
+  assert read.source == str(tmp_path / "spiece.model")
+  _tokenizer_json(tmp_path, lambda d: d["model"]["vocab"][100].__setitem__(
+      1, d["model"]["vocab"][100][1] - 1.0))
+  assert _error(tmp_path) == (
+      f"{tmp_path / 'tokenizer.json'}: field model.vocab differs from "
+      f"{tmp_path / 'spiece.model'} (600 vs 600 pieces, first difference at "
+      "id 100); transformers reads tokenizer.json, albert_tf spiece.model: "
+      "remove the one that is not the model's")
+
+
 def test_malformed_tokenizer_json(tmp_path):
   _write(tmp_path / "tokenizer.json", '{"model": [}')
   assert _error(tmp_path).startswith(
