@@ -1,6 +1,13 @@
 r"""Converts ALBERT checkpoints between the original TF1 layout (`bert/...`,
-`cls/...`; the released model.ckpt-best), ours (albert_tf) and Model
-Garden's (model_garden); see albert_tf/checkpoints/conversion.py.
+`cls/...`; the released model.ckpt-best), ours (albert_tf), Model
+Garden's (model_garden) and Hugging Face model directories (hf, every
+head: albert_tf/tasks/hf_models.py, hf_export.py); see
+albert_tf/checkpoints/conversion.py.
+
+  python -m albert_tf.convert_checkpoint --from=hf --to=albert_tf \
+      --input_checkpoint=albert-base-v2 --output_dir=albert_base_tf2
+  python -m albert_tf.convert_checkpoint --from=albert_tf --to=hf \
+      --input_checkpoint=sst2_run --output_dir=sst2_hf
 
   python -m albert_tf.convert_checkpoint --from=tf1 --to=albert_tf \
       --input_checkpoint=albert_base/model.ckpt-best --output_dir=albert_tf2
@@ -25,14 +32,26 @@ from albert_tf.checkpoints import conversion
 from albert_tf.checkpoints import restore
 from albert_tf.core import checkpoint_config
 from albert_tf.modeling import albert_config
+from albert_tf.tasks import all_tasks  # pylint: disable=unused-import
+from albert_tf.tasks import hf_export
+from albert_tf.tasks import hf_models
+
+HF = "hf"
+# Flags a Hugging Face conversion has no use for (its config and tokenizer
+# are the directory's or the run's).
+NOT_HF_FLAGS = ("config_file", "params_override", "albert_config_file",
+                "spm_model_file", "vocab_file", "model", "init_from_group0",
+                "global_step", "output_name")
 
 
 def define_flags():
   cli_flags.define_config_flags()
-  flags.DEFINE_enum("from", None, restore.LAYOUTS, "Layout of the input.")
-  flags.DEFINE_enum("to", None, restore.LAYOUTS, "Layout to write.")
+  flags.DEFINE_enum("from", None, restore.LAYOUTS + (HF,),
+                    "Layout of the input (hf: a Hugging Face directory).")
+  flags.DEFINE_enum("to", None, restore.LAYOUTS + (HF,), "Layout to write.")
   flags.DEFINE_string("input_checkpoint", None, "Checkpoint prefix, a "
-                      "directory holding one, or a TF-Hub module directory.")
+                      "directory holding one, a run directory, a TF-Hub "
+                      "module directory or a Hugging Face directory.")
   flags.DEFINE_string("output_dir", None, "Directory for the checkpoint, "
                       "albert_config.json and the SentencePiece model.")
   flags.DEFINE_string("output_name", None, "Checkpoint prefix in "
@@ -53,9 +72,42 @@ def define_flags():
                     "--output_dir (refused without this flag).")
 
 
+def convert_hf(flag_values):
+  """--from=hf to any layout of ours, or --from=albert_tf --to=hf
+  (albert_tf/tasks/hf_models.py, hf_export.py)."""
+  source, target = flag_values["from"].value, flag_values.to
+  given = [f"--{n}" for n in NOT_HF_FLAGS if flag_values[n].present]
+  if given:
+    raise ValueError(f"{', '.join(given)}: not used by a Hugging Face "
+                     "conversion (the config and tokenizer are the "
+                     "directory's or the run's)")
+  if source == HF and target != HF:
+    path, report = hf_models.import_hf(
+        flag_values.input_checkpoint, flag_values.output_dir, target,
+        flag_values.overwrite)
+    print(report.summary())
+    print(f"wrote {path} ({target} layout) in {flag_values.output_dir}")
+    return
+  if target == HF and source == "albert_tf":
+    path, arch = hf_export.export_hf(flag_values.input_checkpoint,
+                                     flag_values.output_dir,
+                                     flag_values.overwrite)
+    print(f"wrote {path} ({arch}) and its config.json")
+    return
+  raise ValueError(f"--from={source} --to={target}: Hugging Face "
+                   "conversions are --from=hf (to albert_tf, tf1, "
+                   "model_garden) and --from=albert_tf --to=hf")
+
+
 def main(argv):
   del argv
   flag_values = flags.FLAGS
+  if HF in (flag_values["from"].value, flag_values.to):
+    try:
+      convert_hf(flag_values)
+    except cli_flags.USER_ERRORS as e:
+      cli_flags.fail(e)
+    return
   try:
     checkpoint_config.check_not_in_run(flag_values.output_dir)
     config, record = checkpoint_config.model_config_for(

@@ -30,7 +30,7 @@ PACKAGES = ("albert_tf", "albert_toolkit", "data_prep", "clients",
 # peers used by one code path only.
 OPTIONAL_IMPORTS = ("matplotlib", "grpc", "tensorflow_serving", "official",
                     "tensorflow_text", "keras_hub", "apache_beam", "tensorflow",
-                    "sentencepiece", "psutil", "absl", "google")
+                    "sentencepiece", "psutil", "absl", "google", "torch")
 MAX_LINES = 400
 # Flags shared by several entry points live in one module each, imported only
 # by those entry points.

@@ -116,7 +116,7 @@ def write_weights(model, output_prefix: str, layout: str,
                                   f"of {LAYOUTS}")
 
 
-def _write_config(config, directory, layout):
+def write_config(config, directory, layout):
   values = config.to_json_dict()
   if layout == "tf1":  # Only the original's fields.
     values = {k: values[k] for k in ORIGINAL_CONFIG_FIELDS}
@@ -221,7 +221,7 @@ def convert(input_checkpoint: str, output_dir: str, from_layout: str,
   path = write_weights(target, output_prefix, to_layout,
                        global_step=global_step)
   _replace_old_checkpoints(replaced, path)
-  _write_config(config, output_dir, to_layout)
+  write_config(config, output_dir, to_layout)
   vocab = ([spm_model_file] if spm_model_file else find_vocab_files(prefix))
   for source in vocab:
     if os.path.abspath(os.path.dirname(source)) != os.path.abspath(output_dir):

@@ -66,7 +66,7 @@ def _load(source, spm_model, vocab_size):
   pieces = sp.get_piece_size()
   if vocab_size is not None and pieces != vocab_size:
     raise ValueError(
-        f"{source}: {pieces} pieces but {MODEL_CONFIG}'s vocab_size is "
+        f"{source}: {pieces} pieces but {MODEL_CONFIG} vocab_size is "
         f"{vocab_size}; not the model's tokenizer (every token id would be "
         "another piece's)")
   found = tuple(sp.id_to_piece(i) if i < pieces else None

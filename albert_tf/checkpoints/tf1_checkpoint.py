@@ -248,8 +248,12 @@ def map_tf1_names(path: str, stored, hub_prefix: str, config,
 
 
 def write_tf1_checkpoint(values: Dict[str, np.ndarray], prefix: str, config,
-                         global_step: Optional[int] = None) -> str:
+                         global_step: Optional[int] = None,
+                         finetuned: Optional[Dict[str, np.ndarray]] = None
+                         ) -> str:
   """Writes canonical arrays under the original names; returns the prefix.
+  `finetuned`: a fine-tuning head's arrays under their original names
+  (`FINETUNED_HEAD_NAMES`), written as they are.
 
   The result is a plain name-based V2 checkpoint (`prefix.index` +
   `prefix.data-*`, plus a `checkpoint` state file), which the original's
@@ -261,6 +265,9 @@ def write_tf1_checkpoint(values: Dict[str, np.ndarray], prefix: str, config,
   for name in sorted(values):
     names.append(to_tf1_name(name, config.inner_group_num))
     tensors.append(tf.constant(np.asarray(values[name], dtype=np.float32)))
+  for name, value in sorted((finetuned or {}).items()):
+    names.append(name)
+    tensors.append(tf.constant(np.asarray(value, dtype=np.float32)))
   if global_step is not None:
     names.append("global_step")
     tensors.append(tf.constant(global_step, dtype=tf.int64))

@@ -37,15 +37,42 @@ import dataclasses
 import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
+from absl import logging
 import tensorflow as tf
 import tf_keras
 
+from albert_tf.checkpoints import identity
 from albert_tf.checkpoints import restore as restore_lib
 
 # The export kinds every task has (serving/export_lib.py writes them); a
 # task adds its own in `export_kinds`.
 ENCODER_EXPORT = "encoder"
 SERVING_EXPORT = "serving"
+
+
+def warm_start(model, source: str, config, setting: str,
+               facts: Mapping[str, Any], **restore_args) -> None:
+  """The warm start of a fresh run: `source` (a checkpoint of any layout or
+  an encoder SavedModel) is checked against the run's model config and
+  vocabulary `facts` (`identity.check`: refused in one line naming
+  `setting`), then restored into `model`.
+
+  Args:
+    model: the run's model.
+    source: what `setting` names.
+    config: the run's experiment config (`model`, `trainer.init_from_group0`).
+    setting: the config field that named `source`, for errors.
+    facts: the vocabulary facts a checkpoint's identity must match
+      (`spm_sha256`, `do_lower_case`).
+    **restore_args: `checkpoints.restore.restore`'s (`parts`,
+      `allow_missing_heads`).
+  """
+  group0 = config.trainer.init_from_group0
+  identity.check(source, model=None if group0 else config.model.as_dict(),
+                 facts=facts, what=f"this run's config ({setting})")
+  report = restore_lib.restore(model, source, init_from_group0=group0,
+                               **restore_args)
+  logging.info("warm-started from %s: %s", setting, report.summary())
 
 
 class Task(abc.ABC):

@@ -3,7 +3,9 @@ r"""Exports ALBERT as SavedModels: encoder, pretraining, preprocessing, serving.
 Every export is written to `<export_dir>/<version>/` (TF Serving's layout;
 the version is the next free integer unless --version is given), atomically
 (written beside it under a hidden name, then renamed), with the config JSON
-(`assets/albert_config.json`) and the SentencePiece model as assets. Loading
+(`assets/albert_config.json`) and the tokenizer file (the SentencePiece
+model, or the BERT WordPiece vocabulary: albert_tf/serving/wordpiece.py) as
+assets. Loading
 needs only `tensorflow`, plus `import tensorflow_text` for the text-in
 signatures (preprocessing and serving exports).
 
@@ -29,6 +31,7 @@ from albert_tf.checkpoints.paths import next_version
 from albert_tf.modeling import albert_config
 from albert_tf.serving import preprocessing
 from albert_tf.serving import serving_modules
+from albert_tf.serving import wordpiece
 
 PREPROCESSING_EXPORT = "preprocessing"
 # Versions a save tries before giving up while other exports take them.
@@ -145,39 +148,47 @@ def _config_asset(config):
 
 
 def export_encoder(encoder, export_dir, spm_model_file=None,
-                   do_lower_case=True, version=None):
+                   do_lower_case=True, version=None, vocab_file=None):
   """Exports an AlbertEncoder (or a model's `.encoder`) as a TF-Hub encoder;
   returns the versioned directory written."""
   encoder = getattr(encoder, "encoder", encoder)
   if spm_model_file:
     preprocessing.check_spm_model(spm_model_file, encoder.config.vocab_size)
+  if vocab_file:
+    wordpiece.check_vocab(vocab_file, encoder.config.vocab_size)
 
   def build(assets):
     module = serving_modules.EncoderModule(encoder, encoder.config, **assets)
     module.trace()
     return module
   return export_module(build, encoder.config, export_dir, spm_model_file,
-                       do_lower_case, version)
+                       do_lower_case, version, vocab_file)
 
 
 def export_module(build_module, config, export_dir, spm_model_file=None,
-                  do_lower_case=True, version=None):
+                  do_lower_case=True, version=None, vocab_file=None):
   """Saves the module `build_module(assets)` returns (a tf.Module with
   `signatures()`) to `<export_dir>/<version>/`; `assets` are its asset
-  arguments: the model config (as a file) and the SentencePiece model."""
+  arguments: the model config (as a file) and the tokenizer file (the
+  SentencePiece model or the WordPiece vocabulary)."""
   version_dir(export_dir, version)  # an existing version fails before tracing
   with _config_asset(config) as config_file:
     module = build_module(dict(
         config_file=config_file, spm_model_file=spm_model_file,
-        do_lower_case=do_lower_case if spm_model_file else None))
+        vocab_file=vocab_file,
+        do_lower_case=(do_lower_case if spm_model_file or vocab_file
+                       else None)))
     return save_versioned(module, export_dir, module.signatures(), version)
 
 
 def export_preprocessing(spm_model_file, export_dir, seq_length=128,
                          do_lower_case=True, config=None,
                          truncation="longest_first",
-                         max_first_segment_length=None, version=None):
-  """Exports the text preprocessing model (text -> packed int32 inputs).
+                         max_first_segment_length=None, version=None,
+                         vocab_file=""):
+  """Exports the text preprocessing model (text -> packed int32 inputs),
+  tokenizing with the SentencePiece model or the WordPiece vocabulary
+  (exactly one).
 
   Signatures: `serving_default` (`text` -> inputs), `text_pair` (`text_a`,
   `text_b` -> inputs), `tokenize` (`text` -> `token_ids` [batch, max_len]
@@ -189,10 +200,14 @@ def export_preprocessing(spm_model_file, export_dir, seq_length=128,
       raise ValueError(f"seq_length {seq_length} exceeds the model's "
                        f"max_position_embeddings "
                        f"{config.max_position_embeddings}")
-    preprocessing.check_spm_model(spm_model_file, config.vocab_size)
-  module = preprocessing.TextPreprocessor(
-      spm_model_file, do_lower_case=do_lower_case, seq_length=seq_length,
-      truncation=truncation, max_first_segment_length=max_first_segment_length)
+    if vocab_file:
+      wordpiece.check_vocab(vocab_file, config.vocab_size)
+    else:
+      preprocessing.check_spm_model(spm_model_file, config.vocab_size)
+  module = preprocessing.make_preprocessor(
+      spm_model_file, vocab_file, do_lower_case=do_lower_case,
+      seq_length=seq_length, truncation=truncation,
+      max_first_segment_length=max_first_segment_length)
   module.do_lower_case_var = tf.Variable(do_lower_case, trainable=False,
                                          name="do_lower_case")
 

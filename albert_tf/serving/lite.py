@@ -16,8 +16,9 @@ runner checks every call first and fails in one line (ValueError) naming
 the input: an unknown or missing input, a wrong dtype or rank, batch sizes
 that differ, ids outside the vocabulary, a sequence longer than the
 position table, a mask that is not 0/1. Text gets `lite_tokenizer.pre_rules`
-(the two normalisation rules the folded tokenizer cannot hold), so the ids
-are data_prep's.
+(the two normalisation rules the folded tokenizer cannot hold;
+`wordpiece.pre_rules` for a WordPiece vocabulary, model.json's
+text.tokenizer), so the ids are data_prep's.
 
 One LiteModel may be called from several threads at once. A TFLite
 interpreter is not thread-safe (two threads in one interpreter swap each
@@ -38,6 +39,7 @@ import tensorflow_text as tf_text
 
 from albert_tf.serving import lite_files
 from albert_tf.serving import lite_tokenizer
+from albert_tf.serving import wordpiece
 from albert_tf.serving.lite_files import METADATA_NAME, TFLITE_NAME  # pylint: disable=unused-import
 
 try:  # pylint: disable=g-import-not-at-top
@@ -130,6 +132,9 @@ class LiteModel:
                               self.signatures)
     text = lite_files.section(self.info, "text", info_path)
     self._lower = bool(text.get("do_lower_case", True))
+    self._pre_rules = (wordpiece.pre_rules
+                       if text.get("tokenizer") == "wordpiece"
+                       else lite_tokenizer.pre_rules)
     self._model_config = lite_files.section(self.info, "model_config",
                                             info_path)
     # The pool: idle {signature: runner} tables, one per interpreter.
@@ -234,7 +239,7 @@ class LiteModel:
     if not isinstance(value, str):
       raise ValueError(f"{name} must hold strings, got "
                        f"{type(value).__name__}")
-    return lite_tokenizer.pre_rules(value, self._lower).encode("utf-8")
+    return self._pre_rules(value, self._lower).encode("utf-8")
 
   def _check_ids(self, arrays):
     ids = arrays["input_word_ids"]

@@ -7,7 +7,9 @@ vocabulary sha256, precision, the checkpoint it came from, its signatures).
 The module is the same serving module the SavedModel export saves, with two
 changes: its text preprocessor is `lite_preprocessing.LitePreprocessor`
 (ALBERT's normalisation folded into the SentencePiece model, tokenized by
-TF Text's `FastSentencepieceTokenizer`, which has a TFLite kernel), and its
+TF Text's `FastSentencepieceTokenizer`, which has a TFLite kernel; with a
+WordPiece vocabulary `LiteWordPiecePreprocessor`, TF Text's
+`FastBertTokenizer` as in the SavedModel), and its
 inputs are checked by the runner
 (`serving/lite.py`) instead of in the graph. The signatures keep their
 SavedModel names, inputs and outputs (`serving_default` text in,
@@ -48,7 +50,6 @@ from albert_tf.serving import export_lib
 from albert_tf.serving import lite
 from albert_tf.serving import lite_preprocessing
 from albert_tf.serving.lite import METADATA_NAME, TFLITE_NAME
-from data_prep import tokenization
 
 FORMATS = ("savedmodel", "tflite")
 PRECISIONS = {"savedmodel": ("float32", "bfloat16"),
@@ -62,6 +63,14 @@ INT8_FLOAT_OPS = ("GATHER", "BATCH_MATMUL", "ADD", "SUB", "MUL", "SOFTMAX",
                   "MEAN", "SQUARED_DIFFERENCE", "RSQRT", "GELU", "TANH")
 # int8's calibration examples when --representative_examples is not given.
 DEFAULT_REPRESENTATIVE_EXAMPLES = 100
+# What the caller of a text-in .tflite applies to text first, per tokenizer
+# (serving/lite.py does).
+PRE_RULES = {
+    "sentencepiece": "lite_tokenizer.pre_rules: drop NUL; final capital "
+                     "sigma -> U+03C2 when lower-casing",
+    "wordpiece": "wordpiece.pre_rules: drop NUL, U+FFFD and control/format "
+                 "characters but tab, LF, CR; then final capital sigma -> "
+                 "U+03C2 when lower-casing"}
 # Signatures left out of a .tflite, and why.
 LEFT_OUT = {"serve_examples": "tf.Example parsing has no TFLite kernel"}
 
@@ -89,8 +98,7 @@ def for_tflite(module):
   module.in_graph_checks = False
   preprocessor = getattr(module, "preprocessor", None)
   if preprocessor is not None:
-    module.preprocessor = lite_preprocessing.LitePreprocessor(
-        preprocessor.spm_model_path, **preprocessor.settings())
+    module.preprocessor = lite_preprocessing.lite_form(preprocessor)
   return {name: fn for name, fn in module.signatures().items()
           if name not in LEFT_OUT}
 
@@ -98,13 +106,13 @@ def for_tflite(module):
 # --- int8 calibration samples ---------------------------------------------------
 
 
-def _segment_text(row, segment, tokenizer):
+def _segment_text(row, segment, preprocessor):
   """Text of segment `segment` (0 or 1) of one packed row of ids."""
   ids = row["input_word_ids"]
   keep = ((row["input_type_ids"] == segment) & (row["input_mask"] == 1) &
-          ~np.isin(ids, [tokenizer.cls_id, tokenizer.sep_id,
-                         tokenizer.pad_id]))
-  return tokenizer.decode_ids(ids[keep].tolist())
+          ~np.isin(ids, [preprocessor.cls_id, preprocessor.sep_id,
+                         preprocessor.pad_id]))
+  return preprocessor.decode_ids(ids[keep].tolist())
 
 
 def calibration_samples(signatures, examples, preprocessor):
@@ -118,8 +126,6 @@ def calibration_samples(signatures, examples, preprocessor):
     for multiple choice). preprocessor: the module's text preprocessor (None
     for ids-only modules).
   """
-  tokenizer = (None if preprocessor is None else
-               tokenization.FullTokenizer(preprocessor.spm_model_path))
   samples = []
   for key, fn in sorted(signatures.items()):
     for example in examples:
@@ -131,7 +137,7 @@ def calibration_samples(signatures, examples, preprocessor):
         if spec.dtype != tf.string:
           inputs[spec.name] = example[spec.name][None]
           continue
-        texts = [_segment_text(row, segment, tokenizer) for row in rows]
+        texts = [_segment_text(row, segment, preprocessor) for row in rows]
         inputs[spec.name] = np.array(
             [texts if spec.shape.rank == 2 else texts[0]], dtype=object)
         segment += 1
@@ -319,8 +325,8 @@ def export_tflite(module, export_dir, precision, metadata,
     info["text"] = dict(
         preprocessor.settings(),
         do_lower_case=bool(preprocessor.do_lower_case),
-        pre_rules="lite_tokenizer.pre_rules: drop NUL; final capital "
-        "sigma -> U+03C2 when lower-casing")
+        tokenizer=preprocessor.tokenizer_name,
+        pre_rules=PRE_RULES[preprocessor.tokenizer_name])
 
   def write(directory):
     tf.io.gfile.makedirs(directory)

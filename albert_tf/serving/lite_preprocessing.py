@@ -6,6 +6,8 @@ Tokenizing: the SentencePiece model with ALBERT's normalisation folded into
 its normaliser (`lite_tokenizer.folded_model`) in TF Text's
 `FastSentencepieceTokenizer`; the "<digit>," fix as dense gathers.
 Packing is the SavedModel's (dense index arithmetic already).
+`LiteWordPiecePreprocessor`: BERT WordPiece (`--vocab_file`), whose TF Text
+tokenizer already has TFLite kernels.
 """
 
 import sentencepiece as spm
@@ -56,25 +58,56 @@ class LitePreprocessor(preprocessing.TextPreprocessor):
     TF Text's TFLite detokenizer writes one string whatever the batch (and
     past its output with more), so the text is joined here from piece
     strings instead (the SentencePiece decoder's rules: "\u2581" is a
-    space, the first one dropped, control pieces empty) with TF Text's
-    TFLite ngram join, whose width must be static: `max_length`.
+    space, the first one dropped, control pieces empty; `join_pieces`).
     """
-    if max_length is None:
-      raise ValueError("a .tflite detokenizes spans of a static maximum "
-                       "length (max_length)")
     if self._pieces is None:
       self._pieces = _piece_tables(self.spm_model_path)
-    table, size = self._pieces  # first-piece texts, then the others
-    blank = size - 1  # ""
-    dense = tf.cast(ids.to_tensor(default_value=blank,
-                                  shape=[None, max_length]),
-                    tf.int32)  # [batch, max_length]
-    later = tf.cast(tf.range(max_length) > 0, tf.int32) * size  # [max_length]
-    pieces = tf.gather(table, dense + later)  # [batch, max_length]
-    joined = tf_text.ngrams(pieces, max_length, axis=-1,
-                            reduction_type=tf_text.Reduction.STRING_JOIN,
-                            string_separator="")  # [batch, 1]
-    return tf.reshape(joined, [-1])
+    return join_pieces(ids, *self._pieces, max_length)
+
+
+class LiteWordPiecePreprocessor(preprocessing.WordPiecePreprocessor):
+  """`WordPiecePreprocessor` for TFLite: the same TF Text models (their ops
+  have TFLite kernels); the text rules the normaliser cannot hold are the
+  runner's (`wordpiece.pre_rules`); spans are joined by `join_pieces`."""
+
+  def pre_rules(self, text):
+    return text
+
+  def detokenize(self, ids, max_length=None):
+    return join_pieces(ids, self._piece_strings, len(self.tokens) + 1,
+                       max_length)
+
+
+def lite_form(preprocessor):
+  """The TFLite preprocessor of a SavedModel one (same tokenizer file and
+  settings)."""
+  lite_class = (LiteWordPiecePreprocessor
+                if isinstance(preprocessor, preprocessing.WordPiecePreprocessor)
+                else LitePreprocessor)
+  return lite_class(preprocessor.vocabulary_path, **preprocessor.settings())
+
+
+def join_pieces(ids, table, size, max_length):
+  """Ragged int ids [batch, (n <= max_length)] -> text [batch] from string
+  `table` [2 * size]: id i's text as a text's first piece at i, after
+  another piece at size + i; index size - 1 of each half is "".
+
+  Joined by TF Text's TFLite ngram join, whose width must be static
+  (`max_length`).
+  """
+  if max_length is None:
+    raise ValueError("a .tflite detokenizes spans of a static maximum "
+                     "length (max_length)")
+  blank = size - 1  # ""
+  dense = tf.cast(ids.to_tensor(default_value=blank,
+                                shape=[None, max_length]),
+                  tf.int32)  # [batch, max_length]
+  later = tf.cast(tf.range(max_length) > 0, tf.int32) * size  # [max_length]
+  pieces = tf.gather(table, dense + later)  # [batch, max_length]
+  joined = tf_text.ngrams(pieces, max_length, axis=-1,
+                          reduction_type=tf_text.Reduction.STRING_JOIN,
+                          string_separator="")  # [batch, 1]
+  return tf.reshape(joined, [-1])
 
 
 def _piece_tables(spm_model_file):

@@ -147,7 +147,7 @@ def _hex(text):
   return " ".join(f"{ord(c):X}" for c in text)
 
 
-def _compile_charsmap(rules):
+def compile_charsmap(rules):
   """The `precompiled_charsmap` bytes of `rules` (SentencePiece's own
   builder, reached through training a throwaway model on the rules TSV:
   the normaliser API cannot return its compiled form)."""
@@ -178,7 +178,7 @@ def folded_model(spm_model_file, do_lower_case):
         "(normalizer_spec.remove_extra_whitespaces is false), which ALBERT's "
         "normalisation collapses; a .tflite cannot tokenize its text as the "
         "data tools do")
-  spec.precompiled_charsmap = _compile_charsmap(
+  spec.precompiled_charsmap = compile_charsmap(
       _folded_rules(own_proto, bool(do_lower_case)))
   spec.name = f"albert_{'lower' if do_lower_case else 'cased'}+{spec.name}"
   spec.normalization_rule_tsv = ""

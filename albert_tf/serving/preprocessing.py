@@ -22,6 +22,10 @@ so they can live inside a SavedModel:
    applied as a per-id expansion table computed at export time from the
    Python tokenizer itself.
 
+With a BERT WordPiece vocabulary (`--vocab_file`) steps 0-6 are BERT's
+tokenizer instead (`WordPiecePreprocessor`, albert_tf/serving/wordpiece.py);
+`make_preprocessor` chooses by the file given. Packing is the same.
+
 The character classes come from the exporting Python's `unicodedata`
 (Unicode 14 on Python 3.11); ICU's NFKD inside TF knows newer characters, so
 only code points added after Unicode 14 may differ.
@@ -34,35 +38,18 @@ SQuAD-style question + passage, the first segment is capped at
 `max_first_segment_length` and the second gets the rest ("first_fixed").
 """
 
-import functools
 import re
-import sys
 import unicodedata
 
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from albert_tf.serving import wordpiece
+from albert_tf.serving.unicode_classes import char_class
 from data_prep import tokenization
 
 TRUNCATION_MODES = ("longest_first", "first_fixed")
 STRINGS = tf.TensorSpec([None], tf.string)  # string [batch]
-
-
-@functools.lru_cache(maxsize=None)
-def char_class(predicate):
-  """RE2 character class (of ranges) of the code points where
-  predicate(chr(cp)) holds, surrogates left out."""
-  ranges = []
-  for cp in range(sys.maxunicode + 1):
-    if 0xD800 <= cp <= 0xDFFF or not predicate(chr(cp)):
-      continue
-    if ranges and ranges[-1][1] == cp - 1:
-      ranges[-1][1] = cp
-    else:
-      ranges.append([cp, cp])
-  return "[" + "".join(
-      f"\\x{{{first:x}}}" if first == last else
-      f"\\x{{{first:x}}}-\\x{{{last:x}}}" for first, last in ranges) + "]"
 
 
 def normalize_text(text, lower=True):
@@ -166,10 +153,13 @@ class TextPreprocessor(tf.Module):
 
   `seq_length` counts [CLS] and [SEP]s; `truncation` is "longest_first" or
   "first_fixed" (capping segment A at `max_first_segment_length`, see the
-  module doc). `cls_id`, `sep_id`, `pad_id`, `unk_id`: Python ints.
+  module doc). `cls_id`, `sep_id`, `pad_id`, `unk_id`: Python ints. Subclasses
+  change the tokenizer only (`_load`, `tokenize_ids`, `detokenize`).
   """
 
-  def __init__(self, spm_model_file, do_lower_case=True, seq_length=128,
+  tokenizer_name = "sentencepiece"
+
+  def __init__(self, tokenizer_file, do_lower_case=True, seq_length=128,
                truncation="longest_first", max_first_segment_length=None):
     super().__init__()
     if truncation not in TRUNCATION_MODES:
@@ -177,15 +167,20 @@ class TextPreprocessor(tf.Module):
                        f"{truncation!r}")
     if seq_length < 3:
       raise ValueError(f"seq_length must be >= 3, got {seq_length}")
+    self.seq_length = seq_length
+    self.do_lower_case = do_lower_case
+    self.truncation = truncation
+    self.max_first_segment_length = max_first_segment_length
+    self.vocabulary_path = tokenizer_file
+    self._load(tokenizer_file)
+
+  def _load(self, spm_model_file):
+    """Reads the tokenizer file: special ids, asset, in-graph tokenizer."""
     python_tokenizer = check_spm_model(spm_model_file)
     self.cls_id = python_tokenizer.cls_id
     self.sep_id = python_tokenizer.sep_id
     self.pad_id = python_tokenizer.pad_id
     self.unk_id = python_tokenizer.unk_id
-    self.seq_length = seq_length
-    self.do_lower_case = do_lower_case
-    self.truncation = truncation
-    self.max_first_segment_length = max_first_segment_length
     self.spm_model_path = spm_model_file
     self.sp_model_file = tf.saved_model.Asset(spm_model_file)
     self._build_tokenizer(python_tokenizer)
@@ -196,6 +191,10 @@ class TextPreprocessor(tf.Module):
     return dict(do_lower_case=self.do_lower_case, seq_length=self.seq_length,
                 truncation=self.truncation,
                 max_first_segment_length=self.max_first_segment_length)
+
+  def decode_ids(self, ids):
+    """Python text of a list of ids (int8 calibration's examples)."""
+    return tokenization.FullTokenizer(self.spm_model_path).decode_ids(ids)
 
   def _build_tokenizer(self, python_tokenizer):
     """The in-graph SentencePiece tokenizer and "<digit>," fix."""
@@ -301,3 +300,84 @@ def expansion_rows(python_tokenizer):
   if all(len(r) == 1 and r[0] == i for i, r in enumerate(rows)):
     return None
   return rows
+
+
+class WordPiecePreprocessor(TextPreprocessor):
+  """`TextPreprocessor` with BERT's WordPiece tokenizer (albert_tf/serving/
+  wordpiece.py: TF Text's `FastBertTokenizer` on models built to give the
+  original `FullTokenizer`'s ids), the vocabulary file as asset
+  `vocab_file`. Packing is the same."""
+
+  tokenizer_name = "wordpiece"
+
+  def _load(self, vocab_file):
+    self.tokens = wordpiece.read_vocab(vocab_file)
+    ids = {t: i for i, t in enumerate(self.tokens)}
+    self.cls_id, self.sep_id = ids["[CLS]"], ids["[SEP]"]
+    self.unk_id = ids[wordpiece.UNKNOWN]
+    self.pad_id = wordpiece.PAD_ID
+    self.vocab_file = tf.saved_model.Asset(vocab_file)
+    self._tokenizer = tf_text.FastBertTokenizer(
+        vocab=self.tokens, suffix_indicator=wordpiece.SUFFIX,
+        max_bytes_per_word=wordpiece.MAX_BYTES_PER_WORD,
+        token_out_type=tf.int64, unknown_token=wordpiece.UNKNOWN,
+        fast_bert_normalizer_model_buffer=wordpiece.normalizer_model(
+            bool(self.do_lower_case)))
+    self._piece_tables = wordpiece.piece_tables(self.tokens)
+    first, later = zip(*map(wordpiece.piece_text, self.tokens))
+    # Each id's text as a span's first piece, then after another; id
+    # len(tokens) of each half is "".
+    self._piece_strings = tf.constant(list(first) + [""] + list(later) + [""])
+
+  def decode_ids(self, ids):
+    return wordpiece.decode(self.tokens, ids)
+
+  def pre_rules(self, text):
+    """The text rules the normaliser cannot hold (`wordpiece.pre_rules`)."""
+    return wordpiece.graph_pre_rules(text, self.do_lower_case)
+
+  def tokenize_ids(self, text):
+    ids = self._tokenizer.tokenize(self.pre_rules(text))  # [batch, (pieces)]
+    return wordpiece.long_words_unknown(ids, *self._piece_tables,
+                                        self.unk_id)
+
+  def piece_index(self, ids):
+    """Index into `_piece_strings` of each id of ragged ids [batch, (n)]:
+    the first half for a row's first piece, the second for the others."""
+    size = len(self.tokens) + 1
+    position = tf.range(tf.size(ids.flat_values, out_type=tf.int64)) - (
+        tf.gather(ids.row_starts(), ids.value_rowids()))  # [n]
+    later = tf.cast(position > 0, tf.int32) * size
+    return tf.cast(ids.flat_values, tf.int32) + later  # [n]
+
+  def detokenize(self, ids, max_length=None):
+    """Ragged ids [batch, (n)] -> text [batch]: pieces joined, a "##" piece
+    to the one before, others after a space; [CLS]/[SEP]/[PAD]/[MASK]
+    empty."""
+    del max_length
+    pieces = ids.with_flat_values(
+        tf.gather(self._piece_strings, self.piece_index(ids)))
+    return tf.strings.reduce_join(pieces, axis=-1)
+
+
+def check_tokenizer_files(spm_model_file: str, vocab_file: str,
+                          vocab_size: int) -> None:
+  """Before anything is built: at most one tokenizer file, fitting a model
+  of `vocab_size` (one line naming the file)."""
+  if spm_model_file and vocab_file:
+    tokenization.check_one_vocabulary(spm_model_file, vocab_file)
+  if spm_model_file:
+    check_spm_model(spm_model_file, vocab_size)
+  if vocab_file:
+    wordpiece.check_vocab(vocab_file, vocab_size)
+
+
+def make_preprocessor(spm_model_file="", vocab_file="", **settings):
+  """The text preprocessor of a tokenizer: SentencePiece (`spm_model_file`)
+  or BERT WordPiece (`vocab_file`), exactly one; `settings` are
+  `TextPreprocessor`'s."""
+  tokenization.check_one_vocabulary(spm_model_file, vocab_file)
+  if vocab_file:
+    return WordPiecePreprocessor(vocab_file, **settings)
+  return TextPreprocessor(spm_model_file, **settings)
+

@@ -130,7 +130,7 @@ class ModelModule(tf.Module):
   in_graph_checks = True
 
   def __init__(self, model, config, config_file=None, spm_model_file=None,
-               do_lower_case=None):
+               do_lower_case=None, vocab_file=None):
     super().__init__()
     self._model_ref = _Untracked(model)
     self._config = config
@@ -146,6 +146,8 @@ class ModelModule(tf.Module):
       self.albert_config_file = tf.saved_model.Asset(config_file)
     if spm_model_file:
       self.sp_model_file = tf.saved_model.Asset(spm_model_file)
+    if vocab_file:  # BERT's TF-Hub name for the WordPiece vocabulary
+      self.vocab_file = tf.saved_model.Asset(vocab_file)
     if do_lower_case is not None:
       # The TF-Hub convention for text models.
       self.do_lower_case = tf.Variable(do_lower_case, trainable=False,

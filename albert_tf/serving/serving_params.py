@@ -18,6 +18,10 @@ from typing import Any, Mapping, Optional
 from albert_tf.core import settings
 from albert_tf.core.settings import setting
 from albert_toolkit import output_files
+from data_prep import tokenization
+
+# Settings naming a tokenizer file: the same content is the same setting.
+TOKENIZER_FILES = ("spm_model_file", "vocab_file")
 
 
 @dataclasses.dataclass
@@ -36,20 +40,20 @@ class ServingParams:
       raise ValueError(f"seq_length must be > 0, got {self.seq_length}")
 
   def check_text_in(self, what: str, model_config) -> None:
-    """Text-in signatures need the SentencePiece model and a packed length
-    the model's position table holds."""
-    if not self.spm_model_file:
-      raise ValueError(f"--spm_model_file is required for {what} (its "
-                       "text-in signatures tokenize in the graph)")
+    """Text-in signatures need one tokenizer (the SentencePiece model or
+    the WordPiece vocabulary) and a packed length the model's position
+    table holds."""
+    del what  # the error names the two flags
+    tokenization.check_one_vocabulary(self.spm_model_file, self.vocab_file)
     if self.seq_length > model_config.max_position_embeddings:
       raise ValueError(f"seq_length {self.seq_length} exceeds the model's "
                        "max_position_embeddings "
                        f"{model_config.max_position_embeddings}")
 
   def same_value(self, field: str, current: Any, value: Any) -> bool:
-    """Whether `value` means what `current` means (a SentencePiece model
-    moved elsewhere with the same content is the same model)."""
-    if field == "spm_model_file" and current and value:
+    """Whether `value` means what `current` means (a tokenizer file moved
+    elsewhere with the same content is the same tokenizer)."""
+    if field in TOKENIZER_FILES and current and value:
       return current == value or (
           output_files.file_sha256(value) is not None and
           output_files.file_sha256(current) == output_files.file_sha256(value))
@@ -88,7 +92,7 @@ def with_settings(params: ServingParams, given: Mapping[str, Any],
                        f"{', '.join(sorted(fields))})")
     current = getattr(params, name)
     if params.same_value(name, current, value):
-      if name == "spm_model_file":
+      if name in TOKENIZER_FILES:
         changes[name] = value  # the file that exists now
       continue
     if recorded_in is not None:

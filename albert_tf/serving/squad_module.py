@@ -59,8 +59,9 @@ class SquadModule(task_modules.TaskServingModule):
 
   @classmethod
   def make_preprocessor(cls, params):
-    return preprocessing.TextPreprocessor(
-        params.spm_model_file, do_lower_case=params.do_lower_case,
+    return preprocessing.make_preprocessor(
+        params.spm_model_file, params.vocab_file,
+        do_lower_case=params.do_lower_case,
         seq_length=params.seq_length, truncation="first_fixed",
         max_first_segment_length=params.max_query_length)
 

@@ -63,8 +63,9 @@ class TaskServingModule(serving_modules.ModelModule):
   @classmethod
   def make_preprocessor(cls, params):
     """The text packer for this task (pairs: longest segment cut first)."""
-    return preprocessing.TextPreprocessor(
-        params.spm_model_file, do_lower_case=params.do_lower_case,
+    return preprocessing.make_preprocessor(
+        params.spm_model_file, params.vocab_file,
+        do_lower_case=params.do_lower_case,
         seq_length=params.seq_length, truncation="longest_first")
 
   # --- inputs -> checked model inputs ---

@@ -28,6 +28,7 @@ from albert_tf.serving import lite_export
 from albert_tf.serving import preprocessing
 from albert_tf.serving import serving_modules
 from albert_tf.serving import serving_params
+from albert_tf.serving import wordpiece
 from albert_tf.tasks import registry
 from albert_toolkit import output_files
 
@@ -53,11 +54,8 @@ def _encoder_config(model):
 
 
 def check_params(params, model_config) -> None:
-  """Before anything is built: the tokenizer fits the model (one line,
-  naming the file)."""
-  if params.spm_model_file:
-    preprocessing.check_spm_model(params.spm_model_file,
-                                  model_config.vocab_size)
+  preprocessing.check_tokenizer_files(
+      params.spm_model_file, params.vocab_file, model_config.vocab_size)
 
 
 @dataclasses.dataclass
@@ -95,15 +93,17 @@ def _export_tflite(task_cls, kind, model, params, export_dir, version, form):
   else:
     module = task_cls.serving_module(
         kind, model, params, dict(config_file=None, spm_model_file=None,
-                                  do_lower_case=None))
-  spm = params.spm_model_file
+                                  vocab_file=None, do_lower_case=None))
+  spm, vocab = params.spm_model_file, params.vocab_file
   metadata = {
       "kind": kind,
       "task": task_cls.name if task_cls else None,
       "serving_params": {k: v for k, v in dataclasses.asdict(params).items()
-                         if k != "spm_model_file"},
+                         if k not in serving_params.TOKENIZER_FILES},
       "spm_model_file": spm or None,
-      "vocabulary_sha256": output_files.file_sha256(spm) if spm else None,
+      "vocab_file": vocab or None,
+      "vocabulary_sha256": output_files.file_sha256(spm or vocab)
+                           if spm or vocab else None,
       "model_config": config.to_json_dict(),
       "source": form.source,
   }
@@ -137,11 +137,11 @@ def export_model(task_cls: Type[base_task.Task], kind: str, model, params,
   if kind == ENCODER:
     return export_lib.export_encoder(
         model, export_dir, params.spm_model_file or None,
-        params.do_lower_case, version)
+        params.do_lower_case, version, params.vocab_file or None)
   return export_lib.export_module(
       lambda assets: task_cls.serving_module(kind, model, params, assets),
       config, export_dir, params.spm_model_file or None,
-      params.do_lower_case, version)
+      params.do_lower_case, version, params.vocab_file or None)
 
 
 def run_params(task: base_task.Task, recorded_facts: Mapping[str, Any],
@@ -255,11 +255,8 @@ def _check_preprocessing_only(request: ExportRequest, kind: str) -> None:
 
 
 def _export_preprocessing(request: ExportRequest, params, model_config):
-  if not params.spm_model_file:
-    raise ValueError("--spm_model_file is required for a preprocessing "
-                     "export")
   return export_lib.export_preprocessing(
-      params.spm_model_file, request.export_dir,
+      params.spm_model_file, request.export_dir, vocab_file=params.vocab_file,
       seq_length=params.seq_length, do_lower_case=params.do_lower_case,
       config=model_config, truncation=request.truncation or "longest_first",
       max_first_segment_length=request.max_first_segment_length,
@@ -393,6 +390,8 @@ def export(request: ExportRequest) -> str:
   spm = request.settings.get("spm_model_file")
   if spm:
     preprocessing.check_spm_model(spm)
+  if request.settings.get("vocab_file"):
+    wordpiece.read_vocab(request.settings["vocab_file"])
   record = _run_record(request)
   if record is not None:
     return _export_of_run(request, record)

@@ -19,8 +19,6 @@ import numpy as np
 import tensorflow as tf
 from official.modeling.hyperparams import base_config
 
-from albert_tf.checkpoints import identity
-from albert_tf.checkpoints import restore as restore_lib
 from albert_tf.core import base_task
 from albert_tf.core import experiment_config
 from albert_tf.core.settings import DATA_POSITION, SAFE, SAME_VOCAB, setting
@@ -132,15 +130,10 @@ def initialize_model(model, config):
   # encoder export which vocabulary and casing (its assets).
   setting = ("trainer.init_checkpoint" if tc.init_checkpoint else
              "task.init_saved_model")
-  identity.check(source,
-                 model=None if tc.init_from_group0 else config.model.as_dict(),
-                 facts={"spm_sha256": output_files.file_sha256(
-                     vocab_path(config.data)),
-                        "do_lower_case": config.data.do_lower_case},
-                 what=f"this run's config ({setting})")
-  report = restore_lib.restore(model, source, parts="encoder",
-                               init_from_group0=tc.init_from_group0)
-  logging.info("warm-started the encoder: %s", report.summary())
+  base_task.warm_start(
+      model, source, config, setting, parts="encoder",
+      facts={"spm_sha256": output_files.file_sha256(vocab_path(config.data)),
+             "do_lower_case": config.data.do_lower_case})
 
 
 # --- The task base -------------------------------------------------------------------------

@@ -34,7 +34,8 @@ class RaceExperimentConfig(finetune_lib.FinetuningExperimentConfig):
 @dataclasses.dataclass
 class MultipleChoiceServingParams(serving_params.ServingParams):
   """Export settings: `choices` [batch, num_choices] per `context`."""
-  num_choices: int = setting(race_data.NUM_CHOICES,
+  # The head scores each choice alone: any count serves the same weights.
+  num_choices: int = setting(race_data.NUM_CHOICES, export=True,
                             flag="Multiple choice: choices.")
 
   def validate(self):

@@ -15,8 +15,6 @@ from absl import logging
 from official.modeling.hyperparams import base_config
 import tensorflow as tf
 
-from albert_tf.checkpoints import identity
-from albert_tf.checkpoints import restore as restore_lib
 from albert_tf.core import base_task
 from albert_tf.core import experiment_config
 from albert_tf.core import run_record
@@ -335,16 +333,11 @@ class PretrainingTask(base_task.Task):
     tc = self.config.trainer
     if not tc.init_checkpoint:
       return
-    identity.check(
-        tc.init_checkpoint,
-        model=None if tc.init_from_group0 else self.config.model.as_dict(),
+    base_task.warm_start(
+        model, tc.init_checkpoint, self.config, "trainer.init_checkpoint",
         facts={"spm_sha256": run_record.with_fingerprints(
             self.data_tokenizer())["spm_sha256"]},
-        what="this run's config (trainer.init_checkpoint)")
-    report = restore_lib.restore(
-        model, tc.init_checkpoint, init_from_group0=tc.init_from_group0,
         allow_missing_heads=True)
-    logging.info("warm-started the model: %s", report.summary())
 
   # --- Export ---
 

@@ -26,6 +26,10 @@ class GlueDataConfig(finetune_lib.FinetuningDataConfig):
   data_dir: str = setting("", resume=DATA_POSITION, flag="The task's GLUE "
                           "directory: train.tsv, dev*.tsv, test*.tsv "
                           "(data.data_dir).")
+  # The classes' names in output order, replacing the GLUE task's (a
+  # converted Hugging Face classifier's id2label); their number is the
+  # model's. Training and evaluation read the data's labels by the task's.
+  label_names: List[str] = setting([])
 
 
 @dataclasses.dataclass
@@ -84,7 +88,13 @@ class ClassifierTask(finetune_lib.FinetuneTask):
     self.spec = glue_data.get_task(self.data.task_name)
     self.data_name = self.spec.name
     self.regression = self.spec.labels is None
-    self.num_labels = glue_data.num_labels(self.spec.name)
+    self.labels = tuple(self.data.label_names) or self.spec.labels
+    if self.data.label_names:
+      if self.regression:
+        raise ValueError(f"data.label_names: {self.spec.name} is a "
+                         "regression task (no labels)")
+      label_names.check_names(self.labels, "data.label_names")
+    self.num_labels = len(self.labels) if self.labels else 1
     self.eval_split = glue_data.task_splits(self.spec.name)[0][0]
 
   @classmethod
@@ -93,6 +103,14 @@ class ClassifierTask(finetune_lib.FinetuneTask):
         finetune_lib.encoder(model_config, pooled_export=bool(kind)),
         num_labels=params.num_labels,
         dropout_rate=dropout_rate)
+
+  def validate_inputs(self, training=True):
+    if len(self.labels or ()) != len(self.spec.labels or ()):
+      raise ValueError(
+          f"data.label_names has {len(self.labels)} names but {self.spec.name}"
+          f"'s data has {len(self.spec.labels)} labels: train and evaluate "
+          "on data of the same labels")
+    super().validate_inputs(training)
 
   def feature_spec(self):
     return glue_data.feature_spec(self.spec.name, self.data.max_seq_length)
@@ -195,7 +213,7 @@ class ClassifierTask(finetune_lib.FinetuneTask):
     del recorded_facts
     return SentenceServingParams(
         num_labels=self.num_labels,
-        label_names=list(self.spec.labels) if self.spec.labels else None,
+        label_names=list(self.labels) if self.labels else None,
         num_text_fields=2 if self.spec.text_b else 1,
         **self.base_serving_params())
 

@@ -171,7 +171,7 @@ def test_not_the_models_vocabulary(tmp_path):
   _copy(SPIECE_DIR, tmp_path, "spiece.model")
   _write(tmp_path / "config.json", '{"vocab_size": 30000}')
   assert _error(tmp_path).startswith(
-      f"{tmp_path / 'spiece.model'}: 600 pieces but config.json's vocab_size "
+      f"{tmp_path / 'spiece.model'}: 600 pieces but config.json vocab_size "
       "is 30000; not the model's tokenizer")
   (tmp_path / "spiece.model").write_bytes(b"not a model")
   assert _error(tmp_path).startswith(

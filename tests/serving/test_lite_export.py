@@ -115,22 +115,7 @@ def test_float32_equals_saved_model(setup, kind):
 def test_tflite_ids_equal_data_prep(setup):
   """A .tflite tokenizer (the folded model + "<digit>," fix) gives
   data_prep's ids for real text and the tricky table."""
-
-  class Tokenize(tf.Module):
-    def __init__(self, preprocessor):
-      super().__init__()
-      self.preprocessor = preprocessor
-
-    def signatures(self):
-      @tf.function(input_signature=[tf.TensorSpec([None], tf.string,
-                                                  name="text")])
-      def tokenize(text):
-        ids = self.preprocessor.tokenize_ids(text)
-        return {"ids": ids.to_tensor(-1),
-                "lengths": tf.cast(ids.row_lengths(), tf.int32)}
-      return {"tokenize": tokenize}
-
-  module = Tokenize(preprocessing.TextPreprocessor(setup["spm"]))
+  module = lib.Tokenize(preprocessing.TextPreprocessor(setup["spm"]))
   runner = lite.interpreter(model_content=lite_export.convert(
       module, "float32")).get_signature_runner("tokenize")
   texts, _ = _texts()

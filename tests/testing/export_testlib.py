@@ -5,9 +5,15 @@
   release's user symbols) trained on tests/testdata/botchan.txt. "1990," is
   added as a user symbol so the vocabulary holds a "<digit>," piece and the
   original's digit-comma fix is exercised (the release vocabulary has many).
+- `write_wordpiece_vocab(dir)`: a tiny BERT WordPiece vocabulary (the
+  specials, "##" pieces, CJK characters, accented and full-width forms);
+  `WORDPIECE_VOCAB_SIZE` tokens.
 - `tiny_config(vocab_size)`: a 2-layer ALBERT small enough for fast tests.
 - `export_serving(task_cls, model, dir, spm, **settings)`: a task's serving
-  export of a model the test built, with the task's serving params.
+  export of a model the test built, with the task's serving params (spm
+  None and `vocab_file=` in settings: a WordPiece export).
+- `Tokenize(preprocessor)`: a module whose one signature is a
+  preprocessor's tokenizer (to convert to TFLite and compare ids).
 - `export(export_dir, **request)`: export_savedmodel's path in process
   (tasks/export.py `ExportRequest`).
 - `run_isolated(code, ...)`: runs Python in a fresh process where importing
@@ -23,6 +29,7 @@ import sys
 import textwrap
 
 import sentencepiece as spm
+import tensorflow as tf
 
 from albert_tf.tasks import all_tasks  # pylint: disable=unused-import
 from albert_tf.tasks import export as tasks_export
@@ -33,6 +40,16 @@ TESTDATA = os.path.join(REPO_ROOT, "tests", "testdata")
 PYTHON = sys.executable
 USER_SYMBOLS = ["(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac", "1990,"]
 SPM_VOCAB_SIZE = 500
+WORDPIECE_TOKENS = (
+    ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] +
+    "the man is eat ##ing a food un ##aff ##able cafe café naive resume "
+    "##s ##e e ##a istanbul strasse ß ﬁ fi ο ##δ ##ος ##ς σ α ##σ , . ! # "
+    "( ) 1 ##2 ##3 １ ##２ ａ ##ｂ ##ｃ ひらがな".split() +
+    list("我爱北京天安门。测试（）模型很好用中国人") +
+    # A compatibility ideograph and its NFD form (lower-casing maps one to
+    # the other), CJK extensions B and A, an accented piece.
+    ["\uf900", "\u8c48", "\U00020000", "\u3400", "##\u00e9", "\u00e9"])
+WORDPIECE_VOCAB_SIZE = len(WORDPIECE_TOKENS)
 
 # Not "keras": `import tensorflow` 2.20 itself imports Keras 3.
 BLOCKED_MODULES = ("albert_tf", "official", "tf_keras", "tensorflow_hub",
@@ -93,9 +110,37 @@ def train_spm(directory, vocab_size=SPM_VOCAB_SIZE):
   return prefix + ".model"
 
 
+def write_wordpiece_vocab(directory):
+  """Writes `WORDPIECE_TOKENS` one a line; returns the vocab.txt path."""
+  path = os.path.join(directory, "vocab.txt")
+  with open(path, "w", encoding="utf-8") as f:
+    f.write("\n".join(WORDPIECE_TOKENS) + "\n")
+  return path
+
+
+class Tokenize(tf.Module):
+  """The ids of a text preprocessor's tokenizer as a signature `tokenize`
+  (`signatures()`, as a serving module): text [batch] -> ids [batch, most]
+  (-1 padded), lengths [batch]."""
+
+  def __init__(self, preprocessor):
+    super().__init__()
+    self.preprocessor = preprocessor
+
+  def signatures(self):
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string,
+                                                name="text")])
+    def tokenize(text):
+      ids = self.preprocessor.tokenize_ids(text)
+      return {"ids": ids.to_tensor(-1),
+              "lengths": tf.cast(ids.row_lengths(), tf.int32)}
+    return {"tokenize": tokenize}
+
+
 def export_serving(task_cls, model, export_dir, spm_file, **settings):
   """`task_cls`'s serving export of `model` (built by the test)."""
-  params = task_cls.serving_params_cls(spm_model_file=spm_file, **settings)
+  params = task_cls.serving_params_cls(spm_model_file=spm_file or "",
+                                       **settings)
   params.validate()
   return tasks_export.export_model(task_cls, "serving", model, params,
                                    export_dir)

@@ -1,0 +1,150 @@
+"""The files of a Hugging Face ALBERT directory: config.json read and
+checked (`model_type`, `architectures`), the weights read (model.safetensors,
+the shards of model.safetensors.index.json, or pytorch_model.bin when torch
+is installed) and written (model.safetensors with transformers' metadata).
+The names inside: hf_checkpoint.py.
+"""
+
+import dataclasses
+import json
+import os
+from typing import Any, Dict, Mapping, Tuple
+
+import numpy as np
+from safetensors import numpy as safetensors_numpy
+
+from albert_tf.checkpoints import canonical_weights as cw
+from albert_tf.checkpoints.canonical_weights import CheckpointConversionError
+from albert_toolkit import output_files
+
+CONFIG_NAME = "config.json"
+WEIGHTS_NAME = "model.safetensors"
+INDEX_NAME = "model.safetensors.index.json"
+TORCH_WEIGHTS_NAME = "pytorch_model.bin"
+MODEL_TYPE = "albert"
+# Architecture -> (its heads, whether its AlbertModel has the pooler).
+ARCHITECTURES = {
+    "AlbertModel": ((), True),
+    "AlbertForPreTraining": (("mlm", "sop"), True),
+    "AlbertForMaskedLM": (("mlm",), False),
+    "AlbertForSequenceClassification": (("classifier",), True),
+    "AlbertForMultipleChoice": (("classifier",), True),
+    "AlbertForTokenClassification": (("classifier",), False),
+    "AlbertForQuestionAnswering": (("qa_outputs",), False),
+}
+
+
+def refuse(path: str, field: str, value, why: str):
+  """The one-line error of a config.json field we cannot take."""
+  return CheckpointConversionError(f"{path}: {field}={value!r}: {why}")
+
+
+@dataclasses.dataclass
+class HfModel:
+  """A Hugging Face ALBERT directory read: its config.json (a dict), its
+  architecture and its tensors by stored name."""
+  directory: str
+  config: Dict[str, Any]
+  architecture: str
+  tensors: Dict[str, np.ndarray]
+
+
+def read_config(directory: str) -> Tuple[Dict[str, Any], str]:
+  """(config.json as a dict, its architecture); one-line errors naming the
+  file and field."""
+  path = os.path.join(directory, CONFIG_NAME)
+  if not os.path.isfile(path):
+    raise CheckpointConversionError(f"{path}: no such file (not a Hugging "
+                                    "Face model directory)")
+  try:
+    with open(path, encoding="utf-8") as f:
+      hf = json.load(f)
+  except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    raise CheckpointConversionError(f"{path}: unreadable JSON ({e})") from None
+  if not isinstance(hf, dict):
+    raise CheckpointConversionError(f"{path}: not a JSON object")
+  if hf.get("model_type") != MODEL_TYPE:
+    raise refuse(path, "model_type", hf.get("model_type"),
+                 "not an ALBERT model (expected \"albert\")")
+  archs = hf.get("architectures") or ["AlbertModel"]
+  if len(archs) != 1 or archs[0] not in ARCHITECTURES:
+    raise refuse(path, "architectures", archs, "expected one of "
+                 f"{', '.join(ARCHITECTURES)}")
+  return hf, archs[0]
+
+
+def _load_safetensors(path: str) -> Dict[str, np.ndarray]:
+  try:
+    return safetensors_numpy.load_file(path)
+  except Exception as e:  # safetensors raises its own error types
+    raise CheckpointConversionError(
+        f"{path}: unreadable safetensors file ({cw.error_line(e)})") from None
+
+
+def _load_torch(path: str) -> Dict[str, np.ndarray]:
+  """pytorch_model.bin (a torch pickle): only with torch installed."""
+  try:
+    import torch  # pylint: disable=g-import-not-at-top (optional)
+  except ImportError:
+    raise CheckpointConversionError(
+        f"{path}: a torch pickle, readable only with torch installed; "
+        "convert it to model.safetensors (transformers: "
+        "model.save_pretrained(dir, safe_serialization=True))") from None
+  state = torch.load(path, map_location="cpu", weights_only=True)
+  return {k: v.float().numpy() for k, v in state.items()}
+
+
+def read_tensors(directory: str) -> Dict[str, np.ndarray]:
+  """Every stored tensor: model.safetensors, the shards of its index, or
+  pytorch_model.bin."""
+  single = os.path.join(directory, WEIGHTS_NAME)
+  index = os.path.join(directory, INDEX_NAME)
+  if os.path.isfile(single):
+    return _load_safetensors(single)
+  if os.path.isfile(index):
+    try:
+      with open(index, encoding="utf-8") as f:
+        weight_map = json.load(f)["weight_map"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+      raise CheckpointConversionError(
+          f"{index}: unreadable index ({cw.error_line(e)})") from None
+    tensors = {}
+    for shard in sorted(set(weight_map.values())):
+      tensors.update(_load_safetensors(os.path.join(directory, shard)))
+    missing = sorted(set(weight_map) - set(tensors))
+    if missing:
+      raise CheckpointConversionError(
+          f"{index}: {len(missing)} tensor(s) of its weight_map are in no "
+          f"shard: {cw.summarize_names(missing, 4)}")
+    return tensors
+  torch_file = os.path.join(directory, TORCH_WEIGHTS_NAME)
+  if os.path.isfile(torch_file):
+    return _load_torch(torch_file)
+  raise CheckpointConversionError(
+      f"{directory}: no {WEIGHTS_NAME}, {INDEX_NAME} or {TORCH_WEIGHTS_NAME}")
+
+
+def read_model(directory: str) -> HfModel:
+  hf, arch = read_config(directory)
+  return HfModel(directory, hf, arch, read_tensors(directory))
+
+
+def write_model(directory: str, tensors: Mapping[str, np.ndarray],
+                hf_config: Mapping[str, Any]) -> str:
+  """model.safetensors (with the `{"format": "pt"}` metadata transformers
+  expects) and config.json, each written whole; returns the weights path."""
+  os.makedirs(directory, exist_ok=True)
+  path = os.path.join(directory, WEIGHTS_NAME)
+  data = safetensors_numpy.save(dict(tensors), metadata={"format": "pt"})
+  output_files.atomic_write(path, data)
+  output_files.write_json(os.path.join(directory, CONFIG_NAME),
+                          dict(hf_config))
+  return path
+
+
+def is_hf_dir(path: str) -> bool:
+  """Whether `path` is a directory with a config.json and HF weights."""
+  return os.path.isdir(path) and os.path.isfile(
+      os.path.join(path, CONFIG_NAME)) and any(
+          os.path.isfile(os.path.join(path, n))
+          for n in (WEIGHTS_NAME, INDEX_NAME, TORCH_WEIGHTS_NAME))

@@ -1,0 +1,349 @@
+"""Hugging Face ALBERT models <-> albert_tf checkpoints and run directories,
+every head (`convert_checkpoint --from=hf`; `--to=hf`: hf_export.py).
+
+  AlbertModel, AlbertForPreTraining, AlbertForMaskedLM  <-> our encoder /
+      pretrainer checkpoint (+ albert_config.json), as the other layouts
+  AlbertForSequenceClassification  <-> a `sentence_prediction` run
+  AlbertForQuestionAnswering       <-> a `question_answering` run (the
+                                       simple SQuAD v1 head)
+  AlbertForMultipleChoice          <-> a `multiple_choice` run
+  AlbertForTokenClassification     <-> a `tagging` run
+
+A fine-tuning head converts to a run directory as training writes it
+(experiment_config.yaml, run_record.json, checkpoints/ckpt-0 stamped with
+its identity) so that export_savedmodel --model_dir and --init_checkpoint
+take it; the labels are config.json's id2label. The weights' names:
+checkpoints/hf_checkpoint.py.
+"""
+
+import dataclasses
+import os
+import shutil
+from typing import Any, Dict, Tuple
+
+import numpy as np
+import sentencepiece
+import tensorflow as tf
+
+from albert_tf.checkpoints import canonical_weights as cw
+from albert_tf.checkpoints import conversion
+from albert_tf.checkpoints import hf_checkpoint as hf
+from albert_tf.checkpoints import hf_files
+from albert_tf.checkpoints import hf_tokenizer
+from albert_tf.checkpoints import identity
+from albert_tf.checkpoints import paths
+from albert_tf.checkpoints import restore
+from albert_tf.checkpoints import tf1_checkpoint
+from albert_tf.checkpoints.canonical_weights import CheckpointConversionError
+from albert_tf.core import experiment_config
+from albert_tf.core import run_record
+from albert_tf.modeling import albert_config
+from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
+from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
+from albert_tf.serving import preprocessing
+from albert_tf.tasks import registry
+from albert_toolkit import output_files
+from data_prep import tokenization
+
+# Architecture -> our task of a fine-tuning head.
+FINETUNED = {
+    "AlbertForSequenceClassification": "sentence_prediction",
+    "AlbertForQuestionAnswering": "question_answering",
+    "AlbertForMultipleChoice": "multiple_choice",
+    "AlbertForTokenClassification": "tagging",
+}
+TASK_ARCHITECTURES = {"pretraining": "AlbertForPreTraining",
+                      **{t: a for a, t in FINETUNED.items()}}
+# The GLUE layout a converted classifier's run records (one text for
+# classification; STS-B's pair for regression, GLUE's only regression).
+CLASSIFICATION_LAYOUT, REGRESSION_LAYOUT = "sst-2", "sts-b"
+# The fine-tuning heads the original's TF1 layout holds: our head layer's
+# name (tf1_checkpoint.FINETUNED_HEAD_NAMES: the original scripts' names).
+TF1_HEADS = {"AlbertForSequenceClassification": "classification_head",
+             "AlbertForQuestionAnswering": "span_labeling_head",
+             "AlbertForMultipleChoice": "multiple_choice_head"}
+CHECKPOINT_NAME = "ckpt-0"
+SPM_NAME = "spiece.model"
+# What a converted run directory records of its source.
+CONVERTED_FROM = "converted_from"
+
+
+# --- The tokenizer (one call site each way) -----------------------------------
+
+
+def _read_tokenizer(hf_dir: str) -> hf_tokenizer.HfTokenizer:
+  """The tokenizer of `hf_dir` (spiece.model, or rebuilt from tokenizer.json;
+  tokenizer_config.json's do_lower_case / keep_accents)."""
+  try:
+    return hf_tokenizer.read_tokenizer(hf_dir)
+  except ValueError as e:
+    raise CheckpointConversionError(str(e)) from None
+
+
+def write_tokenizer(hf_dir: str, spm_model_file: str, do_lower_case: bool,
+                    model_max_length: int = 512) -> None:
+  """spiece.model, tokenizer_config.json and special_tokens_map.json for
+  transformers' AutoTokenizer."""
+  hf_tokenizer.write_tokenizer(hf_dir, spm_model_file, do_lower_case,
+                               model_max_length=model_max_length)
+
+
+def _checked_tokenizer(hf_dir: str, config):
+  """The tokenizer of `hf_dir`, its piece count checked against the
+  model's vocab_size (before anything is written)."""
+  tokenizer = _read_tokenizer(hf_dir)
+  if tokenizer.keep_accents:
+    raise CheckpointConversionError(
+        f"{os.path.join(hf_dir, 'tokenizer_config.json')}: keep_accents="
+        "true; albert_tf's tokenization drops accents (the original's)")
+  try:
+    pieces = sentencepiece.SentencePieceProcessor(
+        model_proto=tokenizer.spm_model).get_piece_size()
+  except (RuntimeError, TypeError) as e:
+    raise CheckpointConversionError(
+        f"{tokenizer.source}: not a SentencePiece model ({cw.error_line(e)})"
+    ) from None
+  tokenization.check_vocab_size(tokenizer.source, pieces, config.vocab_size,
+                                f"{hf_files.CONFIG_NAME} vocab_size")
+  return tokenizer
+
+
+@dataclasses.dataclass
+class _Output:
+  """Where an import writes: `replace()` runs once the weights are checked
+  (a failed conversion leaves the directory as it was)."""
+  directory: str
+  tokenizer: Any
+  config: Any
+  replaces_run: bool = False
+
+  @property
+  def spm(self) -> str:
+    return os.path.join(os.path.abspath(self.directory), SPM_NAME)
+
+  def replace(self) -> None:
+    """Removes the converted run being replaced; writes spiece.model."""
+    if self.replaces_run:
+      shutil.rmtree(os.path.join(self.directory,
+                                 paths.RUN_CHECKPOINT_SUBDIR))
+      for name in (run_record.RECORD_NAME, run_record.CONFIG_NAME):
+        os.remove(os.path.join(self.directory, name))
+    output_files.atomic_write(self.spm, self.tokenizer.spm_model)
+    preprocessing.check_spm_model(self.spm, self.config.vocab_size)
+
+
+# --- Hugging Face -> ours -----------------------------------------------------
+
+
+def _labels(hf_config, path: str):
+  """id2label as a list in id order (None: not given)."""
+  id2label = hf_config.get("id2label")
+  if not id2label:
+    return None
+  try:
+    return [str(id2label[str(i)]) for i in range(len(id2label))]
+  except KeyError:
+    raise CheckpointConversionError(
+        f"{path}: id2label keys are not 0..{len(id2label) - 1}") from None
+
+
+def _task_settings(model: hf_files.HfModel, config, spm: str, lower: bool
+                   ) -> Dict[str, Any]:
+  """The experiment config values of a converted fine-tuning run."""
+  path = os.path.join(model.directory, hf_files.CONFIG_NAME)
+  data = {"spm_model_file": spm, "do_lower_case": lower,
+          "max_seq_length": min(512, config.max_position_embeddings)}
+  arch = model.architecture
+  labels = _labels(model.config, path)
+  if arch == "AlbertForSequenceClassification":
+    problem = model.config.get("problem_type")
+    num = model.tensors.get("classifier.weight", np.zeros((0,))).shape[0]
+    if problem == "multi_label_classification":
+      raise CheckpointConversionError(
+          f"{path}: problem_type={problem!r}: albert_tf's classifier is a "
+          "softmax over exclusive labels")
+    if num == 1 or problem == "regression":
+      data["task_name"] = REGRESSION_LAYOUT
+    else:
+      data.update(task_name=CLASSIFICATION_LAYOUT,
+                  label_names=labels or [str(i) for i in range(num)])
+  elif arch == "AlbertForTokenClassification":
+    num = model.tensors.get("classifier.weight", np.zeros((0,))).shape[0]
+    data["label_names"] = labels or [str(i) for i in range(num)]
+  if "label_names" in data and len(data["label_names"]) != num:
+    raise CheckpointConversionError(
+        f"{path}: id2label has {len(data['label_names'])} labels, "
+        f"classifier.weight {num} rows")
+  if arch != "AlbertForQuestionAnswering":
+    # Only training reads the data; the source is recorded as such.
+    data["data_dir"] = os.path.abspath(model.directory)
+  # transformers' default; a training setting only.
+  task = {"classifier_dropout": model.config.get("classifier_dropout_prob",
+                                                 0.1)}
+  return {"data": data, "task": task, "model": config.as_dict()}
+
+
+def _assign(variables, values, report, source):
+  cw.check_and_assign(variables, values, report.mapped, source)
+
+
+def _fill_pooler(values, report, config, architecture):
+  """Architectures without a pooler (transformers' add_pooling_layer=
+  False): ours has one; zeros make its pooled output 0, never random."""
+  if "pooler/kernel" in values:
+    return
+  values["pooler/kernel"] = np.zeros([config.hidden_size] * 2, np.float32)
+  values["pooler/bias"] = np.zeros([config.hidden_size], np.float32)
+  for name in ("pooler/kernel", "pooler/bias"):
+    report.mapped[name] = f"(zeros: {architecture} has no pooler)"
+
+
+def _write_run(model: hf_files.HfModel, config, out: _Output, values,
+               report) -> str:
+  """A run directory of the head's task holding the converted weights."""
+  task_cls = registry.get_task_cls(FINETUNED[model.architecture])
+  exp = experiment_config.load_experiment_config(
+      task_cls.config_cls, base=_task_settings(
+          model, config, out.spm, out.tokenizer.do_lower_case),
+      base_source=os.path.join(model.directory, hf_files.CONFIG_NAME))
+  output_dir = os.path.abspath(out.directory)
+  task = task_cls(exp, output_dir)
+  target = task.build_model()
+  variables = {**cw.model_variables(target),
+               f"{hf.HEAD}/output_weights": target.head.output_weights,
+               f"{hf.HEAD}/output_bias": target.head.output_bias}
+  _assign(variables, values, report, model.directory)
+  out.replace()
+  facts = run_record.with_fingerprints(task.record_facts())
+  facts[CONVERTED_FROM] = os.path.abspath(model.directory)
+  stamp = identity.RunIdentity(exp.model.as_dict(), facts,
+                               f"the run record of {output_dir}")
+  stamp.stamp(0)
+  directory = os.path.join(output_dir, paths.RUN_CHECKPOINT_SUBDIR)
+  path = tf.train.Checkpoint(**cw.model_parts(target),
+                             identity=stamp.variable).write(
+                                 os.path.join(directory, CHECKPOINT_NAME))
+  paths.write_checkpoint_state(directory, os.path.basename(path))
+  run_record.write(output_dir, exp, facts)
+  return path
+
+
+def _write_pretrained(model, config, out: _Output, to_layout, values,
+                      report):
+  """AlbertModel / ForPreTraining / ForMaskedLM as the other layouts'
+  checkpoints: ckpt (+ albert_config.json)."""
+  heads = hf_files.ARCHITECTURES[model.architecture][0]
+  target = AlbertPretrainer(config) if heads else AlbertEncoder(config)
+  variables = cw.model_variables(target)
+  if heads == ("mlm",):  # no SOP head: the parts it has
+    variables = {n: v for n, v in variables.items()
+                 if not n.startswith("sop_head/")}
+  _assign(variables, values, report, model.directory)
+  if heads == ("mlm",) and to_layout == "model_garden":
+    raise CheckpointConversionError(
+        f"--to={to_layout}: its pretraining layout holds the MLM and SOP "
+        "heads together; AlbertForMaskedLM has no SOP head (use "
+        "--to=albert_tf or tf1)")
+  out.replace()
+  output_dir = out.directory
+  prefix = os.path.join(output_dir, conversion.DEFAULT_OUTPUT_NAMES[to_layout])
+  if heads != ("mlm",):
+    path = conversion.write_weights(target, prefix, to_layout)
+  elif to_layout == "albert_tf":
+    os.makedirs(output_dir, exist_ok=True)
+    path = tf.train.Checkpoint(encoder=target.encoder,
+                               mlm_head=target.mlm_head).write(prefix)
+    paths.write_checkpoint_state(output_dir, os.path.basename(path))
+  else:  # tf1
+    path = tf1_checkpoint.write_tf1_checkpoint(
+        {n: v.numpy() for n, v in variables.items()}, prefix, config)
+  conversion.write_config(config, output_dir, to_layout)
+  return path
+
+
+def _write_tf1_head(model, config, out: _Output, values, report) -> str:
+  """The encoder and the head under the original fine-tuning scripts'
+  names (no labels: that layout keeps none) + albert_config.json."""
+  target = AlbertEncoder(config)
+  variables = cw.model_variables(target)
+  _assign(variables, values, report, model.directory)
+  names = tf1_checkpoint.FINETUNED_HEAD_NAMES[TF1_HEADS[model.architecture]]
+  head = dict(zip(names, (values[f"{hf.HEAD}/output_weights"],
+                          values[f"{hf.HEAD}/output_bias"])))
+  out.replace()
+  output_dir = out.directory
+  prefix = os.path.join(output_dir, conversion.DEFAULT_OUTPUT_NAMES["tf1"])
+  path = tf1_checkpoint.write_tf1_checkpoint(
+      {n: v.numpy() for n, v in variables.items()}, prefix, config,
+      finetuned=head)
+  conversion.write_config(config, output_dir, "tf1")
+  return path
+
+
+def _check_output(output_dir: str, overwrite: bool, source: str) -> bool:
+  """Refuses the source's directory, a training run's directory, and
+  (without `overwrite`) a directory that holds another model. Returns
+  whether a converted run directory is to be replaced."""
+  if os.path.realpath(output_dir) == os.path.realpath(source):
+    raise CheckpointConversionError(
+        f"--output_dir {output_dir} is the input directory; use another")
+  record = run_record.find_for_checkpoint(output_dir)
+  if record is not None and (CONVERTED_FROM not in record.facts or
+                             os.path.realpath(record.model_dir) !=
+                             os.path.realpath(output_dir)):
+    raise CheckpointConversionError(
+        f"--output_dir {output_dir} is in the run directory "
+        f"{record.model_dir}; use another directory")
+  held = [n for n in (hf_files.CONFIG_NAME, hf_files.WEIGHTS_NAME,
+                      run_record.RECORD_NAME,
+                      albert_config.CONFIG_JSON_NAME)
+          if os.path.isfile(os.path.join(output_dir, n))]
+  held += paths.checkpoint_prefixes(output_dir) if os.path.isdir(
+      output_dir) else []
+  if held and not overwrite:
+    raise CheckpointConversionError(
+        f"--output_dir {output_dir} already holds a model ({', '.join(held)})"
+        "; use another directory, or pass --overwrite to replace it")
+  return bool(held) and record is not None
+
+
+def import_hf(hf_dir: str, output_dir: str, to_layout: str = "albert_tf",
+              overwrite: bool = False) -> Tuple[str, cw.ConversionReport]:
+  """Converts the Hugging Face directory `hf_dir`; returns (checkpoint
+  path, report). A fine-tuning head goes to a run directory (albert_tf
+  layout), or with `to_layout="tf1"` under the original fine-tuning
+  scripts' names (no labels; token classification refused); Model Garden's
+  layout holds the pretraining classes only.
+
+  Args:
+    hf_dir: a Hugging Face ALBERT directory (config.json, weights,
+      spiece.model).
+    output_dir: where to write; refused when it holds another model
+      unless `overwrite` (nothing is replaced before every check passed).
+    to_layout: "albert_tf", "tf1" or "model_garden".
+    overwrite: replace the model or converted run already there.
+  """
+  model = hf_files.read_model(hf_dir)
+  config = hf.albert_config_from_hf(
+      model.config, os.path.join(hf_dir, hf_files.CONFIG_NAME))
+  finetuned = model.architecture in FINETUNED
+  if finetuned and to_layout == "model_garden" or (
+      to_layout == "tf1" and
+      model.architecture == "AlbertForTokenClassification"):
+    raise CheckpointConversionError(
+        f"--to={to_layout}: that layout has no {model.architecture} head "
+        "(use --to=albert_tf: a run directory with its task and labels)")
+  if to_layout not in restore.LAYOUTS:
+    raise CheckpointConversionError(f"--to={to_layout}: expected one of "
+                                    f"{restore.LAYOUTS}")
+  replaces_run = _check_output(output_dir, overwrite, hf_dir)
+  report, values = hf.map_hf(model, config)
+  _fill_pooler(values, report, config, model.architecture)
+  out = _Output(output_dir, _checked_tokenizer(hf_dir, config), config,
+                replaces_run)
+  if finetuned and to_layout == "tf1":
+    return _write_tf1_head(model, config, out, values, report), report
+  if finetuned:
+    return _write_run(model, config, out, values, report), report
+  return _write_pretrained(model, config, out, to_layout, values,
+                           report), report
