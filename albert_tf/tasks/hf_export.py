@@ -138,7 +138,8 @@ def export_hf(input_checkpoint: str, output_dir: str,
   path = hf_files.write_model(output_dir, tensors,
                         hf.hf_config_from_albert(config, arch, extra))
   if spm:
-    hf_models.write_tokenizer(output_dir, spm, lower)
+    hf_models.write_tokenizer(output_dir, spm, lower,
+                              config.max_position_embeddings)
   return path, arch
 
 

@@ -19,7 +19,6 @@ checkpoints/hf_checkpoint.py.
 import dataclasses
 import os
 import shutil
-import types
 from typing import Any, Dict, Tuple
 
 import numpy as np
@@ -30,6 +29,7 @@ from albert_tf.checkpoints import canonical_weights as cw
 from albert_tf.checkpoints import conversion
 from albert_tf.checkpoints import hf_checkpoint as hf
 from albert_tf.checkpoints import hf_files
+from albert_tf.checkpoints import hf_tokenizer
 from albert_tf.checkpoints import identity
 from albert_tf.checkpoints import paths
 from albert_tf.checkpoints import restore
@@ -71,27 +71,21 @@ CONVERTED_FROM = "converted_from"
 # --- The tokenizer (one call site each way) -----------------------------------
 
 
-def _read_tokenizer(hf_dir: str):
-  """The tokenizer of `hf_dir`: `.spm_model` (bytes), `.do_lower_case`,
-  `.keep_accents`. PLACEHOLDER for checkpoints/hf_tokenizer.read_tokenizer
-  (which also rebuilds a model from tokenizer.json and reads
-  tokenizer_config.json): spiece.model only, lower-cased, accents dropped."""
-  path = os.path.join(hf_dir, SPM_NAME)
-  if not os.path.isfile(path):
-    raise CheckpointConversionError(f"{path}: no such file (the model's "
-                                    "SentencePiece model)")
-  with open(path, "rb") as f:
-    return types.SimpleNamespace(spm_model=f.read(), do_lower_case=True,
-                                 keep_accents=False, source=path)
+def _read_tokenizer(hf_dir: str) -> hf_tokenizer.HfTokenizer:
+  """The tokenizer of `hf_dir` (spiece.model, or rebuilt from tokenizer.json;
+  tokenizer_config.json's do_lower_case / keep_accents)."""
+  try:
+    return hf_tokenizer.read_tokenizer(hf_dir)
+  except ValueError as e:
+    raise CheckpointConversionError(str(e)) from None
 
 
-def write_tokenizer(hf_dir: str, spm_model_file: str,
-                    do_lower_case: bool) -> None:
-  """PLACEHOLDER for checkpoints/hf_tokenizer.write_tokenizer (which also
-  writes tokenizer_config.json and special_tokens_map.json): copies the
-  SentencePiece model as spiece.model."""
-  del do_lower_case
-  shutil.copyfile(spm_model_file, os.path.join(hf_dir, SPM_NAME))
+def write_tokenizer(hf_dir: str, spm_model_file: str, do_lower_case: bool,
+                    model_max_length: int = 512) -> None:
+  """spiece.model, tokenizer_config.json and special_tokens_map.json for
+  transformers' AutoTokenizer."""
+  hf_tokenizer.write_tokenizer(hf_dir, spm_model_file, do_lower_case,
+                               model_max_length=model_max_length)
 
 
 def _checked_tokenizer(hf_dir: str, config):
