@@ -289,8 +289,14 @@ def run_training(task_cls):
       raise run_record.refuse("task", base.task, task_cls.name,
                               FLAGS.model_dir,
                               "use a new --model_dir for another task")
+    recipe = [task_cls.recipe] if task_cls.recipe and base is None else []
+    if recipe:
+      logging.info("a new %s run starts from the recipe %s (then --config_"
+                   "file, --params_override and flags)", task_cls.name,
+                   task_cls.recipe)
     config = experiment_config.load_experiment_config(
-        task_cls.config_cls, FLAGS.config_file, FLAGS.params_override,
+        task_cls.config_cls, recipe + list(FLAGS.config_file),
+        FLAGS.params_override,
         flag_overrides(task_cls.config_cls),
         base=base.config if base else None,
         base_source=f"{FLAGS.model_dir}/{run_record.CONFIG_NAME}")

@@ -85,6 +85,10 @@ class Task(abc.ABC):
   # The experiment config dataclass (core.experiment_config.ExperimentConfig
   # subclass) the task is built from: task_cls(config, model_dir).
   config_cls: type = type(None)
+  # A packaged config file (albert_tf/configs/) a new run of the run tools
+  # starts from, before --config_file: the task's recipe, so that a run
+  # without one does not train with the pretraining optimizer ("": none).
+  recipe: str = ""
   # The dataclass of what shapes the task's model and its exports
   # (serving_params(); serving/serving_params.py).
   serving_params_cls: type = type(None)

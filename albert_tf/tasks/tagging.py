@@ -84,6 +84,7 @@ class TaggingTask(finetune_lib.FinetuneTask):
 
   name = "tagging"
   config_cls = TaggingExperimentConfig
+  recipe = "finetuning/conll2003.yaml"
   serving_params_cls = TaggingServingParams
   serving_tasks = {"tagging": {}}
   data_name = "CoNLL"

@@ -9,6 +9,7 @@ import random
 import numpy as np
 import pytest
 import tensorflow as tf
+import yaml
 
 from albert_tf.core import run_record
 from albert_tf.data import conll_data
@@ -73,6 +74,14 @@ def test_train_eval_predict_export_serve(tmp_path_factory):
             encoding="utf-8") as f:
     labels = json.load(f)["label_names"]
   assert labels == ["O", "B-COL", "B-PER", "I-COL"]  # from train.txt
+  # A new run starts from the task's recipe (finetuning/conll2003.yaml),
+  # not the pretraining optimizer; the --config_file given comes after it.
+  with open(os.path.join(model_dir, "experiment_config.yaml"),
+            encoding="utf-8") as f:
+    recorded = yaml.safe_load(f)
+  assert recorded["optimizer"]["name"] == "adamw"
+  assert recorded["optimizer"]["learning_rate"] == pytest.approx(5e-5)
+  assert recorded["trainer"]["train_steps"] == 2  # the given file's
 
   # predict (no test.txt: dev.txt): each line with its label appended.
   proc = generic.run_tool(*common, "--mode=predict")
