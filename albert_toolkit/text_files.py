@@ -5,6 +5,8 @@ naming the file and line. Corpora are read by data_prep's text reader
 instead, which repairs such lines and counts them.
 """
 
+import json
+
 
 def read_utf8(path):
   """The whole text of the UTF-8 file `path` (a byte-order mark dropped);
@@ -17,3 +19,22 @@ def read_utf8(path):
     line = data[:e.start].count(b"\n") + 1
     raise ValueError(f"{path}:{line}: not UTF-8 (byte "
                      f"0x{data[e.start]:02x}); save it as UTF-8") from e
+
+
+def read_json_object(path, what=""):
+  """The JSON object in the UTF-8 file `path` (`read_utf8`); ValueError in
+  one line naming the file (and line) when it cannot be read, is not JSON
+  or holds no object (`what` says what the object is, for that error)."""
+  try:
+    text = read_utf8(path)
+  except OSError as e:
+    raise ValueError(f"{path}: cannot read ({e.strerror or e})") from e
+  try:
+    obj = json.loads(text)
+  except json.JSONDecodeError as e:
+    raise ValueError(f"{path}:{e.lineno}: not valid JSON ({e.msg}, "
+                     f"column {e.colno})") from e
+  if not isinstance(obj, dict):
+    raise ValueError(f"{path}: expected a JSON object{what}, got a "
+                     f"{type(obj).__name__}")
+  return obj

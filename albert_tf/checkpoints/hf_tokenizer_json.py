@@ -9,11 +9,12 @@ the equivalent SentencePiece ModelProto (what `spiece.model` holds), and
 """
 
 import base64
-import json
 import math
 
 import numpy as np
 from sentencepiece import sentencepiece_model_pb2
+
+from albert_toolkit import text_files
 
 # ALBERT's special pieces at their ids (the release's 30k-clean.model, ours:
 # data_prep/train_sentencepiece.py).
@@ -37,19 +38,7 @@ _CHECK_TEXTS = (
 
 def read_json(path):
   """A JSON object from `path`; one-line ValueError naming it otherwise."""
-  try:
-    with open(path, encoding="utf-8") as f:
-      obj = json.load(f)
-  except json.JSONDecodeError as e:
-    raise ValueError(f"{path}: not valid JSON (line {e.lineno} column "
-                     f"{e.colno}: {e.msg})") from None
-  except (OSError, UnicodeDecodeError) as e:
-    raise ValueError(f"{path}: cannot read it ({type(e).__name__}: "
-                     f"{str(e).splitlines()[0] if str(e) else ''})") from None
-  if not isinstance(obj, dict):
-    raise ValueError(f"{path}: a JSON object expected, got "
-                     f"{type(obj).__name__}")
-  return obj
+  return text_files.read_json_object(path)
 
 
 def bool_field(obj, name, default, path):

@@ -14,7 +14,6 @@ vocabulary limits and label names without a word. Errors are ValueErrors of
 one line naming the file (and the field).
 """
 
-import json
 import os
 from typing import Optional, Tuple
 
@@ -70,19 +69,7 @@ def resolve(path) -> Tuple[str, Optional[str]]:
 
 def read_metadata(info_path):
   """The JSON object of a model.json; one-line errors naming the file."""
-  try:
-    text = text_files.read_utf8(info_path)  # an editor's BOM is no error
-  except OSError as e:
-    raise ValueError(f"{info_path}: cannot read ({e.strerror})") from e
-  try:
-    info = json.loads(text)
-  except json.JSONDecodeError as e:
-    raise ValueError(f"{info_path}:{e.lineno}: not valid JSON ({e.msg}, "
-                     f"column {e.colno})") from e
-  if not isinstance(info, dict):
-    raise ValueError(f"{info_path}: expected a JSON object (what the export "
-                     f"is), got a {type(info).__name__}")
-  return info
+  return text_files.read_json_object(info_path, " (what the export is)")
 
 
 def section(info, name, info_path):
