@@ -16,6 +16,7 @@ from safetensors import numpy as safetensors_numpy
 from albert_tf.checkpoints import canonical_weights as cw
 from albert_tf.checkpoints.canonical_weights import CheckpointConversionError
 from albert_toolkit import output_files
+from albert_toolkit import text_files
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -56,13 +57,7 @@ def read_config(directory: str) -> Tuple[Dict[str, Any], str]:
   if not os.path.isfile(path):
     raise CheckpointConversionError(f"{path}: no such file (not a Hugging "
                                     "Face model directory)")
-  try:
-    with open(path, encoding="utf-8") as f:
-      hf = json.load(f)
-  except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-    raise CheckpointConversionError(f"{path}: unreadable JSON ({e})") from None
-  if not isinstance(hf, dict):
-    raise CheckpointConversionError(f"{path}: not a JSON object")
+  hf = text_files.read_json_object(path)
   if hf.get("model_type") != MODEL_TYPE:
     raise refuse(path, "model_type", hf.get("model_type"),
                  "not an ALBERT model (expected \"albert\")")
