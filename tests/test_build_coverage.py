@@ -352,3 +352,16 @@ def test_layering_checker_catches_an_upward_import(tmp_path):
   assert imported_packages(str(tmp_path / "m.py")) == {"tasks", "data_prep"}
   deps, paths = subpackage_libraries(repo_root())["modeling"]
   assert deps == set() and "albert_tf/modeling/albert_config.py" in paths
+
+
+def test_rule_names_are_unique_in_each_build_file():
+  """Bazel refuses a package with two rules of one name (two test files of
+  one name in different folders need names of their own)."""
+  seen, twice = set(), []
+  for build_path, _, _, kwargs in build_rules(repo_root(),
+                                              build_files(repo_root())):
+    key = (build_path, kwargs.get("name"))
+    if key[1] is not None and key in seen:
+      twice.append(f"{build_path}: {key[1]}")
+    seen.add(key)
+  assert not twice, f"rule names defined twice: {twice}"
