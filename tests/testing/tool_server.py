@@ -52,7 +52,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
 # Environment variables a process reads while importing the preloaded modules
 # (or may: the prefixes): a run is forked by a server started with its own...
 IMPORT_ENV_PREFIXES = ("PYTHON", "TF_", "XLA_", "KERAS", "OMP_", "MKL_",
-                       "OPENBLAS", "LD_", "MALLOC", "TCMALLOC")
+                       "OPENBLAS", "LD_", "MALLOC", "TCMALLOC",
+                       # tempfile's directory, which absl's --test_tmpdir
+                       # default is made of when TensorFlow is imported.
+                       "TMP", "TEMP")
 # ...except these, read when a run uses them (or emulated per run).
 RUNTIME_ENV = frozenset({"TF_CONFIG", "PYTHONUNBUFFERED",
                          "CUDA_VISIBLE_DEVICES"})
