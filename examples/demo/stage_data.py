@@ -11,8 +11,8 @@ from examples.demo import corpus
 
 def fetch_corpus(run):
   """Stage 1: the raw corpus text -> run.raw."""
-  if run.settings["corpus"] == "sotu":
-    src, origin = corpus.fetch_sotu(
+  if run.settings["corpus"] in corpus.FETCHERS:
+    src, origin = corpus.FETCHERS[run.settings["corpus"]](
         run.path("cache"), log=lambda m: print("  " + m, flush=True))
   elif run.settings["corpus"]:
     src, origin = os.path.abspath(run.settings["corpus"]), "user"

