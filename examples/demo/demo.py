@@ -36,7 +36,7 @@ user would, streaming their progress; full logs go to <output_dir>/logs/):
                parameter counts, timings -> <output_dir>/summary.json
 
   python -m examples.demo.demo                    # ~8 min on 2 idle CPU cores
-  python -m examples.demo.demo --long             # ~82 min: reaches the targets
+  python -m examples.demo.demo --long             # ~45 min: makes the shipped model
   python -m examples.demo.demo --quick --corpus=tests/testdata/botchan.txt
 """
 
@@ -97,7 +97,7 @@ def define_flags():
                     f"{LONG_VOCAB_SIZE} pieces, "
                     f"{LONG_PRETRAIN_STEPS} pretraining steps, 5% held out, "
                     "dupe factor 3, 12 held-out evaluations, no model-size "
-                    "table; ~82 minutes on 2 cores.")
+                    "table; ~45 minutes on 2 idle cores.")
   flags.DEFINE_bool("shipped_model", None,
                     "After this run's own (short) pretraining, evaluate, "
                     "fill masks with and fine-tune the model shipped in "
