@@ -280,3 +280,28 @@ def test_written_tokenizer_json_is_read_back(tmp_path):
     read = hf_wordpiece.read_wordpiece(str(out), len(TOKENS))
     assert read.tokens == tuple(TOKENS) and read.source.endswith(
         "tokenizer.json")
+
+
+# transformers 5.24's own BertTokenizer saved (tokenizer.json and
+# tokenizer_config.json only, as transformers 5 saves) with its ids on a
+# table of strings (tools/hf_wordpiece_parity.py --make_fixture).
+SAVED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))), "testdata", "hf", "tokenizer_wordpiece")
+
+
+def test_transformers_own_bert_tokenizer_directory(tmp_path):
+  read = hf_wordpiece.read_wordpiece(SAVED)
+  assert read.source.endswith("tokenizer.json") and read.do_lower_case
+  vocab = tmp_path / "vocab.txt"
+  vocab.write_bytes(read.vocab_text)
+  ours = wordpiece.WordPieceTokenizer(str(vocab), read.do_lower_case)
+  assert ours.unk_id == len(read.tokens) - 4  # bert-base-chinese's layout
+  with open(os.path.join(SAVED, "expected_ids.json"), encoding="utf-8") as f:
+    expected = json.load(f)["ids"]
+  differ = [text for text, ids in expected if ours.encode_ids(text) != ids]
+  # transformers' 100-character word limit (ours 200), and its per-character
+  # lower-casing of a word-final capital sigma (Python's, the original's,
+  # gives the final form): the only differences.
+  assert differ == [t for t, _ in expected if t.startswith("ΟΔΟΣ") or
+                    t.startswith("a" * 101) and len(t.split()[0]) <= 200]
+  assert len(differ) == 4
