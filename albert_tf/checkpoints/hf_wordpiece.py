@@ -12,9 +12,9 @@ files transformers' `AutoTokenizer.from_pretrained` reads.
 Our tokenizer (as the original's) makes every CJK ideograph a word, and
 strips accents exactly when it lower-cases. One difference is accepted:
 transformers' WordPiece turns a word of over 100 characters into [UNK],
-ours (the original's) one of over 200; the tokenizer.json written here
-records 200, so the fast tokenizer gives our ids (BertTokenizer, the slow
-one, keeps its 100).
+ours (the original's) one of over 200. The tokenizer.json written here
+records ours (200), which the `tokenizers` library honours; transformers
+5's BertTokenizer builds its model with its own 100 (docs/conversion.md).
 """
 
 import dataclasses
