@@ -113,6 +113,16 @@ def _json_tokens(path, tokenizer):
   return tokens, model
 
 
+def _check_strip_accents(path, obj, where, lower_field, lower):
+  """Refuses a `strip_accents` (None: follows lower-casing) other than
+  `lower`: our tokenizer strips accents exactly when it lower-cases."""
+  strip = obj.get("strip_accents")
+  if strip is not None and strip != lower:
+    raise ValueError(f"{path}: field {where}strip_accents is {strip!r} with "
+                     f"{lower_field} {lower!r}; our tokenizer strips accents "
+                     "exactly when it lower-cases")
+
+
 def _normalizer_lowercase(path, tokenizer):
   """The BertNormalizer's lowercase (None: no normaliser), after checking
   the rest is ours."""
@@ -128,11 +138,7 @@ def _normalizer_lowercase(path, tokenizer):
     if not bool_field(spec, field, True, path):
       raise ValueError(f"{path}: field normalizer.{field} is false; our "
                        "tokenizer always does it (as the original release)")
-  strip = spec.get("strip_accents")
-  if strip is not None and strip != lower:
-    raise ValueError(f"{path}: field normalizer.strip_accents is "
-                     f"{strip!r} with lowercase {lower!r}; our tokenizer "
-                     "strips accents exactly when it lower-cases")
+  _check_strip_accents(path, spec, "normalizer.", "lowercase", lower)
   return lower
 
 
@@ -146,11 +152,7 @@ def _config_lowercase(path, config):
   if not bool_field(config, "do_basic_tokenize", True, path):
     raise ValueError(f"{path}: field do_basic_tokenize is false; our "
                      "tokenizer always splits at whitespace and punctuation")
-  strip = config.get("strip_accents")
-  if strip is not None and strip != lower:
-    raise ValueError(f"{path}: field strip_accents is {strip!r} with "
-                     f"do_lower_case {lower!r}; our tokenizer strips accents "
-                     "exactly when it lower-cases")
+  _check_strip_accents(path, config, "", "do_lower_case", lower)
   if config.get("never_split"):
     raise ValueError(f"{path}: field never_split is set; our tokenizer "
                      "splits every word")

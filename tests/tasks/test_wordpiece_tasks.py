@@ -37,16 +37,23 @@ def vocab(tmp_path_factory):
   return wordpiece_testlib.write_vocab(tmp_path_factory.mktemp("wp_vocab"))
 
 
-@pytest.mark.slow
-def test_tiny_chinese_pretraining_learns(vocab, tmp_path):
-  corpus = tmp_path / "zh.txt"
-  corpus.write_text(wordpiece_testlib.chinese_corpus(40), encoding="utf-8")
-  data = str(tmp_path / "zh.tfrecord")
+def _chinese_data(vocab, directory, num_docs, dupe_factor):
+  """Pretraining data of a Chinese corpus made with `vocab`; its path."""
+  corpus = directory / "zh.txt"
+  corpus.write_text(wordpiece_testlib.chinese_corpus(num_docs),
+                    encoding="utf-8")
+  data = str(directory / "zh.tfrecord")
   cpd.run([str(corpus)], [data], pretraining_config.RunConfig(
       spm_model_file="", vocab_file=vocab, do_lower_case=True,
       instance=pi.InstanceConfig(max_seq_length=SEQ,
                                  max_predictions_per_seq=PRED),
-      dupe_factor=4), progress_interval=0)
+      dupe_factor=dupe_factor), progress_interval=0)
+  return data
+
+
+@pytest.mark.slow
+def test_tiny_chinese_pretraining_learns(vocab, tmp_path):
+  data = _chinese_data(vocab, tmp_path, num_docs=40, dupe_factor=4)
   size = wordpiece.WordPieceTokenizer(vocab).vocab_size
   config = experiment_config.load_experiment_config(
       pretraining.PretrainingExperimentConfig, [pretrain_testutil.TINY_RECIPE],
@@ -189,14 +196,7 @@ def wordpiece_run(vocab, tmp_path_factory):
   """A 2-step pretraining run on WordPiece data (its summary names the
   vocabulary), with a vocabulary of the tiny model's size."""
   base = tmp_path_factory.mktemp("wp_run")
-  corpus = base / "zh.txt"
-  corpus.write_text(wordpiece_testlib.chinese_corpus(8), encoding="utf-8")
-  data = str(base / "zh.tfrecord")
-  cpd.run([str(corpus)], [data], pretraining_config.RunConfig(
-      spm_model_file="", vocab_file=vocab, do_lower_case=True,
-      instance=pi.InstanceConfig(max_seq_length=SEQ,
-                                 max_predictions_per_seq=PRED),
-      dupe_factor=1), progress_interval=0)
+  data = _chinese_data(vocab, base, num_docs=8, dupe_factor=1)
   size = wordpiece.WordPieceTokenizer(vocab).vocab_size
   config = pretrain_testutil.tiny_experiment(
       data, **{"data.seq_length": SEQ, "data.max_predictions_per_seq": PRED,
