@@ -10,12 +10,18 @@ import shutil
 
 import pytest
 
+from albert_tf.checkpoints import conversion
+from albert_tf.checkpoints import restore as restore_lib
 from albert_tf.core import experiment_config
 from albert_tf.core import run_record
 from albert_tf.core import train_lib
 from albert_tf.data import conll_data
 from albert_tf.data import squad_alignment
 from albert_tf.data import squad_data
+from albert_tf.modeling.albert_config import AlbertConfig
+from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
+from albert_tf.tasks import hf_export
+from albert_tf.tasks import hf_models
 from albert_tf.tasks import pretraining
 from albert_tf.tasks import sentence_prediction
 from data_prep import create_pretraining_data as cpd
@@ -256,3 +262,27 @@ def test_export_from_flags_checks_the_wordpiece_vocabulary(wordpiece_run,
   assert not os.path.exists(tmp_path / "bad")
   export_testlib.export(str(tmp_path / "good"), {"vocab_file": vocab},
                         **request)
+
+
+def test_pretraining_run_to_hugging_face_and_back(wordpiece_run, vocab,
+                                                  tmp_path):
+  """A WordPiece pretraining run -> AlbertForPreTraining with BertTokenizer
+  files -> ours: the run's weights and vocabulary."""
+  back = str(tmp_path / "hf")
+  assert hf_export.export_hf(wordpiece_run, back)[1] == "AlbertForPreTraining"
+  with open(os.path.join(back, "vocab.txt"), "rb") as f, open(vocab,
+                                                             "rb") as g:
+    assert f.read() == g.read()
+  with open(os.path.join(back, "tokenizer_config.json")) as f:
+    assert json.load(f)["tokenizer_class"] == "BertTokenizer"
+  again = str(tmp_path / "again")
+  hf_models.import_hf(back, again)
+  config = AlbertConfig.from_json_file(os.path.join(again,
+                                                    "albert_config.json"))
+  reference, converted = AlbertPretrainer(config), AlbertPretrainer(config)
+  restore_lib.restore(reference, wordpiece_run)
+  restore_lib.restore(converted, again)
+  for a, b in zip(reference.variables, converted.variables):
+    assert (a.numpy() == b.numpy()).all(), a.name
+  assert conversion.find_vocab_files(os.path.join(again, "ckpt")) == [
+      os.path.join(again, "vocab.txt")]
