@@ -139,8 +139,8 @@ def _unigram_vocab(tokenizer, path):
   kind = model.get("type")
   if kind == "WordPiece":
     raise ValueError(f"{path}: a WordPiece vocabulary (model.type "
-                     "WordPiece); WordPiece vocabularies are not supported "
-                     "yet, only SentencePiece (Unigram) ones")
+                     "WordPiece), not the SentencePiece (Unigram) model this "
+                     "reader rebuilds (hf_wordpiece.py reads WordPiece)")
   if kind != "Unigram":
     raise ValueError(f"{path}: field model.type is {kind!r}; only Unigram "
                      "(SentencePiece) ALBERT tokenizers are supported")

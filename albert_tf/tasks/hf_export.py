@@ -99,7 +99,8 @@ def export_hf(input_checkpoint: str, output_dir: str,
     input_checkpoint: a run directory, a checkpoint in one (the run's task
       gives the class and labels), or a checkpoint of ours without a run
       (AlbertForPreTraining / ForMaskedLM / AlbertModel by its heads).
-    output_dir: where config.json, model.safetensors and spiece.model go.
+    output_dir: where config.json, model.safetensors and the tokenizer
+      files (spiece.model, or vocab.txt and tokenizer.json) go.
     overwrite: replace the Hugging Face model already there.
   """
   is_run = os.path.isfile(os.path.join(input_checkpoint,
@@ -111,13 +112,10 @@ def export_hf(input_checkpoint: str, output_dir: str,
     task, model, params = _restored_run(
         record, None if is_run else input_checkpoint)
     arch, extra = _head_config(task, params)
-    if getattr(params, "vocab_file", ""):
-      raise CheckpointConversionError(
-          f"the run {record.model_dir} uses a WordPiece vocabulary "
-          f"({params.vocab_file}); a Hugging Face ALBERT directory written "
-          "here carries a SentencePiece model (spiece.model)")
-    config, spm, lower = (task.config.model, params.spm_model_file,
-                          params.do_lower_case)
+    config, vocab, lower = (
+        task.config.model,
+        params.spm_model_file or getattr(params, "vocab_file", ""),
+        params.do_lower_case)
   else:
     config, _ = checkpoint_config.model_config_for(
         [], "", checkpoint=input_checkpoint)
@@ -131,14 +129,16 @@ def export_hf(input_checkpoint: str, output_dir: str,
     variables = {n: v for n, v in variables.items() if n in values or
                  not cw.is_head(n)}  # the heads it holds
     cw.check_and_assign(variables, values, report.mapped, prefix)
-    vocab = [p for p in conversion.find_vocab_files(prefix)
-             if p.endswith(".model")]
-    spm, lower = (vocab[0] if vocab else ""), True
+    # A SentencePiece model, else a WordPiece vocab*.txt (lower-cased:
+    # a checkpoint without a run records no do_lower_case).
+    found = [p for p in conversion.find_vocab_files(prefix)
+             if p.endswith((".model", ".txt"))]
+    vocab, lower = (found[0] if found else ""), True
   tensors = hf.to_hf(_values(model), config, arch)
   path = hf_files.write_model(output_dir, tensors,
                         hf.hf_config_from_albert(config, arch, extra))
-  if spm:
-    hf_models.write_tokenizer(output_dir, spm, lower,
+  if vocab:
+    hf_models.write_tokenizer(output_dir, vocab, lower,
                               config.max_position_embeddings)
   return path, arch
 

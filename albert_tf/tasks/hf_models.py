@@ -30,6 +30,7 @@ from albert_tf.checkpoints import conversion
 from albert_tf.checkpoints import hf_checkpoint as hf
 from albert_tf.checkpoints import hf_files
 from albert_tf.checkpoints import hf_tokenizer
+from albert_tf.checkpoints import hf_wordpiece
 from albert_tf.checkpoints import identity
 from albert_tf.checkpoints import paths
 from albert_tf.checkpoints import restore
@@ -41,6 +42,7 @@ from albert_tf.modeling import albert_config
 from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
 from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
 from albert_tf.serving import preprocessing
+from albert_tf.serving import wordpiece
 from albert_tf.tasks import registry
 from albert_toolkit import output_files
 from data_prep import tokenization
@@ -64,6 +66,7 @@ TF1_HEADS = {"AlbertForSequenceClassification": "classification_head",
              "AlbertForMultipleChoice": "multiple_choice_head"}
 CHECKPOINT_NAME = "ckpt-0"
 SPM_NAME = "spiece.model"
+WORDPIECE_NAME = hf_wordpiece.VOCAB_TXT
 # What a converted run directory records of its source.
 CONVERTED_FROM = "converted_from"
 
@@ -71,27 +74,40 @@ CONVERTED_FROM = "converted_from"
 # --- The tokenizer (one call site each way) -----------------------------------
 
 
-def _read_tokenizer(hf_dir: str) -> hf_tokenizer.HfTokenizer:
-  """The tokenizer of `hf_dir` (spiece.model, or rebuilt from tokenizer.json;
-  tokenizer_config.json's do_lower_case / keep_accents)."""
+def _read_tokenizer(hf_dir: str, vocab_size: int):
+  """The tokenizer of `hf_dir`: SentencePiece (spiece.model, or rebuilt
+  from tokenizer.json) or WordPiece (vocab.txt / a WordPiece
+  tokenizer.json); tokenizer_config.json's lower-casing."""
   try:
+    if hf_wordpiece.is_wordpiece(hf_dir):
+      return hf_wordpiece.read_wordpiece(hf_dir, vocab_size)
     return hf_tokenizer.read_tokenizer(hf_dir)
   except ValueError as e:
     raise CheckpointConversionError(str(e)) from None
 
 
-def write_tokenizer(hf_dir: str, spm_model_file: str, do_lower_case: bool,
+def write_tokenizer(hf_dir: str, vocab_path: str, do_lower_case: bool,
                     model_max_length: int = 512) -> None:
-  """spiece.model, tokenizer_config.json and special_tokens_map.json for
-  transformers' AutoTokenizer."""
-  hf_tokenizer.write_tokenizer(hf_dir, spm_model_file, do_lower_case,
-                               model_max_length=model_max_length)
+  """The tokenizer files transformers' AutoTokenizer reads: spiece.model
+  (AlbertTokenizer) for a SentencePiece model, vocab.txt and tokenizer.json
+  (BertTokenizer) for a WordPiece vocabulary (a `.txt`)."""
+  try:
+    if vocab_path.endswith(".txt"):
+      hf_wordpiece.write_wordpiece(hf_dir, vocab_path, do_lower_case,
+                                   model_max_length)
+    else:
+      hf_tokenizer.write_tokenizer(hf_dir, vocab_path, do_lower_case,
+                                   model_max_length=model_max_length)
+  except ValueError as e:
+    raise CheckpointConversionError(str(e)) from None
 
 
 def _checked_tokenizer(hf_dir: str, config):
   """The tokenizer of `hf_dir`, its piece count checked against the
   model's vocab_size (before anything is written)."""
-  tokenizer = _read_tokenizer(hf_dir)
+  tokenizer = _read_tokenizer(hf_dir, config.vocab_size)
+  if getattr(tokenizer, "kind", "") == "wordpiece":
+    return tokenizer
   if tokenizer.keep_accents:
     raise CheckpointConversionError(
         f"{os.path.join(hf_dir, 'tokenizer_config.json')}: keep_accents="
@@ -118,18 +134,33 @@ class _Output:
   replaces_run: bool = False
 
   @property
-  def spm(self) -> str:
-    return os.path.join(os.path.abspath(self.directory), SPM_NAME)
+  def is_wordpiece(self) -> bool:
+    return getattr(self.tokenizer, "kind", "") == "wordpiece"
+
+  @property
+  def vocab(self) -> str:
+    """The vocabulary file written beside the checkpoint."""
+    return os.path.join(os.path.abspath(self.directory), WORDPIECE_NAME
+                        if self.is_wordpiece else SPM_NAME)
+
+  def vocab_settings(self) -> Dict[str, Any]:
+    """The data settings naming the vocabulary and its lower-casing."""
+    key = "vocab_file" if self.is_wordpiece else "spm_model_file"
+    return {key: self.vocab, "do_lower_case": self.tokenizer.do_lower_case}
 
   def replace(self) -> None:
-    """Removes the converted run being replaced; writes spiece.model."""
+    """Removes the converted run being replaced; writes the vocabulary."""
     if self.replaces_run:
       shutil.rmtree(os.path.join(self.directory,
                                  paths.RUN_CHECKPOINT_SUBDIR))
       for name in (run_record.RECORD_NAME, run_record.CONFIG_NAME):
         os.remove(os.path.join(self.directory, name))
-    output_files.atomic_write(self.spm, self.tokenizer.spm_model)
-    preprocessing.check_spm_model(self.spm, self.config.vocab_size)
+    if self.is_wordpiece:
+      output_files.atomic_write(self.vocab, self.tokenizer.vocab_text)
+      wordpiece.check_vocab(self.vocab, self.config.vocab_size)
+      return
+    output_files.atomic_write(self.vocab, self.tokenizer.spm_model)
+    preprocessing.check_spm_model(self.vocab, self.config.vocab_size)
 
 
 # --- Hugging Face -> ours -----------------------------------------------------
@@ -147,12 +178,12 @@ def _labels(hf_config, path: str):
         f"{path}: id2label keys are not 0..{len(id2label) - 1}") from None
 
 
-def _task_settings(model: hf_files.HfModel, config, spm: str, lower: bool
+def _task_settings(model: hf_files.HfModel, config, vocab: Dict[str, Any]
                    ) -> Dict[str, Any]:
-  """The experiment config values of a converted fine-tuning run."""
+  """The experiment config values of a converted fine-tuning run (`vocab`:
+  the vocabulary's data settings)."""
   path = os.path.join(model.directory, hf_files.CONFIG_NAME)
-  data = {"spm_model_file": spm, "do_lower_case": lower,
-          "max_seq_length": min(512, config.max_position_embeddings)}
+  data = {**vocab, "max_seq_length": min(512, config.max_position_embeddings)}
   arch = model.architecture
   labels = _labels(model.config, path)
   if arch == "AlbertForSequenceClassification":
@@ -204,7 +235,7 @@ def _write_run(model: hf_files.HfModel, config, out: _Output, values,
   task_cls = registry.get_task_cls(FINETUNED[model.architecture])
   exp = experiment_config.load_experiment_config(
       task_cls.config_cls, base=_task_settings(
-          model, config, out.spm, out.tokenizer.do_lower_case),
+          model, config, out.vocab_settings()),
       base_source=os.path.join(model.directory, hf_files.CONFIG_NAME))
   output_dir = os.path.abspath(out.directory)
   task = task_cls(exp, output_dir)

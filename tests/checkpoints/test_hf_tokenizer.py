@@ -183,8 +183,9 @@ def test_not_the_models_vocabulary(tmp_path):
      "'<pad>', '[SEP]', '[MASK]'], not ['<pad>', '<unk>', '[CLS]', '[SEP]', "
      "'[MASK]']; not an ALBERT tokenizer"),
     (lambda d: d.update(model={"type": "WordPiece", "vocab": {"a": 0}}),
-     ": a WordPiece vocabulary (model.type WordPiece); WordPiece vocabularies "
-     "are not supported yet, only SentencePiece (Unigram) ones"),
+     ": a WordPiece vocabulary (model.type WordPiece), not the SentencePiece "
+     "(Unigram) model this reader rebuilds (hf_wordpiece.py reads "
+     "WordPiece)"),
     (lambda d: d["model"].update(type="BPE"),
      ": field model.type is 'BPE'; only Unigram (SentencePiece) ALBERT "
      "tokenizers are supported"),

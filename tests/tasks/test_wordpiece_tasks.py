@@ -6,15 +6,22 @@ import json
 import math
 import os
 import random
+import shutil
 
 import pytest
 
+from albert_tf.checkpoints import conversion
+from albert_tf.checkpoints import restore as restore_lib
 from albert_tf.core import experiment_config
 from albert_tf.core import run_record
 from albert_tf.core import train_lib
 from albert_tf.data import conll_data
 from albert_tf.data import squad_alignment
 from albert_tf.data import squad_data
+from albert_tf.modeling.albert_config import AlbertConfig
+from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
+from albert_tf.tasks import hf_export
+from albert_tf.tasks import hf_models
 from albert_tf.tasks import pretraining
 from albert_tf.tasks import sentence_prediction
 from data_prep import create_pretraining_data as cpd
@@ -23,6 +30,7 @@ from data_prep import pretraining_config
 from data_prep import pretraining_instances as pi
 from data_prep import wordpiece
 from data_prep.inspect_tfrecord import iter_examples
+from tests.testing import export_testlib
 from tests.testing import finetune_testlib
 from tests.testing import pretrain_testutil
 from tests.testing import wordpiece_testlib
@@ -35,16 +43,23 @@ def vocab(tmp_path_factory):
   return wordpiece_testlib.write_vocab(tmp_path_factory.mktemp("wp_vocab"))
 
 
-@pytest.mark.slow
-def test_tiny_chinese_pretraining_learns(vocab, tmp_path):
-  corpus = tmp_path / "zh.txt"
-  corpus.write_text(wordpiece_testlib.chinese_corpus(40), encoding="utf-8")
-  data = str(tmp_path / "zh.tfrecord")
+def _chinese_data(vocab, directory, num_docs, dupe_factor):
+  """Pretraining data of a Chinese corpus made with `vocab`; its path."""
+  corpus = directory / "zh.txt"
+  corpus.write_text(wordpiece_testlib.chinese_corpus(num_docs),
+                    encoding="utf-8")
+  data = str(directory / "zh.tfrecord")
   cpd.run([str(corpus)], [data], pretraining_config.RunConfig(
       spm_model_file="", vocab_file=vocab, do_lower_case=True,
       instance=pi.InstanceConfig(max_seq_length=SEQ,
                                  max_predictions_per_seq=PRED),
-      dupe_factor=4), progress_interval=0)
+      dupe_factor=dupe_factor), progress_interval=0)
+  return data
+
+
+@pytest.mark.slow
+def test_tiny_chinese_pretraining_learns(vocab, tmp_path):
+  data = _chinese_data(vocab, tmp_path, num_docs=40, dupe_factor=4)
   size = wordpiece.WordPieceTokenizer(vocab).vocab_size
   config = experiment_config.load_experiment_config(
       pretraining.PretrainingExperimentConfig, [pretrain_testutil.TINY_RECIPE],
@@ -180,3 +195,94 @@ def test_tagging_labels_the_first_piece_of_each_word(vocab):
   labels = features["label_ids"][:len(pieces)]
   ignore = conll_data.IGNORE
   assert labels == [ignore, 1, ignore, 0, ignore, ignore, 0, 0, ignore]
+
+
+@pytest.fixture(scope="module")
+def wordpiece_run(vocab, tmp_path_factory):
+  """A 2-step pretraining run on WordPiece data (its summary names the
+  vocabulary), with a vocabulary of the tiny model's size."""
+  base = tmp_path_factory.mktemp("wp_run")
+  data = _chinese_data(vocab, base, num_docs=8, dupe_factor=1)
+  size = wordpiece.WordPieceTokenizer(vocab).vocab_size
+  config = pretrain_testutil.tiny_experiment(
+      data, **{"data.seq_length": SEQ, "data.max_predictions_per_seq": PRED,
+               "model.vocab_size": size,
+               "model.max_position_embeddings": SEQ})
+  model_dir = base / "run"
+  pretrain_testutil.run_tiny(config, model_dir)
+  return str(model_dir)
+
+
+def test_pretraining_export_reads_the_wordpiece_vocabulary(wordpiece_run,
+                                                           vocab, tmp_path):
+  """The run's export ships the data's WordPiece vocabulary (its record and
+  its data summary name it), by the record and by export mode."""
+  version = export_testlib.export(str(tmp_path / "e"), model_dir=wordpiece_run)
+  assets = os.listdir(os.path.join(version, "assets"))
+  with open(vocab, "rb") as f:
+    want = f.read()
+  shipped = [a for a in assets if a.endswith(".txt")]
+  assert shipped, assets
+  with open(os.path.join(version, "assets", shipped[0]), "rb") as f:
+    assert f.read() == want
+  config = run_record.read(wordpiece_run).config
+  task = pretraining.PretrainingTask(
+      experiment_config.load_experiment_config(
+          pretraining.PretrainingExperimentConfig, base=config),
+      wordpiece_run)
+  task.validate_inputs(training=True)  # the data summary read
+  assert task.serving_params({}).vocab_file == os.path.abspath(vocab)
+
+
+def test_export_from_flags_checks_the_wordpiece_vocabulary(wordpiece_run,
+                                                           vocab, tmp_path):
+  """--checkpoint with --vocab_file: the weights' vocabulary fingerprint is
+  checked (another vocabulary of the same size is refused)."""
+  checkpoint = os.path.join(wordpiece_run, "checkpoints", "ckpt-2")
+  copied = tmp_path / "copied"
+  copied.mkdir()
+  for name in os.listdir(os.path.dirname(checkpoint)):
+    if name.startswith("ckpt-2."):
+      shutil.copy(os.path.join(os.path.dirname(checkpoint), name), copied)
+  prefix = str(copied / "ckpt-2")
+  config_file = str(tmp_path / "albert_config.json")
+  output_files.write_json(config_file, run_record.read(wordpiece_run).model)
+  other = str(tmp_path / "other.txt")  # the same size, other ids
+  tokens = wordpiece_testlib.tokens()
+  with open(other, "w", encoding="utf-8") as f:
+    f.write("\n".join(tokens[:5] + tokens[5:][::-1]) + "\n")
+  request = dict(checkpoint=prefix, config_files=[config_file])
+  with pytest.raises(ValueError) as e:
+    export_testlib.export(str(tmp_path / "bad"), {"vocab_file": other},
+                          **request)
+  assert str(e.value).startswith(
+      f"the vocabulary (sha256) is {output_files.file_sha256(other)!r} in the "
+      f"given config but checkpoint {prefix} has "
+      f"{output_files.file_sha256(vocab)!r}"), str(e.value)
+  assert not os.path.exists(tmp_path / "bad")
+  export_testlib.export(str(tmp_path / "good"), {"vocab_file": vocab},
+                        **request)
+
+
+def test_pretraining_run_to_hugging_face_and_back(wordpiece_run, vocab,
+                                                  tmp_path):
+  """A WordPiece pretraining run -> AlbertForPreTraining with BertTokenizer
+  files -> ours: the run's weights and vocabulary."""
+  back = str(tmp_path / "hf")
+  assert hf_export.export_hf(wordpiece_run, back)[1] == "AlbertForPreTraining"
+  with open(os.path.join(back, "vocab.txt"), "rb") as f, open(vocab,
+                                                             "rb") as g:
+    assert f.read() == g.read()
+  with open(os.path.join(back, "tokenizer_config.json")) as f:
+    assert json.load(f)["tokenizer_class"] == "BertTokenizer"
+  again = str(tmp_path / "again")
+  hf_models.import_hf(back, again)
+  config = AlbertConfig.from_json_file(os.path.join(again,
+                                                    "albert_config.json"))
+  reference, converted = AlbertPretrainer(config), AlbertPretrainer(config)
+  restore_lib.restore(reference, wordpiece_run)
+  restore_lib.restore(converted, again)
+  for a, b in zip(reference.variables, converted.variables):
+    assert (a.numpy() == b.numpy()).all(), a.name
+  assert conversion.find_vocab_files(os.path.join(again, "ckpt")) == [
+      os.path.join(again, "vocab.txt")]

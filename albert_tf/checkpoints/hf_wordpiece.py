@@ -1,0 +1,312 @@
+"""The WordPiece tokenizer files of a Hugging Face ALBERT directory.
+
+Chinese ALBERT models on the Hugging Face hub carry a BERT WordPiece
+vocabulary: `vocab.txt` (one token a line), `tokenizer_config.json` naming
+`BertTokenizer` / `BertTokenizerFast` (transformers' AlbertTokenizer is
+SentencePiece only), and often `tokenizer.json` whose model is WordPiece.
+`read_wordpiece` gives the vocabulary and lower-casing our WordPiece
+tokenizer (data_prep/wordpiece.py, the original release's FullTokenizer)
+loads; settings it cannot honour are refused. `write_wordpiece` writes the
+files transformers' `AutoTokenizer.from_pretrained` reads.
+
+Our tokenizer (as the original's) makes every CJK ideograph a word, and
+strips accents exactly when it lower-cases. One difference is accepted:
+transformers' WordPiece turns a word of over 100 characters into [UNK],
+ours (the original's) one of over 200. The tokenizer.json written here
+records ours (200), which the `tokenizers` library honours; transformers
+5's BertTokenizer builds its model with its own 100 (docs/conversion.md).
+"""
+
+import dataclasses
+import os
+
+from albert_toolkit import output_files
+from albert_tf.checkpoints.hf_tokenizer_json import bool_field
+from albert_tf.checkpoints.hf_tokenizer_json import json_field
+from albert_tf.checkpoints.hf_tokenizer_json import read_json
+
+VOCAB_TXT = "vocab.txt"
+TOKENIZER_JSON = "tokenizer.json"
+TOKENIZER_CONFIG = "tokenizer_config.json"
+SPECIAL_TOKENS_MAP = "special_tokens_map.json"
+SPIECE_MODEL = "spiece.model"
+PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
+SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)
+CONTINUATION = "##"
+# The original release's (and our) longest word; transformers' is 100.
+MAX_INPUT_CHARS_PER_WORD = 200
+HF_MAX_INPUT_CHARS_PER_WORD = 100
+
+
+@dataclasses.dataclass(frozen=True)
+class HfWordPiece:
+  """A Hugging Face directory's WordPiece tokenizer, as albert_tf uses it.
+
+  Attributes:
+    tokens: the vocabulary in id order.
+    vocab_text: the vocabulary file's bytes (vocab.txt as it is, or the
+      tokens one a line when rebuilt from tokenizer.json).
+    do_lower_case: lower-case and strip accents (our rule ties the two).
+    source: the file the vocabulary came from.
+  """
+  tokens: tuple
+  vocab_text: bytes
+  do_lower_case: bool
+  source: str
+  kind = "wordpiece"
+
+
+def is_wordpiece(hf_dir):
+  """Whether `hf_dir`'s tokenizer is WordPiece: no spiece.model, and a
+  vocab.txt or a tokenizer.json whose model is WordPiece."""
+  if os.path.exists(os.path.join(hf_dir, SPIECE_MODEL)):
+    return False
+  if os.path.exists(os.path.join(hf_dir, VOCAB_TXT)):
+    return True
+  path = os.path.join(hf_dir, TOKENIZER_JSON)
+  if not os.path.exists(path):
+    return False
+  model = read_json(path).get("model")
+  return isinstance(model, dict) and model.get("type") == "WordPiece"
+
+
+def _vocab_txt_tokens(path, text):
+  """The tokens of vocab.txt (transformers' rule: a line is a token)."""
+  try:
+    lines = text.decode("utf-8").split("\n")
+  except UnicodeDecodeError as e:
+    raise ValueError(f"{path}: not UTF-8 text (byte {e.start})") from None
+  if lines and lines[-1] == "":
+    lines.pop()
+  for number, line in enumerate(lines, 1):
+    token = line.rstrip("\r")
+    if not token or token != token.strip() or len(token.split()) != 1:
+      raise ValueError(f"{path}:{number}: token {token!r} is empty or holds "
+                       "whitespace; our vocabulary reader takes a line's "
+                       "first field, so the ids would shift")
+  return tuple(line.rstrip("\r") for line in lines)
+
+
+def _json_tokens(path, tokenizer):
+  """(tokens in id order, model spec) of a WordPiece tokenizer.json."""
+  model = json_field(tokenizer, "model", dict, path)
+  if model.get("type") != "WordPiece":
+    raise ValueError(f"{path}: field model.type is {model.get('type')!r}; "
+                     "a vocab.txt beside it needs a WordPiece model")
+  vocab = json_field(model, "vocab", dict, path, "model.")
+  by_id = {}
+  for token, i in vocab.items():
+    if not isinstance(i, int) or i in by_id or not 0 <= i < len(vocab):
+      raise ValueError(f"{path}: field model.vocab: id {i!r} of {token!r} is "
+                       f"not one of 0..{len(vocab) - 1} once")
+    by_id[i] = token
+  tokens = tuple(by_id[i] for i in range(len(vocab)))
+  bad = [t for t in tokens if not t or len(t.split()) != 1 or t != t.strip()]
+  if bad:
+    raise ValueError(f"{path}: field model.vocab: token {bad[0]!r} is empty "
+                     "or holds whitespace (a vocab.txt line cannot hold it)")
+  for field, want in (("continuing_subword_prefix", CONTINUATION),
+                      ("unk_token", UNK)):
+    if model.get(field, want) != want:
+      raise ValueError(f"{path}: field model.{field} is "
+                       f"{model.get(field)!r}; ours is {want!r}")
+  return tokens, model
+
+
+def _check_strip_accents(path, obj, where, lower_field, lower):
+  """Refuses a `strip_accents` (None: follows lower-casing) other than
+  `lower`: our tokenizer strips accents exactly when it lower-cases."""
+  strip = obj.get("strip_accents")
+  if strip is not None and strip != lower:
+    raise ValueError(f"{path}: field {where}strip_accents is {strip!r} with "
+                     f"{lower_field} {lower!r}; our tokenizer strips accents "
+                     "exactly when it lower-cases")
+
+
+def _normalizer_lowercase(path, tokenizer):
+  """The BertNormalizer's lowercase (None: no normaliser), after checking
+  the rest is ours."""
+  spec = tokenizer.get("normalizer")
+  if spec is None:
+    return None
+  if not isinstance(spec, dict) or spec.get("type") != "BertNormalizer":
+    raise ValueError(f"{path}: field normalizer is not a BertNormalizer "
+                     f"({spec.get('type') if isinstance(spec, dict) else spec!r})"
+                     "; ours is BERT's")
+  lower = bool_field(spec, "lowercase", True, path)
+  for field in ("clean_text", "handle_chinese_chars"):
+    if not bool_field(spec, field, True, path):
+      raise ValueError(f"{path}: field normalizer.{field} is false; our "
+                       "tokenizer always does it (as the original release)")
+  _check_strip_accents(path, spec, "normalizer.", "lowercase", lower)
+  return lower
+
+
+def _config_lowercase(path, config):
+  """tokenizer_config.json's do_lower_case (BertTokenizer's default: true),
+  after refusing the settings our tokenizer cannot honour."""
+  lower = bool_field(config, "do_lower_case", True, path)
+  if not bool_field(config, "tokenize_chinese_chars", True, path):
+    raise ValueError(f"{path}: field tokenize_chinese_chars is false; our "
+                     "tokenizer always makes each CJK character a word")
+  if not bool_field(config, "do_basic_tokenize", True, path):
+    raise ValueError(f"{path}: field do_basic_tokenize is false; our "
+                     "tokenizer always splits at whitespace and punctuation")
+  _check_strip_accents(path, config, "", "do_lower_case", lower)
+  if config.get("never_split"):
+    raise ValueError(f"{path}: field never_split is set; our tokenizer "
+                     "splits every word")
+  return lower
+
+
+def read_wordpiece(hf_dir, vocab_size=None):
+  """The WordPiece tokenizer of the Hugging Face directory `hf_dir`.
+
+  Reads `vocab.txt` (a `tokenizer.json` beside it must hold the same
+  tokens), else the WordPiece model of `tokenizer.json`; do_lower_case
+  from `tokenizer_config.json` (its `strip_accents`,
+  `tokenize_chinese_chars`, `do_basic_tokenize`, `never_split` checked)
+  and the tokenizer.json's BertNormalizer, which must agree.
+
+  Args:
+    hf_dir: the directory.
+    vocab_size: the model's vocab_size (None: not checked).
+
+  Returns:
+    HfWordPiece.
+
+  Raises:
+    ValueError: one line naming the file and field.
+  """
+  config_path = os.path.join(hf_dir, TOKENIZER_CONFIG)
+  config = read_json(config_path) if os.path.exists(config_path) else {}
+  lower = _config_lowercase(config_path, config)
+  vocab_path = os.path.join(hf_dir, VOCAB_TXT)
+  json_path = os.path.join(hf_dir, TOKENIZER_JSON)
+  tokens = vocab_text = None
+  if os.path.exists(vocab_path):
+    with open(vocab_path, "rb") as f:
+      vocab_text = f.read()
+    tokens, source = _vocab_txt_tokens(vocab_path, vocab_text), vocab_path
+  if os.path.exists(json_path):
+    tokenizer = read_json(json_path)
+    json_tokens, _ = _json_tokens(json_path, tokenizer)
+    if tokens is not None and json_tokens != tokens:
+      first = next((i for i, (a, b) in enumerate(zip(tokens, json_tokens))
+                    if a != b), min(len(tokens), len(json_tokens)))
+      raise ValueError(f"{json_path}: field model.vocab differs from "
+                       f"{vocab_path} (from id {first}); not one tokenizer")
+    json_lower = _normalizer_lowercase(json_path, tokenizer)
+    if json_lower is not None and json_lower != lower:
+      raise ValueError(f"{json_path}: field normalizer.lowercase is "
+                       f"{json_lower} but {config_path} do_lower_case is "
+                       f"{lower}; transformers would use the json's")
+    if tokens is None:
+      tokens, source = json_tokens, json_path
+      vocab_text = "".join(t + "\n" for t in tokens).encode("utf-8")
+  if tokens is None:
+    raise ValueError(f"{hf_dir}: no {VOCAB_TXT} or WordPiece {TOKENIZER_JSON}")
+  missing = [t for t in SPECIAL_TOKENS if t not in tokens]
+  if missing:
+    raise ValueError(f"{source}: no {missing[0]} token (a BERT vocabulary "
+                     f"has {', '.join(SPECIAL_TOKENS)})")
+  if len(set(tokens)) != len(tokens):
+    raise ValueError(f"{source}: a token repeats; every id must be one token")
+  if vocab_size is not None and len(tokens) != vocab_size:
+    raise ValueError(f"{source}: {len(tokens)} tokens but config.json "
+                     f"vocab_size is {vocab_size}; not the model's tokenizer "
+                     "(every token id would be another piece's)")
+  return HfWordPiece(tokens, vocab_text, lower, source)
+
+
+def _special(content):
+  return {"content": content, "lstrip": False, "normalized": False,
+          "rstrip": False, "single_word": False, "special": True}
+
+
+def tokenizer_config(do_lower_case, model_max_length=512):
+  """tokenizer_config.json of transformers' BertTokenizer for our
+  tokenization."""
+  return {
+      "tokenizer_class": "BertTokenizer",
+      "do_lower_case": do_lower_case,
+      "do_basic_tokenize": True,
+      "never_split": None,
+      "tokenize_chinese_chars": True,
+      "strip_accents": None,  # follows do_lower_case, as ours
+      "clean_up_tokenization_spaces": True,
+      "model_max_length": model_max_length,
+      **special_tokens_map(),
+  }
+
+
+def special_tokens_map():
+  return {"unk_token": UNK, "sep_token": SEP, "pad_token": PAD,
+          "cls_token": CLS, "mask_token": MASK}
+
+
+def tokenizer_json(tokens, do_lower_case):
+  """The `tokenizers` library's description of our WordPiece tokenizer
+  (BERT's: BertNormalizer, BertPreTokenizer, [CLS] A [SEP] (B [SEP])),
+  with our longest word (MAX_INPUT_CHARS_PER_WORD)."""
+  ids = {t: i for i, t in enumerate(tokens)}
+
+  def special(token, type_id):
+    return {"SpecialToken": {"id": token, "type_id": type_id}}
+
+  def sequence(name, type_id):
+    return {"Sequence": {"id": name, "type_id": type_id}}
+
+  return {
+      "version": "1.0",
+      "truncation": None,
+      "padding": None,
+      "added_tokens": [dict(_special(t), id=ids[t]) for t in
+                       sorted(SPECIAL_TOKENS, key=ids.get)],
+      "normalizer": {"type": "BertNormalizer", "clean_text": True,
+                     "handle_chinese_chars": True, "strip_accents": None,
+                     "lowercase": do_lower_case},
+      "pre_tokenizer": {"type": "BertPreTokenizer"},
+      "post_processor": {
+          "type": "TemplateProcessing",
+          "single": [special(CLS, 0), sequence("A", 0), special(SEP, 0)],
+          "pair": [special(CLS, 0), sequence("A", 0), special(SEP, 0),
+                   sequence("B", 1), special(SEP, 1)],
+          "special_tokens": {t: {"id": t, "ids": [ids[t]], "tokens": [t]}
+                             for t in (CLS, SEP)}},
+      "decoder": {"type": "WordPiece", "prefix": CONTINUATION,
+                  "cleanup": True},
+      "model": {"type": "WordPiece", "unk_token": UNK,
+                "continuing_subword_prefix": CONTINUATION,
+                "max_input_chars_per_word": MAX_INPUT_CHARS_PER_WORD,
+                "vocab": ids},
+  }
+
+
+def write_wordpiece(hf_dir, vocab_file, do_lower_case, model_max_length=512):
+  """Writes vocab.txt (our vocabulary, byte for byte), tokenizer_config.json
+  (BertTokenizer), special_tokens_map.json and tokenizer.json, each
+  atomically.
+
+  Args:
+    hf_dir: an existing directory.
+    vocab_file: our WordPiece vocabulary (one token a line).
+    do_lower_case: whether the model's text is lower-cased.
+    model_max_length: the longest input (max_position_embeddings).
+
+  Raises:
+    ValueError: a vocabulary transformers would read otherwise.
+  """
+  with open(vocab_file, "rb") as f:
+    text = f.read()
+  tokens = _vocab_txt_tokens(vocab_file, text)
+  missing = [t for t in SPECIAL_TOKENS if t not in tokens]
+  if missing:
+    raise ValueError(f"{vocab_file}: no {missing[0]} token")
+  output_files.atomic_write(os.path.join(hf_dir, VOCAB_TXT), text)
+  output_files.write_json(os.path.join(hf_dir, TOKENIZER_CONFIG),
+                          tokenizer_config(do_lower_case, model_max_length))
+  output_files.write_json(os.path.join(hf_dir, SPECIAL_TOKENS_MAP),
+                          special_tokens_map())
+  output_files.write_json(os.path.join(hf_dir, TOKENIZER_JSON),
+                          tokenizer_json(tokens, do_lower_case))
