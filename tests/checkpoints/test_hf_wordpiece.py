@@ -14,6 +14,8 @@ import os
 
 import numpy as np
 import pytest
+import tensorflow as tf
+import tensorflow_text  # noqa: F401 pylint: disable=unused-import  (registers ops)
 from official.nlp.tools import tokenization as bert_tokenization
 from safetensors import numpy as safetensors_numpy
 
@@ -29,6 +31,7 @@ from tests.checkpoints.test_hf_conversion import _feed
 from tests.checkpoints.test_hf_conversion import _inputs
 from tests.checkpoints.test_hf_conversion import _ours
 from tests.checkpoints.test_hf_conversion import _stored
+from tests.testing import export_testlib
 from tests.testing import hf_testlib
 from tests.testing import wordpiece_testlib
 
@@ -305,3 +308,27 @@ def test_transformers_own_bert_tokenizer_directory(tmp_path):
   assert differ == [t for t, _ in expected if t.startswith("ΟΔΟΣ") or
                     t.startswith("a" * 101) and len(t.split()[0]) <= 200]
   assert len(differ) == 4
+
+
+@pytest.mark.slow
+def test_converted_chinese_classifier_serves_text(tmp_path):
+  """A converted Hugging Face Chinese classifier exports as a text-in
+  SavedModel whose in-graph WordPiece gives the converted model's outputs on
+  the ids of our Python tokenizer."""
+  hf_dir, out = str(tmp_path / "hf"), str(tmp_path / "ours")
+  _hf_dir(hf_dir, num_labels=3)
+  hf_models.import_hf(hf_dir, out)
+  path = export_testlib.export(str(tmp_path / "export"), model_dir=out)
+  texts = ["我们喜欢学习中文。", "BERT模型很好用!!! 北京人", "Café 你好…"]
+  served = tf.saved_model.load(path).signatures["serving_default"](
+      text=tf.constant(texts))
+  _, model = _ours(out)
+  tokenizer = wordpiece.WordPieceTokenizer(os.path.join(out, "vocab.txt"),
+                                           do_lower_case=True)
+  cls, sep = (TOKENS.index(t) for t in ("[CLS]", "[SEP]"))
+  for i, text in enumerate(texts):
+    ids = np.array([[cls, *tokenizer.encode_ids(text), sep]], np.int32)
+    logits = model(_feed(ids, np.ones_like(ids),
+                         np.zeros_like(ids)))["logits"][0]
+    np.testing.assert_allclose(served["logits"][i], logits, atol=1e-5,
+                               err_msg=text)
