@@ -57,7 +57,7 @@ def _saved_model_facts(directory: str) -> Dict[str, Any]:
   asset = children.get(_SPM_ASSET)
   if asset is not None and asset.WhichOneof("kind") == "asset":
     name = meta.asset_file_def[asset.asset.asset_file_def_index].filename
-    facts["spm_sha256"] = output_files.file_sha256(
+    facts[VOCAB_SHA256] = output_files.file_sha256(
         os.path.join(directory, "assets", name))
   if children.get(_LOWER_CASE) is not None:
     reader = tf.train.load_checkpoint(
@@ -66,6 +66,24 @@ def _saved_model_facts(directory: str) -> Dict[str, Any]:
     if reader.has_tensor(key):
       facts["do_lower_case"] = bool(reader.get_tensor(key))
   return {"facts": facts, "source": "SavedModel"}
+
+
+# The fact naming the vocabulary the weights belong to: the sha256 of its
+# SentencePiece model or WordPiece vocab.txt. Records and checkpoints written
+# before WordPiece was supported call it spm_sha256; `current_facts` reads
+# them under today's name.
+VOCAB_SHA256 = "vocab_sha256"
+_OLD_FACT_NAMES = {"spm_sha256": VOCAB_SHA256}
+
+
+def current_facts(facts: Mapping[str, Any]) -> Dict[str, Any]:
+  """`facts` with the names older versions wrote replaced by today's."""
+  facts = dict(facts)
+  for old, new in _OLD_FACT_NAMES.items():
+    if old in facts:
+      value = facts.pop(old)
+      facts.setdefault(new, value)
+  return facts
 
 
 def read(path: str) -> Optional[Dict[str, Any]]:
@@ -88,10 +106,13 @@ def read(path: str) -> Optional[Dict[str, Any]]:
   if not text:
     return None
   try:
-    return json.loads(text)
+    stamped = json.loads(text)
   except json.JSONDecodeError as e:
     raise ValueError(f"{prefix}: unreadable checkpoint identity ({e})"
                      ) from None
+  if isinstance(stamped, dict) and isinstance(stamped.get("facts"), dict):
+    stamped["facts"] = current_facts(stamped["facts"])
+  return stamped
 
 
 def differences(recorded: Mapping[str, Any], given: Mapping[str, Any],
@@ -113,7 +134,7 @@ def model_differences(recorded: Mapping[str, Any],
 # its name in an error and why it may not differ.
 IDENTITY_FACTS = {
     "task": ("task", "the weights belong to another task"),
-    "spm_sha256": ("the vocabulary (sha256)",
+    VOCAB_SHA256: ("the vocabulary (sha256)",
                    "the weights belong to another vocabulary"),
     "do_lower_case": ("do_lower_case", "lower-casing is part of the "
                       "tokenisation the weights were trained with; set "
@@ -126,7 +147,7 @@ def check(path: str, model: Optional[Mapping[str, Any]] = None,
           facts: Optional[Mapping[str, Any]] = None,
           what: str = "") -> Optional[Dict[str, Any]]:
   """Refuses checkpoint `path` when its identity disagrees with `model` (a
-  model config dict) or with `facts` (task, spm_sha256; a fact either side
+  model config dict) or with `facts` (task, vocab_sha256; a fact either side
   lacks is not compared). Returns the identity (None: it has none).
 
   what: whose config / facts these are, for the error ("the run record of
@@ -169,7 +190,7 @@ class RunIdentity:
 
   def stamp(self, updates: int) -> None:
     """Before a save: the identity (the model config, the task's run record
-    facts: task, task_module, spm_sha256, labels, ...; the update count)."""
+    facts: task, task_module, vocab_sha256, labels, ...; the update count)."""
     self.variable.assign(json.dumps(
         {"model": self.model, "facts": self.facts, "updates": int(updates)},
         sort_keys=True, default=str))

@@ -63,7 +63,7 @@ def warm_start(model, source: str, config, setting: str,
     config: the run's experiment config (`model`, `trainer.init_from_group0`).
     setting: the config field that named `source`, for errors.
     facts: the vocabulary facts a checkpoint's identity must match
-      (`spm_sha256`, `do_lower_case`).
+      (`vocab_sha256`, `do_lower_case`).
     **restore_args: `checkpoints.restore.restore`'s (`parts`,
       `allow_missing_heads`).
   """

@@ -97,7 +97,7 @@ def read(model_dir: str) -> Optional[RunRecord]:
     return None
   with open(path, encoding="utf-8") as f:
     try:
-      facts = json.load(f)
+      facts = identity.current_facts(json.load(f))
     except json.JSONDecodeError as e:
       raise ValueError(f"{path}: corrupt run record ({e})") from None
   config_path = os.path.join(model_dir, CONFIG_NAME)
@@ -121,9 +121,9 @@ def read(model_dir: str) -> Optional[RunRecord]:
 def with_fingerprints(facts: Mapping[str, Any]) -> Dict[str, Any]:
   """`facts` with the sha256 of their vocabulary (the one the weights
   belong to: the SentencePiece model or WordPiece vocabulary) as
-  spm_sha256."""
+  vocab_sha256."""
   facts = dict(facts)
-  facts["spm_sha256"] = output_files.file_sha256(
+  facts[identity.VOCAB_SHA256] = output_files.file_sha256(
       facts.get("spm_model_file") or facts.get("vocab_file") or "")
   return facts
 
@@ -172,7 +172,7 @@ class ResumeCheck:
 
 
 def _same_spm(record: RunRecord, new_path: str) -> bool:
-  recorded = record.facts.get("spm_sha256")
+  recorded = record.facts.get(identity.VOCAB_SHA256)
   return recorded is not None and output_files.file_sha256(new_path) == recorded
 
 
@@ -280,8 +280,8 @@ def prepare(model_dir: str, config, facts: Mapping[str, Any],
   if record.task != facts.get("task"):
     raise refuse("task", record.task, facts.get("task"), model_dir,
                  "use a new --model_dir for another task")
-  recorded_spm = record.facts.get("spm_sha256")
-  given_spm = with_fingerprints(facts)["spm_sha256"]
+  recorded_spm = record.facts.get(identity.VOCAB_SHA256)
+  given_spm = with_fingerprints(facts)[identity.VOCAB_SHA256]
   if recorded_spm and given_spm and recorded_spm != given_spm:
     given = facts.get("spm_model_file") or facts.get("vocab_file")
     what = ("the SentencePiece model" if facts.get("spm_model_file") else

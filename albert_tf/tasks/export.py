@@ -366,8 +366,8 @@ def _export_of_flags(request: ExportRequest) -> str:
     model = model_for_flags(task_cls, kind, model_config, params)
   if request.checkpoint:
     # The weights must be of the given config and vocabulary (either kind).
-    facts = {"spm_sha256": run_record.with_fingerprints(
-        dataclasses.asdict(params))["spm_sha256"]}
+    facts = {identity_lib.VOCAB_SHA256: run_record.with_fingerprints(
+        dataclasses.asdict(params))[identity_lib.VOCAB_SHA256]}
     if "do_lower_case" in request.settings:
       facts["do_lower_case"] = params.do_lower_case
     _, report = run_restore.restore_run(

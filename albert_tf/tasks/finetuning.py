@@ -19,6 +19,7 @@ import numpy as np
 import tensorflow as tf
 from official.modeling.hyperparams import base_config
 
+from albert_tf.checkpoints import identity
 from albert_tf.core import base_task
 from albert_tf.core import experiment_config
 from albert_tf.core.settings import DATA_POSITION, SAFE, SAME_VOCAB, setting
@@ -132,7 +133,8 @@ def initialize_model(model, config):
              "task.init_saved_model")
   base_task.warm_start(
       model, source, config, setting, parts="encoder",
-      facts={"spm_sha256": output_files.file_sha256(vocab_path(config.data)),
+      facts={identity.VOCAB_SHA256: output_files.file_sha256(
+          vocab_path(config.data)),
              "do_lower_case": config.data.do_lower_case})
 
 

@@ -15,6 +15,7 @@ from absl import logging
 from official.modeling.hyperparams import base_config
 import tensorflow as tf
 
+from albert_tf.checkpoints import identity
 from albert_tf.core import base_task
 from albert_tf.core import experiment_config
 from albert_tf.core import run_record
@@ -335,8 +336,8 @@ class PretrainingTask(base_task.Task):
       return
     base_task.warm_start(
         model, tc.init_checkpoint, self.config, "trainer.init_checkpoint",
-        facts={"spm_sha256": run_record.with_fingerprints(
-            self.data_tokenizer())["spm_sha256"]},
+        facts={identity.VOCAB_SHA256: run_record.with_fingerprints(
+            self.data_tokenizer())[identity.VOCAB_SHA256]},
         allow_missing_heads=True)
 
   # --- Export ---

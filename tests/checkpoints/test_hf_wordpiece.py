@@ -115,7 +115,7 @@ def test_chinese_classifier_converts_and_round_trips(tmp_path):
     assert f.read() == g.read()
   facts = run_record.read(out).facts
   assert facts["vocab_file"] == vocab and not facts["spm_model_file"]
-  assert facts["spm_sha256"] == output_files.file_sha256(vocab)
+  assert facts["vocab_sha256"] == output_files.file_sha256(vocab)
   assert facts["do_lower_case"] is True
   task, model = _ours(out)
   assert task.serving_params({}).vocab_file == vocab
@@ -157,7 +157,7 @@ def test_chinese_classifier_converts_and_round_trips(tmp_path):
   assert sorted(first) == sorted(second)
   for name, value in first.items():
     np.testing.assert_array_equal(second[name], value, err_msg=name)
-  assert run_record.read(again).facts["spm_sha256"] == facts["spm_sha256"]
+  assert run_record.read(again).facts["vocab_sha256"] == facts["vocab_sha256"]
 
 
 @pytest.mark.parametrize("layout", ["albert_tf", "tf1", "model_garden"])

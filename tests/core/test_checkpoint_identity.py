@@ -56,8 +56,8 @@ def test_every_checkpoint_carries_its_identity(runs, train_file):
   assert saved["model"] == record.model
   assert saved["updates"] == 2
   assert saved["facts"]["task"] == "pretraining"
-  assert saved["facts"]["spm_sha256"] == record.facts["spm_sha256"]
-  assert saved["facts"]["spm_sha256"] == output_files.file_sha256(
+  assert saved["facts"]["vocab_sha256"] == record.facts["vocab_sha256"]
+  assert saved["facts"]["vocab_sha256"] == output_files.file_sha256(
       os.path.join(os.path.dirname(train_file), "spm.model"))
 
 
@@ -300,7 +300,7 @@ def test_an_export_without_a_run_refuses_another_vocabulary(runs, tmp_path):
   assert error == (
       f"the vocabulary (sha256) is {output_files.file_sha256(other)!r}"
       f" in the given config but checkpoint {prefix} has "
-      f"{identity.read(ckpt(a))['facts']['spm_sha256']!r} (its own record); "
+      f"{identity.read(ckpt(a))['facts']['vocab_sha256']!r} (its own record); "
       "the weights belong to another vocabulary")
   assert not os.path.exists(tmp_path / "t")
 

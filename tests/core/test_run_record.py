@@ -46,10 +46,28 @@ def test_record_is_written_once_with_what_export_needs(run_dir):
     facts = json.load(f)
   assert facts["task"] == "pretraining" and facts["seq_length"] == 64
   assert facts["spm_model_file"].endswith("spm.model")
-  assert facts["spm_sha256"] == output_files.file_sha256(facts["spm_model_file"])
+  assert facts["vocab_sha256"] == output_files.file_sha256(facts["spm_model_file"])
   record = run_record.read(run_dir)
   assert record.model["num_hidden_layers"] == 2
   assert not [n for n in os.listdir(run_dir) if ".tmp-" in n]
+
+
+def test_a_record_of_an_older_version_names_the_vocabulary_today(run_dir,
+                                                                   tmp_path):
+  """Records written before WordPiece call the vocabulary's hash
+  spm_sha256: it is read as vocab_sha256, so a resume still checks it."""
+  old = str(tmp_path / "old")
+  shutil.copytree(run_dir, old)
+  path = os.path.join(old, run_record.RECORD_NAME)
+  with open(path) as f:
+    facts = json.load(f)
+  facts["spm_sha256"] = facts.pop("vocab_sha256")
+  with open(path, "w") as f:
+    json.dump(facts, f)
+  read = run_record.read(old).facts
+  assert "spm_sha256" not in read
+  assert read["vocab_sha256"] == output_files.file_sha256(
+      facts["spm_model_file"])
 
 
 def test_resume_with_safe_change_is_logged_not_rewritten(run_dir, train_file,

@@ -89,7 +89,7 @@ def test_weights_load_and_fill_held_out_masks():
   ident = identity.read(weights)
   # The checkpoint names the model and the vocabulary shipped beside it.
   assert not list(identity.model_differences(ident["model"], config.as_dict()))
-  assert ident["facts"]["spm_sha256"] == output_files.file_sha256(
+  assert ident["facts"]["vocab_sha256"] == output_files.file_sha256(
       os.path.join(BUNDLE, "spm.model"))
   sp = spm.SentencePieceProcessor(
       model_file=os.path.join(BUNDLE, "spm.model"))

@@ -88,7 +88,7 @@ def test_tiny_chinese_pretraining_learns(vocab, tmp_path):
   facts = run_record.read(str(model_dir)).facts
   assert facts["vocab_file"] == os.path.abspath(vocab)
   assert facts["spm_model_file"] == ""
-  assert facts["spm_sha256"] == output_files.file_sha256(vocab)
+  assert facts["vocab_sha256"] == output_files.file_sha256(vocab)
 
 
 def _rows(rng, n):
@@ -126,7 +126,7 @@ def test_tiny_classifier_finetunes_with_vocab_file(vocab, tmp_path):
   assert result["eval"]["accuracy"] >= 0.9, result["eval"]
   facts = run_record.read(model_dir).facts
   assert facts["vocab_file"] == os.path.abspath(vocab)
-  assert facts["spm_sha256"] == output_files.file_sha256(vocab)
+  assert facts["vocab_sha256"] == output_files.file_sha256(vocab)
 
 
 @pytest.mark.parametrize("data,problem", [
