@@ -16,7 +16,6 @@ import tensorflow as tf
 from safetensors import numpy as safetensors_numpy
 
 from albert_tf.checkpoints import hf_files
-from albert_tf.checkpoints import paths
 from albert_tf.checkpoints import restore as restore_lib
 from albert_tf.core import run_record
 from albert_tf.modeling.albert_config import AlbertConfig
@@ -28,13 +27,12 @@ from albert_tf.tasks import finetuning
 from albert_tf.tasks import hf_export
 from albert_tf.tasks import hf_models
 from albert_tf.tasks import registry
+from tests.testing import converted_testlib as converted
 from tests.testing import export_testlib
 from tests.testing import hf_testlib
 from tests.testing import pretrain_testutil
 from tests.testing import tool_server
-
-BATCH, SEQ = 2, 7
-
+from tests.testing.converted_testlib import BATCH, SEQ
 
 @pytest.fixture(scope="module")
 def spm_file(tmp_path_factory):
@@ -45,35 +43,6 @@ def spm_file(tmp_path_factory):
 def vocab_size(spm_file):
   import sentencepiece as spm  # pylint: disable=g-import-not-at-top
   return spm.SentencePieceProcessor(model_file=spm_file).get_piece_size()
-
-
-def _inputs(vocab, seed=3, shape=(BATCH, SEQ)):
-  rng = np.random.default_rng(seed)
-  ids = rng.integers(0, vocab, shape).astype(np.int32)
-  mask = np.ones(shape, np.int32)
-  mask[..., -2:] = 0
-  types = np.zeros(shape, np.int32)
-  types[..., 3:] = 1
-  return ids, mask, types
-
-
-def _feed(ids, mask, types):
-  return {"input_word_ids": ids, "input_mask": mask, "input_type_ids": types}
-
-
-def _ours(out_dir):
-  """Our model of a converted directory, restored, and its task (or None)."""
-  record = run_record.read(out_dir)
-  if record is None:
-    config = AlbertConfig.from_json_file(
-        os.path.join(out_dir, "albert_config.json"))
-    model = AlbertPretrainer(config)
-    restore_lib.restore(model, out_dir, allow_missing_heads=True)
-    return None, model
-  task = registry.task_of_record(record)
-  model = task.build_model()
-  restore_lib.restore(model, out_dir)
-  return task, model
 
 
 def _convert(tmp_path, spm_file, vocab, arch, act="gelu_new", **kw):
@@ -112,18 +81,19 @@ def test_hf_to_ours_matches_numpy_and_round_trips(tmp_path, spm_file,
                                                   vocab_size, arch, act, kw):
   config, tensors, out = _convert(tmp_path, spm_file, vocab_size, arch, act,
                                   **kw)
-  task, model = _ours(out)
+  task, model = converted.our_model(out)
   if arch == "AlbertForMultipleChoice":
-    ids, mask, types = _inputs(vocab_size, shape=(BATCH, 4, SEQ))
+    ids, mask, types = converted.inputs(vocab_size,
+                                                shape=(BATCH, 4, SEQ))
     ref = hf_testlib.forward(tensors, config, ids.reshape(-1, SEQ),
                              mask.reshape(-1, SEQ), types.reshape(-1, SEQ))
-    got = model(_feed(ids, mask, types))["logits"].numpy()
+    got = model(converted.feed(ids, mask, types))["logits"].numpy()
     np.testing.assert_allclose(got, ref["logits"].reshape(BATCH, 4),
                                atol=1e-5)
   else:
-    ids, mask, types = _inputs(vocab_size)
+    ids, mask, types = converted.inputs(vocab_size)
     ref = hf_testlib.forward(tensors, config, ids, mask, types)
-    feed = _feed(ids, mask, types)
+    feed = converted.feed(ids, mask, types)
     if task is None:
       feed["masked_lm_positions"] = np.tile(np.arange(SEQ, dtype=np.int32),
                                             (BATCH, 1))
@@ -168,19 +138,10 @@ def test_hf_to_ours_matches_numpy_and_round_trips(tmp_path, spm_file,
     return
   again = str(tmp_path / "ours_again")
   hf_models.import_hf(back, again)
-  first, second = (_stored(d) for d in (out, again))
+  first, second = (converted.stored_tensors(d) for d in (out, again))
   assert sorted(first) == sorted(second)
   for name, value in first.items():
     np.testing.assert_array_equal(second[name], value, err_msg=name)
-
-
-def _stored(directory):
-  """The weights of a converted directory's checkpoint by key (not the
-  identity, which names its source)."""
-  reader = tf.train.load_checkpoint(paths.resolve_checkpoint(
-      directory))
-  return {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map()
-          if not k.startswith(("identity", "_CHECKPOINTABLE"))}
 
 
 def test_finetuning_warm_starts_from_a_converted_dir(tmp_path, spm_file,
@@ -212,10 +173,10 @@ def test_masked_lm_and_bare_model(tmp_path, spm_file, vocab_size):
   out = str(tmp_path / "mlm_ours")
   _, report = hf_models.import_hf(hf_dir, out)
   assert "tied" in report.skipped["predictions.decoder.weight"]
-  _, model = _ours(out)
-  ids, mask, types = _inputs(vocab_size)
+  _, model = converted.our_model(out)
+  ids, mask, types = converted.inputs(vocab_size)
   ref = hf_testlib.forward(tensors, config, ids, mask, types)
-  feed = dict(_feed(ids, mask, types), masked_lm_positions=np.tile(
+  feed = dict(converted.feed(ids, mask, types), masked_lm_positions=np.tile(
       np.arange(SEQ, dtype=np.int32), (BATCH, 1)))
   np.testing.assert_allclose(model(feed)["mlm_logits"], ref["mlm"],
                              atol=1e-5)
@@ -236,7 +197,7 @@ def test_masked_lm_and_bare_model(tmp_path, spm_file, vocab_size):
       os.path.join(base_out, "albert_config.json"))).encoder
   restore_lib.restore(encoder, base_out)
   ref = hf_testlib.forward(base_tensors, base, ids, mask, types)
-  got = encoder(_feed(ids, mask, types))
+  got = encoder(converted.feed(ids, mask, types))
   np.testing.assert_allclose(got["sequence_output"], ref["sequence"],
                              atol=1e-5)
   np.testing.assert_allclose(got["pooled_output"], ref["pooled"], atol=1e-5)
@@ -256,9 +217,9 @@ def test_classifier_to_the_original_tf1_layout(tmp_path, spm_file,
                                              num_labels=3)
   report = restore_lib.restore(model, out)
   assert report.layout == "tf1" and "head" in report.restored
-  ids, mask, types = _inputs(vocab_size)
+  ids, mask, types = converted.inputs(vocab_size)
   ref = hf_testlib.forward(tensors, config, ids, mask, types)
-  np.testing.assert_allclose(model(_feed(ids, mask, types))["logits"],
+  np.testing.assert_allclose(model(converted.feed(ids, mask, types))["logits"],
                              ref["logits"], atol=1e-5)
   tagger = str(tmp_path / "tagger")
   hf_testlib.write_hf_dir(tagger, hf_testlib.hf_config(
@@ -470,9 +431,9 @@ def test_transformers_own_directories(tmp_path, name):
   out = str(tmp_path / "ours")
   hf_models.import_hf(source, out)
   expected = dict(np.load(os.path.join(source, "expected.npz")))
-  feed = _feed(*(expected[k].astype(np.int32) for k in (
+  feed = converted.feed(*(expected[k].astype(np.int32) for k in (
       "input_ids", "attention_mask", "token_type_ids")))
-  task, model = _ours(out)
+  task, model = converted.our_model(out)
   if task is None:
     feed["masked_lm_positions"] = np.tile(
         np.arange(feed["input_word_ids"].shape[1], dtype=np.int32),

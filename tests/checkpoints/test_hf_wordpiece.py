@@ -15,7 +15,7 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
-import tensorflow_text  # noqa: F401 pylint: disable=unused-import  (registers ops)
+import tensorflow_text  # noqa: F401 pylint: disable=unused-import
 from official.nlp.tools import tokenization as bert_tokenization
 from safetensors import numpy as safetensors_numpy
 
@@ -27,10 +27,7 @@ from albert_tf.tasks import hf_export
 from albert_tf.tasks import hf_models
 from albert_toolkit import output_files
 from data_prep import wordpiece
-from tests.checkpoints.test_hf_conversion import _feed
-from tests.checkpoints.test_hf_conversion import _inputs
-from tests.checkpoints.test_hf_conversion import _ours
-from tests.checkpoints.test_hf_conversion import _stored
+from tests.testing import converted_testlib as converted
 from tests.testing import export_testlib
 from tests.testing import hf_testlib
 from tests.testing import wordpiece_testlib
@@ -117,11 +114,11 @@ def test_chinese_classifier_converts_and_round_trips(tmp_path):
   assert facts["vocab_file"] == vocab and not facts["spm_model_file"]
   assert facts["vocab_sha256"] == output_files.file_sha256(vocab)
   assert facts["do_lower_case"] is True
-  task, model = _ours(out)
+  task, model = converted.our_model(out)
   assert task.serving_params({}).vocab_file == vocab
-  ids, mask, types = _inputs(len(TOKENS))
+  ids, mask, types = converted.inputs(len(TOKENS))
   ref = hf_testlib.forward(tensors, config, ids, mask, types)
-  np.testing.assert_allclose(model(_feed(ids, mask, types))["logits"],
+  np.testing.assert_allclose(model(converted.feed(ids, mask, types))["logits"],
                              ref["logits"], atol=1e-5)
 
   # ours -> HF: the tensors, vocab.txt byte for byte, BertTokenizer files.
@@ -153,7 +150,7 @@ def test_chinese_classifier_converts_and_round_trips(tmp_path):
   # -> ours again: the same weights and vocabulary.
   again = str(tmp_path / "ours_again")
   hf_models.import_hf(back, again)
-  first, second = _stored(out), _stored(again)
+  first, second = converted.stored_tensors(out), converted.stored_tensors(again)
   assert sorted(first) == sorted(second)
   for name, value in first.items():
     np.testing.assert_array_equal(second[name], value, err_msg=name)
@@ -200,7 +197,7 @@ def test_recorded_vocab_gives_the_tokenizer_json_ids(tmp_path, lower):
   hf_dir, out = str(tmp_path / "hf"), str(tmp_path / "ours")
   _hf_dir(hf_dir, lower=lower, tokens=tokens, num_labels=2)
   hf_models.import_hf(hf_dir, out)
-  params = _ours(out)[0].serving_params({})
+  params = converted.our_model(out)[0].serving_params({})
   assert params.do_lower_case is lower
   ours = wordpiece.WordPieceTokenizer(params.vocab_file, params.do_lower_case)
   with open(os.path.join(hf_dir, "tokenizer.json"), encoding="utf-8") as f:
@@ -322,13 +319,13 @@ def test_converted_chinese_classifier_serves_text(tmp_path):
   texts = ["我们喜欢学习中文。", "BERT模型很好用!!! 北京人", "Café 你好…"]
   served = tf.saved_model.load(path).signatures["serving_default"](
       text=tf.constant(texts))
-  _, model = _ours(out)
+  _, model = converted.our_model(out)
   tokenizer = wordpiece.WordPieceTokenizer(os.path.join(out, "vocab.txt"),
                                            do_lower_case=True)
   cls, sep = (TOKENS.index(t) for t in ("[CLS]", "[SEP]"))
   for i, text in enumerate(texts):
     ids = np.array([[cls, *tokenizer.encode_ids(text), sep]], np.int32)
-    logits = model(_feed(ids, np.ones_like(ids),
+    logits = model(converted.feed(ids, np.ones_like(ids),
                          np.zeros_like(ids)))["logits"][0]
     np.testing.assert_allclose(served["logits"][i], logits, atol=1e-5,
                                err_msg=text)
