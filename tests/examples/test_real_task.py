@@ -176,6 +176,19 @@ class SentimentIntensityAnalyzer:
 '''
 
 
+def test_a_failed_download_names_the_sdist_and_the_alternatives(
+    tmp_path, monkeypatch):
+  monkeypatch.setattr(sentiment_data, "download_cmd", lambda cache: [
+      "sh", "-c", "echo 'ERROR: No matching distribution'; exit 1"])
+  lines = []
+  with pytest.raises(RuntimeError) as info:
+    real_task.fetch(str(tmp_path / "cache"), log=lines.append)
+  assert str(info.value) == (
+      "could not download vaderSentiment==3.3.2 (exit code 1); run with "
+      "--sentiment_file=PATH or --finetune_task=split_words instead")
+  assert lines[-1] == "  | ERROR: No matching distribution"
+
+
 def test_vader_wrapper_loads_from_a_directory(tmp_path):
   (tmp_path / "vaderSentiment.py").write_text(TINY_VADER)
   (tmp_path / "vader_lexicon.txt").write_text("good\t1.9\t0.9\nawful\t-2.0\t1.1\n")
