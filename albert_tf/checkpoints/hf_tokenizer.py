@@ -18,11 +18,11 @@ import os
 import sentencepiece as spm
 
 from albert_toolkit import output_files
+from albert_toolkit import text_files
 from albert_tf.checkpoints import hf_tokenizer_json
 from albert_tf.checkpoints.hf_tokenizer_json import bool_field
 from albert_tf.checkpoints.hf_tokenizer_json import json_field
 from albert_tf.checkpoints.hf_tokenizer_json import PAD_ID
-from albert_tf.checkpoints.hf_tokenizer_json import read_json
 from albert_tf.checkpoints.hf_tokenizer_json import SPECIAL_PIECES
 from albert_tf.checkpoints.hf_tokenizer_json import UNK_ID
 
@@ -84,7 +84,7 @@ def _vocab_size(hf_dir):
   path = os.path.join(hf_dir, MODEL_CONFIG)
   if not os.path.exists(path):
     return None
-  return json_field(read_json(path), "vocab_size", int, path)
+  return json_field(text_files.read_json_object(path), "vocab_size", int, path)
 
 
 def read_tokenizer(hf_dir):
@@ -111,7 +111,8 @@ def read_tokenizer(hf_dir):
       always drops accents, as the original release).
   """
   config_path = os.path.join(hf_dir, TOKENIZER_CONFIG)
-  config = read_json(config_path) if os.path.exists(config_path) else {}
+  config = (text_files.read_json_object(config_path)
+            if os.path.exists(config_path) else {})
   do_lower_case = bool_field(config, "do_lower_case", True, config_path)
   keep_accents = bool_field(config, "keep_accents", False, config_path)
   if keep_accents:

@@ -36,11 +36,6 @@ _CHECK_TEXTS = (
 )
 
 
-def read_json(path):
-  """A JSON object from `path`; one-line ValueError naming it otherwise."""
-  return text_files.read_json_object(path)
-
-
 def bool_field(obj, name, default, path):
   """obj[name] (a JSON true/false; `default` when absent)."""
   value = obj.get(name, default)
@@ -164,7 +159,7 @@ def check_same_vocabulary(sp, source, path):
   """The tokenizer.json at `path` has the pieces and scores of the
   SentencePiece processor `sp` (of `source`): transformers reads
   tokenizer.json when a directory has both, albert_tf spiece.model."""
-  _, vocab = _unigram_vocab(read_json(path), path)
+  _, vocab = _unigram_vocab(text_files.read_json_object(path), path)
   theirs = [(p, float(np.float32(s))) for p, s in vocab]
   ours = [(sp.id_to_piece(i), sp.get_score(i))
           for i in range(sp.get_piece_size())]
@@ -183,7 +178,7 @@ def proto_from_tokenizer_json(path):
   """A SentencePiece ModelProto equivalent to the Unigram model of the
   tokenizer.json at `path` (pieces, scores, types, the normaliser's
   precompiled_charsmap, ALBERT's pad 0 / unk 1 and no bos/eos)."""
-  tokenizer = read_json(path)
+  tokenizer = text_files.read_json_object(path)
   model, vocab = _unigram_vocab(tokenizer, path)
   unk_id = model.get("unk_id")
   if unk_id is not None and (not isinstance(unk_id, int) or

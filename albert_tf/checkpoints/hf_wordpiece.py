@@ -21,9 +21,9 @@ import dataclasses
 import os
 
 from albert_toolkit import output_files
+from albert_toolkit import text_files
 from albert_tf.checkpoints.hf_tokenizer_json import bool_field
 from albert_tf.checkpoints.hf_tokenizer_json import json_field
-from albert_tf.checkpoints.hf_tokenizer_json import read_json
 
 VOCAB_TXT = "vocab.txt"
 TOKENIZER_JSON = "tokenizer.json"
@@ -66,7 +66,7 @@ def is_wordpiece(hf_dir):
   path = os.path.join(hf_dir, TOKENIZER_JSON)
   if not os.path.exists(path):
     return False
-  model = read_json(path).get("model")
+  model = text_files.read_json_object(path).get("model")
   return isinstance(model, dict) and model.get("type") == "WordPiece"
 
 
@@ -179,7 +179,8 @@ def read_wordpiece(hf_dir, vocab_size=None):
     ValueError: one line naming the file and field.
   """
   config_path = os.path.join(hf_dir, TOKENIZER_CONFIG)
-  config = read_json(config_path) if os.path.exists(config_path) else {}
+  config = (text_files.read_json_object(config_path)
+            if os.path.exists(config_path) else {})
   lower = _config_lowercase(config_path, config)
   vocab_path = os.path.join(hf_dir, VOCAB_TXT)
   json_path = os.path.join(hf_dir, TOKENIZER_JSON)
@@ -189,7 +190,7 @@ def read_wordpiece(hf_dir, vocab_size=None):
       vocab_text = f.read()
     tokens, source = _vocab_txt_tokens(vocab_path, vocab_text), vocab_path
   if os.path.exists(json_path):
-    tokenizer = read_json(json_path)
+    tokenizer = text_files.read_json_object(json_path)
     json_tokens, _ = _json_tokens(json_path, tokenizer)
     if tokens is not None and json_tokens != tokens:
       first = next((i for i, (a, b) in enumerate(zip(tokens, json_tokens))
