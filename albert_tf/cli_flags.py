@@ -62,18 +62,20 @@ def define_config_flags():
 # from; tests/test_cli_strict.py checks this table against the fields.
 SETTING_FLAGS = {
     # Experiment config fields (the run tools; each defines its tasks').
-    "run": ("data_dir", "do_lower_case", "init_checkpoint",
+    "run": ("data_dir", "do_lower_case", "doc_stride", "init_checkpoint",
             "init_from_group0", "init_saved_model", "label_names",
-            "max_seq_length", "null_score_diff_threshold",
-            "num_cpu_devices", "predict_file", "skip_malformed_rows",
-            "spm_model_file", "strategy", "task_name", "tpu", "train_file",
-            "train_steps", "version_2_with_negative", "vocab_file"),
+            "max_answer_length", "max_query_length", "max_seq_length",
+            "null_score_diff_threshold", "num_cpu_devices", "predict_file",
+            "skip_malformed_rows", "spm_model_file", "strategy", "task_name",
+            "tpu", "train_file", "train_steps", "version_2_with_negative",
+            "vocab_file", "with_answerability"),
     # Serving params fields (export_savedmodel; a run tool's --mode=export
     # those no config field covers).
     "export": ("do_lower_case", "doc_stride", "label_names",
-               "max_answer_length", "max_query_length", "max_windows",
-               "num_choices", "num_labels", "num_text_fields", "seq_length",
-               "spm_model_file", "vocab_file", "with_answerability"),
+               "max_answer_length", "max_query_length", "max_seq_length",
+               "max_windows", "null_score_diff_threshold", "num_choices",
+               "num_labels", "num_text_fields", "spm_model_file",
+               "vocab_file", "with_answerability"),
 }
 
 

@@ -63,7 +63,7 @@ def classifier(config, spm, seq, precision="float32"):
   """(task class, serving params, model) of a classification export."""
   task_cls, params = export.task_for_flags(
       "classification", "serving", {"spm_model_file": spm,
-                                    "seq_length": seq})
+                                    "max_seq_length": seq})
   with export.precision_scope(precision):
     model = export.model_for_flags(task_cls, "serving", config, params)
   return task_cls, params, model

@@ -69,17 +69,18 @@ def _saved_model_facts(directory: str) -> Dict[str, Any]:
 
 
 # The fact naming the vocabulary the weights belong to: the sha256 of its
-# SentencePiece model or WordPiece vocab.txt. Records and checkpoints written
-# before WordPiece was supported call it spm_sha256; `current_facts` reads
-# them under today's name.
+# SentencePiece model or WordPiece vocab.txt.
 VOCAB_SHA256 = "vocab_sha256"
-_OLD_FACT_NAMES = {"spm_sha256": VOCAB_SHA256}
+# Facts older records and checkpoints name otherwise (`current_facts` reads
+# them under today's names).
+OLD_FACT_NAMES = {"spm_sha256": VOCAB_SHA256,
+                  "seq_length": "max_seq_length"}
 
 
 def current_facts(facts: Mapping[str, Any]) -> Dict[str, Any]:
   """`facts` with the names older versions wrote replaced by today's."""
   facts = dict(facts)
-  for old, new in _OLD_FACT_NAMES.items():
+  for old, new in OLD_FACT_NAMES.items():
     if old in facts:
       value = facts.pop(old)
       facts.setdefault(new, value)

@@ -189,10 +189,11 @@ class Task(abc.ABC):
   # --- The run record ---
 
   def record_facts(self) -> Dict[str, Any]:
-    """What the run record keeps besides the config: the task's params
-    (`serving_params`: seq_length, spm_model_file, do_lower_case, labels,
-    heads, ...), its name and the module that registers it (so a tool can
-    rebuild a task defined anywhere)."""
+    """What the run record and each checkpoint's identity keep besides the
+    config: the task's params as its config gives them (`serving_params`:
+    max_seq_length, spm_model_file, do_lower_case, labels, heads, ...), its
+    name and the module that registers it (so a tool can rebuild a task
+    defined anywhere)."""
     facts = dataclasses.asdict(self.serving_params({}))
     for key in ("spm_model_file", "vocab_file"):
       if facts.get(key):

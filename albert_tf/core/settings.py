@@ -10,6 +10,9 @@ A field of a config dataclass made with `setting(...)` carries, in its
            (refused; the default, also of a plain field).
   flag     the help of its command-line flag (None: no flag); `flag_name`
            when the flag's name is not the field's, `choices` for an enum.
+  serving  whether it is also a setting of the task's exports: the task's
+           serving params are a view of its config's serving fields
+           (serving/serving_params.py `view_of`), by their leaf name.
   export   whether an export of a run may change it (serving params).
 
 The run record's resume rules (core/run_record.py), the run tools' and the
@@ -30,14 +33,15 @@ RESUME_RULES = (SAFE, DATA_POSITION, SAME_VOCAB, FIXED)
 
 def setting(default: Any = dataclasses.MISSING, *, resume: str = FIXED,
             flag: Optional[str] = None, flag_name: Optional[str] = None,
-            choices: Optional[Sequence[str]] = None, export: bool = False):
-  """A dataclass field with its resume rule, flag and export rule (see the
-  module docstring). A list default is copied per instance."""
+            choices: Optional[Sequence[str]] = None, serving: bool = False,
+            export: bool = False):
+  """A dataclass field with its resume rule, flag, serving and export rules
+  (see the module docstring). A list default is copied per instance."""
   if resume not in RESUME_RULES:
     raise ValueError(f"resume must be one of {RESUME_RULES}, got {resume!r}")
   metadata = {"resume": resume, "flag": flag, "flag_name": flag_name,
               "choices": tuple(choices) if choices else None,
-              "export": export}
+              "serving": serving, "export": export}
   if isinstance(default, list):
     return dataclasses.field(default_factory=lambda: list(default),
                              metadata=metadata)
@@ -54,6 +58,7 @@ class Setting:
   flag: Optional[str] = None  # the flag's help
   flag_name: str = ""
   choices: Optional[Sequence[str]] = None
+  serving: bool = False
   export: bool = False
 
 
@@ -73,12 +78,16 @@ def walk(config_cls, prefix: str = "") -> Iterator[Setting]:
     if dataclasses.is_dataclass(kind):
       yield from walk(kind, f"{prefix}{field.name}.")
       continue
-    default = (field.default_factory() if field.default_factory
-               is not dataclasses.MISSING else field.default)
     # A plain field has no metadata: the Setting's defaults.
-    yield Setting(f"{prefix}{field.name}", kind, default, **dict(
+    yield Setting(f"{prefix}{field.name}", kind, default_of(field), **dict(
         field.metadata,
         flag_name=field.metadata.get("flag_name") or field.name))
+
+
+def default_of(field: dataclasses.Field) -> Any:
+  """A dataclass field's default value (a fresh one of a factory)."""
+  return (field.default_factory() if field.default_factory
+          is not dataclasses.MISSING else field.default)
 
 
 def resume_rules(config_cls) -> Dict[str, str]:

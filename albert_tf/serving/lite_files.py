@@ -123,7 +123,7 @@ def check_metadata(info, info_path, tflite_path, details):
             if key == "logits" and len(spec[1]) == 2}
   for field in ("num_labels", "label_names"):
     value = params.get(field)
-    if value is None or not widths:
+    if value in (None, []) or not widths:  # [] names: "0", "1", ...
       continue
     count = len(value) if isinstance(value, list) else value
     if count not in widths:

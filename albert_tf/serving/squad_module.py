@@ -62,7 +62,7 @@ class SquadModule(task_modules.TaskServingModule):
     return preprocessing.make_preprocessor(
         params.spm_model_file, params.vocab_file,
         do_lower_case=params.do_lower_case,
-        seq_length=params.seq_length, truncation="first_fixed",
+        seq_length=params.max_seq_length, truncation="first_fixed",
         max_first_segment_length=params.max_query_length)
 
   def outputs(self, features, model_outputs):

@@ -70,14 +70,14 @@ class SquadWindowServingModule(squad_module.SquadModule):
   num_windows, and answerable_probability (the best window's) when the
   model has an answerability head. For `AlbertSquadV2`: answer_score is
   start + end log-prob, plus null_score (answer_text is "" when it is >=
-  `null_score_diff_threshold`, unless that is None). `serve_ids` is
+  `null_score_diff_threshold`, as the offline prediction's). `serve_ids` is
   unchanged (one window per row; the raw beam for `AlbertSquadV2`).
   """
 
   tflite_refusal = (
       "SQuAD's doc-stride windows need ragged ops TFLite has no kernels "
       "for; export with --doc_stride=0 (one window per question, the "
-      "passage cut to seq_length; simple head only)")
+      "passage cut to max_seq_length; simple head only)")
 
   def __init__(self, model, params, config, **kwargs):
     super().__init__(model, params, config, **kwargs)
@@ -223,9 +223,8 @@ class SquadWindowServingModule(squad_module.SquadModule):
       null = tf.math.unsorted_segment_min(outputs["cls_logits"], example,
                                           batch)  # [b]
       result["null_score"] = null
-      if self.params.null_score_diff_threshold is not None:
-        result["answer_text"] = tf.where(
-            null >= self.params.null_score_diff_threshold, "", text)
+      result["answer_text"] = tf.where(
+          null >= self.params.null_score_diff_threshold, "", text)
     return result
 
 

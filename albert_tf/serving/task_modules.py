@@ -66,7 +66,7 @@ class TaskServingModule(serving_modules.ModelModule):
     return preprocessing.make_preprocessor(
         params.spm_model_file, params.vocab_file,
         do_lower_case=params.do_lower_case,
-        seq_length=params.seq_length, truncation="longest_first")
+        seq_length=params.max_seq_length, truncation="longest_first")
 
   # --- inputs -> checked model inputs ---
 

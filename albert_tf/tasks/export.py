@@ -257,7 +257,7 @@ def _check_preprocessing_only(request: ExportRequest, kind: str) -> None:
 def _export_preprocessing(request: ExportRequest, params, model_config):
   return export_lib.export_preprocessing(
       params.spm_model_file, request.export_dir, vocab_file=params.vocab_file,
-      seq_length=params.seq_length, do_lower_case=params.do_lower_case,
+      seq_length=params.max_seq_length, do_lower_case=params.do_lower_case,
       config=model_config, truncation=request.truncation or "longest_first",
       max_first_segment_length=request.max_first_segment_length,
       version=request.version)

@@ -22,10 +22,11 @@ from official.modeling.hyperparams import base_config
 from albert_tf.checkpoints import identity
 from albert_tf.core import base_task
 from albert_tf.core import experiment_config
-from albert_tf.core.settings import DATA_POSITION, SAFE, SAME_VOCAB, setting
+from albert_tf.core.settings import DATA_POSITION, SAFE, setting
 from albert_tf.data import finetune_features
 from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
 from albert_tf.modeling.networks.albert_encoder import INPUT_NAMES
+from albert_tf.serving import serving_params
 from data_prep import tokenization
 from albert_toolkit import output_files
 
@@ -34,19 +35,9 @@ from albert_toolkit import output_files
 
 
 @dataclasses.dataclass
-class FinetuningDataConfig(base_config.Config):
-  """Inputs every fine-tuning family has (families add their own fields)."""
-  spm_model_file: str = setting(
-      "", resume=SAME_VOCAB,
-      flag="SentencePiece model (data.spm_model_file; or --vocab_file).")
-  vocab_file: str = setting(
-      "", resume=SAME_VOCAB,
-      flag="BERT WordPiece vocabulary, one token a line (data.vocab_file; "
-      "or --spm_model_file).")
-  do_lower_case: bool = setting(True, flag="Lowercase text "
-                                "(data.do_lower_case; the released models: "
-                                "true).")
-  max_seq_length: int = setting(512, flag="data.max_seq_length.")
+class FinetuningDataConfig(serving_params.TextInputConfig):
+  """Inputs every fine-tuning family has (families add their own fields);
+  the text settings (`TextInputConfig`) are also its exports'."""
   global_batch_size: int = setting(32, resume=DATA_POSITION)
   # 0: same as global_batch_size.
   eval_batch_size: int = setting(8, resume=SAFE)
@@ -258,13 +249,10 @@ class FinetuneTask(base_task.Task):
 
   # --- Export ---
 
-  def base_serving_params(self) -> Dict[str, Any]:
-    """The fields every family's serving params have, from the data."""
-    d = self.data
-    return {"seq_length": d.max_seq_length,
-            "spm_model_file": d.spm_model_file,
-            "vocab_file": d.vocab_file,
-            "do_lower_case": d.do_lower_case}
+  def serving_params(self, recorded_facts):
+    """The config's serving fields (families add what they derive)."""
+    del recorded_facts
+    return self.serving_params_cls.from_config(self.config)
 
   @classmethod
   def serving_module(cls, kind, model, params, assets):

@@ -31,7 +31,7 @@ class RaceExperimentConfig(finetune_lib.FinetuningExperimentConfig):
   data: RaceDataConfig = dataclasses.field(default_factory=RaceDataConfig)
 
 
-@dataclasses.dataclass
+@serving_params.view_of(RaceExperimentConfig)
 class MultipleChoiceServingParams(serving_params.ServingParams):
   """Export settings: `choices` [batch, num_choices] per `context`."""
   # The head scores each choice alone: any count serves the same weights.
@@ -111,10 +111,6 @@ class RaceTask(finetune_lib.FinetuneTask):
     return files
 
   # --- Export ---
-
-  def serving_params(self, recorded_facts):
-    del recorded_facts
-    return MultipleChoiceServingParams(**self.base_serving_params())
 
   @classmethod
   def module_for(cls, params):

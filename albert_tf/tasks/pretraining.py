@@ -347,7 +347,7 @@ class PretrainingTask(base_task.Task):
     tokenizer = self.data_tokenizer() or recorded_facts
     lower = tokenizer.get("do_lower_case")
     return PretrainingServingParams(
-        seq_length=self.data.seq_length,
+        max_seq_length=self.data.seq_length,
         spm_model_file=tokenizer.get("spm_model_file") or "",
         vocab_file=tokenizer.get("vocab_file") or "",
         do_lower_case=True if lower is None else bool(lower))

@@ -4,7 +4,6 @@ alignment and the no-answer rule."""
 
 import dataclasses
 import os
-from typing import Optional
 
 from albert_tf.core.settings import DATA_POSITION, SAFE, setting
 from albert_tf.data import squad_checks
@@ -27,15 +26,22 @@ class SquadDataConfig(finetune_lib.FinetuningDataConfig):
       "data.version_2_with_negative). squad_v2.0.yaml uses the original's "
       "head (task.squad_head=xlnet); the simple head takes "
       "task.with_answerability.")
-  doc_stride: int = 128
-  max_query_length: int = 64
+  # Windows over contexts longer than one sequence (0: truncate; the
+  # xlnet head needs windows).
+  doc_stride: int = setting(128, serving=True, export=True,
+                            flag="SQuAD: window stride over long contexts "
+                            "(data.doc_stride; 0 truncates).")
+  max_query_length: int = setting(64, serving=True, flag="SQuAD: question "
+                                  "tokens kept (data.max_query_length).")
   n_best_size: int = setting(20, resume=SAFE)
-  max_answer_length: int = setting(30, resume=SAFE)
+  max_answer_length: int = setting(30, resume=SAFE, serving=True,
+                                   export=True, flag="SQuAD: longest answer "
+                                   "(data.max_answer_length).")
   null_score_diff_threshold: float = setting(
-      0.0, resume=SAFE, flag="v2.0: answer \"\" when null_odds exceeds this "
-      "(data.null_score_diff_threshold; use the best_f1_thresh of an eval "
-      "run; with task.squad_head=xlnet: when the null score reaches it, the "
-      "eval's null_score_diff_threshold).")
+      0.0, resume=SAFE, serving=True, export=True, flag="v2.0: answer \"\" "
+      "when null_odds exceeds this (data.null_score_diff_threshold; use the "
+      "best_f1_thresh of an eval run; with task.squad_head=xlnet: when the "
+      "null score reaches it, the eval's null_score_diff_threshold).")
 
 
 @dataclasses.dataclass
@@ -44,11 +50,13 @@ class SquadTaskConfig(finetune_lib.FinetuningTaskConfig):
   # "simple" (start/end dense) or "xlnet" (the original run_squad_v2.py
   # head: end conditioned on the start, beam of start_n_top x end_n_top,
   # answer class; SQuAD 2.0 only).
-  squad_head: str = "simple"
+  squad_head: str = setting("simple", serving=True)
   # SQuAD 2.0 with the simple head: an answerability logit on [CLS].
-  with_answerability: bool = False
-  start_n_top: int = 5
-  end_n_top: int = 5
+  with_answerability: bool = setting(False, serving=True,
+                                     flag="SQuAD 2.0 simple head "
+                                     "(task.with_answerability).")
+  start_n_top: int = setting(5, serving=True)
+  end_n_top: int = setting(5, serving=True)
 
 
 @dataclasses.dataclass
@@ -57,26 +65,13 @@ class SquadExperimentConfig(finetune_lib.FinetuningExperimentConfig):
   task: SquadTaskConfig = dataclasses.field(default_factory=SquadTaskConfig)
 
 
-@dataclasses.dataclass
+@serving_params.view_of(SquadExperimentConfig)
 class SquadServingParams(serving_params.ServingParams):
   """Export settings: the head, how text is packed and windowed, how spans
-  are decoded."""
-  squad_head: str = "simple"
-  with_answerability: bool = setting(False, flag="SQuAD 2.0 simple head.")
-  start_n_top: int = 5
-  end_n_top: int = 5
-  max_query_length: int = setting(64, flag="SQuAD: question tokens kept.")
-  # Windows over contexts longer than one sequence (0: truncate; the
-  # xlnet head needs windows).
-  doc_stride: int = setting(128, export=True, flag="SQuAD: window stride "
-                            "over long contexts (default 128; 0 truncates).")
+  are decoded (the config's), and how many windows an export takes."""
   max_windows: int = setting(32, export=True, flag="SQuAD export with "
                              "doc-stride windows: longer contexts are "
                              "refused with an error (default 32).")
-  max_answer_length: int = setting(30, export=True,
-                                   flag="SQuAD: longest answer.")
-  # xlnet head: answer "" when the null score reaches this (None: never).
-  null_score_diff_threshold: Optional[float] = setting(None, export=True)
 
   def validate(self):
     super().validate()
@@ -204,18 +199,6 @@ class SquadTask(finetune_lib.FinetuneTask):
     return self.head.predict_answers(self, trainer, output_dir)[2]
 
   # --- Export ---
-
-  def serving_params(self, recorded_facts):
-    del recorded_facts
-    d, t = self.data, self.config.task
-    return SquadServingParams(
-        squad_head=t.squad_head, with_answerability=t.with_answerability,
-        start_n_top=t.start_n_top, end_n_top=t.end_n_top,
-        max_query_length=d.max_query_length, doc_stride=d.doc_stride,
-        max_answer_length=d.max_answer_length,
-        null_score_diff_threshold=(d.null_score_diff_threshold
-                                   if t.squad_head == "xlnet" else None),
-        **self.base_serving_params())
 
   @classmethod
   def module_for(cls, params):

@@ -3,7 +3,7 @@ the pooled output (the task and its run family; the CLI is run_classifier)."""
 
 import dataclasses
 import os
-from typing import List, Optional
+from typing import List
 
 import numpy as np
 import tensorflow as tf
@@ -29,7 +29,10 @@ class GlueDataConfig(finetune_lib.FinetuningDataConfig):
   # The classes' names in output order, replacing the GLUE task's (a
   # converted Hugging Face classifier's id2label); their number is the
   # model's. Training and evaluation read the data's labels by the task's.
-  label_names: List[str] = setting([])
+  label_names: List[str] = setting(
+      [], serving=True, export=True, flag="Classification: class names in "
+      "output order (data.label_names; default: the GLUE task's; an "
+      "export renames a run's in their order).")
 
 
 @dataclasses.dataclass
@@ -37,15 +40,11 @@ class GlueExperimentConfig(finetune_lib.FinetuningExperimentConfig):
   data: GlueDataConfig = dataclasses.field(default_factory=GlueDataConfig)
 
 
-@dataclasses.dataclass
+@serving_params.view_of(GlueExperimentConfig)
 class SentenceServingParams(serving_params.ServingParams):
-  """Export settings of a classifier (num_labels > 1) or a regressor (1)."""
+  """Export settings of a classifier (num_labels > 1) or a regressor (1);
+  `label_names` names label ids 0, 1, ... (empty: "0", "1", ...)."""
   num_labels: int = setting(2, flag="Classification: classes.")
-  # Names of label ids 0, 1, ... (default "0", "1", ...); renaming at
-  # export keeps the order.
-  label_names: Optional[List[str]] = setting(
-      None, export=True, flag="Classification: class names (a run's: "
-      "renamed in their order).")
   # 1: a `text` input; 2: `text_a`, `text_b`.
   num_text_fields: int = setting(1, flag="1 (`text`) or 2 text inputs.")
 
@@ -58,7 +57,7 @@ class SentenceServingParams(serving_params.ServingParams):
     task_modules.sentence_fields(self.num_text_fields)  # raises if not 1/2
     if self.num_labels < 1:
       raise ValueError(f"num_labels must be >= 1, got {self.num_labels}")
-    if self.label_names is not None:
+    if self.label_names:
       if self.regression:
         raise ValueError("label_names: a regression export has no labels")
       label_names.check_names(self.label_names)
@@ -67,7 +66,7 @@ class SentenceServingParams(serving_params.ServingParams):
                          f"for {self.num_labels} labels")
 
   def check_change(self, field, value):
-    if field == "label_names" and self.label_names is not None:
+    if field == "label_names" and self.label_names:
       label_names.check_renaming(value, self.label_names)
 
 
@@ -211,11 +210,10 @@ class ClassifierTask(finetune_lib.FinetuneTask):
 
   def serving_params(self, recorded_facts):
     del recorded_facts
-    return SentenceServingParams(
-        num_labels=self.num_labels,
-        label_names=list(self.labels) if self.labels else None,
-        num_text_fields=2 if self.spec.text_b else 1,
-        **self.base_serving_params())
+    return SentenceServingParams.from_config(
+        self.config, num_labels=self.num_labels,
+        label_names=list(self.labels or ()),
+        num_text_fields=2 if self.spec.text_b else 1)
 
   @classmethod
   def module_for(cls, params):

@@ -37,8 +37,8 @@ class TaggingDataConfig(finetune_lib.FinetuningDataConfig):
                           "directory: train.txt, dev.txt, optional test.txt "
                           "(data.data_dir).")
   label_names: List[str] = setting(
-      [], flag="The IOB2 labels in output order (data.label_names; default: "
-      "those of train.txt, O first).")
+      [], serving=True, flag="The IOB2 labels in output order "
+      "(data.label_names; default: those of train.txt, O first).")
 
 
 @dataclasses.dataclass
@@ -47,10 +47,9 @@ class TaggingExperimentConfig(finetune_lib.FinetuningExperimentConfig):
       default_factory=TaggingDataConfig)
 
 
-@dataclasses.dataclass
+@serving_params.view_of(TaggingExperimentConfig)
 class TaggingServingParams(serving_params.ServingParams):
   """Export settings: the labels of the model's outputs."""
-  label_names: List[str] = setting([])
 
   def validate(self):
     super().validate()
@@ -192,9 +191,8 @@ class TaggingTask(finetune_lib.FinetuneTask):
 
   def serving_params(self, recorded_facts):
     del recorded_facts
-    return TaggingServingParams(
-        label_names=list(self.labels),
-        **self.base_serving_params())
+    return TaggingServingParams.from_config(self.config,
+                                            label_names=list(self.labels))
 
   @classmethod
   def module_for(cls, params):

@@ -15,7 +15,7 @@ def export(run):
   run.exports = {}
   for kind, extra in (("encoder", []), ("pretraining", []),
                       ("serving", ["--task=encoder",
-                                   f"--seq_length={context.SEQ_LENGTH}"])):
+                                   f"--max_seq_length={context.SEQ_LENGTH}"])):
     run.exports[kind] = export_model(run, kind, run.path("exports", kind),
                                      config_file, ckpt, run.spm, extra)
   run.summary["metrics"]["fill_mask"] = fill_mask(

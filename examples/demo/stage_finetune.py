@@ -106,7 +106,7 @@ def _export_and_serve(run, data, source, run_dir):
       f"--num_text_fields={data.num_text_fields}", f"--label_names={labels}",
       f"--config_file={os.path.join(run_dir, 'experiment_config.yaml')}",
       f"--checkpoint={os.path.join(run_dir, 'checkpoints')}",
-      f"--spm_model_file={source.spm}", f"--seq_length={context.SEQ_LENGTH}",
+      f"--spm_model_file={source.spm}", f"--max_seq_length={context.SEQ_LENGTH}",
       f"--export_dir={export_dir}", "--version=1"])
   run.exports[task] = os.path.join(export_dir, "1")
   what = "raw text pair" if data.num_text_fields == 2 else "raw sentence"

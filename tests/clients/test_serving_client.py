@@ -41,7 +41,7 @@ def served(tmp_path_factory):
   logits = model(features)["logits"].numpy()
   base = str(tmp / "models" / "albert_clf")
   lib.export_serving(sentence_prediction.ClassifierTask, model, base,
-                     spm_file, seq_length=SEQ, label_names=list(LABELS))
+                     spm_file, max_seq_length=SEQ, label_names=list(LABELS))
   server = serving_standin.StandinServer(base, "albert_clf", max_requests=30,
                                          lifetime=150).start()
   yield dict(url=server.url, logits=logits, features=features, server=server)

@@ -44,7 +44,7 @@ def copy_run(run_dir, tmp_path):
 def test_record_is_written_once_with_what_export_needs(run_dir):
   with open(os.path.join(run_dir, run_record.RECORD_NAME)) as f:
     facts = json.load(f)
-  assert facts["task"] == "pretraining" and facts["seq_length"] == 64
+  assert facts["task"] == "pretraining" and facts["max_seq_length"] == 64
   assert facts["spm_model_file"].endswith("spm.model")
   assert facts["vocab_sha256"] == output_files.file_sha256(facts["spm_model_file"])
   record = run_record.read(run_dir)
@@ -159,7 +159,7 @@ def test_export_from_run_dir_needs_no_retyping_and_refuses_other_model(
   assert shlex.split(hint.split(": ", 1)[1])[-1] == str(tmp_path / "o k" / "1")
   for flag, field in (("--params_override=model.num_hidden_layers=3",
                        "model.num_hidden_layers is 3"),
-                      ("--seq_length=32", "seq_length is 32")):
+                      ("--max_seq_length=32", "max_seq_length is 32")):
     bad = tool("albert_tf.export_savedmodel", f"--model_dir={run_dir}",
                f"--export_dir={tmp_path / 'bad'}", flag)
     assert bad.returncode == 1

@@ -271,7 +271,7 @@ def test_cli_requires_checkpoint_and_rejects_missing_head(setup, tmp_path):
   request = dict(config_files=[config_file], checkpoint=ckpt,
                  task="classification",
                  settings={"spm_model_file": setup["spm"], "num_labels": 2,
-                           "seq_length": 16})
+                           "max_seq_length": 16})
   with pytest.raises(ValueError, match="not the AlbertClassifier head"):
     lib.export(str(tmp_path / "refused"), **request)
   path = lib.export(str(tmp_path / "smoke"), allow_random_head=True,

@@ -50,7 +50,7 @@ def _exports(setup, spm_file, export_dir):
       ("serving", lambda: lib.export_serving(
           sentence_prediction.ClassifierTask,
           dm.AlbertClassifier(AlbertEncoder(config), num_labels=2),
-          export_dir, spm_file, seq_length=16)),
+          export_dir, spm_file, max_seq_length=16)),
   ]
 
 

@@ -80,16 +80,16 @@ def setup(tmp_path_factory):
       prep=es.export_preprocessing(spm_file, str(tmp / "prep"),
                                    seq_length=SEQ, config=config),
       clf=lib.export_serving(sentence_prediction.ClassifierTask, classifier,
-                             str(tmp / "clf"), spm_file, seq_length=SEQ,
+                             str(tmp / "clf"), spm_file, max_seq_length=SEQ,
                              num_labels=3, num_text_fields=2,
                              label_names=["neg", "neu", "pos"]),
       squad=lib.export_serving(question_answering.SquadTask, squad,
-                               str(tmp / "squad"), spm_file, seq_length=24,
+                               str(tmp / "squad"), spm_file, max_seq_length=24,
                                max_query_length=6, max_answer_length=5,
                                with_answerability=True, doc_stride=0),
       choice=lib.export_serving(multiple_choice.RaceTask, choice,
                                 str(tmp / "choice"), spm_file,
-                                seq_length=SEQ, num_choices=3))
+                                max_seq_length=SEQ, num_choices=3))
   tok = tokenization.FullTokenizer(spm_file, do_lower_case=True)
   return dict(tmp=tmp, spm=spm_file, config=config, classifier=classifier,
               squad=squad, choice=choice, dirs=dirs, tok=tok)

@@ -53,7 +53,7 @@ def _texts():
 
 def _build(task, settings, spm_file):
   task_cls, params = tasks_export.task_for_flags(
-      task, "serving", dict(spm_model_file=spm_file, seq_length=SEQ,
+      task, "serving", dict(spm_model_file=spm_file, max_seq_length=SEQ,
                             **settings))
   model = tasks_export.model_for_flags(task_cls, "serving", lib.tiny_config(),
                                        params)
@@ -193,7 +193,7 @@ def test_model_json_says_what_it_is(setup):
   assert info["task"] == setup["classification"]["task_cls"].name
   assert info["kind"] == "serving" and info["format"] == "tflite"
   assert info["serving_params"]["label_names"] == LABELS
-  assert info["serving_params"]["seq_length"] == SEQ
+  assert info["serving_params"]["max_seq_length"] == SEQ
   assert info["vocabulary_sha256"] == output_files.file_sha256(setup["spm"])
   assert info["source"] == {}  # export_model of a model in memory
   assert info["text"]["do_lower_case"] is True
@@ -221,7 +221,7 @@ def test_model_json_says_what_it_is(setup):
 def test_refused(setup, tmp_path, request_fields, message):
   with pytest.raises(ValueError, match=message):
     lib.export(str(tmp_path / "out"), task="classification",
-               settings=dict(spm_model_file=setup["spm"], seq_length=SEQ),
+               settings=dict(spm_model_file=setup["spm"], max_seq_length=SEQ),
                config_files=[_config_file(tmp_path)], random_init=True,
                **request_fields)
   assert not (tmp_path / "out" / "1").exists()
@@ -236,7 +236,7 @@ def _config_file(tmp_path):
 def test_squad_windows_refused_with_the_reason(setup, tmp_path):
   with pytest.raises(ValueError, match="doc-stride windows.*--doc_stride=0"):
     lib.export(str(tmp_path / "out"), task="squad", export_format="tflite",
-               settings=dict(spm_model_file=setup["spm"], seq_length=SEQ,
+               settings=dict(spm_model_file=setup["spm"], max_seq_length=SEQ,
                              doc_stride=8),
                config_files=[_config_file(tmp_path)], random_init=True)
   assert not (tmp_path / "out").exists() or not os.listdir(tmp_path / "out")

@@ -34,7 +34,7 @@ def export(tmp_path_factory):
   return lib.export(
       str(tmp / "export"), task="classification", export_format="tflite",
       config_files=[config_file], random_init=True,
-      settings=dict(spm_model_file=spm, seq_length=24, num_labels=3,
+      settings=dict(spm_model_file=spm, max_seq_length=24, num_labels=3,
                     num_text_fields=2, label_names=LABELS))
 
 

@@ -30,7 +30,7 @@ TEXTS = np.array([
 
 def _export(model, spm, directory, seq=SEQ, tflite=False):
   task_cls, params = tasks_export.task_for_flags(
-      "tagging", "serving", dict(spm_model_file=spm, seq_length=seq,
+      "tagging", "serving", dict(spm_model_file=spm, max_seq_length=seq,
                                  label_names=LABELS))
   form = tasks_export.ExportForm("tflite") if tflite else None
   return tasks_export.export_model(task_cls, "serving", model, params,
@@ -49,7 +49,7 @@ def setup(tmp_path_factory):
   spm = lib.train_spm(str(tmp))
   tf_keras.utils.set_random_seed(5)
   task_cls, params = tasks_export.task_for_flags(
-      "tagging", "serving", dict(spm_model_file=spm, seq_length=SEQ,
+      "tagging", "serving", dict(spm_model_file=spm, max_seq_length=SEQ,
                                  label_names=LABELS))
   model = tasks_export.model_for_flags(
       task_cls, "serving", lib.tiny_config(max_position_embeddings=128),

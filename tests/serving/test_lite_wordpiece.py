@@ -41,7 +41,7 @@ def setup(vocab, tmp_path_factory):
   out = {"vocab": vocab}
   for kind, (settings, _) in KINDS.items():
     task_cls, params = tasks_export.task_for_flags(
-        kind, "serving", dict(vocab_file=vocab, seq_length=SEQ, **settings))
+        kind, "serving", dict(vocab_file=vocab, max_seq_length=SEQ, **settings))
     model = tasks_export.model_for_flags(
         task_cls, "serving", lib.tiny_config(lib.WORDPIECE_VOCAB_SIZE),
         params)

@@ -53,7 +53,7 @@ def exported(tmp_path_factory):
   model = downstream_models.AlbertSpanLabeler(AlbertEncoder(config))
   path = export_testlib.export_serving(
       question_answering.SquadTask, model, str(tmp / "export"), spm,
-      seq_length=SEQ, max_query_length=MAX_QUERY,
+      max_seq_length=SEQ, max_query_length=MAX_QUERY,
       max_answer_length=MAX_ANSWER, doc_stride=STRIDE, max_windows=40)
   return model, finetune_testlib.tokenizer(tmp_path_factory), path
 
@@ -110,7 +110,7 @@ def test_export_tool_serves_windows_by_default(tmp_path, tmp_path_factory):
       str(tmp_path / "export"), config_files=[config_file], random_init=True,
       task="squad", settings=dict(
           spm_model_file=finetune_testlib.spm_model(tmp_path_factory),
-          seq_length=SEQ, max_query_length=MAX_QUERY))
+          max_seq_length=SEQ, max_query_length=MAX_QUERY))
   serve = tf.saved_model.load(path).signatures["serving_default"]
   context = " ".join(finetune_testlib.botchan_sentences(200, 4, 12)[10:24])
   got = serve(question=tf.constant(["Who?"]), context=tf.constant([context]))
@@ -154,7 +154,7 @@ def test_squad_v2_head_export_answers_like_the_offline_predictor(
   path = export_testlib.export_serving(
       question_answering.SquadTask, model, str(tmp_path / "export"),
       finetune_testlib.spm_model(tmp_path_factory), squad_head="xlnet",
-      seq_length=SEQ, max_query_length=MAX_QUERY,
+      max_seq_length=SEQ, max_query_length=MAX_QUERY,
       max_answer_length=MAX_ANSWER, doc_stride=STRIDE,
       null_score_diff_threshold=threshold)
   got = tf.saved_model.load(path).signatures["serving_default"](
@@ -173,4 +173,4 @@ def test_squad_v2_head_export_answers_like_the_offline_predictor(
     export_testlib.export_serving(
         question_answering.SquadTask, model, str(tmp_path / "no_windows"),
         finetune_testlib.spm_model(tmp_path_factory), squad_head="xlnet",
-        seq_length=SEQ, doc_stride=0)
+        max_seq_length=SEQ, doc_stride=0)

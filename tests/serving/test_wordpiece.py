@@ -141,7 +141,7 @@ def kinds(vocab, tmp_path_factory):
   for name, extra in settings.items():
     task_cls, params = tasks_export.task_for_flags(
         name.replace("_windows", ""), "serving",
-        dict(vocab_file=vocab, seq_length=SEQ, **extra))
+        dict(vocab_file=vocab, max_seq_length=SEQ, **extra))
     model = tasks_export.model_for_flags(
         task_cls, "serving",
         lib.tiny_config(lib.WORDPIECE_VOCAB_SIZE), params)
@@ -232,7 +232,7 @@ def test_both_or_neither_tokenizer_refused(vocab, tmp_path):
                           "both are set"), ({}, "neither is set")):
     with pytest.raises(ValueError) as e:
       lib.export(str(tmp_path / word.split()[0]),
-                 settings=dict(settings, seq_length=8),
+                 settings=dict(settings, max_seq_length=8),
                  task="classification", random_init=True,
                  config_files=[config_file])
     message = str(e.value)

@@ -140,7 +140,7 @@ class TaggingTask(base_task.Task):
   def serving_params(self, recorded_facts):
     del recorded_facts
     d = self.config.data
-    return TaggingParams(seq_length=d.seq_length,
+    return TaggingParams(max_seq_length=d.seq_length,
                          spm_model_file=d.spm_model_file)
 
   @classmethod

@@ -161,7 +161,7 @@ def test_a_run_refuses_a_random_head_and_disagreeing_settings(run):
   with pytest.raises(ValueError, match=r"seq_length is 16 but the run "
                      r"record of .* has 32"):
     export_testlib.export(str(tmp / "x"), model_dir=model_dir,
-                          settings={"seq_length": 16})
+                          settings={"max_seq_length": 16})
   foreign = "num_choices" if case != "race" else "num_labels"
   with pytest.raises(ValueError, match=f"--{foreign} does not apply"):
     export_testlib.export(str(tmp / "x"), model_dir=model_dir,

@@ -107,7 +107,7 @@ TOOL_FLAGS = {
     "export_savedmodel": (
         "config_file", "params_override", "albert_config_file", "model_dir",
         "export_dir", "checkpoint", "spm_model_file", "version",
-        "seq_length", "num_labels", "num_text_fields", "max_answer_length",
+        "max_seq_length", "num_labels", "num_text_fields", "max_answer_length",
         "max_query_length", "doc_stride", "num_choices",
         "max_first_segment_length", "max_windows", "random_init",
         "allow_random_head", "do_lower_case", "with_answerability",
