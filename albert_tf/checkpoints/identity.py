@@ -73,14 +73,14 @@ def _saved_model_facts(directory: str) -> Dict[str, Any]:
 VOCAB_SHA256 = "vocab_sha256"
 # Facts older records and checkpoints name otherwise (`current_facts` reads
 # them under today's names).
-OLD_FACT_NAMES = {"spm_sha256": VOCAB_SHA256,
+_OLD_FACT_NAMES = {"spm_sha256": VOCAB_SHA256,
                   "seq_length": "max_seq_length"}
 
 
 def current_facts(facts: Mapping[str, Any]) -> Dict[str, Any]:
   """`facts` with the names older versions wrote replaced by today's."""
   facts = dict(facts)
-  for old, new in OLD_FACT_NAMES.items():
+  for old, new in _OLD_FACT_NAMES.items():
     if old in facts:
       value = facts.pop(old)
       facts.setdefault(new, value)
