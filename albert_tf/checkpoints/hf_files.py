@@ -6,7 +6,6 @@ The names inside: hf_checkpoint.py.
 """
 
 import dataclasses
-import json
 import os
 from typing import Any, Dict, Mapping, Tuple
 
@@ -98,11 +97,13 @@ def read_tensors(directory: str) -> Dict[str, np.ndarray]:
     return _load_safetensors(single)
   if os.path.isfile(index):
     try:
-      with open(index, encoding="utf-8") as f:
-        weight_map = json.load(f)["weight_map"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
+      weight_map = text_files.read_json_object(
+          index, " (a safetensors index)").get("weight_map")
+    except ValueError as e:
+      raise CheckpointConversionError(str(e)) from None
+    if not isinstance(weight_map, dict):
       raise CheckpointConversionError(
-          f"{index}: unreadable index ({cw.error_line(e)})") from None
+          f"{index}: no weight_map object (tensor name -> shard file)")
     tensors = {}
     for shard in sorted(set(weight_map.values())):
       tensors.update(_load_safetensors(os.path.join(directory, shard)))

@@ -73,10 +73,10 @@ def read_predictions(path, count):
   return preds
 
 
-def test_figures(test_tsv, predictions, vader_dir):
+def test_figures(test_tsv, predictions, analyzer):
   """Test accuracy of each run in `predictions` ({init: [label id]}), the
   gain of pretrained over random init with its paired standard error, and
-  VADER's accuracy (None without its files)."""
+  the accuracy of VADER's `analyzer` (None: no VADER)."""
   rows = sentiment_data.read_sst2(test_tsv)
   truth = [label for _, label in rows]
   n = len(truth)
@@ -91,8 +91,7 @@ def test_figures(test_tsv, predictions, vader_dir):
   out["accuracy_se"] = vader_baseline.binomial_se(
       out["accuracy"]["pretrained"], n)
   out["vader"] = None
-  if vader_dir:
-    analyzer = vader_baseline.load_analyzer(vader_dir)
+  if analyzer is not None:
     vader = vader_baseline.vader_labels(analyzer, [s for s, _ in rows])
     vader_correct = [int(p == t) for p, t in zip(vader, truth)]
     gain, se = vader_baseline.paired_gain(correct["pretrained"],
@@ -102,11 +101,11 @@ def test_figures(test_tsv, predictions, vader_dir):
   return out
 
 
-def dev_vader_accuracy(dev_tsv, vader_dir):
-  if not vader_dir:
+def dev_vader_accuracy(dev_tsv, analyzer):
+  """The accuracy of VADER's `analyzer` on the dev split (None: no VADER)."""
+  if analyzer is None:
     return None
   rows = sentiment_data.read_sst2(dev_tsv)
-  analyzer = vader_baseline.load_analyzer(vader_dir)
   return vader_baseline.accuracy(
       vader_baseline.vader_labels(analyzer, [s for s, _ in rows]),
       [label for _, label in rows])
@@ -188,11 +187,12 @@ def evaluate_test(run, data, config_path, run_dirs, dev_results):
     predictions[init] = read_predictions(os.path.join(out_dir, "SST-2.tsv"),
                                          count)
   vader_dir = run.real_task["vader_dir"]
-  test = test_figures(test_tsv, predictions, vader_dir)
+  analyzer = vader_baseline.load_analyzer(vader_dir) if vader_dir else None
+  test = test_figures(test_tsv, predictions, analyzer)
   dev = {"pretrained": dev_results["pretrained"]["accuracy"],
          "random_init": dev_results["random_init"]["accuracy"],
          "vader": dev_vader_accuracy(os.path.join(data.data_dir, "dev.tsv"),
-                                     vader_dir)}
+                                     analyzer)}
   entry = summary_entry(data.counts, run.real_task["origin"], dev, test)
   run.summary["real_task"] = entry
   print_figures(entry)

@@ -8,6 +8,7 @@ pass of the HF layout, and ours -> HF -> ours must round-trip bit-exactly.
 
 import json
 import os
+import re
 import sys
 
 import numpy as np
@@ -245,6 +246,16 @@ def test_sharded_index_is_read(tmp_path, spm_file, vocab_size):
       {"weight_map": {k: s for s, keys in shards.items() for k in keys}}))
   read = hf_files.read_tensors(str(hf_dir))
   assert sorted(read) == names
+  index = hf_dir / "model.safetensors.index.json"
+  for text, error in (('{"weight_map": [1]}', "no weight_map object"),
+                      ('{"metadata": {}}', "no weight_map object"),
+                      ('{"weight_map": ', ":1: not valid JSON")):
+    index.write_text(text)
+    with pytest.raises(hf_files.CheckpointConversionError,
+                       match=f"^{re.escape(str(index))}{error}"
+                       if error.startswith(":") else
+                       f"^{re.escape(str(index))}: {error}"):
+      hf_files.read_tensors(str(hf_dir))
 
 
 @pytest.mark.slow

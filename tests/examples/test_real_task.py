@@ -235,9 +235,10 @@ def test_test_figures_and_summary_keys(tmp_path):
                                 encoding="utf-8")
   (tmp_path / "vaderSentiment.py").write_text(TINY_VADER)
   (tmp_path / "vader_lexicon.txt").write_text("good\t1.9\t0.9\n")
+  analyzer = vader_baseline.load_analyzer(str(tmp_path))
   test = real_task.test_figures(str(data / "test.tsv"),
                                 {"pretrained": [1, 0, 1, 1],
-                                 "random_init": [0, 0, 0, 0]}, str(tmp_path))
+                                 "random_init": [0, 0, 0, 0]}, analyzer)
   assert test["accuracy"] == {"pretrained": 0.75, "random_init": 0.5}
   # Tiny VADER: "good" positive, the rest 0 -> negative: all 4 right.
   assert test["vader"]["accuracy"] == 1.0
@@ -245,8 +246,13 @@ def test_test_figures_and_summary_keys(tmp_path):
   assert test["vader"]["gain_over_vader"] == pytest.approx(-0.25)
   dev = {"pretrained": 0.7, "random_init": 0.6,
          "vader": real_task.dev_vader_accuracy(str(data / "dev.tsv"),
-                                               str(tmp_path))}
+                                               analyzer)}
   assert dev["vader"] == 1.0
+  assert real_task.dev_vader_accuracy(str(data / "dev.tsv"), None) is None
+  assert real_task.test_figures(str(data / "test.tsv"),
+                                {"pretrained": [1, 0, 1, 1],
+                                 "random_init": [0, 0, 0, 0]},
+                                None)["vader"] is None
   counts = {"train": {"examples": 8}, "dev": {"examples": 1},
             "test": {"examples": 4}}
   entry = real_task.summary_entry(counts, "cache", dev, test)
