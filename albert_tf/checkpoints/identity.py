@@ -1,9 +1,9 @@
 """What a checkpoint is, saved inside the checkpoint itself.
 
 Every checkpoint a run writes holds, besides the weights, one string
-variable `identity`: JSON of the model config, the task (its name, module
-and run record facts: labels, heads, lengths), the sha256 of the vocabulary
-(SentencePiece model or WordPiece file) and the number of updates. It
+variable `identity`: JSON of the model config, the task (its name and
+module), the tokenizer (its file, do_lower_case and the sha256 of the
+SentencePiece model or WordPiece file) and the number of updates. It
 travels with the `.index`/`.data` files, so a checkpoint copied out of its
 run, or paired with another run's record, still says what it is; resume,
 export, conversion and warm start check it first (`check`), and a

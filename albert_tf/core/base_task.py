@@ -33,7 +33,6 @@ register there (`tasks/registry.py`); core never names one.
 """
 
 import abc
-import dataclasses
 import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
@@ -190,14 +189,16 @@ class Task(abc.ABC):
 
   def record_facts(self) -> Dict[str, Any]:
     """What the run record and each checkpoint's identity keep besides the
-    config: the task's params as its config gives them (`serving_params`:
-    max_seq_length, spm_model_file, do_lower_case, labels, heads, ...), its
-    name and the module that registers it (so a tool can rebuild a task
-    defined anywhere)."""
-    facts = dataclasses.asdict(self.serving_params({}))
+    config: the tokenizer the weights belong to (from the task's params:
+    pretraining's comes from its data, not its config), the task's name and
+    the module that registers it (so a tool can rebuild a task defined
+    anywhere). Everything else a tool needs follows from the config
+    (`serving_params`)."""
+    params = self.serving_params({})
+    facts = {"do_lower_case": params.do_lower_case}
     for key in ("spm_model_file", "vocab_file"):
-      if facts.get(key):
-        facts[key] = os.path.abspath(facts[key])
+      path = getattr(params, key)
+      facts[key] = os.path.abspath(path) if path else ""
     facts.update(task=self.name, task_module=type(self).__module__)
     return facts
 

@@ -6,9 +6,10 @@ file to a temporary name, then renamed):
   experiment_config.yaml   the resolved experiment config (every field).
   run_record.json          the task's name and the module that registers it
                            (tasks/registry.py rebuilds the task from these
-                           and the config), its facts (labels, heads, ...),
-                           seq_length, spm_model_file (+ its sha256) and
-                           do_lower_case.
+                           and the config; labels, heads and lengths follow
+                           from the config), the tokenizer the weights
+                           belong to: spm_model_file or vocab_file (+ its
+                           sha256) and do_lower_case.
 
 Every later start (resume, eval, predict, export) compares its config with
 the record by the resume rule each config field declares (core/settings.py):
@@ -63,7 +64,7 @@ class RunRecord:
   """A run directory's record (see the module docstring)."""
   model_dir: str
   task: str
-  facts: Dict[str, Any]  # task facts, seq_length, spm_model_file, ...
+  facts: Dict[str, Any]  # task, its module, the tokenizer, fingerprints
   config: Dict[str, Any]  # experiment_config.yaml as a dict
 
   @property

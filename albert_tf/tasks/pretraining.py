@@ -271,7 +271,7 @@ class PretrainingTask(base_task.Task):
     return {}
 
   def record_facts(self) -> Dict[str, Any]:
-    """The params, without a tokenizer the data has not told yet."""
+    """The task, without a tokenizer the data has not told yet."""
     facts = super().record_facts()
     if not self._described:
       for key in ("spm_model_file", "vocab_file", "do_lower_case"):

@@ -44,11 +44,15 @@ def copy_run(run_dir, tmp_path):
 def test_record_is_written_once_with_what_export_needs(run_dir):
   with open(os.path.join(run_dir, run_record.RECORD_NAME)) as f:
     facts = json.load(f)
-  assert facts["task"] == "pretraining" and facts["max_seq_length"] == 64
+  assert facts["task"] == "pretraining"
   assert facts["spm_model_file"].endswith("spm.model")
   assert facts["vocab_sha256"] == output_files.file_sha256(facts["spm_model_file"])
+  assert facts["do_lower_case"] is True
   record = run_record.read(run_dir)
   assert record.model["num_hidden_layers"] == 2
+  # What follows from the config is recorded once, in the config.
+  assert record.config["data"]["seq_length"] == 64
+  assert "max_seq_length" not in facts and "seq_length" not in facts
   assert not [n for n in os.listdir(run_dir) if ".tmp-" in n]
 
 

@@ -70,15 +70,14 @@ def test_train_eval_predict_export_serve(tmp_path_factory):
   assert results["num_true_entities"] == 10
   for key in ("precision", "recall", "f1", "word_accuracy"):
     assert 0.0 <= results[key] <= 1.0, results
-  with open(os.path.join(model_dir, "run_record.json"),
-            encoding="utf-8") as f:
-    labels = json.load(f)["label_names"]
-  assert labels == ["O", "B-COL", "B-PER", "I-COL"]  # from train.txt
-  # A new run starts from the task's recipe (finetuning/conll2003.yaml),
-  # not the pretraining optimizer; the --config_file given comes after it.
   with open(os.path.join(model_dir, "experiment_config.yaml"),
             encoding="utf-8") as f:
     recorded = yaml.safe_load(f)
+  # train.txt's labels, kept in the run's config.
+  labels = recorded["data"]["label_names"]
+  assert labels == ["O", "B-COL", "B-PER", "I-COL"]
+  # A new run starts from the task's recipe (finetuning/conll2003.yaml),
+  # not the pretraining optimizer; the --config_file given comes after it.
   assert recorded["optimizer"]["name"] == "adamw"
   assert recorded["optimizer"]["learning_rate"] == pytest.approx(5e-5)
   assert recorded["trainer"]["train_steps"] == 2  # the given file's
@@ -229,7 +228,7 @@ def test_labels_of_train_txt_are_restored_from_the_run_record(
           "spm_model_file": finetune_testlib.spm_model(tmp_path_factory)})
   model_dir = str(tmp_path / "run")
   facts = tagging.TaggingTask(config, model_dir).record_facts()
-  assert facts["label_names"] == ["O", "B-LOC", "B-PER"]
+  assert config.data.label_names == ["O", "B-LOC", "B-PER"]
   run_record.write(model_dir, config, facts)
   (tmp_path / "train.txt").write_text("Ann B-ORG\n")
   task = registry.task_of_record(run_record.read(model_dir))
