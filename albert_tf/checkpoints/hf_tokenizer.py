@@ -51,6 +51,7 @@ class HfTokenizer:
   do_lower_case: bool
   keep_accents: bool
   source: str
+  kind = "sentencepiece"  # as data_prep's tokenizers (hf_wordpiece: wordpiece)
 
 
 def _load(source, spm_model, vocab_size):

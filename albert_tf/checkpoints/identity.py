@@ -73,8 +73,7 @@ def _saved_model_facts(directory: str) -> Dict[str, Any]:
 VOCAB_SHA256 = "vocab_sha256"
 # Facts older records and checkpoints name otherwise (`current_facts` reads
 # them under today's names).
-_OLD_FACT_NAMES = {"spm_sha256": VOCAB_SHA256,
-                  "seq_length": "max_seq_length"}
+_OLD_FACT_NAMES = {"spm_sha256": VOCAB_SHA256}
 
 
 def current_facts(facts: Mapping[str, Any]) -> Dict[str, Any]:
@@ -191,7 +190,8 @@ class RunIdentity:
 
   def stamp(self, updates: int) -> None:
     """Before a save: the identity (the model config, the task's run record
-    facts: task, task_module, vocab_sha256, labels, ...; the update count)."""
+    facts: task, task_module, the tokenizer and its vocab_sha256; the update
+    count)."""
     self.variable.assign(json.dumps(
         {"model": self.model, "facts": self.facts, "updates": int(updates)},
         sort_keys=True, default=str))

@@ -106,7 +106,7 @@ def _checked_tokenizer(hf_dir: str, config):
   """The tokenizer of `hf_dir`, its piece count checked against the
   model's vocab_size (before anything is written)."""
   tokenizer = _read_tokenizer(hf_dir, config.vocab_size)
-  if getattr(tokenizer, "kind", "") == "wordpiece":
+  if tokenizer.kind == "wordpiece":
     return tokenizer
   if tokenizer.keep_accents:
     raise CheckpointConversionError(
@@ -135,7 +135,7 @@ class _Output:
 
   @property
   def is_wordpiece(self) -> bool:
-    return getattr(self.tokenizer, "kind", "") == "wordpiece"
+    return self.tokenizer.kind == "wordpiece"
 
   @property
   def vocab(self) -> str:
