@@ -300,7 +300,7 @@ def main():
   parser.add_argument("--seq", type=int, default=128)
   parser.add_argument("--batches", default="1,32")
   parser.add_argument("--smoke", action="store_true",
-                      help="a 1-layer model, seq 16, batches 1 and 2")
+                      help="a 1-layer model, seq 16, batch 1")
   parser.add_argument("--no_forms", action="store_true",
                       help="skip the forms (low precision, text in)")
   parser.add_argument("--lite_threads", type=int, default=2,
@@ -310,7 +310,7 @@ def main():
   parser.add_argument("--json")
   args = parser.parse_args()
   if args.smoke:
-    config, seq, batches = AlbertConfig(**SMOKE_CONFIG), 16, [1, 2]
+    config, seq, batches = AlbertConfig(**SMOKE_CONFIG), 16, [1]
   else:
     config = AlbertConfig.from_preset("albert_base_v2")
     seq, batches = args.seq, [int(b) for b in args.batches.split(",")]

@@ -10,6 +10,8 @@
   config object down.
 - `data_prep` and `albert_toolkit` import neither TensorFlow (at module
   level) nor albert_tf (Beam workers and corpus machines run them without).
+- The demo's SavedModel client imports no model code (the standard
+  library, NumPy, TensorFlow, TF Text, sentencepiece).
 - No source file over 400 lines: one concept per file.
 - `tf.train.latest_checkpoint` and `get_checkpoint_state` only in the
   checkpoint resolver (albert_tf/checkpoints/paths.py): which checkpoint a
@@ -20,6 +22,7 @@ deps in test_build_coverage.py.
 """
 import ast
 import os
+import sys
 
 import pytest
 
@@ -246,6 +249,37 @@ def test_data_prep_and_the_toolkit_need_no_tensorflow():
       bad += [f"{path}: {n}" for n in names
               if n.split(".")[0] in ("tensorflow", "albert_tf", "tf_keras")]
   assert not bad, f"imports TensorFlow or albert_tf: {bad}"
+
+
+# The demo's SavedModel client shows that an export needs no model code: it
+# may import the standard library and these only (the suite runs it in a
+# fork of a process that imported albert_tf, so this is where it is checked).
+SAVEDMODEL_CLIENT = os.path.join("examples", "demo", "savedmodel_client.py")
+SAVEDMODEL_CLIENT_IMPORTS = ("numpy", "tensorflow", "tensorflow_text",
+                             "sentencepiece")
+
+
+def foreign_imports(tree, allowed):
+  """Every import (module level or in a function) of a package that is
+  neither in the standard library nor in `allowed`, as "line: name"."""
+  found = []
+  for node in ast.walk(tree):
+    names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+             else [node.module or "."] if isinstance(node, ast.ImportFrom)
+             else [])
+    found += [f"{node.lineno}: {name}" for name in names
+              if name.split(".")[0] not in sys.stdlib_module_names and
+              name.split(".")[0] not in allowed]
+  return found
+
+
+def test_the_savedmodel_client_imports_no_model_code():
+  bad = foreign_imports(parse(SAVEDMODEL_CLIENT), SAVEDMODEL_CLIENT_IMPORTS)
+  assert not bad, f"{SAVEDMODEL_CLIENT} imports {bad}"
+  assert sorted(foreign_imports(ast.parse(
+      "import os\nimport numpy\ndef f():\n  from albert_tf import x\n"
+      "from . import y\n"), SAVEDMODEL_CLIENT_IMPORTS)) == [
+          "4: albert_tf", "5: ."]
 
 
 @pytest.mark.parametrize("path", source_files())

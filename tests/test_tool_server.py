@@ -86,7 +86,7 @@ def test_signals_reach_the_fork():
     tool_server.run(sleeper, env=env, timeout=0.5)  # and killed
 
 
-def test_each_import_environment_gets_a_server_of_its_own():
+def test_each_import_environment_gets_a_server_of_its_own(monkeypatch):
   env = tu.subprocess_env()
   probe = [sys.executable, "-c", "pass"]
   assert tool_server.run(probe, env=env).returncode == 0
@@ -98,20 +98,28 @@ def test_each_import_environment_gets_a_server_of_its_own():
   changed = dict(env, TF_PROBE_SETTING="1")
   assert tool_server.run(probe, env=changed).returncode == 0
   other = tool_server.server_for(changed)
-  assert other is not server and server.proc.poll() is not None  # stopped
+  assert other is not server and server.proc.poll() is None  # both kept
   assert other.import_env["TF_PROBE_SETTING"] == "1"
+  assert tool_server.server_for(env) is server
+  # Beyond MAX_SERVERS the least recently used ones stop.
+  monkeypatch.setattr(tool_server, "MAX_SERVERS", 2)
+  third = tool_server.server_for(dict(env, TF_PROBE_SETTING="2"))
+  assert other.proc.poll() is not None and server.proc.poll() is None
+  assert list(tool_server._servers.values()) == [server, third]  # pylint: disable=protected-access
 
 
 # A tool that runs a tool through tool_server (benchmarks/run_all.py under
 # BENCH_RUN): which server the inner run went to, and whether the inner
 # process had TensorFlow imported before it started (a fork of a server).
 NESTED = r"""
+import os
 import sys
 from tests.testing import tool_server
 inner = tool_server.run(
     [sys.executable, "-c", "import sys; print('tensorflow' in sys.modules)"],
     capture_output=True, text=True)
-print(inner.returncode, inner.stdout.strip(), tool_server._server.socket_path)
+print(inner.returncode, inner.stdout.strip(),
+      tool_server.server_for(os.environ).socket_path)
 """
 
 

@@ -179,7 +179,8 @@ def test_every_benchmark_runs_on_its_smallest_setting(tmp_path):
   assert orbit["ours"]["runs"][0] > 0 and orbit["orbit"]["runs"][0] > 0
 
   inference = _read(results, "inference.json")
-  for batch in ("1", "2"):
+  assert set(inference["batches"]) == {"1"}  # --smoke: one batch size
+  for batch in ("1",):
     row = inference["batches"][batch]
     # Same weights, two implementations: the outputs agree.
     assert max(row["max_abs_diff"].values()) < 1e-5

@@ -186,8 +186,9 @@ def serve(socket_path):
   _preload()
   # This file runs as __main__: the module a tool imports is another copy,
   # which every fork inherits pointing at this server.
-  importlib.import_module("tests.testing.tool_server")._server = _Shared(  # pylint: disable=protected-access
-      socket_path, _import_env(os.environ))
+  import_env = _import_env(os.environ)
+  importlib.import_module("tests.testing.tool_server")._servers[  # pylint: disable=protected-access
+      frozenset(import_env.items())] = _Shared(socket_path, import_env)
   listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
   listener.bind(socket_path)
   listener.listen(16)
@@ -248,21 +249,27 @@ class _Server:
     shutil.rmtree(self.dir, ignore_errors=True)
 
 
-_server = None
+# Servers of this worker by the import-time variables they saw, least recently
+# used first: the suite alternates between a few environments (its own, the
+# benchmarks' TMPDIR, a tool's own changes), and a server costs an import of
+# TensorFlow to start.
+MAX_SERVERS = 3
+_servers = {}
 _server_lock = threading.Lock()
 
 
 def server_for(env):
-  """The worker's server for `env`'s import-time variables: one at a time,
-  replaced when they change (a module the worker imports may set one:
-  OpenCV adds to LD_LIBRARY_PATH)."""
-  global _server
+  """The worker's server for `env`'s import-time variables, started when
+  none has them; the least recently used one stops when MAX_SERVERS run."""
+  key = frozenset(_import_env(env).items())
   with _server_lock:
-    if _server is None or _server.import_env != _import_env(env):
-      if _server is not None:
-        _server.stop()
-      _server = _Server(env)
-    return _server
+    server = _servers.pop(key, None)
+    if server is None:
+      while len(_servers) >= MAX_SERVERS:
+        _servers.pop(next(iter(_servers))).stop()
+      server = _Server(env)
+    _servers[key] = server
+    return server
 
 
 def forkable(args, env):
@@ -414,13 +421,14 @@ def start(args, *, cwd=None, env=None, stdin=None, stdout=None, stderr=None,
 def popen_streaming(args, *, env=None, cwd=None, errors="strict", **kwargs):
   """`subprocess.Popen(args, stdout=PIPE, stderr=STDOUT, text=True, ...)`
   as the demo streams a tool's output (examples/demo/tools.py, through
-  DEMO_POPEN): an albert_tf tool (`-m albert_tf.<tool>`) runs in a fork of
-  the server, its output read from a pipe as it comes; anything else (the
-  data_prep tools import no TensorFlow, the demo's clients show what a
-  process without albert_tf needs) in a subprocess."""
+  DEMO_POPEN): an albert_tf tool or one of the demo's clients runs in a fork
+  of the server, its output read from a pipe as it comes; a data_prep tool
+  (it imports no TensorFlow) in a subprocess. That the clients need no
+  albert_tf is checked on their source (tests/test_architecture.py)."""
   env = os.environ if env is None else env
-  if not (len(args) > 2 and args[1] == "-m" and
-          args[2].startswith("albert_tf.") and forkable(args, env)):
+  data_prep_tool = (args[1:2] == ["-m"] and args[2].startswith("data_prep.")
+                    if len(args) > 2 else True)
+  if data_prep_tool or not forkable(args, env):
     return subprocess.Popen(args, env=env, cwd=cwd, errors=errors, **kwargs)  # pylint: disable=consider-using-with
   read_fd, write_fd = os.pipe()
   try:
