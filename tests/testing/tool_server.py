@@ -260,15 +260,13 @@ _server_lock = threading.Lock()
 
 def server_for(env):
   """The worker's server for `env`'s import-time variables, started when
-  none has them; the least recently used one stops when MAX_SERVERS run."""
+  none has them; beyond MAX_SERVERS the least recently used ones stop."""
   key = frozenset(_import_env(env).items())
   with _server_lock:
-    server = _servers.pop(key, None)
-    if server is None:
-      while len(_servers) >= MAX_SERVERS:
-        _servers.pop(next(iter(_servers))).stop()
-      server = _Server(env)
+    server = _servers.pop(key, None) or _Server(env)
     _servers[key] = server
+    while len(_servers) > MAX_SERVERS:
+      _servers.pop(next(iter(_servers))).stop()
     return server
 
 
