@@ -49,7 +49,7 @@ def test_record_is_written_once_with_what_export_needs(run_dir):
   assert facts["vocab_sha256"] == output_files.file_sha256(facts["spm_model_file"])
   assert facts["do_lower_case"] is True
   record = run_record.read(run_dir)
-  assert record.model["num_hidden_layers"] == 2
+  assert record.model["num_hidden_layers"] == tu.TINY_LAYERS
   # What follows from the config is recorded once, in the config.
   assert record.config["data"]["seq_length"] == 64
   assert "max_seq_length" not in facts and "seq_length" not in facts
@@ -184,7 +184,7 @@ def test_convert_reads_the_record_and_refuses_other_model(run_dir, tmp_path):
             f"--input_checkpoint={ckpt}", f"--output_dir={tmp_path / 'tf1'}")
   assert ok.returncode == 0, ok.stderr
   with open(tmp_path / "tf1" / "albert_config.json") as f:
-    assert json.load(f)["num_hidden_layers"] == 2
+    assert json.load(f)["num_hidden_layers"] == tu.TINY_LAYERS
   # The run's SentencePiece model travels with it, as the help says.
   spm = run_record.read(run_dir).facts["spm_model_file"]
   with open(spm, "rb") as f, open(

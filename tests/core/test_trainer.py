@@ -57,7 +57,9 @@ def test_tiny_pretraining_learns_mlm_and_sop(data, tmp_path):
   """
   train = tu.make_question_reply_data(os.path.dirname(data[0]))
   model_dir = str(tmp_path / "run")
-  config = tiny_config(train, **{"data.global_batch_size": 64})
+  # The recipe's own model (2 layers): its learning is what is tested.
+  config = tiny_config(train, **{"data.global_batch_size": 64,
+                                 "model.num_hidden_layers": 2})
   task = pretraining_task.PretrainingTask(config)
   trainer = trainer_lib.Trainer(task, config, model_dir)
   start = trainer.evaluate()

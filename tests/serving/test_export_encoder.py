@@ -35,7 +35,9 @@ def _inputs(config, batch=3, seq=SEQ, seed=0):
 def setup(tmp_path_factory):
   tmp = tmp_path_factory.mktemp("export_encoder")
   spm_file = lib.train_spm(str(tmp))
-  config = lib.tiny_config()
+  # Two layers: encoder_outputs holds one tensor per application of the
+  # shared layer.
+  config = lib.tiny_config(num_hidden_layers=2)
   tf_keras.utils.set_random_seed(1)
   pretrainer = AlbertPretrainer(config)
   inputs = _inputs(config)

@@ -8,7 +8,8 @@
 - `write_wordpiece_vocab(dir)`: a tiny BERT WordPiece vocabulary (the
   specials, "##" pieces, CJK characters, accented and full-width forms);
   `WORDPIECE_VOCAB_SIZE` tokens.
-- `tiny_config(vocab_size)`: a 2-layer ALBERT small enough for fast tests.
+- `tiny_config(vocab_size)`: a 1-layer ALBERT small enough for fast tests
+  (tests of what repeats per layer ask for more).
 - `export_serving(task_cls, model, dir, spm, **settings)`: a task's serving
   export of a model the test built, with the task's serving params (spm
   None and `vocab_file=` in settings: a WordPiece export).
@@ -156,7 +157,7 @@ def export(export_dir, settings=None, **request):
 def tiny_config(vocab_size=SPM_VOCAB_SIZE, **overrides):
   from albert_tf.modeling import albert_config  # pylint: disable=g-import-not-at-top
   values = dict(vocab_size=vocab_size, embedding_size=8, hidden_size=16,
-                num_hidden_layers=2, num_attention_heads=2,
+                num_hidden_layers=1, num_attention_heads=2,
                 intermediate_size=32, max_position_embeddings=32)
   values.update(overrides)
   return albert_config.AlbertConfig(**values)

@@ -17,8 +17,10 @@ COLOURS = ("red", "blue", "green", "black")
 BOTCHAN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "testdata",
                        "botchan.txt")
 
+# One layer: these tests are of heads, data and exports; what repeats per layer
+# (sharing, groups, encoder_outputs) is tested with more.
 TINY_CONFIG = dict(vocab_size=1000, embedding_size=16, hidden_size=32,
-                   num_hidden_layers=2, num_attention_heads=2,
+                   num_hidden_layers=1, num_attention_heads=2,
                    intermediate_size=64, max_position_embeddings=64)
 
 
