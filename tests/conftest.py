@@ -16,11 +16,19 @@ The environment set here reaches the tools tests start as subprocesses too:
   cores / workers intra-op threads. By default every worker sizes its pool
   to all cores, and 2 workers on 2 cores run 4 busy threads: 201 s -> 163 s
   for the same three test files.
+- Python's garbage collector runs less often (GC_THRESHOLDS, in the tool
+  server's forks too): building TensorFlow graphs makes many short-lived
+  objects in reference cycles, and the default thresholds (700, 10, 10)
+  rescan the heap about 40% more: exporting 2 small serving models 3 times
+  took 8.6 CPU-s, 6.9 with these, at 16% more peak memory.
 - Files holding a test marked `slow` come first in the collection, so with
   `make test`'s `--dist loadfile --no-loadscope-reorder` they are handed
   out first and the long ones do not finish alone at the end.
 """
+import gc
 import os
+
+from tests.testing import tool_server
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
@@ -39,6 +47,9 @@ def _threads_per_worker(environ, cpu_count):
 _THREADS = _threads_per_worker(os.environ, os.cpu_count())
 if _THREADS is not None:
   os.environ.setdefault("TF_NUM_INTRAOP_THREADS", str(_THREADS))
+
+
+gc.set_threshold(*tool_server.GC_THRESHOLDS)
 
 
 def pytest_configure(config):

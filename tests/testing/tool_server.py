@@ -29,6 +29,7 @@ something (a served model without albert_tf) keeps using `subprocess`.
 """
 
 import atexit
+import gc
 import importlib
 import json
 import os
@@ -65,6 +66,9 @@ PRELOAD_TF = ("absl.app", "tensorflow", "tf_keras", "tensorflow_text")
 # ...and albert_tf's shared modules, which must define no flag.
 PRELOAD_OURS = ("albert_tf.cli_flags",)
 READY = "tool_server ready"
+# The suite's garbage collector thresholds (tests/conftest.py says why),
+# which the forks inherit.
+GC_THRESHOLDS = (50_000, 20, 100)
 
 
 def _import_env(env):
@@ -184,6 +188,7 @@ class _Shared:
 
 def serve(socket_path):
   _preload()
+  gc.set_threshold(*GC_THRESHOLDS)
   # This file runs as __main__: the module a tool imports is another copy,
   # which every fork inherits pointing at this server.
   import_env = _import_env(os.environ)
