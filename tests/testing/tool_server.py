@@ -68,7 +68,7 @@ PRELOAD_OURS = ("albert_tf.cli_flags",)
 READY = "tool_server ready"
 # The suite's garbage collector thresholds (tests/conftest.py says why),
 # which the forks inherit.
-GC_THRESHOLDS = (50_000, 20, 100)
+GC_THRESHOLDS = (10_000, 10, 10)
 
 
 def _import_env(env):
@@ -188,6 +188,7 @@ class _Shared:
 
 def serve(socket_path):
   _preload()
+  gc.freeze()
   gc.set_threshold(*GC_THRESHOLDS)
   # This file runs as __main__: the module a tool imports is another copy,
   # which every fork inherits pointing at this server.
