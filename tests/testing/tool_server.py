@@ -427,11 +427,11 @@ def popen_streaming(args, *, env=None, cwd=None, errors="strict", **kwargs):
   as the demo streams a tool's output (examples/demo/tools.py, through
   DEMO_POPEN): an albert_tf tool or one of the demo's clients runs in a fork
   of the server, its output read from a pipe as it comes; a data_prep tool
-  (it imports no TensorFlow) in a subprocess. That the clients need no
-  albert_tf is checked on their source (tests/test_architecture.py)."""
+  (it imports no TensorFlow) in a subprocess. That the SavedModel client
+  needs no albert_tf is checked on its source (tests/test_architecture.py)."""
   env = os.environ if env is None else env
-  data_prep_tool = (args[1:2] == ["-m"] and args[2].startswith("data_prep.")
-                    if len(args) > 2 else True)
+  data_prep_tool = (len(args) > 2 and args[1] == "-m" and
+                    args[2].startswith("data_prep."))
   if data_prep_tool or not forkable(args, env):
     return subprocess.Popen(args, env=env, cwd=cwd, errors=errors, **kwargs)  # pylint: disable=consider-using-with
   read_fd, write_fd = os.pipe()
