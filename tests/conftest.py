@@ -16,21 +16,15 @@ The environment set here reaches the tools tests start as subprocesses too:
   cores / workers intra-op threads. By default every worker sizes its pool
   to all cores, and 2 workers on 2 cores run 4 busy threads: 201 s -> 163 s
   for the same three test files.
-- Python's garbage collector leaves alone what the imports made (frozen
-  once the tests are collected; in the tool servers once they have
-  preloaded) and runs its youngest generation less often (GC_THRESHOLDS):
-  building TensorFlow graphs makes many short-lived objects, and each
-  collection rescanned the modules' objects. Exporting 2 small serving
-  models 3 times: 9.2 CPU-s, 8.1 this way. (Higher thresholds saved more
-  but let dead graphs pile up until a collection of tens of seconds.)
+- Python's garbage collector leaves alone what the imports made, once the
+  tests are collected (tests/testing/suite_gc.py).
 - Files holding a test marked `slow` come first in the collection, so with
   `make test`'s `--dist loadfile --no-loadscope-reorder` they are handed
   out first and the long ones do not finish alone at the end.
 """
-import gc
 import os
 
-from tests.testing import tool_server
+from tests.testing import suite_gc
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
@@ -51,9 +45,6 @@ if _THREADS is not None:
   os.environ.setdefault("TF_NUM_INTRAOP_THREADS", str(_THREADS))
 
 
-gc.set_threshold(*tool_server.GC_THRESHOLDS)
-
-
 def pytest_configure(config):
   config.addinivalue_line(
       "markers", "slow: a test of tens of seconds or more; handed out first")
@@ -69,7 +60,7 @@ def slow_files_first(items):
 
 def pytest_collection_finish(session):
   del session
-  gc.freeze()
+  suite_gc.settle()
 
 
 def pytest_collection_modifyitems(items):

@@ -29,7 +29,6 @@ something (a served model without albert_tf) keeps using `subprocess`.
 """
 
 import atexit
-import gc
 import importlib
 import json
 import os
@@ -47,6 +46,8 @@ import traceback
 import types
 
 from absl import flags
+
+from tests.testing import suite_gc
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -66,9 +67,6 @@ PRELOAD_TF = ("absl.app", "tensorflow", "tf_keras", "tensorflow_text")
 # ...and albert_tf's shared modules, which must define no flag.
 PRELOAD_OURS = ("albert_tf.cli_flags",)
 READY = "tool_server ready"
-# The suite's garbage collector thresholds (tests/conftest.py says why),
-# which the forks inherit.
-GC_THRESHOLDS = (10_000, 10, 10)
 
 
 def _import_env(env):
@@ -188,8 +186,7 @@ class _Shared:
 
 def serve(socket_path):
   _preload()
-  gc.freeze()
-  gc.set_threshold(*GC_THRESHOLDS)
+  suite_gc.settle()  # the forks inherit it
   # This file runs as __main__: the module a tool imports is another copy,
   # which every fork inherits pointing at this server.
   import_env = _import_env(os.environ)
