@@ -180,25 +180,24 @@ def test_every_benchmark_runs_on_its_smallest_setting(tmp_path):
 
   inference = _read(results, "inference.json")
   assert set(inference["batches"]) == {"1"}  # --smoke: one batch size
-  for batch in ("1",):
-    row = inference["batches"][batch]
-    # Same weights, two implementations: the outputs agree.
-    assert max(row["max_abs_diff"].values()) < 1e-5
-    assert row["timed_rounds"] == 3 and row["albert_tf"]["p50_ms"] > 0
-    text = inference["text_signatures"][batch]
-    assert {"text", "examples", "ids"} <= set(text)
-    assert math.isfinite(text["text_added_ms"])
-    sides = inference["forms"]["batches"][batch]["sides"]
-    forms = ("savedmodel_float32", "savedmodel_bfloat16", "tflite_float32",
-             "tflite_float16", "tflite_dynamic_int8", "tflite_int8")
-    assert set(sides) == {"model_garden:ids", "savedmodel_float32:examples"} | {
-        f"{f}:{kind}" for f in forms for kind in ("ids", "text")}
-    assert all(m["p50_ms"] > 0 for m in sides.values())
-    # The same classifier in every form: a float32 .tflite computes what the
-    # SavedModel does; the low precisions stay close on this tiny model.
-    assert sides["tflite_float32:text"]["logits_max_abs_diff"] < 1e-5
-    assert all(m["logits_max_abs_diff"] < 1e-2 for s, m in sides.items()
-               if s != "model_garden:ids")
+  row = inference["batches"]["1"]
+  # Same weights, two implementations: the outputs agree.
+  assert max(row["max_abs_diff"].values()) < 1e-5
+  assert row["timed_rounds"] == 3 and row["albert_tf"]["p50_ms"] > 0
+  text = inference["text_signatures"]["1"]
+  assert {"text", "examples", "ids"} <= set(text)
+  assert math.isfinite(text["text_added_ms"])
+  sides = inference["forms"]["batches"]["1"]["sides"]
+  form_names = ("savedmodel_float32", "savedmodel_bfloat16", "tflite_float32",
+                "tflite_float16", "tflite_dynamic_int8", "tflite_int8")
+  assert set(sides) == {"model_garden:ids", "savedmodel_float32:examples"} | {
+      f"{f}:{kind}" for f in form_names for kind in ("ids", "text")}
+  assert all(m["p50_ms"] > 0 for m in sides.values())
+  # The same classifier in every form: a float32 .tflite computes what the
+  # SavedModel does; the low precisions stay close on this tiny model.
+  assert sides["tflite_float32:text"]["logits_max_abs_diff"] < 1e-5
+  assert all(m["logits_max_abs_diff"] < 1e-2 for s, m in sides.items()
+             if s != "model_garden:ids")
   forms = inference["forms"]
   assert set(forms["cpu"]["flags"]) >= {"avx512_vnni", "avx512_bf16"}
   assert [t["sides"] for t in forms["batches"]["1"]["targets"]] == [

@@ -241,7 +241,8 @@ def test_a_pretraining_run_exports_every_kind(tmp_path_factory):
   paths = {kind: export_testlib.export(str(tmp / kind), model_dir=model_dir,
                                        export_kind=kind)
            for kind in ("pretraining", "serving")}
-  paths["encoder"] = export_testlib.export(str(tmp / "default"),
+  # No --export_kind: the encoder.
+  paths["encoder"] = export_testlib.export(str(tmp / "encoder"),
                                            model_dir=model_dir)
   signatures = {k: sorted(tf.saved_model.load(p).signatures)
                 for k, p in paths.items()}

@@ -74,6 +74,11 @@ def _import_env(env):
           if k.startswith(IMPORT_ENV_PREFIXES) and k not in RUNTIME_ENV}
 
 
+def _server_key(env):
+  """Which server a run in `env` goes to: its import-time variables."""
+  return frozenset(_import_env(env).items())
+
+
 # --- Server ---------------------------------------------------------------------
 
 
@@ -176,9 +181,8 @@ def _serve_connection(conn):
 class _Shared:
   """The server a tool was forked from, for the tools it runs in turn."""
 
-  def __init__(self, socket_path, import_env):
+  def __init__(self, socket_path):
     self.socket_path = socket_path
-    self.import_env = import_env
 
   def stop(self):
     pass  # the server's own client stops it
@@ -189,9 +193,8 @@ def serve(socket_path):
   suite_gc.settle()  # the forks inherit it
   # This file runs as __main__: the module a tool imports is another copy,
   # which every fork inherits pointing at this server.
-  import_env = _import_env(os.environ)
   importlib.import_module("tests.testing.tool_server")._servers[  # pylint: disable=protected-access
-      frozenset(import_env.items())] = _Shared(socket_path, import_env)
+      _server_key(os.environ)] = _Shared(socket_path)
   listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
   listener.bind(socket_path)
   listener.listen(16)
@@ -264,7 +267,7 @@ _server_lock = threading.Lock()
 def server_for(env):
   """The worker's server for `env`'s import-time variables, started when
   none has them; beyond MAX_SERVERS the least recently used ones stop."""
-  key = frozenset(_import_env(env).items())
+  key = _server_key(env)
   with _server_lock:
     server = _servers.pop(key, None) or _Server(env)
     _servers[key] = server
