@@ -165,23 +165,32 @@ def unpack(run, bundle_dir=BUNDLE_DIR):
 
 def stage(run):
   """The shipped model, after this run's pipeline: checked, its held-out
-  MLM/SOP accuracy (and that of the random weights it started from), its
-  pretraining export and fill-mask in a fresh process. The fine-tuning
-  stage then starts from it (run.shown)."""
+  MLM/SOP accuracy (and that of the random weights it started from; with
+  --quick, as MANIFEST.json records it), its pretraining export and
+  fill-mask in a fresh process. The fine-tuning stage then starts from it
+  (run.shown)."""
   manifest, source = unpack(run)
   model_yaml = os.path.join(BUNDLE_DIR, "model.yaml")
   files = [context.PRETRAIN_RECIPE, model_yaml]
   overrides = f"data.eval_input_path={source.held_rec}"
-  print("  held-out evaluation of the random weights it started from and of "
-        "the shipped weights:", flush=True)
-  before = stage_pretrain.evaluate(run, "eval_shipped_initial",
-                                   run.path("shipped", "eval_initial"), files,
-                                   overrides, source.random_init)
+  recorded = manifest["figures"]["pretraining"]
+  if run.settings["quick"]:
+    # --quick saves an evaluation: the random weights are the --long run's
+    # own (same config and seed), whose figures on these records it recorded.
+    before = recorded["before"]
+    print("  held-out evaluation of the random weights it started from: as "
+          "MANIFEST.json records it (--quick); of the shipped weights:",
+          flush=True)
+  else:
+    print("  held-out evaluation of the random weights it started from and "
+          "of the shipped weights:", flush=True)
+    before = stage_pretrain.evaluate(run, "eval_shipped_initial",
+                                     run.path("shipped", "eval_initial"),
+                                     files, overrides, source.random_init)
   after = stage_pretrain.evaluate(run, "eval_shipped",
                                   run.path("shipped", "eval"), files,
                                   overrides, source.checkpoint)
-  steps = manifest["figures"]["pretraining"]["steps"]
-  pretraining = {"steps": steps,
+  pretraining = {"steps": recorded["steps"],
                  **stage_pretrain.before_after(before, after)}
   export_dir = stage_export.export_model(
       run, "pretraining", run.path("exports", "shipped_pretraining"),

@@ -360,19 +360,22 @@ def test_shipped_model_is_evaluated_and_served(demo_run):
   held-out records made from its text with its vocabulary, equals what the
   --long run that wrote it recorded (same weights, same records); its
   pretraining export fills masks in a fresh process."""
-  _, _, summary = demo_run
+  out, _, summary = demo_run
   s = summary["metrics"]["shipped"]
   recorded = shipped.verify()["figures"]
   for key in ("masked_lm_accuracy", "sentence_order_accuracy",
               "masked_lm_loss"):
     assert s["pretraining"]["after"][key] == pytest.approx(
         recorded["pretraining"]["after"][key], abs=1e-4), key
+  # --quick: the random weights it started from as recorded (not evaluated
+  # again), uniform over its vocabulary.
+  assert s["pretraining"]["before"] == recorded["pretraining"]["before"]
   with open(os.path.join(shipped.BUNDLE_DIR, "model.yaml"),
             encoding="utf-8") as f:
     vocab_size = yaml.safe_load(f)["vocab_size"]
-  # The random weights it started from: uniform over its vocabulary.
   assert abs(s["pretraining"]["before"]["masked_lm_loss"] -
              np.log(vocab_size)) < 0.3
+  assert not os.path.exists(out / "shipped" / "eval_initial")
   assert s["fill_mask"] == recorded["fill_mask"]
   assert set(summary["exports"]) >= {"shipped_pretraining"}
   rows = {r["name"].strip(): r for r in summary["headline"]}
