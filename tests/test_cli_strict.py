@@ -26,9 +26,9 @@ TOOLS = ("run_pretraining", "run_classifier", "run_squad", "run_race",
 
 
 def start(module, *args, cwd=tu.ROOT):
-  # albert_tf's tools import TensorFlow: run in a fork of the tool server.
-  popen = (tool_server.start if module.startswith(
-      ("albert_tf.", "data_prep.inspect_tfrecord")) else subprocess.Popen)
+  # albert_tf's and data_prep's tools: a fork of their family's tool server.
+  popen = (tool_server.start if module.startswith(("albert_tf.", "data_prep."))
+           else subprocess.Popen)
   return popen([sys.executable, "-m", module, *args], cwd=cwd,
                env=tu.subprocess_env(), stdout=subprocess.PIPE,
                stderr=subprocess.PIPE, text=True)

@@ -1,7 +1,8 @@
 """tests/testing/tool_server.py: a tool run in a fork of the preloaded server
 behaves as the same run in a fresh `python` process (output, exit codes,
 flags, working directory, environment, signals), a server's imports saw the
-run's environment, and runs that a fork could get wrong go to a real
+run's environment and are its family's (the data_prep tools' imports no
+TensorFlow), and runs that a fork could get wrong go to a real
 subprocess."""
 
 import os
@@ -106,6 +107,27 @@ def test_each_import_environment_gets_a_server_of_its_own(monkeypatch):
   assert tool_server.server_for(env) is server
   assert other.proc.poll() is not None and server.proc.poll() is None
   assert list(tool_server._servers.values()) == [server]  # pylint: disable=protected-access
+
+
+def test_a_data_prep_tool_is_forked_from_its_own_familys_server(tmp_path):
+  python = sys.executable
+  assert [tool_server.family(args, tu.ROOT) for args in (
+      [python, "-m", "data_prep.prepare_corpus"],
+      [python, "data_prep/create_pretraining_data.py"],
+      [python, "-m", "data_prep.inspect_tfrecord"],
+      [python, "-m", "albert_tf.run_pretraining"],
+      [python, "-c", "import data_prep"])] == [
+          "data_prep", "data_prep", "tensorflow", "tensorflow", "tensorflow"]
+  env = tu.subprocess_env()
+  # Every flag of the tool and no other (TensorFlow's are not defined in
+  # this family's server), as in a fresh process.
+  forked, real = both([python, "-m", "data_prep.prepare_corpus",
+                       "--helpfull"], cwd=str(tmp_path), env=env,
+                      capture_output=True, text=True, timeout=120)
+  assert forked.stdout == real.stdout and "--doc_boundary" in forked.stdout
+  assert forked.returncode == real.returncode
+  assert tool_server.server_for(env, "data_prep") is not (
+      tool_server.server_for(env))
 
 
 # A tool that runs a tool through tool_server (benchmarks/run_all.py under

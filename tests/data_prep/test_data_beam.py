@@ -23,6 +23,7 @@ from data_prep import beam_pretraining_data as bpd
 from data_prep import create_pretraining_data as cpd
 from albert_toolkit import output_files
 from albert_toolkit import tfrecord_io
+from tests.testing import tool_server
 from tests.testing.beam_testlib import instance_flags
 from tests.testing.beam_testlib import read_records
 from tests.testing.beam_testlib import run_cfg
@@ -48,7 +49,7 @@ def local_and_beam(spm_corpus, tmp_path_factory):
   local = str(out / "local.tfrecord")
   cpd.run([corpus], [local], run_cfg(model), docs_per_block=2,
           progress_interval=0)
-  proc = subprocess.run(
+  proc = tool_server.run(
       [sys.executable, "-m", "data_prep.beam_pretraining_data",
        f"--input_file={corpus}", f"--output_file={out}/beam.tfrecord@3",
        "--docs_per_block=2"] + instance_flags(model) + TWO_PROCESSES,
@@ -214,7 +215,7 @@ def test_options_refuse_settings_a_run_would_not_use():
     ("--shuffle_buffer_size=10", "--shuffle_buffer_size")])
 def test_cli_bad_flag_is_one_line_error(spm_corpus, tmp_path, bad_flag, named):
   model, corpus = spm_corpus
-  proc = subprocess.run(
+  proc = tool_server.run(
       [sys.executable, "-m", "data_prep.beam_pretraining_data",
        f"--input_file={corpus}", f"--output_file={tmp_path}/o.tfrecord",
        f"--spm_model_file={model}", bad_flag] + IN_MEMORY,
@@ -289,7 +290,7 @@ def test_a_second_run_onto_claimed_outputs_stops_first(spm_corpus, tmp_path):
         f"on host {socket.gethostname()}, lock file "
         f"{output_files.lock_path(out[1])}); wait for it or choose another "
         "output name (delete the lock file if that run is gone)")
-    proc = subprocess.run(
+    proc = tool_server.run(
         [sys.executable, "-m", "data_prep.beam_pretraining_data",
          f"--input_file={corpus}", f"--output_file={tmp_path}/t.tfrecord@2"]
         + instance_flags(model) + IN_MEMORY,

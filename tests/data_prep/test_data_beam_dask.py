@@ -20,6 +20,7 @@ from data_prep import beam_pretraining_data as bpd
 from data_prep import create_pretraining_data as cpd
 from albert_toolkit import tfrecord_io
 from tests.testing import dask_testlib
+from tests.testing import tool_server
 from tests.testing.beam_testlib import instance_flags
 from tests.testing.beam_testlib import read_records
 from tests.testing.beam_testlib import run_cfg
@@ -71,11 +72,11 @@ def dask_cli(spm_corpus, out_dir, address, popen=False):
          instance_flags(model) + BLOCKS + PARTITIONS +
          ["--runner=DaskRunner", f"--dask_client_address={address}"])
   if popen:
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=ENV,
-                            cwd=ROOT)
-  return subprocess.run(cmd, capture_output=True, text=True, env=ENV,
-                        cwd=ROOT, timeout=300)
+    return tool_server.start(cmd, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=ENV,
+                             cwd=ROOT)
+  return tool_server.run(cmd, capture_output=True, text=True, env=ENV,
+                         cwd=ROOT, timeout=300)
 
 
 def shard_bytes(paths):
@@ -148,7 +149,7 @@ def test_killed_worker_is_retried_and_the_output_is_the_same(
   out = tmp_path / "out"
   out.mkdir()
   proc, _ = kill_a_worker_mid_run(spm_corpus, out, cluster, tmp_path)
-  assert proc.returncode == 0, proc.stderr.read()[-3000:]
+  assert proc.returncode == 0, proc.communicate()[1][-3000:]
   shards = tfrecord_io.expand_output_files(f"{out}/dask.tfrecord@{SHARDS}")
   assert shard_bytes(shards) == shard_bytes(direct)
 
@@ -164,7 +165,7 @@ def test_killed_worker_without_retries_fails_in_one_line_leaving_nothing(
     proc, _ = kill_a_worker_mid_run(spm_corpus, out, cluster, tmp_path)
   finally:
     scheduler.allowed_failures = allowed
-  stderr = proc.stderr.read()
+  _, stderr = proc.communicate()
   assert proc.returncode == 1
   errors = [l for l in stderr.splitlines() if ": error:" in l]
   assert len(errors) == 1 and "KilledWorker" in errors[0], stderr[-3000:]

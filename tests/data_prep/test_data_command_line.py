@@ -40,12 +40,10 @@ def two_inputs(spm_corpus, tmp_path_factory):
 
 
 def start(module, *args):
-  # inspect_tfrecord imports TensorFlow: a fork of the tool server.
-  popen = (tool_server.start if module == "inspect_tfrecord"
-           else subprocess.Popen)
-  return popen([sys.executable, "-m", f"data_prep.{module}", *args], env=ENV,
-               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-               text=True)
+  return tool_server.start([sys.executable, "-m", f"data_prep.{module}",
+                            *args], env=ENV, cwd=ROOT,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
 
 
 def one_line_error(proc):
@@ -117,7 +115,7 @@ def test_output_file_without_a_name_is_refused(spm_corpus, two_inputs,
   model, _ = spm_corpus
   args = ["--input_file=" + two_inputs[0], "--spm_model_file=" + model,
           "--max_seq_length=64", "--output_file=@3"]
-  procs = [subprocess.Popen(
+  procs = [tool_server.start(
       [sys.executable, "-m", f"data_prep.{tool}", *args, *extra],
       env=ENV, cwd=str(tmp_path), stdout=subprocess.PIPE,
       stderr=subprocess.PIPE, text=True)

@@ -2,7 +2,6 @@
 
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -14,6 +13,7 @@ from data_prep import pretraining_config
 from data_prep import pretraining_instances as pi
 from data_prep import tokenization
 from data_prep.inspect_tfrecord import format_example, iter_examples
+from tests.testing import tool_server
 from tests.testing.botchan_testlib import botchan_spm
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -279,15 +279,16 @@ def test_cli_reports_clear_error_and_help(tmp_path):
   env = dict(os.environ, PYTHONPATH=ROOT)
   src = tmp_path / "in.txt"
   src.write_bytes(GOOD)
-  r = subprocess.run(
+  r = tool_server.run(
       [sys.executable, "-m", "data_prep.create_pretraining_data",
        f"--input_file={src}", f"--output_file={tmp_path / 'o.tfrecord'}",
        f"--spm_model_file={tmp_path / 'gone.model'}"],
       env=env, capture_output=True, text=True, cwd=ROOT, timeout=60)
   assert r.returncode == 1 and "gone.model" in r.stderr
-  r = subprocess.run([sys.executable, "-m", "data_prep.create_pretraining_data",
-                      "--helpfull"], env=env, capture_output=True, text=True,
-                     cwd=ROOT, timeout=60)
+  r = tool_server.run([sys.executable, "-m",
+                       "data_prep.create_pretraining_data", "--helpfull"],
+                      env=env, capture_output=True, text=True, cwd=ROOT,
+                      timeout=60)
   for flag in ("dupe_factor", "sentence_pair_task", "num_workers",
                "compression", "v2_feature_names", "favor_shorter_ngram"):
     assert f"--{flag}" in r.stdout or f"--[no]{flag}" in r.stdout

@@ -10,7 +10,6 @@ import gzip
 import json
 import os
 import shutil
-import subprocess
 import sys
 
 import pytest
@@ -33,9 +32,9 @@ def spm_corpus(tmp_path_factory):
 
 def run_tool(module, *args):
   # inspect_tfrecord imports TensorFlow: a fork of the tool server.
-  run = tool_server.run if module == "inspect_tfrecord" else subprocess.run
-  return run([sys.executable, "-m", f"data_prep.{module}", *args],
-             capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=180)
+  return tool_server.run([sys.executable, "-m", f"data_prep.{module}", *args],
+                         capture_output=True, text=True, env=ENV, cwd=ROOT,
+                         timeout=180)
 
 
 def error_line(proc):

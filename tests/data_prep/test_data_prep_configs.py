@@ -14,6 +14,7 @@ from sentencepiece import sentencepiece_model_pb2
 
 from data_prep import prepare_corpus
 from data_prep import train_sentencepiece
+from tests.testing import tool_server
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -23,9 +24,9 @@ CHAPTER = r"^CHAPTER [IVXLC]+\.?$"
 
 
 def _tool(module, *args):
-  proc = subprocess.run([sys.executable, "-m", f"data_prep.{module}", *args],
-                        capture_output=True, text=True, env=ENV, cwd=ROOT,
-                        timeout=600, check=False)
+  proc = tool_server.run([sys.executable, "-m", f"data_prep.{module}", *args],
+                         capture_output=True, text=True, env=ENV, cwd=ROOT,
+                         timeout=600, check=False)
   assert proc.returncode == 0, proc.stderr
   return proc
 

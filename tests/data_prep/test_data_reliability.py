@@ -25,6 +25,7 @@ from data_prep import text_reader
 from albert_toolkit import tfrecord_io
 from data_prep import tokenization
 from data_prep import train_sentencepiece
+from tests.testing import tool_server
 from tests.testing.botchan_testlib import BOTCHAN, botchan_spm
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -56,9 +57,9 @@ def small_corpus(spm_corpus, tmp_path_factory):
 
 
 def run_tool(module, *args, timeout=120):
-  return subprocess.run([sys.executable, "-m", f"data_prep.{module}", *args],
-                        capture_output=True, text=True, env=ENV, cwd=ROOT,
-                        timeout=timeout)
+  return tool_server.run([sys.executable, "-m", f"data_prep.{module}", *args],
+                         capture_output=True, text=True, env=ENV, cwd=ROOT,
+                         timeout=timeout)
 
 
 def error_line(proc):
@@ -157,7 +158,7 @@ def test_failure_mid_run_leaves_nothing_complete_looking(spm_corpus,
 def test_sigkill_leaves_no_final_shard_or_summary(spm_corpus, tmp_path):
   model, corpus = spm_corpus
   out = tmp_path / "k" / "t.tfrecord"
-  proc = subprocess.Popen(
+  proc = tool_server.start(
       [sys.executable, "-m", "data_prep.create_pretraining_data",
        f"--input_file={corpus}", f"--output_file={out}@2",
        f"--spm_model_file={model}", "--max_seq_length=64",
@@ -247,7 +248,7 @@ def test_every_bad_flag_is_a_one_line_error_naming_it(spm_corpus,
     args = {"input_file": small_corpus, "output_file": out,
             "spm_model_file": model, "max_seq_length": "64"}
     args[name] = value.format(out=out)
-    procs.append(subprocess.Popen(
+    procs.append(tool_server.start(
         [sys.executable, "-m", "data_prep.create_pretraining_data"] +
         [f"--{k}={v}" for k, v in args.items()],
         env=ENV, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -6,7 +6,6 @@ import collections
 import io
 import os
 import random
-import subprocess
 import sys
 
 import pytest
@@ -19,6 +18,7 @@ from data_prep import text_reader
 from albert_toolkit import tfrecord_io
 from data_prep import tokenization
 from data_prep import train_sentencepiece
+from tests.testing import tool_server
 from tests.testing.botchan_testlib import botchan_spm
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -31,9 +31,9 @@ def spm_corpus(tmp_path_factory):
 
 
 def run_tool(module, *args):
-  return subprocess.run([sys.executable, "-m", f"data_prep.{module}", *args],
-                        capture_output=True, text=True, env=ENV, cwd=ROOT,
-                        timeout=120)
+  return tool_server.run([sys.executable, "-m", f"data_prep.{module}", *args],
+                         capture_output=True, text=True, env=ENV, cwd=ROOT,
+                         timeout=120)
 
 
 def test_train_sentencepiece_names_a_file_that_is_not_text(spm_corpus,

@@ -18,6 +18,7 @@ from data_prep import pretraining_config
 from data_prep import pretraining_instances as pi
 from data_prep import text_reader
 from albert_toolkit import tfrecord_io
+from tests.testing import tool_server
 from tests.testing.botchan_testlib import botchan_spm
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -44,7 +45,7 @@ def count_records(path):
 
 def start_writer(corpus, model, out, dupe):
   """create_pretraining_data in a process of its own, writing `out`."""
-  return subprocess.Popen(
+  return tool_server.start(
       [sys.executable, "-m", "data_prep.create_pretraining_data",
        f"--input_file={corpus}", f"--output_file={out}",
        f"--spm_model_file={model}", "--max_seq_length=64",
@@ -113,7 +114,7 @@ def test_empty_input_writes_nothing_and_says_why(spm_corpus, tmp_path):
   empty = tmp_path / "empty.txt"
   empty.write_text("\n\n")
   out = tmp_path / "out" / "t.tfrecord"
-  proc = subprocess.run(
+  proc = tool_server.run(
       [sys.executable, "-m", "data_prep.create_pretraining_data",
        f"--input_file={empty}", f"--output_file={out}",
        f"--spm_model_file={model}", "--max_seq_length=64",

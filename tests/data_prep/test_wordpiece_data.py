@@ -5,7 +5,6 @@ masks over WordPiece words and CJK characters."""
 import collections
 import json
 import os
-import subprocess
 import sys
 
 import pytest
@@ -143,7 +142,7 @@ def test_vocab_size_and_one_vocabulary_checks(inputs, local_run, tmp_path):
     ([], "neither is set")])
 def test_both_or_neither_vocabulary_flag(inputs, tmp_path, given, problem):
   _, corpus, _ = inputs
-  proc = subprocess.run(
+  proc = tool_server.run(
       [sys.executable, "-m", "data_prep.create_pretraining_data",
        f"--input_file={corpus}", f"--output_file={tmp_path}/o.tfrecord",
        *given], env=ENV, cwd=ROOT, capture_output=True, text=True,
@@ -160,7 +159,7 @@ def test_both_or_neither_vocabulary_flag(inputs, tmp_path, given, problem):
 def test_cli_with_vocab_file(inputs, tmp_path):
   vocab, corpus, _ = inputs
   out = tmp_path / "cli.tfrecord"
-  proc = subprocess.run(
+  proc = tool_server.run(
       [sys.executable, "-m", "data_prep.create_pretraining_data",
        f"--input_file={corpus}", f"--output_file={out}",
        f"--vocab_file={vocab}", "--max_seq_length=32",

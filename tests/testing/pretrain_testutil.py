@@ -6,12 +6,12 @@ and tiny experiment configs that train in seconds on a CPU.
 """
 
 import os
-import subprocess
 import sys
 
 from albert_tf.core import experiment_config
 from albert_tf.core import train_lib
 from albert_tf.tasks import pretraining
+from tests.testing import tool_server
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BOTCHAN = os.path.join(ROOT, "tests", "testdata", "botchan.txt")
@@ -32,8 +32,9 @@ def subprocess_env(**extra):
 
 
 def _run(args):
-  proc = subprocess.run([sys.executable] + args, cwd=ROOT, env=subprocess_env(),
-                        capture_output=True, text=True, timeout=300)
+  proc = tool_server.run([sys.executable] + args, cwd=ROOT,
+                         env=subprocess_env(), capture_output=True, text=True,
+                         timeout=300)
   if proc.returncode:
     raise RuntimeError(f"{args[0]} failed:\n{proc.stdout}\n{proc.stderr}")
   return proc

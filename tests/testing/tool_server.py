@@ -14,10 +14,13 @@ the tool the way `python -m` / `-c` / `python script.py` does (sys.path[0],
 `__main__`, SystemExit codes, tracebacks, atexit) and its exit status
 comes back as the process's.
 
-Only for tools that import TensorFlow (it defines absl flags of its own).
-The server's imports saw the environment of the run: a run whose
-variables read while importing (PYTHON*, TF_*, XLA_*, LD_*, ... but not
-RUNTIME_ENV's) differ from the server's gets a server started in its own.
+Servers come in two families (FAMILIES): the TensorFlow tools' and the
+data_prep tools' (which import no TensorFlow; TensorFlow defines absl flags
+of its own, which a tool that does not import it must not accept). A run
+goes to its family's server (`family`). The server's imports saw the
+environment of the run: a run whose variables read while importing
+(PYTHON*, TF_*, XLA_*, LD_*, ... but not RUNTIME_ENV's) differ from the
+server's gets a server started in its own.
 A run goes to a real subprocess instead when a fork could differ from it
 otherwise: another interpreter, interpreter options other than -m / -c, a
 PYTHONPATH without the repository. A tool that runs tools itself through
@@ -25,7 +28,7 @@ PYTHONPATH without the repository. A tool that runs tools itself through
 from the same server. A test that a process has not imported
 something (a served model without albert_tf) keeps using `subprocess`.
 
-  python -m tests.testing.tool_server SOCKET   (started by the client)
+  python -m tests.testing.tool_server SOCKET FAMILY   (started by the client)
 """
 
 import atexit
@@ -61,11 +64,16 @@ IMPORT_ENV_PREFIXES = ("PYTHON", "TF_", "XLA_", "KERAS", "OMP_", "MKL_",
 # ...except these, read when a run uses them (or emulated per run).
 RUNTIME_ENV = frozenset({"TF_CONFIG", "PYTHONUNBUFFERED",
                          "CUDA_VISIBLE_DEVICES"})
-# What every TensorFlow tool imports (TensorFlow defines absl flags of its own
-# while importing: a tool that does not import it must not run in a fork)...
-PRELOAD_TF = ("absl.app", "tensorflow", "tf_keras", "tensorflow_text")
-# ...and albert_tf's shared modules, which must define no flag.
-PRELOAD_OURS = ("albert_tf.cli_flags",)
+# What a family's server imports: what every tool of the family imports, then
+# the project's shared modules it imports (which must define no flag).
+FAMILIES = {
+    "tensorflow": (("absl.app", "tensorflow", "tf_keras", "tensorflow_text"),
+                   ("albert_tf.cli_flags",)),
+    "data_prep": (("absl.app", "numpy", "sentencepiece", "apache_beam"),
+                  ("albert_toolkit.command_line", "albert_toolkit.tfrecord_io")),
+}
+# The data_prep tools that import TensorFlow: of the first family.
+DATA_PREP_TF_TOOLS = frozenset({"inspect_tfrecord"})
 READY = "tool_server ready"
 
 
@@ -74,27 +82,52 @@ def _import_env(env):
           if k.startswith(IMPORT_ENV_PREFIXES) and k not in RUNTIME_ENV}
 
 
-def _server_key(env):
-  """Which server a run in `env` goes to: its import-time variables."""
-  return frozenset(_import_env(env).items())
+def _server_key(env, family):
+  """Which server a run of `family` in `env` goes to: the family's with the
+  run's import-time variables."""
+  return family, frozenset(_import_env(env).items())
+
+
+def family(args, cwd=None):
+  """The family of the run `args` (a subprocess argv): "data_prep" for the
+  data_prep tools that import no TensorFlow, else "tensorflow"."""
+  if args[1] == "-m":
+    package, _, tool = args[2].partition(".")
+  elif args[1] == "-c":
+    return "tensorflow"
+  else:
+    path = os.path.abspath(os.path.join(cwd or os.getcwd(), args[1]))
+    package = (os.path.basename(os.path.dirname(path))
+               if os.path.dirname(os.path.dirname(path)) == ROOT else None)
+    tool = os.path.splitext(os.path.basename(path))[0]
+  if package == "data_prep" and tool not in DATA_PREP_TF_TOOLS:
+    return "data_prep"
+  return "tensorflow"
 
 
 # --- Server ---------------------------------------------------------------------
 
 
-def _preload():
-  """Imports PRELOAD_TF and PRELOAD_OURS; refuses to serve if ours defined a
-  flag (a tool run in a fork would accept it) or anything started the
-  TensorFlow runtime (a fork would then not be a fresh process)."""
+def _preload(family_name):
+  """Imports the family's modules; refuses to serve if ours defined a flag
+  (a tool run in a fork would accept it), if the data_prep family imported
+  TensorFlow, or if anything started the TensorFlow runtime (a fork would
+  then not be a fresh process)."""
+  theirs, ours = FAMILIES[family_name]
   # Imported here: in the server only (the client is the pytest worker).
-  for name in PRELOAD_TF:
+  for name in theirs:
     importlib.import_module(name)
   before = set(flags.FLAGS)
-  for name in PRELOAD_OURS:
+  for name in ours:
     importlib.import_module(name)
   added = set(flags.FLAGS) - before
   if added:
     raise RuntimeError(f"preloading defined flags {sorted(added)}")
+  if family_name != "tensorflow":
+    if "tensorflow" in sys.modules:
+      raise RuntimeError(f"preloading the {family_name} family imported "
+                         "TensorFlow")
+    return
   from tensorflow.python.eager import context  # pylint: disable=g-import-not-at-top
   if context.context()._context_handle is not None:  # pylint: disable=protected-access
     raise RuntimeError("preloading started the TensorFlow runtime")
@@ -188,13 +221,13 @@ class _Shared:
     pass  # the server's own client stops it
 
 
-def serve(socket_path):
-  _preload()
+def serve(socket_path, family_name):
+  _preload(family_name)
   suite_gc.settle()  # the forks inherit it
   # This file runs as __main__: the module a tool imports is another copy,
   # which every fork inherits pointing at this server.
   importlib.import_module("tests.testing.tool_server")._servers[  # pylint: disable=protected-access
-      _server_key(os.environ)] = _Shared(socket_path)
+      _server_key(os.environ, family_name)] = _Shared(socket_path)
   listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
   listener.bind(socket_path)
   listener.listen(16)
@@ -229,14 +262,16 @@ def _reap(children):
 
 
 class _Server:
-  """A server started in `env` (what its imports saw), stopped at exit."""
+  """A server of `family_name` started in `env` (what its imports saw),
+  stopped at exit."""
 
-  def __init__(self, env):
+  def __init__(self, env, family_name):
     self.dir = tempfile.mkdtemp(prefix="tool_server_")
     self.socket_path = os.path.join(self.dir, "socket")
     self.import_env = _import_env(env)
     self.proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.testing.tool_server", self.socket_path],
+        [sys.executable, "-m", "tests.testing.tool_server", self.socket_path,
+         family_name],
         cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         text=True)
     line = self.proc.stdout.readline()
@@ -255,21 +290,22 @@ class _Server:
     shutil.rmtree(self.dir, ignore_errors=True)
 
 
-# Servers of this worker by the import-time variables they saw, least recently
-# used first: the suite alternates between a few environments (its own, the
-# benchmarks' TMPDIR, a tool's own changes), and a server costs an import of
-# TensorFlow to start.
-MAX_SERVERS = 3
+# Servers of this worker by family and the import-time variables they saw,
+# least recently used first: the suite alternates between the two families
+# and a few environments (its own, the benchmarks' TMPDIR, a tool's own
+# changes), and a server costs its family's imports to start.
+MAX_SERVERS = 4
 _servers = {}
 _server_lock = threading.Lock()
 
 
-def server_for(env):
-  """The worker's server for `env`'s import-time variables, started when
-  none has them; beyond MAX_SERVERS the least recently used ones stop."""
-  key = _server_key(env)
+def server_for(env, family_name="tensorflow"):
+  """The worker's server of `family_name` for `env`'s import-time
+  variables, started when none has them; beyond MAX_SERVERS the least
+  recently used ones stop."""
+  key = _server_key(env, family_name)
   with _server_lock:
-    server = _servers.pop(key, None) or _Server(env)
+    server = _servers.pop(key, None) or _Server(env, family_name)
     _servers[key] = server
     while len(_servers) > MAX_SERVERS:
       _servers.pop(next(iter(_servers))).stop()
@@ -322,7 +358,8 @@ class ForkedTool:
     request = {"args": self.args[1:], "cwd": os.path.abspath(cwd or os.getcwd()),
                "env": env}
     self._conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    self._conn.connect(server_for(env).socket_path)
+    self._conn.connect(server_for(
+        env, family(self.args, request["cwd"])).socket_path)
     socket.send_fds(self._conn, [json.dumps(request).encode()], fds)
     self._buffer = b""
     self.pid = self._message(None)["pid"]
@@ -425,14 +462,12 @@ def start(args, *, cwd=None, env=None, stdin=None, stdout=None, stderr=None,
 def popen_streaming(args, *, env=None, cwd=None, errors="strict", **kwargs):
   """`subprocess.Popen(args, stdout=PIPE, stderr=STDOUT, text=True, ...)`
   as the demo streams a tool's output (examples/demo/tools.py, through
-  DEMO_POPEN): an albert_tf tool or one of the demo's clients runs in a fork
-  of the server, its output read from a pipe as it comes; a data_prep tool
-  (it imports no TensorFlow) in a subprocess. That the SavedModel client
-  needs no albert_tf is checked on its source (tests/test_architecture.py)."""
+  DEMO_POPEN): a tool or one of the demo's clients runs in a fork of its
+  family's server, its output read from a pipe as it comes. That the
+  SavedModel client needs no albert_tf is checked on its source
+  (tests/test_architecture.py)."""
   env = os.environ if env is None else env
-  data_prep_tool = (len(args) > 2 and args[1] == "-m" and
-                    args[2].startswith("data_prep."))
-  if data_prep_tool or not forkable(args, env):
+  if not forkable(args, env):
     return subprocess.Popen(args, env=env, cwd=cwd, errors=errors, **kwargs)  # pylint: disable=consider-using-with
   read_fd, write_fd = os.pipe()
   try:
@@ -470,4 +505,4 @@ def run(args, *, cwd=None, env=None, input=None, capture_output=False,  # pylint
 
 
 if __name__ == "__main__":
-  serve(sys.argv[1])
+  serve(sys.argv[1], sys.argv[2])
