@@ -208,10 +208,11 @@ def demo_run(tmp_path_factory):
   out = base / "demo_output"
   truth = test_real_task.write_ground_truth(str(base / "ground_truth.txt"),
                                             120, 100, 2)
-  # The albert_tf tools in forks of a process that imported TensorFlow once.
+  # The demo and its tools in forks of servers that imported their family's
+  # modules once (tests/testing/tool_server.py).
   env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2",
              DEMO_POPEN="tests.testing.tool_server:popen_streaming")
-  proc = subprocess.run(
+  proc = tool_server.run(
       [sys.executable, "-m", "examples.demo.demo", "--quick", f"--corpus={BOTCHAN}",
        f"--output_dir={out}", "--sizes=base", "--num_workers=1",
        "--shipped_model", f"--sentiment_file={truth}"],

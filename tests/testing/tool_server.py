@@ -82,10 +82,10 @@ def _import_env(env):
           if k.startswith(IMPORT_ENV_PREFIXES) and k not in RUNTIME_ENV}
 
 
-def _server_key(env, family):
-  """Which server a run of `family` in `env` goes to: the family's with the
-  run's import-time variables."""
-  return family, frozenset(_import_env(env).items())
+def _server_key(env, family_name):
+  """Which server a run of `family_name` in `env` goes to: the family's
+  with the run's import-time variables."""
+  return family_name, frozenset(_import_env(env).items())
 
 
 def family(args, cwd=None):
