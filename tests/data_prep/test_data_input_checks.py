@@ -31,7 +31,7 @@ def spm_corpus(tmp_path_factory):
 
 
 def run_tool(module, *args):
-  # inspect_tfrecord imports TensorFlow: a fork of the tool server.
+  # A fork of the tool server of the tool's family.
   return tool_server.run([sys.executable, "-m", f"data_prep.{module}", *args],
                          capture_output=True, text=True, env=ENV, cwd=ROOT,
                          timeout=180)
