@@ -235,6 +235,16 @@ def test_flag_read_detector():
   assert flag_reads_below_main(tree) == ["helper:5"]
 
 
+def imported_names(node):
+  """The modules an import statement names ("." for `from . import x`);
+  none for any other node."""
+  if isinstance(node, ast.Import):
+    return [a.name for a in node.names]
+  if isinstance(node, ast.ImportFrom):
+    return [node.module or "."]
+  return []
+
+
 def test_data_prep_and_the_toolkit_need_no_tensorflow():
   """Not at module level, that is: a tool may use TensorFlow lazily for an
   optional path (inspect_tfrecord reads compressed files with it)."""
@@ -243,10 +253,7 @@ def test_data_prep_and_the_toolkit_need_no_tensorflow():
     if not path.startswith(("data_prep", "albert_toolkit")):
       continue
     for node in parse(path).body:
-      names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-               else [node.module] if isinstance(node, ast.ImportFrom) and
-               node.module else [])
-      bad += [f"{path}: {n}" for n in names
+      bad += [f"{path}: {n}" for n in imported_names(node)
               if n.split(".")[0] in ("tensorflow", "albert_tf", "tf_keras")]
   assert not bad, f"imports TensorFlow or albert_tf: {bad}"
 
@@ -264,10 +271,7 @@ def foreign_imports(tree, allowed):
   neither in the standard library nor in `allowed`, as "line: name"."""
   found = []
   for node in ast.walk(tree):
-    names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-             else [node.module or "."] if isinstance(node, ast.ImportFrom)
-             else [])
-    found += [f"{node.lineno}: {name}" for name in names
+    found += [f"{node.lineno}: {name}" for name in imported_names(node)
               if name.split(".")[0] not in sys.stdlib_module_names and
               name.split(".")[0] not in allowed]
   return found
