@@ -18,11 +18,19 @@ The environment set here reaches the tools tests start as subprocesses too:
   for the same three test files.
 - Python's garbage collector leaves alone what the imports made, once the
   tests are collected (tests/testing/suite_gc.py).
+- What a test file sets in os.environ, itself or through a library it runs
+  in-process (Dask's nannies copy their workers' variables into this
+  process; importing OpenCV extends LD_LIBRARY_PATH), is undone when the
+  file ends: later files' tools run in the suite's environment, and
+  reuse the tool servers started in it (tests/testing/tool_server.py).
 - Files holding a test marked `slow` come first in the collection, so with
   `make test`'s `--dist loadfile --no-loadscope-reorder` they are handed
   out first and the long ones do not finish alone at the end.
 """
+import contextlib
 import os
+
+import pytest
 
 from tests.testing import suite_gc
 
@@ -43,6 +51,30 @@ def _threads_per_worker(environ, cpu_count):
 _THREADS = _threads_per_worker(os.environ, os.cpu_count())
 if _THREADS is not None:
   os.environ.setdefault("TF_NUM_INTRAOP_THREADS", str(_THREADS))
+
+
+# Set by pytest itself for the running test and phase.
+_PYTEST_OWN = frozenset({"PYTEST_CURRENT_TEST"})
+
+
+@contextlib.contextmanager
+def environ_restored(environ=os.environ):
+  """Puts every variable of `environ` but pytest's own back as it was."""
+  before = dict(environ)
+  try:
+    yield
+  finally:
+    for name in (set(before) | set(environ)) - _PYTEST_OWN:
+      if name not in before:
+        del environ[name]
+      elif environ.get(name) != before[name]:
+        environ[name] = before[name]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _environment_of_each_file():
+  with environ_restored():
+    yield
 
 
 def pytest_configure(config):

@@ -1,5 +1,6 @@
 """tests/conftest.py's own helpers: each xdist worker's share of the cores,
-and the order test files are handed out in."""
+the environment each test file leaves, and the order test files are handed
+out in."""
 
 from tests import conftest
 
@@ -15,6 +16,18 @@ def test_threads_per_worker_splits_the_cores():
   # More workers than cores: still one thread each.
   assert conftest._threads_per_worker(
       {"PYTEST_XDIST_WORKER_COUNT": "3"}, 2) == 1
+
+
+def test_environ_restored_undoes_all_but_pytests_own_variable():
+  environ = {"KEPT": "1", "CHANGED": "2", "DELETED": "3",
+             "PYTEST_CURRENT_TEST": "t.py::t (setup)"}
+  with conftest.environ_restored(environ):
+    environ["CHANGED"] = "two"
+    del environ["DELETED"]
+    environ["ADDED"] = "4"
+    environ["PYTEST_CURRENT_TEST"] = "t.py::t (teardown)"
+  assert environ == {"KEPT": "1", "CHANGED": "2", "DELETED": "3",
+                     "PYTEST_CURRENT_TEST": "t.py::t (teardown)"}
 
 
 class _Item:

@@ -69,7 +69,7 @@ def run_tool(args, log_path, env=None, show=True, show_filter=None,
   repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
   full_env["PYTHONPATH"] = os.pathsep.join(
       [repo] + [p for p in full_env.get("PYTHONPATH", "").split(os.pathsep)
-                if p])
+                if p and p != repo])
   full_env.update(env or {})
   os.makedirs(os.path.dirname(log_path), exist_ok=True)
   print("  $ python " + " ".join(_quote(a) for a in args), flush=True)

@@ -24,6 +24,7 @@ from examples.demo import order_tasks
 from examples.demo import real_task
 from examples.demo import shipped
 from examples.demo import stage_report
+from examples.demo import tools
 from tests.examples import test_real_task
 from tests.testing import tool_server
 
@@ -101,6 +102,15 @@ def test_long_and_quick_settings():
   assert code != 0 and "only --long writes a bundle" in err
   code, _, err = demo_settings("--quick", "--long")
   assert code != 0 and "--quick and --long: pick one" in err
+
+
+def test_tools_get_the_repository_first_on_their_path_once(tmp_path,
+                                                          monkeypatch):
+  monkeypatch.delenv("DEMO_POPEN", raising=False)
+  monkeypatch.setenv("PYTHONPATH", os.pathsep.join([REPO, "/elsewhere", REPO]))
+  lines = tools.run_tool(["-c", "import os; print(os.environ['PYTHONPATH'])"],
+                         str(tmp_path / "tool.log"), show=False)
+  assert lines == [os.pathsep.join([REPO, "/elsewhere"])]
 
 
 def read_task_rows(data_dir):
