@@ -2,7 +2,8 @@
 behaves as the same run in a fresh `python` process (output, exit codes,
 flags, working directory, environment, signals), a server's imports saw the
 run's environment and are its family's (the data_prep tools' imports no
-TensorFlow), and runs that a fork could get wrong go to a real
+TensorFlow, a user's process nothing of ours), console scripts run as
+python does, and runs that a fork could get wrong go to a real
 subprocess."""
 
 import os
@@ -14,6 +15,7 @@ import pytest
 
 from tests.testing import pretrain_testutil as tu
 from tests.testing import tool_server
+from tests.testing import user_env
 
 # What a process saw: its argv, cwd, sys.path[0], an environment variable,
 # whether albert_tf's run_pretraining module was imported, and stdin.
@@ -130,6 +132,57 @@ def test_a_data_prep_tool_is_forked_from_its_own_familys_server(tmp_path):
       tool_server.server_for(env))
 
 
+# Which of our packages (and TF Text) a process has imported, whether it
+# started with TensorFlow imported (a fork of a server), and that it can
+# import the rest as a fresh process does.
+USER_PROBE = r"""
+import sys
+print(sorted({m.split(".")[0] for m in sys.modules} & {
+    "albert_tf", "albert_toolkit", "data_prep", "official", "tf_keras",
+    "tensorflow_text"}), "tensorflow" in sys.modules)
+import tensorflow_text
+import albert_tf
+print(albert_tf.__file__)
+"""
+
+
+def test_a_users_process_is_forked_from_a_server_of_tensorflow_alone():
+  """A run without the repository on PYTHONPATH (a served model's client,
+  TensorFlow's own tools) imports nothing of ours from the server; run
+  from the repository, it imports albert_tf from there as python does."""
+  env = user_env.environ()
+  args = [sys.executable, "-c", USER_PROBE]
+  assert tool_server.family(args, tu.ROOT, env) == "serving"
+  assert tool_server.forkable(args, env)
+  forked, real = both(args, cwd=tu.ROOT, env=env, capture_output=True,
+                      text=True, timeout=120)
+  assert forked.returncode == real.returncode == 0, forked.stderr[-3000:]
+  init = os.path.join(tu.ROOT, "albert_tf", "__init__.py")
+  assert real.stdout.splitlines() == ["[] False", init]
+  assert forked.stdout.splitlines() == ["[] True", init]
+
+
+def test_a_console_script_of_this_python_runs_as_python_script(tmp_path):
+  ours = tmp_path / "tool"
+  ours.write_text(f"#!{sys.executable}\nimport sys\n"
+                  "print(sys.argv[1:], sys.path[0] == __file__.rsplit('/', 1)[0],"
+                  " 'tensorflow' in sys.modules)\n")
+  other = tmp_path / "other"
+  other.write_text("#!/bin/sh\necho sh \"$@\"\n")
+  for script in (ours, other):
+    script.chmod(0o755)
+  assert tool_server.as_python_run([str(ours), "a"]) == [
+      sys.executable, str(ours), "a"]
+  assert tool_server.as_python_run([str(other), "a"]) == [str(other), "a"]
+  forked, real = both([str(ours), "a"], env=tu.subprocess_env(),
+                      capture_output=True, text=True, timeout=120)
+  assert real.stdout == "['a'] True False\n"
+  assert forked.stdout == "['a'] True True\n"
+  shell = tool_server.run([str(other), "a"], capture_output=True, text=True,
+                          timeout=60)
+  assert (shell.returncode, shell.stdout) == (0, "sh a\n")
+
+
 # A tool that runs a tool through tool_server (benchmarks/run_all.py under
 # BENCH_RUN): which server the inner run went to, and whether the inner
 # process had TensorFlow imported before it started (a fork of a server).
@@ -162,10 +215,11 @@ def test_a_tool_running_tools_has_them_forked_from_the_same_server():
 def test_runs_a_fork_could_get_wrong_go_to_a_subprocess():
   env = tu.subprocess_env()
   assert tool_server.forkable([sys.executable, "-m", "albert_tf.x"], env)
-  # The server imported albert_tf from the repository: a process that
-  # cannot must not get it from a fork.
-  assert not tool_server.forkable([sys.executable, "-m", "albert_tf.x"],
-                                  dict(env, PYTHONPATH="/elsewhere"))
+  # The data_prep family's server imported our modules from the
+  # repository: a process that cannot must not get them from a fork.
+  assert not tool_server.forkable(
+      [sys.executable, "-m", "data_prep.prepare_corpus"],
+      dict(env, PYTHONPATH="/elsewhere"))
   for args in (["/usr/bin/python3", "-m", "albert_tf.x"],
                [sys.executable, "-X", "importtime", "-m", "albert_tf.x"],
                [sys.executable, "tool.sh"], "python -m albert_tf.x"):

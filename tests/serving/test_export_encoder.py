@@ -2,7 +2,6 @@
 saved_model_cli, TF-Hub fine-tuning, versioned directories, the CLI."""
 
 import os
-import subprocess
 
 import numpy as np
 import pytest
@@ -10,6 +9,8 @@ import tensorflow as tf
 import tf_keras
 
 from tests.testing import export_testlib as lib
+from tests.testing import tool_server
+from tests.testing import user_env
 from albert_tf.checkpoints import object_layout
 from albert_tf.checkpoints import paths
 from albert_tf.serving import export_lib as es
@@ -198,10 +199,10 @@ def test_pretraining_export_isolated(setup, isolated):
 
 
 def test_saved_model_cli_show_and_run(setup):
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-  shown = subprocess.run([SAVED_MODEL_CLI, "show", "--all", "--dir",
-                          setup["pre_dir"]], capture_output=True, text=True,
-                         env=env, timeout=600, check=True).stdout
+  env = user_env.environ()
+  shown = tool_server.run([SAVED_MODEL_CLI, "show", "--all", "--dir",
+                           setup["pre_dir"]], capture_output=True, text=True,
+                          env=env, timeout=600, check=True).stdout
   for name in ("signature_def['serving_default']", "signature_def['mlm']",
                "signature_def['sop']", "masked_lm_positions", "mlm_logits",
                "sop_logits", "pooled_output"):
@@ -212,11 +213,11 @@ def test_saved_model_cli_show_and_run(setup):
   for k in ("input_word_ids", "input_mask", "input_type_ids"):
     np.save(setup["tmp"] / f"cli_{k}.npy", ids[k])
     feeds.append(f"{k}={setup['tmp'] / f'cli_{k}.npy'}")
-  subprocess.run([SAVED_MODEL_CLI, "run", "--dir", setup["enc_dir"],
-                  "--tag_set", "serve", "--signature_def", "serving_default",
-                  "--inputs", ";".join(feeds), "--outdir", str(outdir)],
-                 capture_output=True, text=True, env=env, timeout=600,
-                 check=True)
+  tool_server.run([SAVED_MODEL_CLI, "run", "--dir", setup["enc_dir"],
+                   "--tag_set", "serve", "--signature_def", "serving_default",
+                   "--inputs", ";".join(feeds), "--outdir", str(outdir)],
+                  capture_output=True, text=True, env=env, timeout=600,
+                  check=True)
   pooled = np.load(outdir / "pooled_output.npy")
   expected = setup["pretrainer"].encoder(
       {k: ids[k] for k in ("input_word_ids", "input_mask", "input_type_ids")})

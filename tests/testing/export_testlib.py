@@ -17,15 +17,15 @@
   preprocessor's tokenizer (to convert to TFLite and compare ids).
 - `export(export_dir, **request)`: export_savedmodel's path in process
   (tasks/export.py `ExportRequest`).
-- `run_isolated(code, ...)`: runs Python in a fresh process where importing
-  albert_tf, official, tf_keras, tensorflow_hub or data_prep raises
-  ImportError (a sys.meta_path finder), so a SavedModel that needs them
-  fails to load.
+- `run_isolated(code, ...)`: runs Python in a user's process (forked from
+  a server that imported TensorFlow alone, tests/testing/tool_server.py)
+  where importing albert_tf, official, tf_keras, tensorflow_hub or data_prep
+  raises ImportError (a sys.meta_path finder), so a SavedModel that needs
+  them fails to load.
 """
 
 import json
 import os
-import subprocess
 import sys
 import textwrap
 
@@ -34,6 +34,7 @@ import tensorflow as tf
 
 from albert_tf.tasks import all_tasks  # pylint: disable=unused-import
 from albert_tf.tasks import export as tasks_export
+from tests.testing import tool_server
 from tests.testing import user_env
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -164,8 +165,8 @@ def tiny_config(vocab_size=SPM_VOCAB_SIZE, **overrides):
 
 
 def run_isolated(code, cwd, timeout=600, extra_imports=()):
-  """Runs `code` after the import blocker in a new process; returns the JSON
-  object the code prints on its last stdout line (`emit(obj)`)."""
+  """Runs `code` after the import blocker in a user's process; returns the
+  JSON object the code prints on its last stdout line (`emit(obj)`)."""
   script = _ISOLATION_PREAMBLE
   for name in extra_imports:
     script += f"import {name}\n"
@@ -180,8 +181,8 @@ def run_isolated(code, cwd, timeout=600, extra_imports=()):
   # A serving user's environment (the suite's TF_USE_LEGACY_KERAS=1 would
   # name tf_keras, which the import blocker hides).
   env = user_env.environ(CUDA_VISIBLE_DEVICES="")
-  proc = subprocess.run([PYTHON, path], cwd=cwd, env=env, capture_output=True,
-                        text=True, timeout=timeout, check=False)
+  proc = tool_server.run([PYTHON, path], cwd=cwd, env=env,
+                         capture_output=True, text=True, timeout=timeout)
   if proc.returncode != 0:
     raise AssertionError(f"isolated check failed ({proc.returncode}):\n"
                          f"{proc.stderr[-4000:]}\n{proc.stdout[-2000:]}")

@@ -25,23 +25,25 @@ from tests.testing import tool_server
 
 def _preload(family_name):
   """Imports the family's modules; refuses to serve if ours defined a flag
-  (a tool run in a fork would accept it), if the data_prep family imported
-  TensorFlow, or if anything started the TensorFlow runtime (a fork would
-  then not be a fresh process)."""
-  theirs, ours = tool_server.FAMILIES[family_name]
+  (a tool run in a fork would accept it), if a package the family must not
+  have was imported (TensorFlow in the data_prep family, anything of ours
+  in a user's process), or if anything started the TensorFlow runtime (a
+  fork would then not be a fresh process)."""
+  family = tool_server.FAMILIES[family_name]
   # In this process only: every fork inherits them.
-  for name in theirs:
+  for name in family.theirs:
     importlib.import_module(name)
   before = set(flags.FLAGS)
-  for name in ours:
+  for name in family.ours:
     importlib.import_module(name)
   added = set(flags.FLAGS) - before
   if added:
     raise RuntimeError(f"preloading defined flags {sorted(added)}")
-  if family_name != "tensorflow":
-    if "tensorflow" in sys.modules:
-      raise RuntimeError(f"preloading the {family_name} family imported "
-                         "TensorFlow")
+  refused = sorted({m.split(".")[0] for m in sys.modules} & set(family.never))
+  if refused:
+    raise RuntimeError(f"preloading the {family_name} family imported "
+                       f"{', '.join(refused)}")
+  if "tensorflow" not in family.theirs:
     return
   from tensorflow.python.eager import context  # pylint: disable=g-import-not-at-top
   if context.context()._context_handle is not None:  # pylint: disable=protected-access

@@ -14,19 +14,23 @@ the tool the way `python -m` / `-c` / `python script.py` does (sys.path[0],
 `__main__`, SystemExit codes, tracebacks, atexit) and its exit status
 comes back as the process's.
 
-Servers come in two families (FAMILIES): the TensorFlow tools' and the
+Servers come in three families (FAMILIES): the TensorFlow tools', the
 data_prep tools' (which import no TensorFlow; TensorFlow defines absl flags
-of its own, which a tool that does not import it must not accept). A run
+of its own, which a tool that does not import it must not accept), and a
+user's process (the repository not on PYTHONPATH: a served model's client,
+TensorFlow's own tools), whose server imported TensorFlow alone, so that
+a fork imports TF Text and anything of ours as a fresh process would. A run
 goes to its family's server (`family`). The server's imports saw the
 environment of the run: a run whose variables read while importing
 (PYTHON*, TF_*, XLA_*, LD_*, ... but not RUNTIME_ENV's) differ from the
 server's gets a server started in its own.
-A run goes to a real subprocess instead when a fork could differ from it
-otherwise: another interpreter, interpreter options other than -m / -c, a
-PYTHONPATH without the repository. A tool that runs tools itself through
-`run` / `start` (benchmarks/run_all.py under BENCH_RUN) has them forked
-from the same server. A test that a process has not imported
-something (a served model without albert_tf) keeps using `subprocess`.
+A console script of this interpreter (`#!<python>`) runs as `python script`,
+as the kernel runs it. A run goes to a real subprocess instead when a fork
+could differ from it otherwise: another interpreter, interpreter options
+other than -m / -c, a data_prep tool without the repository on PYTHONPATH.
+A tool that runs tools itself through `run` / `start`
+(benchmarks/run_all.py under BENCH_RUN) has them forked from the same
+server.
 
 The server is tests/testing/fork_server.py.
 """
@@ -43,6 +47,7 @@ import sys
 import tempfile
 import threading
 import time
+import typing
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -56,13 +61,30 @@ IMPORT_ENV_PREFIXES = ("PYTHON", "TF_", "XLA_", "KERAS", "OMP_", "MKL_",
 # ...except these, read when a run uses them (or emulated per run).
 RUNTIME_ENV = frozenset({"TF_CONFIG", "PYTHONUNBUFFERED",
                          "CUDA_VISIBLE_DEVICES"})
-# What a family's server imports: what every tool of the family imports, then
-# the project's shared modules it imports (which must define no flag).
+
+
+class Family(typing.NamedTuple):
+  """What a family's server imports: what every process of the family
+  imports (`theirs`), then the project's shared modules they import
+  (`ours`, which must define no flag); `never`: top-level packages the
+  server refuses to have imported."""
+  theirs: typing.Tuple[str, ...]
+  ours: typing.Tuple[str, ...] = ()
+  never: typing.Tuple[str, ...] = ()
+
+
 FAMILIES = {
-    "tensorflow": (("absl.app", "tensorflow", "tf_keras", "tensorflow_text"),
-                   ("albert_tf.cli_flags",)),
-    "data_prep": (("absl.app", "numpy", "sentencepiece", "apache_beam"),
-                  ("albert_toolkit.command_line", "albert_toolkit.tfrecord_io")),
+    "tensorflow": Family(
+        ("absl.app", "tensorflow", "tf_keras", "tensorflow_text"),
+        ("albert_tf.cli_flags",)),
+    "data_prep": Family(
+        ("absl.app", "numpy", "sentencepiece", "apache_beam"),
+        ("albert_toolkit.command_line", "albert_toolkit.tfrecord_io"),
+        never=("tensorflow",)),
+    "serving": Family(
+        ("tensorflow",),
+        never=("albert_tf", "albert_toolkit", "data_prep", "official",
+               "tf_keras", "tensorflow_text", "tensorflow_hub")),
 }
 # The data_prep tools that import TensorFlow: of the first family.
 DATA_PREP_TF_TOOLS = frozenset({"inspect_tfrecord"})
@@ -80,21 +102,57 @@ def _server_key(env, family_name):
   return family_name, frozenset(_import_env(env).items())
 
 
-def family(args, cwd=None):
-  """The family of the run `args` (a subprocess argv): "data_prep" for the
-  data_prep tools that import no TensorFlow, else "tensorflow"."""
+def _repository_on_path(env):
+  return ROOT in env.get("PYTHONPATH", "").split(os.pathsep)
+
+
+def _data_prep_tool(args, cwd):
+  """Whether `args` runs a data_prep tool that imports no TensorFlow."""
   if args[1] == "-m":
     package, _, tool = args[2].partition(".")
   elif args[1] == "-c":
-    return "tensorflow"
+    return False
   else:
     path = os.path.abspath(os.path.join(cwd or os.getcwd(), args[1]))
     package = (os.path.basename(os.path.dirname(path))
                if os.path.dirname(os.path.dirname(path)) == ROOT else None)
     tool = os.path.splitext(os.path.basename(path))[0]
-  if package == "data_prep" and tool not in DATA_PREP_TF_TOOLS:
+  return package == "data_prep" and tool not in DATA_PREP_TF_TOOLS
+
+
+def family(args, cwd=None, env=None):
+  """The family of the run `args` (a subprocess argv) in `env`: "data_prep"
+  for the data_prep tools that import no TensorFlow, "serving" for another
+  run whose PYTHONPATH lacks the repository (a user's process), else
+  "tensorflow"."""
+  if _data_prep_tool(args, cwd):
     return "data_prep"
+  if env is not None and not _repository_on_path(env):
+    return "serving"
   return "tensorflow"
+
+
+def _console_script(path):
+  """Whether `path` is a script whose first line is `#!<this python>`."""
+  if not os.path.isfile(path):
+    return False
+  with open(path, "rb") as f:
+    first = f.readline(4096)
+  if not first.startswith(b"#!"):
+    return False
+  interpreter = first[2:].strip().decode(errors="replace")
+  return (os.path.basename(interpreter) == os.path.basename(sys.executable)
+          and os.path.realpath(os.path.dirname(interpreter)) ==
+          os.path.realpath(os.path.dirname(sys.executable)))
+
+
+def as_python_run(args):
+  """`args`, with a console script of this interpreter run as
+  `python script ...`, the way the kernel runs it."""
+  if (isinstance(args, (list, tuple)) and args and
+      args[0] != sys.executable and _console_script(args[0])):
+    return [sys.executable, *args]
+  return args
 
 
 # --- Client ---------------------------------------------------------------------
@@ -167,8 +225,9 @@ def register_own_server(socket_path, family_name):
   _servers[_server_key(os.environ, family_name)] = _Shared(socket_path)
 
 
-def forkable(args, env):
-  """Whether `args` (a subprocess argv) can run in a fork of a server."""
+def forkable(args, env, cwd=None):
+  """Whether `args` (a subprocess argv; see `as_python_run`) can run in a
+  fork of a server."""
   if os.environ.get("TOOL_SERVER") == "0":
     return False
   if not isinstance(args, (list, tuple)) or len(args) < 2:
@@ -178,10 +237,12 @@ def forkable(args, env):
   if args[1] in ("-m", "-c"):
     if len(args) < 3:
       return False
-  elif args[1].startswith("-") or not args[1].endswith(".py"):
+  elif args[1].startswith("-") or not (args[1].endswith(".py") or
+                                       _console_script(args[1])):
     return False
-  # The server imported albert_tf from ROOT: so must the process.
-  return ROOT in env.get("PYTHONPATH", "").split(os.pathsep)
+  # The families that preload our modules imported them from ROOT: so must
+  # the process.
+  return family(args, cwd, env) == "serving" or _repository_on_path(env)
 
 
 class ForkedTool:
@@ -214,7 +275,7 @@ class ForkedTool:
                "env": env}
     self._conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     self._conn.connect(server_for(
-        env, family(self.args, request["cwd"])).socket_path)
+        env, family(self.args, request["cwd"], env)).socket_path)
     socket.send_fds(self._conn, [json.dumps(request).encode()], fds)
     self._buffer = b""
     self.pid = self._message(None)["pid"]
@@ -307,9 +368,10 @@ class ForkedTool:
 def start(args, *, cwd=None, env=None, stdin=None, stdout=None, stderr=None,
           text=False):
   """`subprocess.Popen(args, ...)`, in a fork of the server when it can be."""
-  if forkable(args, os.environ if env is None else env):
-    return ForkedTool(args, cwd=cwd, env=env, stdin=stdin, stdout=stdout,
-                      stderr=stderr, text=text)
+  python_args = as_python_run(args)
+  if forkable(python_args, os.environ if env is None else env, cwd):
+    return ForkedTool(python_args, cwd=cwd, env=env, stdin=stdin,
+                      stdout=stdout, stderr=stderr, text=text)
   return subprocess.Popen(args, cwd=cwd, env=env, stdin=stdin, stdout=stdout,  # pylint: disable=consider-using-with
                           stderr=stderr, text=text)
 
@@ -322,11 +384,12 @@ def popen_streaming(args, *, env=None, cwd=None, errors="strict", **kwargs):
   SavedModel client needs no albert_tf is checked on its source
   (tests/test_architecture.py)."""
   env = os.environ if env is None else env
-  if not forkable(args, env):
+  python_args = as_python_run(args)
+  if not forkable(python_args, env, cwd):
     return subprocess.Popen(args, env=env, cwd=cwd, errors=errors, **kwargs)  # pylint: disable=consider-using-with
   read_fd, write_fd = os.pipe()
   try:
-    proc = ForkedTool(args, cwd=cwd, env=env, stdout=write_fd,
+    proc = ForkedTool(python_args, cwd=cwd, env=env, stdout=write_fd,
                       stderr=subprocess.STDOUT)
   finally:
     os.close(write_fd)
@@ -337,7 +400,8 @@ def popen_streaming(args, *, env=None, cwd=None, errors="strict", **kwargs):
 def run(args, *, cwd=None, env=None, input=None, capture_output=False,  # pylint: disable=redefined-builtin
         stdout=None, stderr=None, text=False, timeout=None, check=False):
   """`subprocess.run(args, ...)`, in a fork of the server when it can be."""
-  if not forkable(args, os.environ if env is None else env):
+  python_args = as_python_run(args)
+  if not forkable(python_args, os.environ if env is None else env, cwd):
     return subprocess.run(args, cwd=cwd, env=env, input=input,
                           capture_output=capture_output, stdout=stdout,
                           stderr=stderr, text=text, timeout=timeout,
@@ -345,8 +409,8 @@ def run(args, *, cwd=None, env=None, input=None, capture_output=False,  # pylint
   if capture_output:
     stdout = stderr = subprocess.PIPE
   data = input.encode() if isinstance(input, str) else input
-  proc = ForkedTool(args, cwd=cwd, env=env, stdout=stdout, stderr=stderr,
-                    text=text, input_bytes=data)
+  proc = ForkedTool(python_args, cwd=cwd, env=env, stdout=stdout,
+                    stderr=stderr, text=text, input_bytes=data)
   try:
     out, err = proc.communicate(timeout=timeout)
   except subprocess.TimeoutExpired:
