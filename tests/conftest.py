@@ -18,10 +18,10 @@ The environment set here reaches the tools tests start as subprocesses too:
   for the same three test files.
 - Python's garbage collector leaves alone what the imports made, once the
   tests are collected (tests/testing/suite_gc.py).
-- What a test file sets in os.environ, itself or through a library it runs
-  in-process (Dask's nannies copy their workers' variables into this
-  process; importing OpenCV extends LD_LIBRARY_PATH), is undone when the
-  file ends: later files' tools run in the suite's environment, and
+- What a test or a test file sets in os.environ, itself or through a
+  library it runs in-process (Dask's nannies copy their workers' variables
+  into this process; importing OpenCV extends LD_LIBRARY_PATH), is undone
+  when it ends: later tests' tools run in the suite's environment, and
   reuse the tool servers started in it (tests/testing/tool_server.py).
 - Files holding a test marked `slow` come first in the collection, so with
   `make test`'s `--dist loadfile --no-loadscope-reorder` they are handed
@@ -73,6 +73,12 @@ def environ_restored(environ=os.environ):
 
 @pytest.fixture(scope="module", autouse=True)
 def _environment_of_each_file():
+  with environ_restored():
+    yield
+
+
+@pytest.fixture(autouse=True)
+def _environment_of_each_test():
   with environ_restored():
     yield
 

@@ -198,10 +198,10 @@ class _Shared:
 
 
 # Servers of this worker by family and the import-time variables they saw,
-# least recently used first: the suite alternates between the two families
+# least recently used first: the suite alternates between the three families
 # and a few environments (its own, the benchmarks' TMPDIR, a tool's own
 # changes), and a server costs its family's imports to start.
-MAX_SERVERS = 4
+MAX_SERVERS = 5
 _servers = {}
 _server_lock = threading.Lock()
 
