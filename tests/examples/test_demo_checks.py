@@ -35,7 +35,7 @@ def run_demo(*args, script=None):
          [sys.executable, "-m", "examples.demo.demo"])
   proc = tool_server.run(cmd + list(args), cwd=REPO,
                          env=dict(os.environ, PYTHONPATH=REPO,
-                                  TF_CPP_MIN_LOG_LEVEL="3"),
+                                  TF_CPP_MIN_LOG_LEVEL="2"),
                          capture_output=True, text=True, timeout=120)
   lines = proc.stderr.strip().splitlines()
   return proc.returncode, lines[-1] if lines else ""
