@@ -61,6 +61,7 @@ def pre_rules(text, lower):
   return text
 
 
+@functools.lru_cache(maxsize=1)
 def _compositions():
   """(first, second) -> composed, for canonical compositions of two
   characters with combining class 0 (the ones combining-mark dropping keeps),
@@ -79,10 +80,9 @@ def _compositions():
   return pairs
 
 
-@functools.lru_cache(maxsize=4)
-def _folded_rules(own_proto, lower):
+def _folded_rules(normalizer_proto, lower):
   """Key -> replacement of the folded map (keys that change)."""
-  own = spm.SentencePieceNormalizer(model_proto=own_proto)
+  own = spm.SentencePieceNormalizer(model_proto=normalizer_proto)
 
   def normalize(text):
     return own.normalize(text) if text else ""
@@ -165,6 +165,25 @@ def compile_charsmap(rules):
       model.getvalue()).normalizer_spec.precompiled_charsmap
 
 
+def normalizer_part(proto):
+  """What of the ModelProto `proto` its normaliser reads (the normalizer
+  spec, and whether whitespace is a piece suffix), serialized: models
+  trained with the same normalisation rule share it, whatever their pieces."""
+  part = sentencepiece_model_pb2.ModelProto()
+  part.normalizer_spec.CopyFrom(proto.normalizer_spec)
+  part.trainer_spec.treat_whitespace_as_suffix = (
+      proto.trainer_spec.treat_whitespace_as_suffix)
+  return part.SerializeToString(deterministic=True)
+
+
+@functools.lru_cache(maxsize=4)
+def folded_charsmap(normalizer_proto, lower):
+  """The `precompiled_charsmap` of the folded map of a normaliser
+  (`normalizer_part`), computed once a process (seconds: every code point
+  goes through the model's normaliser)."""
+  return compile_charsmap(_folded_rules(normalizer_proto, lower))
+
+
 def folded_model(spm_model_file, do_lower_case):
   """The serialized SentencePiece model of `spm_model_file` with ALBERT's
   normalisation folded into its normaliser (same pieces and ids)."""
@@ -178,8 +197,8 @@ def folded_model(spm_model_file, do_lower_case):
         "(normalizer_spec.remove_extra_whitespaces is false), which ALBERT's "
         "normalisation collapses; a .tflite cannot tokenize its text as the "
         "data tools do")
-  spec.precompiled_charsmap = compile_charsmap(
-      _folded_rules(own_proto, bool(do_lower_case)))
+  spec.precompiled_charsmap = folded_charsmap(normalizer_part(proto),
+                                              bool(do_lower_case))
   spec.name = f"albert_{'lower' if do_lower_case else 'cased'}+{spec.name}"
   spec.normalization_rule_tsv = ""
   return proto.SerializeToString()

@@ -108,3 +108,35 @@ def test_folded_model_keeps_pieces(spm_file):
   assert folded.normalizer_spec.name == "albert_lower+nmt_nfkc"
   assert (folded.normalizer_spec.precompiled_charsmap !=
           own.normalizer_spec.precompiled_charsmap)
+
+
+def test_models_trained_alike_share_one_folded_map(spm_file, tmp_path):
+  """The folded map depends on the model's normaliser alone: a model of
+  other pieces with the same normaliser reuses the one computed in this
+  process; a change to the normaliser is another key."""
+  with open(spm_file, "rb") as f:
+    own = sentencepiece_model_pb2.ModelProto.FromString(f.read())
+  other = sentencepiece_model_pb2.ModelProto()
+  other.CopyFrom(own)
+  other.pieces[5].score -= 1.0
+  other.trainer_spec.input[:] = ["elsewhere.txt"]
+  path = tmp_path / "other.model"
+  path.write_bytes(other.SerializeToString())
+  lite_tokenizer.folded_model(spm_file, True)
+  hits = lite_tokenizer.folded_charsmap.cache_info().hits
+  folded = [sentencepiece_model_pb2.ModelProto.FromString(
+      lite_tokenizer.folded_model(p, True)) for p in (spm_file, str(path))]
+  assert lite_tokenizer.folded_charsmap.cache_info().hits == hits + 2
+  assert folded[0].normalizer_spec == folded[1].normalizer_spec
+  assert folded[1].pieces[5].score == other.pieces[5].score
+  part = lite_tokenizer.normalizer_part(own)
+  assert lite_tokenizer.normalizer_part(other) == part
+  for field, value in (("name", "nfkc"), ("precompiled_charsmap", b"x"),
+                       ("remove_extra_whitespaces", False)):
+    changed = sentencepiece_model_pb2.ModelProto()
+    changed.CopyFrom(own)
+    setattr(changed.normalizer_spec, field, value)
+    assert lite_tokenizer.normalizer_part(changed) != part, field
+  changed.CopyFrom(own)
+  changed.trainer_spec.treat_whitespace_as_suffix = True
+  assert lite_tokenizer.normalizer_part(changed) != part
