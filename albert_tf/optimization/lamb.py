@@ -157,29 +157,35 @@ class LAMB(tf_keras.optimizers.legacy.Optimizer):
            coefficients["one_minus_beta_1_t"] * grad)
     v_t = (coefficients["beta_2_t"] * v +
            coefficients["one_minus_beta_2_t"] * tf.square(grad))
-    m_t = m.assign(m_t, use_locking=self._use_locking)
-    v_t = v.assign(v_t, use_locking=self._use_locking)
+    # The update reads the new moments as computed, not back from the slots
+    # (the same values, fewer ops to trace for every variable).
+    m_assign = m.assign(m_t, use_locking=self._use_locking, read_value=False)
+    v_assign = v.assign(v_t, use_locking=self._use_locking, read_value=False)
 
     if self.bias_correction:
       m_t = m_t / coefficients["bias_correction_1"]
       v_t = v_t / coefficients["bias_correction_2"]
     update = m_t / (tf.sqrt(v_t) + coefficients["epsilon"])
 
-    if self.do_use_weight_decay(var.name):
-      update += coefficients["weight_decay_rate"] * var
+    decay = self.do_use_weight_decay(var.name)
+    adapt = self.do_layer_adaptation(var.name)
+    w = tf.convert_to_tensor(var) if decay or adapt else None
+    if decay:
+      update += coefficients["weight_decay_rate"] * w
 
-    ratio = 1.0
-    if self.do_layer_adaptation(var.name):
-      w_norm = tf.norm(var, ord=2)
-      u_norm = tf.norm(update, ord=2)
+    step_size = coefficients["lr_t"]
+    if adapt:
+      w_norm = tf.sqrt(tf.reduce_sum(tf.square(w)))
+      u_norm = tf.sqrt(tf.reduce_sum(tf.square(update)))
       # Both norms must be positive, else r = 1 (fresh zero-init variables
       # such as biases, or an all-zero update).
-      ratio = tf.where((w_norm > 0.0) & (u_norm > 0.0), w_norm / u_norm,
-                       tf.ones_like(w_norm))
+      ratio = tf.where((w_norm > 0.0) & (u_norm > 0.0), w_norm / u_norm, 1.0)
+      step_size = ratio * step_size
 
-    var_update = var.assign_sub(
-        ratio * coefficients["lr_t"] * update, use_locking=self._use_locking)
-    return tf.group(var_update, m_t, v_t)
+    var_update = var.assign_sub(step_size * update,
+                                use_locking=self._use_locking,
+                                read_value=False)
+    return tf.group(var_update, m_assign, v_assign)
 
   def _resource_apply_sparse_duplicate_indices(self, grad, var, indices,
                                                **kwargs):
