@@ -152,7 +152,7 @@ def test_a_users_process_is_forked_from_a_server_of_tensorflow_alone():
   from the repository, it imports albert_tf from there as python does."""
   env = user_env.environ()
   args = [sys.executable, "-c", USER_PROBE]
-  assert tool_server.family(args, tu.ROOT, env) == "serving"
+  assert tool_server.family(args, tu.ROOT, env) == "user"
   assert tool_server.forkable(args, env)
   forked, real = both(args, cwd=tu.ROOT, env=env, capture_output=True,
                       text=True, timeout=120)
@@ -164,9 +164,9 @@ def test_a_users_process_is_forked_from_a_server_of_tensorflow_alone():
 
 def test_a_console_script_of_this_python_runs_as_python_script(tmp_path):
   ours = tmp_path / "tool"
-  ours.write_text(f"#!{sys.executable}\nimport sys\n"
-                  "print(sys.argv[1:], sys.path[0] == __file__.rsplit('/', 1)[0],"
-                  " 'tensorflow' in sys.modules)\n")
+  ours.write_text(f"#!{sys.executable}\nimport os, sys\n"
+                  "print(sys.argv[1:], sys.path[0] == os.path.dirname("
+                  "__file__), 'tensorflow' in sys.modules)\n")
   other = tmp_path / "other"
   other.write_text("#!/bin/sh\necho sh \"$@\"\n")
   for script in (ours, other):

@@ -81,7 +81,7 @@ FAMILIES = {
         ("absl.app", "numpy", "sentencepiece", "apache_beam"),
         ("albert_toolkit.command_line", "albert_toolkit.tfrecord_io"),
         never=("tensorflow",)),
-    "serving": Family(
+    "user": Family(
         ("tensorflow",),
         never=("albert_tf", "albert_toolkit", "data_prep", "official",
                "tf_keras", "tensorflow_text", "tensorflow_hub")),
@@ -122,13 +122,13 @@ def _data_prep_tool(args, cwd):
 
 def family(args, cwd=None, env=None):
   """The family of the run `args` (a subprocess argv) in `env`: "data_prep"
-  for the data_prep tools that import no TensorFlow, "serving" for another
+  for the data_prep tools that import no TensorFlow, "user" for another
   run whose PYTHONPATH lacks the repository (a user's process), else
   "tensorflow"."""
   if _data_prep_tool(args, cwd):
     return "data_prep"
   if env is not None and not _repository_on_path(env):
-    return "serving"
+    return "user"
   return "tensorflow"
 
 
@@ -242,7 +242,7 @@ def forkable(args, env, cwd=None):
     return False
   # The families that preload our modules imported them from ROOT: so must
   # the process.
-  return family(args, cwd, env) == "serving" or _repository_on_path(env)
+  return family(args, cwd, env) == "user" or _repository_on_path(env)
 
 
 class ForkedTool:
