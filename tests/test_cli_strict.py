@@ -26,7 +26,8 @@ TOOLS = ("run_pretraining", "run_classifier", "run_squad", "run_race",
 
 
 def start(module, *args, cwd=tu.ROOT):
-  # albert_tf's and data_prep's tools: a fork of their family's tool server.
+  # albert_tf's and data_prep's tools: a fork of their family's tool server;
+  # the serving client, which imports no TensorFlow, a process of its own.
   popen = (tool_server.start if module.startswith(("albert_tf.", "data_prep."))
            else subprocess.Popen)
   return popen([sys.executable, "-m", module, *args], cwd=cwd,

@@ -365,11 +365,20 @@ class ForkedTool:
     self.wait()
 
 
+def _fork_args(args, env, cwd):
+  """`args` as a fork runs them (`as_python_run`), or None when the run
+  goes to a real subprocess."""
+  python_args = as_python_run(args)
+  return (python_args if forkable(python_args,
+                                  os.environ if env is None else env, cwd)
+          else None)
+
+
 def start(args, *, cwd=None, env=None, stdin=None, stdout=None, stderr=None,
           text=False):
   """`subprocess.Popen(args, ...)`, in a fork of the server when it can be."""
-  python_args = as_python_run(args)
-  if forkable(python_args, os.environ if env is None else env, cwd):
+  python_args = _fork_args(args, env, cwd)
+  if python_args:
     return ForkedTool(python_args, cwd=cwd, env=env, stdin=stdin,
                       stdout=stdout, stderr=stderr, text=text)
   return subprocess.Popen(args, cwd=cwd, env=env, stdin=stdin, stdout=stdout,  # pylint: disable=consider-using-with
@@ -384,8 +393,8 @@ def popen_streaming(args, *, env=None, cwd=None, errors="strict", **kwargs):
   SavedModel client needs no albert_tf is checked on its source
   (tests/test_architecture.py)."""
   env = os.environ if env is None else env
-  python_args = as_python_run(args)
-  if not forkable(python_args, env, cwd):
+  python_args = _fork_args(args, env, cwd)
+  if not python_args:
     return subprocess.Popen(args, env=env, cwd=cwd, errors=errors, **kwargs)  # pylint: disable=consider-using-with
   read_fd, write_fd = os.pipe()
   try:
@@ -400,8 +409,8 @@ def popen_streaming(args, *, env=None, cwd=None, errors="strict", **kwargs):
 def run(args, *, cwd=None, env=None, input=None, capture_output=False,  # pylint: disable=redefined-builtin
         stdout=None, stderr=None, text=False, timeout=None, check=False):
   """`subprocess.run(args, ...)`, in a fork of the server when it can be."""
-  python_args = as_python_run(args)
-  if not forkable(python_args, os.environ if env is None else env, cwd):
+  python_args = _fork_args(args, env, cwd)
+  if not python_args:
     return subprocess.run(args, cwd=cwd, env=env, input=input,
                           capture_output=capture_output, stdout=stdout,
                           stderr=stderr, text=text, timeout=timeout,
