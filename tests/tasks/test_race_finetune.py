@@ -25,7 +25,9 @@ def test_race_finetune(tmp_path_factory):
       {"data_dir": root,
        "spm_model_file": finetune_testlib.spm_model(tmp_path_factory),
        "max_seq_length": 32, "max_qa_length": 16},
-      steps=300, lr=3e-3, batch=16)
+      # 2e-3: every seed tried learns; at 3e-3 some seeds collapse to
+      # constant choices.
+      steps=300, lr=2e-3, batch=16)
   model_dir = str(tmp / "model")
   task = multiple_choice.RaceTask(config, model_dir)
   result = train_lib.run_experiment(task, config, model_dir, "train_and_eval")
