@@ -226,10 +226,12 @@ def _name_stem(name):
 
 
 def custom_ops(tflite_bytes):
-  """Names of the custom (non-builtin) ops a .tflite uses."""
-  model = schema.ModelT.InitFromPackedBuf(bytearray(tflite_bytes), 0)
-  return sorted({code.customCode.decode() for code in model.operatorCodes
-                 if code.customCode})
+  """Names of the custom (non-builtin) ops a .tflite uses (read in place:
+  unpacking the whole model would copy every weight buffer)."""
+  model = schema.Model.GetRootAs(tflite_bytes, 0)
+  codes = map(model.OperatorCodes, range(model.OperatorCodesLength()))
+  return sorted({code.CustomCode().decode() for code in codes
+                 if code.CustomCode()})
 
 
 def _probe_inputs(runner):
