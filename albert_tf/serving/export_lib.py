@@ -26,6 +26,7 @@ import tempfile
 import uuid
 
 import tensorflow as tf
+from tensorflow.core.protobuf import saved_model_pb2
 
 from albert_tf.checkpoints.paths import next_version
 from albert_tf.modeling import albert_config
@@ -243,12 +244,19 @@ def export_preprocessing(spm_model_file, export_dir, seq_length=128,
 
 
 def describe_signatures(path):
-  """Text listing each signature's inputs and outputs (dtype, shape)."""
-  loaded = tf.saved_model.load(path)
+  """Text listing each signature's inputs and outputs (dtype, shape), read
+  from the SavedModel's graph file (loading it would restore every weight)."""
+  with tf.io.gfile.GFile(os.path.join(path, "saved_model.pb"), "rb") as f:
+    saved = saved_model_pb2.SavedModel.FromString(f.read())
+  signatures = saved.meta_graphs[0].signature_def
+
+  def specs(infos):
+    return {key: [tf.as_dtype(info.dtype).name,
+                  tf.TensorShape(info.tensor_shape)]
+            for key, info in infos.items()}
   return "\n".join([f"SavedModel {path}"] + signature_lines({
-      name: {"inputs": fn.structured_input_signature[1],
-             "outputs": fn.structured_outputs}
-      for name, fn in loaded.signatures.items()}))
+      name: {"inputs": specs(sig.inputs), "outputs": specs(sig.outputs)}
+      for name, sig in signatures.items() if name != "__saved_model_init_op"}))
 
 
 def signature_lines(table):

@@ -225,6 +225,21 @@ def test_saved_model_cli_show_and_run(setup):
                              atol=1e-5, rtol=0)
 
 
+def test_described_signatures_are_the_loaded_models(setup):
+  """The export tool's listing, read from saved_model.pb, shows what
+  loading the SavedModel gives."""
+  for path in (setup["pre_dir"], setup["enc_dir"]):
+    loaded = tf.saved_model.load(path)
+    assert es.describe_signatures(path) == "\n".join(
+        [f"SavedModel {path}"] + es.signature_lines({
+            name: {"inputs": fn.structured_input_signature[1],
+                   "outputs": fn.structured_outputs}
+            for name, fn in loaded.signatures.items()}))
+  lines = es.describe_signatures(setup["pre_dir"]).splitlines()
+  assert "  signature 'mlm'" in lines
+  assert "    in  masked_lm_positions: int32 (None, None)" in lines
+
+
 def test_hub_keras_layer_fine_tunes(setup):
   import tensorflow_hub as hub  # pylint: disable=g-import-not-at-top
   layer = hub.KerasLayer(setup["enc_dir"], trainable=True)
