@@ -7,7 +7,7 @@ STAMP := $(VENV)/.requirements.sha256
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 export PYTHONPATH := $(CURDIR)
 
-.PHONY: venv demo test test-fast bench bazel-test clean
+.PHONY: venv demo test bench bazel-test clean
 
 venv:
 	@want=$$(sha256sum requirements.txt | cut -d' ' -f1); \

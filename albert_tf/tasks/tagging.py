@@ -20,7 +20,7 @@ from albert_tf.core.settings import DATA_POSITION, setting
 from albert_tf.data import conll_data
 from albert_tf.data import label_names as label_names_lib
 from albert_tf.modeling.layers.downstream_heads import ClassificationHead
-from albert_tf.modeling.networks.albert_encoder import encoder_inputs
+from albert_tf.modeling.networks.albert_encoder import wired_encoder
 from albert_tf.serving import serving_params
 from albert_tf.serving import token_module
 from albert_tf.tasks import finetuning as finetune_lib
@@ -66,8 +66,8 @@ class TokenClassifier(tf_keras.Model):
     head = ClassificationHead(
         num_labels, initializer_range=encoder.config.initializer_range,
         dropout_rate=dropout_rate, name="token_classification_head")
-    inputs = encoder_inputs()
-    sequence = encoder(inputs)["sequence_output"]  # [batch, seq, H]
+    inputs, encoded = wired_encoder(encoder)
+    sequence = encoded["sequence_output"]  # [batch, seq, H]
     super().__init__(inputs=inputs, outputs={"logits": head(sequence)},
                      **kwargs)
     self.encoder, self.head, self.num_labels = encoder, head, num_labels

@@ -51,6 +51,43 @@ def test_classifier_matches_numpy_and_original_layout():
                          head(pooled_t, training=False))
 
 
+class _SubclassedEncoder(tf_keras.Model):
+  """An encoder Model with no functional graph of its own to lend."""
+
+  def __init__(self, encoder):
+    super().__init__()
+    self.inner = encoder
+
+  def call(self, inputs, training=None):
+    return self.inner(inputs, training=training)
+
+
+def test_models_run_through_the_encoders_layers_or_call_any_other_encoder():
+  tf_keras.utils.set_random_seed(2)
+  encoder = AlbertEncoder(albert_config.AlbertConfig(
+      **dict(CONFIG.as_dict(), hidden_dropout_prob=0.5)))
+  # Our functional encoder lends its own inputs and layers: no second trace.
+  model = dm.AlbertClassifier(encoder, num_labels=2, dropout_rate=0.0)
+  assert all(model.input[k] is encoder.input[k] for k in encoder.input)
+  assert encoder.transformer in model.layers
+  # Dropout inside the encoder still follows the model's `training`.
+  x = _inputs()
+  ref = model.head(encoder(x, training=False)["pooled_output"]).numpy()
+  np.testing.assert_allclose(model(x, training=False)["logits"], ref,
+                             atol=1e-6)
+  assert not np.allclose(model(x, training=True)["logits"], ref)
+  # Any other encoder Model is called on new inputs.
+  other = dm.AlbertClassifier(_SubclassedEncoder(encoder), num_labels=2,
+                              dropout_rate=0.0)
+  assert other.input["input_word_ids"] is not encoder.input["input_word_ids"]
+  np.testing.assert_allclose(
+      other(x)["logits"],
+      other.head(encoder(x)["pooled_output"]), atol=1e-6)
+  pretrainer = AlbertPretrainer(CONFIG)
+  assert pretrainer.input["input_word_ids"] is (
+      pretrainer.encoder.input["input_word_ids"])
+
+
 def test_span_labeler_and_answerability():
   tf_keras.utils.set_random_seed(1)
   model = dm.AlbertSpanLabeler(CONFIG, with_answerability=True)

@@ -21,7 +21,7 @@ import tensorflow as tf
 import tf_keras
 
 from albert_tf.modeling import albert_config
-from albert_tf.modeling.networks.albert_encoder import AlbertEncoder, encoder_inputs
+from albert_tf.modeling.networks.albert_encoder import AlbertEncoder, wired_encoder
 from albert_tf.modeling.layers.pretraining_heads import MaskedLMHead, SentenceOrderHead
 
 
@@ -53,8 +53,7 @@ class AlbertPretrainer(tf_keras.Model):
                                  name="sop_head")
 
     # === Functional wiring ===
-    inputs = encoder_inputs()
-    encoder_outputs = encoder(dict(inputs))
+    inputs, encoder_outputs = wired_encoder(encoder)
     inputs["masked_lm_positions"] = tf_keras.Input(
         shape=(None,), dtype=tf.int32, name="masked_lm_positions")
     outputs = {

@@ -25,7 +25,7 @@ import tf_keras
 
 from albert_tf.modeling.layers.squad_v2_head import XLNetSquadHead
 from albert_tf.modeling.models import downstream_models
-from albert_tf.modeling.networks.albert_encoder import encoder_inputs
+from albert_tf.modeling.networks.albert_encoder import wired_encoder
 
 # The original weighs the answer-class BCE by 0.5 "so that the scale is
 # comparable to start_loss and end_loss".
@@ -59,8 +59,8 @@ class AlbertSquadV2(downstream_models._DownstreamModel):  # pylint: disable=prot
     head = XLNetSquadHead(start_n_top=start_n_top, end_n_top=end_n_top,
                           initializer_range=initializer_range,
                           dropout_rate=dropout_rate, name="squad_v2_head")
-    inputs = encoder_inputs()
-    sequence = encoder(inputs)["sequence_output"]  # [batch, seq, H]
+    inputs, encoded = wired_encoder(encoder)
+    sequence = encoded["sequence_output"]  # [batch, seq, H]
     outputs = head(sequence, inputs["input_mask"], inputs["input_type_ids"])
     super().__init__(inputs=inputs, outputs=outputs, **kwargs)
     self.encoder = encoder

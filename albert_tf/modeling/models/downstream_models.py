@@ -25,7 +25,7 @@ from albert_tf.modeling.layers.downstream_heads import AnswerabilityHead
 from albert_tf.modeling.layers.downstream_heads import ClassificationHead
 from albert_tf.modeling.layers.downstream_heads import MultipleChoiceHead
 from albert_tf.modeling.layers.downstream_heads import SpanLabelingHead
-from albert_tf.modeling.networks.albert_encoder import AlbertEncoder, encoder_inputs
+from albert_tf.modeling.networks.albert_encoder import AlbertEncoder, wired_encoder
 from albert_tf.modeling.networks.albert_encoder import INPUT_NAMES
 
 
@@ -100,8 +100,8 @@ class AlbertClassifier(_DownstreamModel):
     head = ClassificationHead(num_labels, initializer_range=initializer_range,
                               dropout_rate=dropout_rate,
                               name="classification_head")
-    inputs = encoder_inputs()
-    pooled = encoder(inputs)["pooled_output"]  # [batch, H]
+    inputs, encoded = wired_encoder(encoder)
+    pooled = encoded["pooled_output"]  # [batch, H]
     outputs = {"logits": head(pooled)}  # [batch, num_labels]
     super().__init__(inputs=inputs, outputs=outputs, **kwargs)
     self.encoder = encoder
@@ -134,8 +134,7 @@ class AlbertSpanLabeler(_DownstreamModel):
       answer_head = AnswerabilityHead(initializer_range=initializer_range,
                                       dropout_rate=dropout_rate,
                                       name="answerability_head")
-    inputs = encoder_inputs()
-    encoded = encoder(inputs)
+    inputs, encoded = wired_encoder(encoder)
     start_logits, end_logits = head(encoded["sequence_output"])
     outputs = {"start_logits": start_logits, "end_logits": end_logits}
     if answer_head is not None:

@@ -37,6 +37,32 @@ def encoder_inputs(seq_length=None):
   }
 
 
+def wired_encoder(encoder):
+  """The Keras inputs of a model built on `encoder`, and the encoder's outputs
+  on them.
+
+  A functional encoder on the three named inputs (an `AlbertEncoder`) lends
+  its own input and output tensors, so the model runs through the encoder's
+  layers without calling the encoder on new inputs, which would trace all of
+  it again (about half the time of building a classifier). Any other encoder
+  Model is called on new inputs.
+
+  Args:
+    encoder: a `tf_keras.Model` taking the dict of `INPUT_NAMES`.
+
+  Returns:
+    (inputs, outputs): a new dict of the three int32 [batch, seq] Keras
+    inputs, and the dict of the encoder's outputs on them.
+  """
+  if encoder.inputs is not None:  # None: a subclassed model
+    inputs, outputs = encoder.input, encoder.output
+    if (isinstance(inputs, dict) and set(inputs) == set(INPUT_NAMES) and
+        isinstance(outputs, dict)):
+      return dict(inputs), dict(outputs)
+  inputs = encoder_inputs()
+  return inputs, encoder(inputs)
+
+
 @tf_keras.utils.register_keras_serializable(package="albert_tf")
 class AlbertEncoder(tf_keras.Model):
   """The ALBERT encoder as a functional `tf_keras.Model`.
