@@ -25,7 +25,9 @@ The environment set here reaches the tools tests start as subprocesses too:
   reuse the tool servers started in it (tests/testing/tool_server.py).
 - Files holding a test marked `slow` come first in the collection, so with
   `make test`'s `--dist loadfile --no-loadscope-reorder` they are handed
-  out first and the long ones do not finish alone at the end.
+  out first and the long ones do not finish alone at the end. A file whose
+  tests are short but take ten seconds or more together marks them all
+  (`pytestmark`).
 """
 import contextlib
 import os
@@ -85,7 +87,8 @@ def _environment_of_each_test():
 
 def pytest_configure(config):
   config.addinivalue_line(
-      "markers", "slow: a test of tens of seconds or more; handed out first")
+      "markers", "slow: a test of tens of seconds, or a file whose tests "
+      "take ten seconds or more in all; its file is handed out first")
 
 
 def slow_files_first(items):

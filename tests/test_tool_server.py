@@ -17,6 +17,9 @@ from tests.testing import pretrain_testutil as tu
 from tests.testing import tool_server
 from tests.testing import user_env
 
+# Ten seconds or more in all: handed out first (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 # What a process saw: its argv, cwd, sys.path[0], an environment variable,
 # whether albert_tf's run_pretraining module was imported, and stdin.
 PROBE = r"""

@@ -30,6 +30,9 @@ from tests.testing.tf1_reference import (
     assert_matches_reference,
 )
 
+# Ten seconds or more in all: handed out first (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 
 # --- Tests ---------------------------------------------------------------------
 

@@ -24,6 +24,9 @@ from tests.testing import export_testlib
 from tests.testing import finetune_testlib
 from tests.testing import pretrain_testutil as tu
 
+# Ten seconds or more in all: handed out first (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def train_file(tmp_path_factory):

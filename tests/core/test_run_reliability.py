@@ -29,6 +29,9 @@ from albert_toolkit import tfrecord_io
 from tests.testing import pretrain_testutil as tu
 from tests.testing import tool_server
 
+# Ten seconds or more in all: handed out first (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 HOST = socket.gethostname()
 
 

@@ -23,6 +23,9 @@ from albert_toolkit import tfrecord_io
 from data_prep import pretraining_instances as pi
 from tests.testing import pretrain_testutil as tu
 
+# Ten seconds or more in all: handed out first (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def shards(tmp_path_factory):

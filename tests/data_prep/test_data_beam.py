@@ -29,6 +29,9 @@ from tests.testing.beam_testlib import read_records
 from tests.testing.beam_testlib import run_cfg
 from tests.testing.beam_testlib import small_corpus
 
+# Ten seconds or more in all: handed out first (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENV = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "2"}
 IN_MEMORY = ["--runner=DirectRunner", "--direct_num_workers=1"]

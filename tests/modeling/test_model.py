@@ -16,6 +16,9 @@ from albert_tf.modeling.layers import transformer
 from albert_tf.modeling import losses
 from official.nlp.modeling import networks
 
+# Ten seconds or more in all: handed out first (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 
 def tiny_config(**overrides):
   values = dict(vocab_size=97, embedding_size=8, hidden_size=16,

@@ -16,6 +16,9 @@ from albert_tf.checkpoints import paths
 from albert_tf.serving import export_lib as es
 from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
 
+# Ten seconds or more in all: handed out first (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 SEQ = 12
 SAVED_MODEL_CLI = os.path.join(os.path.dirname(lib.PYTHON), "saved_model_cli")
 

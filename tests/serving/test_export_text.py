@@ -16,6 +16,9 @@ from albert_tf.tasks import question_answering
 from albert_tf.tasks import sentence_prediction
 from data_prep import tokenization
 
+# Ten seconds or more in all: handed out first (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 SEQ = 16
 TRICKY = [
     "Héllo Wörld, naïve café résumé",

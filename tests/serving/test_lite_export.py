@@ -22,6 +22,9 @@ from tests.serving.test_export_text import TRICKY
 from tests.serving.test_lite_tokenizer import MORE_TRICKY
 from tests.testing import export_testlib as lib
 
+# Ten seconds or more in all: handed out first (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 SEQ = 24
 REAL = lib._training_lines(limit=40)[5:37]  # pylint: disable=protected-access
 LABELS = ["neg", "neutral", "pos"]
