@@ -243,13 +243,13 @@ def fail(error: Exception):
 def export_request() -> tasks_export.ExportRequest:
   """export_savedmodel's flags as an ExportRequest."""
   same = ("export_dir", "export_kind", "task", "version", "params_override",
-          "truncation", "max_first_segment_length", "precision",
-          "representative_examples")
+          "truncation", "max_first_segment_length", "representative_examples")
   return tasks_export.ExportRequest(
       model_dir=FLAGS.model_dir or "", checkpoint=FLAGS.checkpoint or "",
       random_init=bool(FLAGS.random_init),
       allow_random_head=bool(FLAGS.allow_random_head),
-      config_files=config_sources(), export_format=FLAGS.format,
+      config_files=config_sources(),
+      form=tasks_export.ExportForm(FLAGS.format, FLAGS.precision),
       settings=export_settings(all_export_flags()),
       **{name: FLAGS[name].value for name in same})
 

@@ -223,10 +223,10 @@ class ExportRequest:
   # The preprocessing export only.
   truncation: Optional[str] = None
   max_first_segment_length: Optional[int] = None
-  # What is written: a SavedModel or a .tflite, in which precision
-  # (serving/lite_export.py); int8's calibration examples from the run.
-  export_format: str = "savedmodel"
-  precision: str = "float32"
+  # What is written (a SavedModel or a .tflite, in which precision:
+  # serving/lite_export.py); the weights' source is added to it.
+  form: ExportForm = dataclasses.field(default_factory=ExportForm)
+  # How many examples of the run's data calibrate an int8 .tflite.
   representative_examples: Optional[int] = None
 
 
@@ -269,7 +269,7 @@ def _form(request: ExportRequest, checkpoint: Optional[str]) -> ExportForm:
   if checkpoint:
     source = {"checkpoint": checkpoint,
               "identity": identity_lib.read(checkpoint)}
-  return ExportForm(request.export_format, request.precision, source)
+  return dataclasses.replace(request.form, source=source)
 
 
 def _calibration_examples(task, count: int) -> List[Dict[str, Any]]:
@@ -289,18 +289,18 @@ def _calibration_examples(task, count: int) -> List[Dict[str, Any]]:
 
 def _check_form(request: ExportRequest) -> None:
   """A format, precision and kind that make sense together."""
-  lite_export.check_precision(request.export_format, request.precision)
+  form = request.form
+  lite_export.check_precision(form.export_format, form.precision)
   if (request.representative_examples is not None and
-      request.precision != "int8"):
+      form.precision != "int8"):
     raise ValueError("--representative_examples calibrates --precision=int8 "
-                     f"only, not {request.precision}")
+                     f"only, not {form.precision}")
   if (request.representative_examples is not None and
       request.representative_examples < 1):
     raise ValueError("--representative_examples must be >= 1, got "
                      f"{request.representative_examples}")
   if (request.export_kind == export_lib.PREPROCESSING_EXPORT and
-      (request.export_format, request.precision) != ("savedmodel",
-                                                      "float32")):
+      (form.export_format, form.precision) != ("savedmodel", "float32")):
     raise ValueError("--export_kind=preprocessing is a float32 SavedModel "
                      "only (it has no weights; a .tflite of a task's serving "
                      "kind takes text itself)")
@@ -325,7 +325,7 @@ def _export_of_run(request: ExportRequest, record: run_record.RunRecord
   if kind == export_lib.PREPROCESSING_EXPORT:
     params = run_params(task, record.facts, request.settings)
     return _export_preprocessing(request, params, task.config.model)
-  with precision_scope(request.precision):
+  with precision_scope(request.form.precision):
     model = task.build_model()
   checkpoint = None
   if not request.random_init:
@@ -336,7 +336,7 @@ def _export_of_run(request: ExportRequest, record: run_record.RunRecord
         model_dir, request.checkpoint)
     logging.info("%s", report.summary())
   form = _form(request, checkpoint)
-  if request.precision == "int8":
+  if form.precision == "int8":
     form.calibration_examples = _calibration_examples(
         task, request.representative_examples or
         lite_export.DEFAULT_REPRESENTATIVE_EXAMPLES)
@@ -362,7 +362,7 @@ def _export_of_flags(request: ExportRequest) -> str:
     raise ValueError("--checkpoint is required (or --random_init for a smoke "
                      "test)")
   check_params(params, model_config)
-  with precision_scope(request.precision):
+  with precision_scope(request.form.precision):
     model = model_for_flags(task_cls, kind, model_config, params)
   if request.checkpoint:
     # The weights must be of the given config and vocabulary (either kind).

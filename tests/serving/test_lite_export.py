@@ -210,15 +210,17 @@ def test_model_json_says_what_it_is(setup):
 
 
 @pytest.mark.parametrize("request_fields,message", [
-    (dict(export_format="tflite", precision="bfloat16"),
+    (dict(form=tasks_export.ExportForm("tflite", "bfloat16")),
      "bfloat16 is not a tflite precision"),
-    (dict(precision="int8"), "int8 is not a savedmodel precision"),
-    (dict(export_format="onnx"), "--format must be one of"),
-    (dict(export_format="tflite", export_kind="preprocessing"),
+    (dict(form=tasks_export.ExportForm(precision="int8")),
+     "int8 is not a savedmodel precision"),
+    (dict(form=tasks_export.ExportForm("onnx")), "--format must be one of"),
+    (dict(form=tasks_export.ExportForm("tflite"),
+          export_kind="preprocessing"),
      "preprocessing is a float32 SavedModel only"),
-    (dict(export_format="tflite", precision="dynamic_int8",
+    (dict(form=tasks_export.ExportForm("tflite", "dynamic_int8"),
           representative_examples=10), "calibrates --precision=int8 only"),
-    (dict(export_format="tflite", precision="int8"),
+    (dict(form=tasks_export.ExportForm("tflite", "int8")),
      "int8 calibrates on the run's own data"),
 ])
 def test_refused(setup, tmp_path, request_fields, message):
@@ -238,7 +240,8 @@ def _config_file(tmp_path):
 
 def test_squad_windows_refused_with_the_reason(setup, tmp_path):
   with pytest.raises(ValueError, match="doc-stride windows.*--doc_stride=0"):
-    lib.export(str(tmp_path / "out"), task="squad", export_format="tflite",
+    lib.export(str(tmp_path / "out"), task="squad",
+               form=tasks_export.ExportForm("tflite"),
                settings=dict(spm_model_file=setup["spm"], max_seq_length=SEQ,
                              doc_stride=8),
                config_files=[_config_file(tmp_path)], random_init=True)

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from albert_tf.serving import lite
+from albert_tf.tasks import export as tasks_export
 from tests.testing import export_testlib as lib
 from tests.testing import pretrain_testutil as tu
 from tests.testing import tool_server
@@ -32,7 +33,8 @@ def export(tmp_path_factory):
   config_file = str(tmp / "albert_config.json")
   lib.tiny_config().to_json_file(config_file)
   return lib.export(
-      str(tmp / "export"), task="classification", export_format="tflite",
+      str(tmp / "export"), task="classification",
+      form=tasks_export.ExportForm("tflite"),
       config_files=[config_file], random_init=True,
       settings=dict(spm_model_file=spm, max_seq_length=24, num_labels=3,
                     num_text_fields=2, label_names=LABELS))

@@ -163,7 +163,7 @@ def _check_lite_exports(tmp, model_dir, test_rows, predicted):
   assert agreement >= 0.9, agreement
   bf16 = tasks_export.export(tasks_export.ExportRequest(
       export_dir=str(tmp / "bf16"), model_dir=model_dir,
-      precision="bfloat16"))
+      form=tasks_export.ExportForm(precision="bfloat16")))
   out = tf.saved_model.load(bf16).signatures["serving_default"](
       text_a=tf.constant([r[1] for r in test_rows]),
       text_b=tf.constant([r[2] for r in test_rows]))
