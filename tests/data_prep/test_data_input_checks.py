@@ -10,7 +10,6 @@ import gzip
 import json
 import os
 import shutil
-import sys
 
 import pytest
 
@@ -18,32 +17,13 @@ from data_prep import pretraining_config
 from data_prep import create_pretraining_data as cpd
 from data_prep import pretraining_instances as pi
 from data_prep import text_reader
-from tests.testing import tool_server
+from tests.testing.data_prep_tools import error_line, run_tool
 from tests.testing import beam_testlib
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ENV = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "2"}
 
 
 @pytest.fixture(scope="module")
 def spm_corpus(tmp_path_factory):
   return beam_testlib.small_corpus(tmp_path_factory, documents=4)
-
-
-def run_tool(module, *args):
-  # A fork of the tool server of the tool's family.
-  return tool_server.run([sys.executable, "-m", f"data_prep.{module}", *args],
-                         capture_output=True, text=True, env=ENV, cwd=ROOT,
-                         timeout=180)
-
-
-def error_line(proc):
-  """The tool's error: exactly one line, no traceback."""
-  assert proc.returncode == 1, proc.stderr
-  assert "Traceback" not in proc.stderr, proc.stderr
-  lines = [l for l in proc.stderr.splitlines() if ": error:" in l]
-  assert len(lines) == 1, proc.stderr
-  return lines[0]
 
 
 def cfg(model):

@@ -26,10 +26,8 @@ from albert_toolkit import tfrecord_io
 from data_prep import tokenization
 from data_prep import train_sentencepiece
 from tests.testing import tool_server
+from tests.testing.data_prep_tools import ROOT, error_line, run_tool, tool_env
 from tests.testing.botchan_testlib import BOTCHAN, botchan_spm
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ENV = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "2"}
 
 
 def small_cfg(model, seq=64, dupe=1):
@@ -54,22 +52,6 @@ def small_corpus(spm_corpus, tmp_path_factory):
   path.write_text("\n\n".join("\n".join(d.split("\n")[:60]) for d in docs)
                   + "\n", encoding="utf-8")
   return str(path)
-
-
-def run_tool(module, *args, timeout=120):
-  return tool_server.run([sys.executable, "-m", f"data_prep.{module}", *args],
-                         capture_output=True, text=True, env=ENV, cwd=ROOT,
-                         timeout=timeout)
-
-
-def error_line(proc):
-  """The tool's error: exactly one line, no traceback."""
-  assert proc.returncode != 0
-  assert "Traceback" not in proc.stderr, proc.stderr
-  lines = [l for l in proc.stderr.splitlines()
-           if ": error:" in l or "Flags parsing error" in l]
-  assert len(lines) == 1, proc.stderr
-  return lines[0]
 
 
 # ------------------------------------------------- outputs vs inputs ----
@@ -164,7 +146,7 @@ def test_sigkill_leaves_no_final_shard_or_summary(spm_corpus, tmp_path):
        f"--spm_model_file={model}", "--max_seq_length=64",
        "--dupe_factor=200", "--shuffle_buffer_size=0", "--docs_per_block=1",
        "--progress_interval=0"],
-      env=ENV, cwd=ROOT, stderr=subprocess.DEVNULL)
+      env=tool_env(), cwd=ROOT, stderr=subprocess.DEVNULL)
   temp = output_files.temp_path(f"{out}-00000-of-00002")
   deadline = time.time() + 60
   while time.time() < deadline and proc.poll() is None:
@@ -251,8 +233,8 @@ def test_every_bad_flag_is_a_one_line_error_naming_it(spm_corpus,
     procs.append(tool_server.start(
         [sys.executable, "-m", "data_prep.create_pretraining_data"] +
         [f"--{k}={v}" for k, v in args.items()],
-        env=ENV, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True))
+        env=tool_env(), cwd=ROOT, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True))
   for (name, value), proc in zip(BAD_FLAGS, procs):
     _, err = proc.communicate(timeout=120)
     proc.stderr = err

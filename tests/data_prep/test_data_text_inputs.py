@@ -6,7 +6,6 @@ import collections
 import io
 import os
 import random
-import sys
 
 import pytest
 
@@ -18,22 +17,13 @@ from data_prep import text_reader
 from albert_toolkit import tfrecord_io
 from data_prep import tokenization
 from data_prep import train_sentencepiece
-from tests.testing import tool_server
+from tests.testing.data_prep_tools import run_tool
 from tests.testing.botchan_testlib import botchan_spm
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ENV = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "2"}
 
 
 @pytest.fixture(scope="module")
 def spm_corpus(tmp_path_factory):
   return botchan_spm(tmp_path_factory)
-
-
-def run_tool(module, *args):
-  return tool_server.run([sys.executable, "-m", f"data_prep.{module}", *args],
-                         capture_output=True, text=True, env=ENV, cwd=ROOT,
-                         timeout=120)
 
 
 def test_train_sentencepiece_names_a_file_that_is_not_text(spm_corpus,
