@@ -224,7 +224,7 @@ class ExportRequest:
   truncation: Optional[str] = None
   max_first_segment_length: Optional[int] = None
   # What is written (a SavedModel or a .tflite, in which precision:
-  # serving/lite_export.py); the weights' source is added to it.
+  # serving/lite_export.py); the export adds the weights' source to a copy.
   form: ExportForm = dataclasses.field(default_factory=ExportForm)
   # How many examples of the run's data calibrate an int8 .tflite.
   representative_examples: Optional[int] = None
