@@ -1,10 +1,10 @@
 """Dynamic masking uses the data's masking settings and SentencePiece ids.
 
-Before: DynamicMasker got cls_id=2, sep_id=3, control ids 0-4, ngram=3 and
-masked_lm_prob from the experiment config whatever the data was made with.
-Here the data is made with a SentencePiece model whose [MASK]/[CLS]/[SEP]
-are 2/3/4 (not the release's 4/2/3), masked_lm_prob 0.2 and 4-grams, and
-the statistics of the static masks (data_prep) and the dynamic masks (input
+The special ids, n-gram length and masked_lm_prob must come from the data,
+not from defaults of the release's vocabulary or the experiment config. Here
+the data is made with a SentencePiece model whose [MASK]/[CLS]/[SEP] are
+2/3/4 (not the release's 4/2/3), masked_lm_prob 0.2 and 4-grams, and the
+statistics of the static masks (data_prep) and the dynamic masks (input
 pipeline) are compared on the same records.
 """
 

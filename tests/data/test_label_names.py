@@ -1,7 +1,7 @@
 """Class names given at export: renaming in the recorded order only.
 
-`--label_names=1,0` for a run trained on "0","1" used to be accepted and
-served every answer inverted; `same,same` and `,x` were accepted too."""
+`--label_names=1,0` for a run trained on "0","1" would serve every answer
+inverted, so it is refused, as are `same,same` and `,x`."""
 
 import pytest
 

@@ -1,10 +1,11 @@
 """Pretraining TFRecords checked before (and while) training.
 
-Before: the glob `train.tfrecord-*` matched the summary JSON (refused as a
-corrupt TFRecord); a moved data directory failed the summary check ("lists no
-instances"); a truncated or bit-flipped shard gave a 40-line DataLossError
-naming no file; an id >= vocab_size in a later record gave
-`indices[7,5] = 1500 is not in [0, 1000)` naming no file or record."""
+What can go wrong: a glob such as `train.tfrecord-*` also matches the summary
+JSON, which must be skipped, not read as a corrupt TFRecord; a moved data
+directory must still pass the summary check; a truncated or bit-flipped shard
+and an id >= vocab_size in a later record must be one-line errors naming the
+file and record (TensorFlow's own are a 40-line DataLossError and
+`indices[7,5] = 1500 is not in [0, 1000)`)."""
 
 import io
 import shutil

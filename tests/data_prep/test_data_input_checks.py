@@ -1,10 +1,10 @@
 """Data checked at the door (data_prep side): binary input is refused, a full
 disk is an error naming the output and leaves no temporary file.
 
-Before: a previous TFRecord matched by a text tool's glob was tokenized as
-text (thousands of garbage instances, exit 0); on a full disk the error named
-no path and the `.incomplete` files stayed (the cleanup's own close() failed
-first)."""
+A TFRecord matched by a text tool's glob would otherwise be tokenized as text
+(thousands of garbage instances, exit 0); on a full disk the cleanup's own
+close() fails too, and must not leave `.incomplete` files or hide the
+path."""
 
 import gzip
 import json

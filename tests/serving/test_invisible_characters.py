@@ -1,12 +1,11 @@
 """One rule for invisible characters in data prep and in serving.
 
-Before: the data tools' reader deleted every control/format character, so
-"word\\vword" became the one word "wordword" in the pretraining data while
-the served model (in-graph normalisation) saw "word word"; the same for \\f,
-the information separators, U+0085 and the zero-width space. The rule
-(data_prep/tokenization.py): whitespace and U+200B separate words, every
-other control or format character (soft hyphen, joiners, BOM, NUL) is
-dropped. The same strings go through both sides here.
+If the two sides differed, "word\\vword" could be the one word "wordword" in
+the pretraining data and "word word" for the served model (in-graph
+normalisation); the same for \\f, the information separators, U+0085 and the
+zero-width space. The rule (data_prep/tokenization.py): whitespace and U+200B
+separate words, every other control or format character (soft hyphen,
+joiners, BOM, NUL) is dropped. The same strings go through both sides here.
 """
 
 import collections
