@@ -23,7 +23,7 @@ from data_prep import beam_pretraining_data as bpd
 from data_prep import create_pretraining_data as cpd
 from albert_toolkit import output_files
 from albert_toolkit import tfrecord_io
-from tests.testing import tool_server
+from tests.testing.data_prep_tools import ROOT, error_line, run_tool, tool_env
 from tests.testing.beam_testlib import instance_flags
 from tests.testing.beam_testlib import read_records
 from tests.testing.beam_testlib import run_cfg
@@ -32,8 +32,6 @@ from tests.testing.beam_testlib import small_corpus
 # Ten seconds or more in all: handed out first (tests/conftest.py).
 pytestmark = pytest.mark.slow
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ENV = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "2"}
 IN_MEMORY = ["--runner=DirectRunner", "--direct_num_workers=1"]
 # The local tool's flag: beam_options makes it 2 SDK worker processes.
 TWO_PROCESSES = ["--runner=DirectRunner", "--num_workers=2"]
@@ -52,11 +50,10 @@ def local_and_beam(spm_corpus, tmp_path_factory):
   local = str(out / "local.tfrecord")
   cpd.run([corpus], [local], run_cfg(model), docs_per_block=2,
           progress_interval=0)
-  proc = tool_server.run(
-      [sys.executable, "-m", "data_prep.beam_pretraining_data",
-       f"--input_file={corpus}", f"--output_file={out}/beam.tfrecord@3",
-       "--docs_per_block=2"] + instance_flags(model) + TWO_PROCESSES,
-      capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=300)
+  proc = run_tool(
+      "beam_pretraining_data", f"--input_file={corpus}",
+      f"--output_file={out}/beam.tfrecord@3", "--docs_per_block=2",
+      *instance_flags(model), *TWO_PROCESSES, timeout=300)
   assert proc.returncode == 0, proc.stderr[-3000:]
   shards = tfrecord_io.expand_output_files(f"{out}/beam.tfrecord@3")
   return local, shards
@@ -218,16 +215,11 @@ def test_options_refuse_settings_a_run_would_not_use():
     ("--shuffle_buffer_size=10", "--shuffle_buffer_size")])
 def test_cli_bad_flag_is_one_line_error(spm_corpus, tmp_path, bad_flag, named):
   model, corpus = spm_corpus
-  proc = tool_server.run(
-      [sys.executable, "-m", "data_prep.beam_pretraining_data",
-       f"--input_file={corpus}", f"--output_file={tmp_path}/o.tfrecord",
-       f"--spm_model_file={model}", bad_flag] + IN_MEMORY,
-      capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=120)
-  assert proc.returncode == 1
-  errors = [l for l in proc.stderr.splitlines()
-            if "Flags parsing error" in l or ": error:" in l]
-  assert len(errors) == 1 and named in errors[0], proc.stderr
-  assert "Traceback" not in proc.stderr
+  proc = run_tool(
+      "beam_pretraining_data", f"--input_file={corpus}",
+      f"--output_file={tmp_path}/o.tfrecord", f"--spm_model_file={model}",
+      bad_flag, *IN_MEMORY, timeout=120)
+  assert named in error_line(proc), proc.stderr
   assert os.listdir(tmp_path) == []
 
 
@@ -256,7 +248,7 @@ def test_documented_commands_pass_the_option_checks():
   proc = subprocess.run(
       [sys.executable, "-c", _CHECK_DOCUMENTED_COMMANDS,
        os.path.join(ROOT, "docs", "data_prep.md")],
-      capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=120)
+      capture_output=True, text=True, env=tool_env(), cwd=ROOT, timeout=120)
   assert proc.returncode == 0, proc.stderr[-2000:]
   assert proc.stdout.split() == ["DirectRunner", "DaskRunner",
                                  "DataflowRunner", "FlinkRunner",
@@ -293,11 +285,10 @@ def test_a_second_run_onto_claimed_outputs_stops_first(spm_corpus, tmp_path):
         f"on host {socket.gethostname()}, lock file "
         f"{output_files.lock_path(out[1])}); wait for it or choose another "
         "output name (delete the lock file if that run is gone)")
-    proc = tool_server.run(
-        [sys.executable, "-m", "data_prep.beam_pretraining_data",
-         f"--input_file={corpus}", f"--output_file={tmp_path}/t.tfrecord@2"]
-        + instance_flags(model) + IN_MEMORY,
-        capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=300)
+    proc = run_tool(
+        "beam_pretraining_data", f"--input_file={corpus}",
+        f"--output_file={tmp_path}/t.tfrecord@2", *instance_flags(model),
+        *IN_MEMORY, timeout=300)
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines()[-1] == (
         f"beam_pretraining_data: error: {info.value}")

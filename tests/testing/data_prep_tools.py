@@ -7,8 +7,7 @@ import sys
 
 from tests.testing import tool_server
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
+ROOT = tool_server.ROOT
 
 
 def tool_env():
