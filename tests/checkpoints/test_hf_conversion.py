@@ -399,13 +399,10 @@ def test_a_pretraining_run_goes_out_as_albert_for_pretraining(
     tmp_path, tmp_path_factory):
   """A run of our pretraining task (2 steps) -> AlbertForPreTraining ->
   ours again: the run's weights, bit for bit, and its SentencePiece model."""
-  train_file, spm = pretrain_testutil.worker_pretraining_data(
-      tmp_path_factory)
-  run = tmp_path / "run"
-  pretrain_testutil.run_tiny(pretrain_testutil.tiny_experiment(train_file),
-                             run)
+  _, spm = pretrain_testutil.worker_pretraining_data(tmp_path_factory)
+  run = pretrain_testutil.worker_tiny_run(tmp_path_factory)
   back = str(tmp_path / "hf")
-  assert hf_export.export_hf(str(run), back)[1] == "AlbertForPreTraining"
+  assert hf_export.export_hf(run, back)[1] == "AlbertForPreTraining"
   with open(os.path.join(back, "spiece.model"), "rb") as f, open(spm,
                                                                 "rb") as g:
     assert f.read() == g.read()
@@ -414,7 +411,7 @@ def test_a_pretraining_run_goes_out_as_albert_for_pretraining(
   config = AlbertConfig.from_json_file(os.path.join(again,
                                                     "albert_config.json"))
   reference = AlbertPretrainer(config)
-  restore_lib.restore(reference, str(run))
+  restore_lib.restore(reference, run)
   converted = AlbertPretrainer(config)
   restore_lib.restore(converted, again)
   for a, b in zip(reference.variables, converted.variables):

@@ -45,11 +45,9 @@ config, run = tu.tiny_experiment, tu.run_tiny
 
 
 @pytest.fixture(scope="module")
-def run_dir(train_file, tmp_path_factory):
-  """A finished 2-step tiny pretraining run."""
-  model_dir = str(tmp_path_factory.mktemp("run") / "run")
-  run(config(train_file), model_dir)
-  return model_dir
+def run_dir(tmp_path_factory):
+  """A finished 2-step tiny pretraining run (read, or copied to change)."""
+  return tu.worker_tiny_run(tmp_path_factory)
 
 
 def test_resume_below_train_steps_is_an_error(run_dir, train_file, tmp_path):

@@ -234,10 +234,7 @@ def test_a_pretraining_run_exports_every_kind(tmp_path_factory):
   """encoder (the default), pretraining (+ mlm, sop) and serving (text in,
   the encoder's outputs) from a pretraining run, with its tokenizer."""
   tmp = tmp_path_factory.mktemp("pretraining_exports")
-  train_file, _ = pretrain_testutil.worker_pretraining_data(tmp_path_factory)
-  model_dir = str(tmp / "run")
-  pretrain_testutil.run_tiny(pretrain_testutil.tiny_experiment(train_file),
-                             model_dir)
+  model_dir = pretrain_testutil.worker_tiny_run(tmp_path_factory)
   paths = {kind: export_testlib.export(str(tmp / kind), model_dir=model_dir,
                                        export_kind=kind)
            for kind in ("pretraining", "serving")}

@@ -6,6 +6,7 @@ and tiny experiment configs that train in seconds on a CPU.
 """
 
 import os
+import shutil
 import sys
 
 from albert_tf.core import experiment_config
@@ -138,3 +139,17 @@ def run_tiny(config, model_dir, mode="train"):
   """train_lib.run_experiment of the pretraining task."""
   return train_lib.run_experiment(pretraining.PretrainingTask(config),
                                   config, str(model_dir), mode)
+
+
+def worker_tiny_run(tmp_path_factory):
+  """A finished `tiny_experiment` run on `worker_pretraining_data`, made once
+  per worker in `worker_data_dir` (written under a temporary name, then
+  renamed). Tests read it, or change a copy of it."""
+  model_dir = worker_data_dir(tmp_path_factory) / "tiny_run"
+  if not model_dir.exists():
+    train_file, _ = worker_pretraining_data(tmp_path_factory)
+    partial = model_dir.with_name("tiny_run.partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    run_tiny(tiny_experiment(train_file), partial)
+    os.rename(partial, model_dir)
+  return str(model_dir)
