@@ -304,7 +304,7 @@ def main():
           settings={"max_seq_length": 128, "dupe_factor": 5,
                     "max_predictions_per_seq": 20,
                     "10x": "40 copies of botchan"},
-          cpu=cpu, machine=run_all.machine(),
+          cpu=cpu, machine=bench_common.machine(),
           load_average_at_start=load_before,
           load_average_at_end=os.getloadavg(),
           timestamp=time.strftime("%Y-%m-%d %H:%M:%S"))

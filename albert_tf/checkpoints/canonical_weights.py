@@ -12,7 +12,7 @@ translated checkpoint into a model's parts (`model_parts`) in one call.
 
 import collections
 import dataclasses
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Dict, List, Mapping, Optional
 
 from absl import logging
 import numpy as np

@@ -9,7 +9,6 @@ what is in it, so `--output_dir=~/work` cannot empty a user's `data/` or
 `logs/`.
 """
 
-import json
 import os
 import shutil
 import time

@@ -5,7 +5,6 @@ the converted weights compared with an independent NumPy forward pass of the
 original equations (both in `tests/testing/tf1_reference.py`).
 """
 
-import json
 import os
 
 import numpy as np
@@ -13,7 +12,6 @@ import pytest
 import tensorflow as tf
 
 from albert_tf.checkpoints import canonical_weights as cw
-from albert_tf.checkpoints import object_layout
 from albert_tf.checkpoints import conversion as cc
 from albert_tf.checkpoints import restore as restore_lib
 from albert_tf.modeling.albert_config import AlbertConfig
