@@ -31,7 +31,7 @@ def start(module, *args, cwd=tu.ROOT):
   popen = (tool_server.start if module.startswith(("albert_tf.", "data_prep."))
            else subprocess.Popen)
   return popen([sys.executable, "-m", module, *args], cwd=cwd,
-               env=tu.subprocess_env(), stdout=subprocess.PIPE,
+               env=tool_server.tool_env(), stdout=subprocess.PIPE,
                stderr=subprocess.PIPE, text=True)
 
 

@@ -43,7 +43,7 @@ def both(args, **kwargs):
 
 @pytest.mark.parametrize("code", ["0", "3", "raise", "a message"])
 def test_a_fork_prints_and_exits_like_a_process(tmp_path, code):
-  env = tu.subprocess_env(PROBE="x")
+  env = tool_server.tool_env(PROBE="x")
   assert tool_server.forkable([sys.executable, "-c", PROBE], env)
   forked, real = both([sys.executable, "-c", PROBE, code], cwd=str(tmp_path),
                       env=env, capture_output=True, text=True, input="in",
@@ -61,7 +61,7 @@ def test_a_fork_prints_and_exits_like_a_process(tmp_path, code):
 def test_a_script_and_a_module_see_what_python_gives_them(tmp_path):
   script = tmp_path / "probe.py"
   script.write_text(PROBE)
-  env = tu.subprocess_env(PROBE="y", PYTHONPATH=f"{tu.ROOT}")
+  env = tool_server.tool_env(PROBE="y", PYTHONPATH=f"{tu.ROOT}")
   forked, real = both([sys.executable, str(script), "0"], cwd=tu.ROOT,
                       env=env, capture_output=True, text=True, timeout=120)
   assert forked.stdout == real.stdout and forked.returncode == 0
@@ -76,7 +76,7 @@ def test_a_script_and_a_module_see_what_python_gives_them(tmp_path):
 
 
 def test_signals_reach_the_fork():
-  env = tu.subprocess_env()
+  env = tool_server.tool_env()
   sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
   proc = tool_server.start(sleeper, env=env, stdout=subprocess.PIPE)
   assert isinstance(proc, tool_server.ForkedTool)
@@ -93,7 +93,7 @@ def test_signals_reach_the_fork():
 
 
 def test_each_import_environment_gets_a_server_of_its_own(monkeypatch):
-  env = tu.subprocess_env()
+  env = tool_server.tool_env()
   probe = [sys.executable, "-c", "pass"]
   assert tool_server.run(probe, env=env).returncode == 0
   server = tool_server.server_for(env)
@@ -123,7 +123,7 @@ def test_a_data_prep_tool_is_forked_from_its_own_familys_server(tmp_path):
       [python, "-m", "albert_tf.run_pretraining"],
       [python, "-c", "import data_prep"])] == [
           "data_prep", "data_prep", "tensorflow", "tensorflow", "tensorflow"]
-  env = tu.subprocess_env()
+  env = tool_server.tool_env()
   # Every flag of the tool and no other (TensorFlow's are not defined in
   # this family's server), as in a fresh process.
   forked, real = both([python, "-m", "data_prep.prepare_corpus",
@@ -177,7 +177,7 @@ def test_a_console_script_of_this_python_runs_as_python_script(tmp_path):
   assert tool_server.as_python_run([str(ours), "a"]) == [
       sys.executable, str(ours), "a"]
   assert tool_server.as_python_run([str(other), "a"]) == [str(other), "a"]
-  forked, real = both([str(ours), "a"], env=tu.subprocess_env(),
+  forked, real = both([str(ours), "a"], env=tool_server.tool_env(),
                       capture_output=True, text=True, timeout=120)
   assert real.stdout == "['a'] True False\n"
   assert forked.stdout == "['a'] True True\n"
@@ -202,7 +202,7 @@ print(inner.returncode, inner.stdout.strip(),
 
 
 def test_a_tool_running_tools_has_them_forked_from_the_same_server():
-  env = tu.subprocess_env(PYTHONPATH=tu.ROOT)
+  env = tool_server.tool_env(PYTHONPATH=tu.ROOT)
   outer = tool_server.run([sys.executable, "-c", NESTED], env=env,
                           capture_output=True, text=True, timeout=120)
   assert outer.returncode == 0, outer.stderr
@@ -216,7 +216,7 @@ def test_a_tool_running_tools_has_them_forked_from_the_same_server():
 
 
 def test_runs_a_fork_could_get_wrong_go_to_a_subprocess():
-  env = tu.subprocess_env()
+  env = tool_server.tool_env()
   assert tool_server.forkable([sys.executable, "-m", "albert_tf.x"], env)
   # The data_prep family's server imported our modules from the
   # repository: a process that cannot must not get them from a fork.

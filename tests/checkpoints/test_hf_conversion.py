@@ -387,7 +387,7 @@ def test_cli_error_is_one_line(tmp_path, spm_file, vocab_size):
       [sys.executable, "-m", "albert_tf.convert_checkpoint", "--from=hf",
        "--to=albert_tf", f"--input_checkpoint={hf_dir}",
        f"--output_dir={tmp_path / 'out'}"], cwd=pretrain_testutil.ROOT,
-      env=pretrain_testutil.subprocess_env(), capture_output=True, text=True)
+      env=tool_server.tool_env(), capture_output=True, text=True)
   assert proc.returncode != 0
   lines = proc.stderr.strip().splitlines()
   assert "model_type='bert'" in lines[-1], proc.stderr

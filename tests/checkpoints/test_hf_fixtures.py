@@ -30,7 +30,6 @@ from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
 from albert_tf.tasks import all_tasks  # noqa: F401 (registers the tasks)
 from albert_tf.tasks import hf_models
 from albert_tf.tasks import registry
-from tests.testing import pretrain_testutil
 from tests.testing import tool_server
 
 HF = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -61,7 +60,7 @@ def _convert(name, tmp_path, command=False):
       [sys.executable, "-m", "albert_tf.convert_checkpoint", "--from=hf",
        "--to=albert_tf", f"--input_checkpoint={os.path.join(HF, name)}",
        f"--output_dir={out}"], capture_output=True, text=True,
-      env=pretrain_testutil.subprocess_env())
+      env=tool_server.tool_env())
   assert result.returncode == 0, result.stderr[-2000:]
   return out
 

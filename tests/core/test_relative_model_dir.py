@@ -17,7 +17,7 @@ from tests.testing import tool_server
 
 def _cli(module, cwd, *args):
   proc = tool_server.run([sys.executable, "-m", module, *args], cwd=cwd,
-                         env=tu.subprocess_env(), capture_output=True,
+                         env=tool_server.tool_env(), capture_output=True,
                          text=True, timeout=600)
   assert proc.returncode == 0, proc.stderr[-3000:]
   return proc

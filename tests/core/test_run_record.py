@@ -145,7 +145,7 @@ def test_other_task_in_same_dir_is_refused(run_dir):
 
 def tool(*args):
   return tool_server.run([sys.executable, "-m"] + list(args), cwd=tu.ROOT,
-                         env=tu.subprocess_env(), capture_output=True,
+                         env=tool_server.tool_env(), capture_output=True,
                          text=True, timeout=300)
 
 

@@ -23,7 +23,8 @@ from data_prep import beam_pretraining_data as bpd
 from data_prep import create_pretraining_data as cpd
 from albert_toolkit import output_files
 from albert_toolkit import tfrecord_io
-from tests.testing.data_prep_tools import ROOT, error_line, run_tool, tool_env
+from tests.testing import tool_server
+from tests.testing.data_prep_tools import ROOT, error_line, run_tool
 from tests.testing.beam_testlib import instance_flags
 from tests.testing.beam_testlib import read_records
 from tests.testing.beam_testlib import run_cfg
@@ -248,7 +249,7 @@ def test_documented_commands_pass_the_option_checks():
   proc = subprocess.run(
       [sys.executable, "-c", _CHECK_DOCUMENTED_COMMANDS,
        os.path.join(ROOT, "docs", "data_prep.md")],
-      capture_output=True, text=True, env=tool_env(), cwd=ROOT, timeout=120)
+      capture_output=True, text=True, env=tool_server.tool_env(), cwd=ROOT, timeout=120)
   assert proc.returncode == 0, proc.stderr[-2000:]
   assert proc.stdout.split() == ["DirectRunner", "DaskRunner",
                                  "DataflowRunner", "FlinkRunner",

@@ -21,7 +21,7 @@ from data_prep import create_pretraining_data as cpd
 from albert_toolkit import tfrecord_io
 from tests.testing import dask_testlib
 from tests.testing import tool_server
-from tests.testing.data_prep_tools import ROOT, tool_env
+from tests.testing.data_prep_tools import ROOT
 from tests.testing.beam_testlib import instance_flags
 from tests.testing.beam_testlib import read_records
 from tests.testing.beam_testlib import run_cfg
@@ -31,7 +31,7 @@ pytestmark = pytest.mark.slow  # a cluster, 3 command-line runs: 20-55 s
 
 # The tools' environment as the file starts: Dask's nannies later copy their
 # workers' variables into os.environ (undone when the file ends).
-ENV = tool_env()
+ENV = tool_server.tool_env()
 SHARDS = 3
 # One document a block: 6 blocks, dealt into 4 Dask partitions.
 BLOCKS = ["--docs_per_block=1"]

@@ -26,7 +26,7 @@ from albert_toolkit import tfrecord_io
 from data_prep import tokenization
 from data_prep import train_sentencepiece
 from tests.testing import tool_server
-from tests.testing.data_prep_tools import ROOT, error_line, run_tool, tool_env
+from tests.testing.data_prep_tools import ROOT, error_line, run_tool
 from tests.testing.botchan_testlib import BOTCHAN, botchan_spm
 
 
@@ -146,7 +146,7 @@ def test_sigkill_leaves_no_final_shard_or_summary(spm_corpus, tmp_path):
        f"--spm_model_file={model}", "--max_seq_length=64",
        "--dupe_factor=200", "--shuffle_buffer_size=0", "--docs_per_block=1",
        "--progress_interval=0"],
-      env=tool_env(), cwd=ROOT, stderr=subprocess.DEVNULL)
+      env=tool_server.tool_env(), cwd=ROOT, stderr=subprocess.DEVNULL)
   temp = output_files.temp_path(f"{out}-00000-of-00002")
   deadline = time.time() + 60
   while time.time() < deadline and proc.poll() is None:
@@ -233,7 +233,7 @@ def test_every_bad_flag_is_a_one_line_error_naming_it(spm_corpus,
     procs.append(tool_server.start(
         [sys.executable, "-m", "data_prep.create_pretraining_data"] +
         [f"--{k}={v}" for k, v in args.items()],
-        env=tool_env(), cwd=ROOT, stdout=subprocess.PIPE,
+        env=tool_server.tool_env(), cwd=ROOT, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True))
   for (name, value), proc in zip(BAD_FLAGS, procs):
     _, err = proc.communicate(timeout=120)

@@ -190,7 +190,7 @@ def test_num_threads_is_range_checked(export):
 
 def _predict(*flags):
   proc = tool_server.run([sys.executable, "-m", "albert_tf.predict_lite",
-                          *flags], env=tu.subprocess_env(), cwd=tu.ROOT,
+                          *flags], env=tool_server.tool_env(), cwd=tu.ROOT,
                          capture_output=True, text=True, timeout=300)
   errors = [l for l in proc.stderr.splitlines() if l.startswith("ERROR")]
   return proc, errors

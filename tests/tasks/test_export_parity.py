@@ -211,7 +211,7 @@ def test_max_windows_is_settable_for_both_squad_heads(run):
   proc = tool_server.run(
       [sys.executable] + args + [f"--export_dir={export_dir}",
                                  "--max_windows=2"],
-      cwd=pretrain_testutil.ROOT, env=pretrain_testutil.subprocess_env(),
+      cwd=pretrain_testutil.ROOT, env=tool_server.tool_env(),
       capture_output=True, text=True, timeout=600)
   assert proc.returncode == 0, proc.stderr[-3000:]
   serve = tf.saved_model.load(os.path.join(export_dir, "1")).signatures[

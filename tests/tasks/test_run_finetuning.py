@@ -14,7 +14,7 @@ from tests.testing import tool_server
 
 def run_tool(*args, module="albert_tf.run_finetuning"):
   return tool_server.run([sys.executable, "-m", module, *args], cwd=tu.ROOT,
-                         env=tu.subprocess_env(), capture_output=True,
+                         env=tool_server.tool_env(), capture_output=True,
                          text=True, timeout=600)
 
 

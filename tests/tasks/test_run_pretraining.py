@@ -30,7 +30,7 @@ def cli(model_dir, overrides, *extra, env=None):
   # The started tool holds its own copy of the log's descriptor.
   with open(model_dir + ".log", "a") as log:
     return tool_server.start(args, cwd=tu.ROOT,
-                             env=env or tu.subprocess_env(), stdout=log,
+                             env=env or tool_server.tool_env(), stdout=log,
                              stderr=subprocess.STDOUT)
 
 
@@ -157,7 +157,7 @@ def test_mirrored_two_cpus_and_accumulation_match_one_device(train_file,
   and 2 CPUs x 2 accumulation micro-batches give the same loss curve."""
   proc = tool_server.run(
       [sys.executable, "-c", _EQUIVALENCE_SCRIPT, train_file, str(tmp_path),
-       tu.TINY_RECIPE], cwd=tu.ROOT, env=tu.subprocess_env(),
+       tu.TINY_RECIPE], cwd=tu.ROOT, env=tool_server.tool_env(),
       capture_output=True, text=True, timeout=300)
   assert proc.returncode == 0, proc.stderr[-3000:]
   line = [l for l in proc.stdout.splitlines() if l.startswith("CURVES ")][0]
@@ -193,7 +193,7 @@ def test_multi_worker_mirrored_two_workers_agree(train_file, tmp_path):
       "trainer.checkpoint_interval": 6, "trainer.save_data_position": False})
   procs = []
   for i in range(2):
-    env = tu.subprocess_env(TF_CONFIG=json.dumps(
+    env = tool_server.tool_env(TF_CONFIG=json.dumps(
         {"cluster": cluster, "task": {"type": "worker", "index": i}}))
     args = [sys.executable, "-m", "albert_tf.run_pretraining",
             f"--config_file={tu.TINY_RECIPE}",

@@ -2,7 +2,6 @@
 a fork of the tool server of their family (tests/testing/tool_server.py),
 and the one-line error they end with."""
 
-import os
 import sys
 
 from tests.testing import tool_server
@@ -10,16 +9,11 @@ from tests.testing import tool_server
 ROOT = tool_server.ROOT
 
 
-def tool_env():
-  """This process's environment with the repository on the path."""
-  return {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "2"}
-
-
 def run_tool(module, *args, timeout=180):
   """`python -m data_prep.<module> args...` from the repository: the
   finished process, its output as text."""
   return tool_server.run([sys.executable, "-m", f"data_prep.{module}", *args],
-                         capture_output=True, text=True, env=tool_env(),
+                         capture_output=True, text=True, env=tool_server.tool_env(),
                          cwd=ROOT, timeout=timeout)
 
 

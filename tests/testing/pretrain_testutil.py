@@ -24,17 +24,9 @@ SEQ, PRED, VOCAB = 64, 10, 1000
 TINY_LAYERS = 1
 
 
-def subprocess_env(**extra):
-  env = dict(os.environ)
-  env.update(PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2",
-             CUDA_VISIBLE_DEVICES="", PYTHONUNBUFFERED="1")
-  env.update(extra)
-  return env
-
-
 def _run(args):
   proc = tool_server.run([sys.executable] + args, cwd=ROOT,
-                         env=subprocess_env(), capture_output=True, text=True,
+                         env=tool_server.tool_env(), capture_output=True, text=True,
                          timeout=300)
   if proc.returncode:
     raise RuntimeError(f"{args[0]} failed:\n{proc.stdout}\n{proc.stderr}")

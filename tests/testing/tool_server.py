@@ -102,6 +102,14 @@ def _server_key(env, family_name):
   return family_name, frozenset(_import_env(env).items())
 
 
+def tool_env(**extra):
+  """This process's environment for a tool of the repository: the
+  repository on PYTHONPATH (as `make test` sets it), TensorFlow's C++ logs
+  quiet, no GPU, unbuffered output; then `extra`."""
+  return {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "2",
+          "CUDA_VISIBLE_DEVICES": "", "PYTHONUNBUFFERED": "1", **extra}
+
+
 def _repository_on_path(env):
   return ROOT in env.get("PYTHONPATH", "").split(os.pathsep)
 
