@@ -7,9 +7,11 @@ python does, and runs that a fork could get wrong go to a real
 subprocess."""
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -236,3 +238,19 @@ def test_runs_a_fork_could_get_wrong_go_to_a_subprocess():
                                     env)
   finally:
     del os.environ["TOOL_SERVER"]
+
+
+def test_a_socket_goes_to_tmp_when_the_temporary_directory_is_too_deep():
+  """`bazel test`'s TMPDIR is deeper than an AF_UNIX path may be."""
+  base = tempfile.mkdtemp(dir="/tmp")
+  try:
+    short = tool_server._socket_dir(base)  # pylint: disable=protected-access
+    assert os.path.dirname(short) == base
+    deep = os.path.join(base, "d" * 100)
+    os.mkdir(deep)
+    moved = tool_server._socket_dir(deep)  # pylint: disable=protected-access
+    assert os.path.dirname(moved) == "/tmp"
+    assert len(os.path.join(moved, "socket")) <= tool_server.SOCKET_PATH_MAX
+    os.rmdir(moved)
+  finally:
+    shutil.rmtree(base)

@@ -166,12 +166,27 @@ def as_python_run(args):
 # --- Client ---------------------------------------------------------------------
 
 
+# The longest path an AF_UNIX socket binds to on Linux (sun_path less its
+# NUL); `bazel test`'s temporary directory, deep in its sandbox, is longer.
+SOCKET_PATH_MAX = 107
+
+
+def _socket_dir(base=None):
+  """A new directory for a server's socket, in `base` (tempfile's
+  directory), or in /tmp when that would make the socket's path too long."""
+  base = base or tempfile.gettempdir()
+  if len(os.fsencode(os.path.join(base, "tool_server_12345678",
+                                  "socket"))) > SOCKET_PATH_MAX:
+    base = "/tmp"
+  return tempfile.mkdtemp(prefix="tool_server_", dir=base)
+
+
 class _Server:
   """A server of `family_name` started in `env` (what its imports saw),
   stopped at exit."""
 
   def __init__(self, env, family_name):
-    self.dir = tempfile.mkdtemp(prefix="tool_server_")
+    self.dir = _socket_dir()
     self.socket_path = os.path.join(self.dir, "socket")
     self.import_env = _import_env(env)
     self.proc = subprocess.Popen(
