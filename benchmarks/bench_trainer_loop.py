@@ -51,7 +51,7 @@ from albert_tf.modeling import losses  # pylint: disable=g-import-not-at-top
 from albert_tf.optimization import optimizer_factory  # pylint: disable=g-import-not-at-top
 from albert_tf.tasks import pretraining as pretraining_task  # pylint: disable=g-import-not-at-top
 
-RECIPES = os.path.join(ROOT, "official_configs", "pretraining")
+RECIPES = os.path.join(ROOT, "albert_tf", "configs", "pretraining")
 # name -> recipe, overrides, (seq, predictions, vocab), steps_per_loop,
 #         Alternation arguments
 SETTINGS = {

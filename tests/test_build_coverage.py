@@ -204,6 +204,46 @@ def test_every_test_file_has_its_own_py_test():
       f"tests/BUILD: {missing}")
 
 
+def imported_test_files(source):
+  """Repo paths of the test files (tests/**/test_*.py) `source` imports."""
+  found = set()
+  for node in ast.walk(ast.parse(source)):
+    if isinstance(node, ast.ImportFrom) and node.module:
+      names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+    elif isinstance(node, ast.Import):
+      names = [a.name for a in node.names]
+    else:
+      continue
+    found |= {name.replace(".", "/") + ".py" for name in names
+              if name.split(".")[0] == "tests" and
+              name.rsplit(".", 1)[-1].startswith("test_")}
+  return found
+
+
+def test_a_test_file_imported_by_another_is_in_its_srcs():
+  """`bazel test` gives a test the files of its srcs and deps only: a test
+  module it takes cases or helpers from must be among its srcs."""
+  root = repo_root()
+  missing = []
+  for _, rule, paths, _ in build_rules(root, build_files(root)):
+    if rule == "pytest_test" and paths:
+      with open(os.path.join(root, paths[0]), encoding="utf-8") as f:
+        imported = imported_test_files(f.read())
+      missing += [f"{paths[0]} imports {p}" for p in sorted(imported)
+                  if p not in paths]
+  assert not missing, missing
+
+
+def test_imported_test_files_are_found():
+  source = ("from tests.tasks import test_run_finetuning as generic\n"
+            "from tests.serving.test_export_text import TRICKY\n"
+            "import tests.modeling.test_model\n"
+            "from tests.testing import export_testlib\n")
+  assert imported_test_files(source) == {
+      "tests/tasks/test_run_finetuning.py", "tests/serving/test_export_text.py",
+      "tests/modeling/test_model.py"}
+
+
 def test_the_files_were_found():
   # Guards the test above against passing vacuously (e.g. an empty walk).
   root = repo_root()

@@ -256,7 +256,8 @@ def test_submission_files(tmp_path):
 
 
 def test_official_recipes_load():
-  """official_configs/finetuning/*.yaml load over a model file and carry the
+  """The fine-tuning recipes (official_configs/finetuning/*.yaml, a link to
+  the package's albert_tf/configs) load over a model file and carry the
   original's per-task hyperparameters."""
   from albert_tf.core import experiment_config  # pylint: disable=g-import-not-at-top
   from albert_tf.tasks import multiple_choice  # pylint: disable=g-import-not-at-top
@@ -267,8 +268,8 @@ def test_official_recipes_load():
                     "squad": question_answering.SquadExperimentConfig,
                     "race": multiple_choice.RaceExperimentConfig,
                     "conll2003": tagging.TaggingExperimentConfig}
-  root = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                      "official_configs")
+  root = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+      os.path.abspath(__file__)))), "albert_tf", "configs")
   names = sorted(os.listdir(os.path.join(root, "finetuning")))
   assert len(names) == 14
   loaded = {}

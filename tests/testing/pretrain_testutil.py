@@ -16,7 +16,9 @@ from tests.testing import tool_server
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BOTCHAN = os.path.join(ROOT, "tests", "testdata", "botchan.txt")
-TINY_RECIPE = os.path.join(ROOT, "official_configs", "pretraining",
+# The package's own file (official_configs/ links to albert_tf/configs/;
+# bazel test's runfiles hold no link).
+TINY_RECIPE = os.path.join(ROOT, "albert_tf", "configs", "pretraining",
                            "albert_tiny_cpu.yaml")
 SEQ, PRED, VOCAB = 64, 10, 1000
 # The tests' runs of the tiny recipe (2 layers) have one layer unless a test
