@@ -64,4 +64,3 @@ def test_the_check_finds_an_undefined_name():
   assert undefined_names(source, "bench.py") == [
       "bench.py:4: undefined name 'run_all'"]
   assert undefined_names("import run_all\nrun_all.machine()\n") == []
-

@@ -249,7 +249,8 @@ def test_documented_commands_pass_the_option_checks():
   proc = subprocess.run(
       [sys.executable, "-c", _CHECK_DOCUMENTED_COMMANDS,
        os.path.join(ROOT, "docs", "data_prep.md")],
-      capture_output=True, text=True, env=tool_server.tool_env(), cwd=ROOT, timeout=120)
+      capture_output=True, text=True, env=tool_server.tool_env(), cwd=ROOT,
+      timeout=120)
   assert proc.returncode == 0, proc.stderr[-2000:]
   assert proc.stdout.split() == ["DirectRunner", "DaskRunner",
                                  "DataflowRunner", "FlinkRunner",

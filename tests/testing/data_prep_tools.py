@@ -13,8 +13,8 @@ def run_tool(module, *args, timeout=180):
   """`python -m data_prep.<module> args...` from the repository: the
   finished process, its output as text."""
   return tool_server.run([sys.executable, "-m", f"data_prep.{module}", *args],
-                         capture_output=True, text=True, env=tool_server.tool_env(),
-                         cwd=ROOT, timeout=timeout)
+                         capture_output=True, text=True,
+                         env=tool_server.tool_env(), cwd=ROOT, timeout=timeout)
 
 
 def error_line(proc):

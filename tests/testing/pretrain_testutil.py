@@ -1,8 +1,9 @@
 """Shared fixtures for the trainer / run_pretraining tests (not a test file).
 
-Builds real pretraining TFRecords once per pytest session with the data
+Builds real pretraining TFRecords once per pytest worker with the data
 tools' CLIs (train_sentencepiece + create_pretraining_data) on botchan.txt,
-and tiny experiment configs that train in seconds on a CPU.
+tiny experiment configs that train in seconds on a CPU, and one finished
+tiny run per worker for the tests that only read a run.
 """
 
 import os
@@ -28,8 +29,8 @@ TINY_LAYERS = 1
 
 def _run(args):
   proc = tool_server.run([sys.executable] + args, cwd=ROOT,
-                         env=tool_server.tool_env(), capture_output=True, text=True,
-                         timeout=300)
+                         env=tool_server.tool_env(), capture_output=True,
+                         text=True, timeout=300)
   if proc.returncode:
     raise RuntimeError(f"{args[0]} failed:\n{proc.stdout}\n{proc.stderr}")
   return proc
