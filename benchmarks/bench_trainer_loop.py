@@ -47,11 +47,12 @@ from albert_tf.core import base_trainer  # pylint: disable=g-import-not-at-top
 from albert_tf.core import experiment_config  # pylint: disable=g-import-not-at-top
 from albert_tf.core import train_lib  # pylint: disable=g-import-not-at-top
 from albert_tf.core import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
+from albert_tf.modeling import albert_config  # pylint: disable=g-import-not-at-top
 from albert_tf.modeling import losses  # pylint: disable=g-import-not-at-top
 from albert_tf.optimization import optimizer_factory  # pylint: disable=g-import-not-at-top
 from albert_tf.tasks import pretraining as pretraining_task  # pylint: disable=g-import-not-at-top
 
-RECIPES = os.path.join(ROOT, "albert_tf", "configs", "pretraining")
+RECIPES = os.path.join(albert_config.CONFIG_DIR, "pretraining")
 # name -> recipe, overrides, (seq, predictions, vocab), steps_per_loop,
 #         Alternation arguments
 SETTINGS = {

@@ -180,7 +180,7 @@ def test_bad_inputs_fail_before_training(data, tmp_path):
                                          ("xlarge", 2048), ("xxlarge", 4096)])
 def test_paper_recipes(size, hidden):
   for version in ("v1", "v2"):
-    path = os.path.join(tu.ROOT, "albert_tf", "configs", "pretraining",
+    path = os.path.join(albert_config.CONFIG_DIR, "pretraining",
                         f"albert_{size}_{version}.yaml")
     c = experiment_config.load_experiment_config(
         pretraining.PretrainingExperimentConfig, [path])
@@ -195,7 +195,7 @@ def test_paper_recipes(size, hidden):
 
 
 def test_config_files_overrides_and_errors(tmp_path):
-  model_file = os.path.join(tu.ROOT, "albert_tf", "configs", "models",
+  model_file = os.path.join(albert_config.CONFIG_DIR, "models",
                             "albert_tiny.yaml")
   c = build_config(
       [tu.TINY_RECIPE, model_file],

@@ -260,6 +260,7 @@ def test_official_recipes_load():
   the package's albert_tf/configs) load over a model file and carry the
   original's per-task hyperparameters."""
   from albert_tf.core import experiment_config  # pylint: disable=g-import-not-at-top
+  from albert_tf.modeling import albert_config  # pylint: disable=g-import-not-at-top
   from albert_tf.tasks import multiple_choice  # pylint: disable=g-import-not-at-top
   from albert_tf.tasks import question_answering  # pylint: disable=g-import-not-at-top
   from albert_tf.tasks import sentence_prediction  # pylint: disable=g-import-not-at-top
@@ -268,8 +269,7 @@ def test_official_recipes_load():
                     "squad": question_answering.SquadExperimentConfig,
                     "race": multiple_choice.RaceExperimentConfig,
                     "conll2003": tagging.TaggingExperimentConfig}
-  root = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-      os.path.abspath(__file__)))), "albert_tf", "configs")
+  root = albert_config.CONFIG_DIR
   names = sorted(os.listdir(os.path.join(root, "finetuning")))
   assert len(names) == 14
   loaded = {}

@@ -12,14 +12,14 @@ import sys
 
 from albert_tf.core import experiment_config
 from albert_tf.core import train_lib
+from albert_tf.modeling import albert_config
 from albert_tf.tasks import pretraining
 from tests.testing import tool_server
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BOTCHAN = os.path.join(ROOT, "tests", "testdata", "botchan.txt")
-# The package's own file (official_configs/ links to albert_tf/configs/;
-# bazel test's runfiles hold no link).
-TINY_RECIPE = os.path.join(ROOT, "albert_tf", "configs", "pretraining",
+# The package's own file (bazel test's runfiles hold no official_configs link).
+TINY_RECIPE = os.path.join(albert_config.CONFIG_DIR, "pretraining",
                            "albert_tiny_cpu.yaml")
 SEQ, PRED, VOCAB = 64, 10, 1000
 # The tests' runs of the tiny recipe (2 layers) have one layer unless a test
