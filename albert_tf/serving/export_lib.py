@@ -193,7 +193,8 @@ def export_preprocessing(spm_model_file, export_dir, seq_length=128,
 
   Signatures: `serving_default` (`text` -> inputs), `text_pair` (`text_a`,
   `text_b` -> inputs), `tokenize` (`text` -> `token_ids` [batch, max_len]
-  zero-padded, `num_tokens` [batch]).
+  zero-padded, `num_tokens` [batch]). The loaded object is also the TF-Hub
+  preprocessing API (`preprocessing.HubPreprocessor`).
   """
   if config is not None:
     config = albert_config.as_albert_config(config)
@@ -205,10 +206,11 @@ def export_preprocessing(spm_model_file, export_dir, seq_length=128,
       wordpiece.check_vocab(vocab_file, config.vocab_size)
     else:
       preprocessing.check_spm_model(spm_model_file, config.vocab_size)
-  module = preprocessing.make_preprocessor(
+  preprocessor = preprocessing.make_preprocessor(
       spm_model_file, vocab_file, do_lower_case=do_lower_case,
       seq_length=seq_length, truncation=truncation,
       max_first_segment_length=max_first_segment_length)
+  module = preprocessing.HubPreprocessor(preprocessor)
   module.do_lower_case_var = tf.Variable(do_lower_case, trainable=False,
                                          name="do_lower_case")
 
@@ -219,17 +221,18 @@ def export_preprocessing(spm_model_file, export_dir, seq_length=128,
             for name, t in texts.items()]
 
   def text_pair(texts):
-    return module.preprocess(list(serving_modules.same_batch(
+    return preprocessor.preprocess(list(serving_modules.same_batch(
         *checked(texts), "text_a", "text_b")))
 
   def tokenize(texts):
-    ids = module.tokenize_ids(checked(texts)[0])
+    ids = preprocessor.tokenize_ids(checked(texts)[0])
     return {"token_ids": ids.to_tensor(0),
             "num_tokens": tf.cast(ids.row_lengths(), tf.int32)}
 
   named = serving_modules.named_signature
   signatures = {
-      "serving_default": named(lambda t: module.preprocess(checked(t)), text),
+      "serving_default": named(lambda t: preprocessor.preprocess(checked(t)),
+                               text),
       "text_pair": named(text_pair, dict.fromkeys(("text_a", "text_b"),
                                                   preprocessing.STRINGS)),
       "tokenize": named(tokenize, text)}

@@ -1,6 +1,9 @@
 """Text-in exports: preprocessing ids == data_prep ids, serving signatures
 (classifier, SQuAD, multiple choice) == in-memory models, bad inputs."""
 
+import hashlib
+import os
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -129,6 +132,7 @@ def test_in_graph_lowercase_matches_python_str_lower():
 def test_preprocessing_export_matches_data_prep(setup):
   invalid_utf8 = b"abc \xff\xfe def \xe2\x82 x"
   result = lib.run_isolated(f"""
+import hashlib
 import tensorflow_text
 texts = {TRICKY!r}
 obj = tf.saved_model.load({setup["dirs"]["prep"]!r})
@@ -142,6 +146,8 @@ single = obj.signatures["serving_default"](text=tf.constant(texts))
 pair = obj.signatures["text_pair"](text_a=tf.constant(texts),
                                    text_b=tf.constant(texts[::-1]))
 call = obj(tf.constant(texts))
+pack_pair = obj.pack_pair(tf.constant(texts), tf.constant(texts[::-1]))
+asset = obj.sp_model_file.asset_path.numpy().decode()
 def errors():
   out = {{}}
   for key, fn in (
@@ -162,6 +168,9 @@ emit(dict(token_ids=token_ids, ragged=ragged,
           single={{k: v.numpy().tolist() for k, v in single.items()}},
           pair={{k: v.numpy().tolist() for k, v in pair.items()}},
           call={{k: v.numpy().tolist() for k, v in call.items()}},
+          pack_pair={{k: v.numpy().tolist() for k, v in pack_pair.items()}},
+          asset=[os.path.basename(asset),
+                 hashlib.sha256(open(asset, "rb").read()).hexdigest()],
           errors=errors()))
 """, cwd=str(setup["tmp"]), extra_imports=())
   tok = setup["tok"]
@@ -181,6 +190,11 @@ emit(dict(token_ids=token_ids, ragged=ragged,
     np.testing.assert_array_equal(result["single"][name], single[name])
     np.testing.assert_array_equal(result["call"][name], single[name])
     np.testing.assert_array_equal(result["pair"][name], pair[name])
+    np.testing.assert_array_equal(result["pack_pair"][name], pair[name])
+  # The TF-Hub attribute of the tokenizer file: the SentencePiece model.
+  with open(setup["spm"], "rb") as f:
+    assert result["asset"] == [os.path.basename(setup["spm"]),
+                               hashlib.sha256(f.read()).hexdigest()]
   errors = result["errors"]
   assert "text must have rank 1: string [batch]" in errors["rank2"]
   assert "expected to be a string tensor but is a int32 tensor" in (
