@@ -142,9 +142,8 @@ def test_every_benchmark_runs_on_its_smallest_setting(tmp_path):
   results = tmp_path / "results"
   bench_venv = os.path.join(ROOT, ".venv-bench")
   had_bench_venv = os.path.exists(bench_venv)
-  env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2",
-             CUDA_VISIBLE_DEVICES="", TMPDIR=str(tmp_path),
-             BENCH_RUN="tests.testing.tool_server:run")
+  env = tool_server.tool_env(TMPDIR=str(tmp_path),
+                             BENCH_RUN="tests.testing.tool_server:run")
   # About 2 minutes on an idle machine; generous for a loaded one.
   proc = tool_server.run(
       [sys.executable, os.path.join(ROOT, "benchmarks", "run_all.py"),

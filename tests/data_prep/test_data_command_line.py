@@ -18,7 +18,7 @@ from tests.testing import tool_server
 from tests.testing.botchan_testlib import botchan_spm
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ENV = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "2"}
+ENV = tool_server.tool_env()
 IN_MEMORY = ["--runner=DirectRunner", "--direct_num_workers=1"]
 
 

@@ -276,7 +276,7 @@ def test_unreadable_file_and_missing_model_errors(spm_corpus, tmp_path):
 
 
 def test_cli_reports_clear_error_and_help(tmp_path):
-  env = dict(os.environ, PYTHONPATH=ROOT)
+  env = tool_server.tool_env()
   src = tmp_path / "in.txt"
   src.write_bytes(GOOD)
   r = tool_server.run(

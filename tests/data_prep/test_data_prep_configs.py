@@ -18,7 +18,7 @@ from tests.testing import tool_server
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
-ENV = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "2"}
+ENV = tool_server.tool_env()
 BOTCHAN = os.path.join(ROOT, "tests", "testdata", "botchan.txt")
 CHAPTER = r"^CHAPTER [IVXLC]+\.?$"
 

@@ -22,7 +22,7 @@ from tests.testing import wordpiece_testlib
 from tests.testing.beam_testlib import read_records
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ENV = {**os.environ, "PYTHONPATH": ROOT}
+ENV = tool_server.tool_env()
 SEQ, PRED = 48, 8
 MIXED = "The cat sat on the mat, unaffable playing 北京。\nhello world 上海!\n\n"
 

@@ -55,7 +55,7 @@ def demo_settings(*args):
   """The demo's settings for these flags (in a process of its own: the demo
   defines flags other tools define too)."""
   proc = tool_server.run([sys.executable, "-c", _SETTINGS, *args],
-                         cwd=REPO, env=dict(os.environ, PYTHONPATH=REPO),
+                         cwd=REPO, env=tool_server.tool_env(),
                          capture_output=True, text=True, timeout=300)
   return proc.returncode, proc.stdout, proc.stderr
 
@@ -220,8 +220,8 @@ def demo_run(tmp_path_factory):
                                             120, 100, 2)
   # The demo and its tools in forks of servers that imported their family's
   # modules once (tests/testing/tool_server.py).
-  env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="2",
-             DEMO_POPEN="tests.testing.tool_server:popen_streaming")
+  env = tool_server.tool_env(
+      DEMO_POPEN="tests.testing.tool_server:popen_streaming")
   proc = tool_server.run(
       [sys.executable, "-m", "examples.demo.demo", "--quick", f"--corpus={BOTCHAN}",
        f"--output_dir={out}", "--sizes=base", "--num_workers=1",

@@ -34,8 +34,7 @@ def run_demo(*args, script=None):
   cmd = ([sys.executable, "-c", script] if script else
          [sys.executable, "-m", "examples.demo.demo"])
   proc = tool_server.run(cmd + list(args), cwd=REPO,
-                         env=dict(os.environ, PYTHONPATH=REPO,
-                                  TF_CPP_MIN_LOG_LEVEL="2"),
+                         env=tool_server.tool_env(),
                          capture_output=True, text=True, timeout=120)
   lines = proc.stderr.strip().splitlines()
   return proc.returncode, lines[-1] if lines else ""

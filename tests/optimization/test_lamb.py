@@ -15,7 +15,6 @@ from albert_tf.optimization import lamb
 from albert_tf.optimization import optimizer_factory
 from tests.testing import tool_server
 
-_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NUM_STEPS = 5
 
 # name -> initial value. Names are chosen to hit each exclusion path:
@@ -330,10 +329,9 @@ def test_get_config_round_trip():
 
 
 def test_mirrored_strategy_matches_single_device():
-  env = dict(os.environ, PYTHONPATH=_REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2")
   proc = tool_server.run(
       [sys.executable, os.path.abspath(__file__), "--distributed-check"],
-      env=env, capture_output=True, text=True, timeout=600, check=False)
+      env=tool_server.tool_env(), capture_output=True, text=True, timeout=600, check=False)
   assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
   result = json.loads(proc.stdout.strip().splitlines()[-1])
   assert result["replicas"] == 2

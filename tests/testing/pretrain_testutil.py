@@ -16,7 +16,7 @@ from albert_tf.modeling import albert_config
 from albert_tf.tasks import pretraining
 from tests.testing import tool_server
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = tool_server.ROOT
 BOTCHAN = os.path.join(ROOT, "tests", "testdata", "botchan.txt")
 # The package's own file (bazel test's runfiles hold no official_configs link).
 TINY_RECIPE = os.path.join(albert_config.CONFIG_DIR, "pretraining",
