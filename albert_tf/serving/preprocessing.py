@@ -273,6 +273,7 @@ class TextPreprocessor(tf.Module):
     del max_length
     return self._tokenizer.detokenize(ids)
 
+
 def expansion_rows(python_tokenizer):
   """id -> ids after the "<digit>," fix, one list per id; None when no id
   changes.
