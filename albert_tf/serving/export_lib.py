@@ -182,6 +182,40 @@ def export_module(build_module, config, export_dir, spm_model_file=None,
     return save_versioned(module, export_dir, module.signatures(), version)
 
 
+class HubPreprocessor(tf.Module):
+  """The TF-Hub text preprocessing API over `preprocessor` (the preprocessing
+  export): `module(text)` and `pack_pair(text_a, text_b)` -> packed inputs,
+  `tokenize(text)` -> ragged ids; its tokenizer file at the top, as
+  `sp_model_file` (SentencePiece) or `vocab_file` (WordPiece).
+
+  Args:
+    preprocessor: a `TextPreprocessor` (or `WordPiecePreprocessor`).
+  """
+
+  def __init__(self, preprocessor):
+    super().__init__()
+    self.preprocessor = preprocessor
+    for name in ("sp_model_file", "vocab_file"):
+      if hasattr(preprocessor, name):
+        setattr(self, name, getattr(preprocessor, name))
+
+  @tf.function(autograph=False, input_signature=[preprocessing.STRINGS])
+  def __call__(self, text):
+    """Single-segment text [batch] -> packed inputs [batch, seq_length]."""
+    return self.preprocessor.preprocess([text])
+
+  @tf.function(autograph=False, input_signature=[preprocessing.STRINGS])
+  def tokenize(self, text):
+    """Text [batch] -> ragged int32 ids [batch, (tokens)], no truncation."""
+    return self.preprocessor.tokenize_ids(text)
+
+  @tf.function(autograph=False, input_signature=[preprocessing.STRINGS,
+                                                  preprocessing.STRINGS])
+  def pack_pair(self, text_a, text_b):
+    """Text pair -> packed `[CLS] A [SEP] B [SEP]` inputs."""
+    return self.preprocessor.preprocess([text_a, text_b])
+
+
 def export_preprocessing(spm_model_file, export_dir, seq_length=128,
                          do_lower_case=True, config=None,
                          truncation="longest_first",
@@ -194,7 +228,7 @@ def export_preprocessing(spm_model_file, export_dir, seq_length=128,
   Signatures: `serving_default` (`text` -> inputs), `text_pair` (`text_a`,
   `text_b` -> inputs), `tokenize` (`text` -> `token_ids` [batch, max_len]
   zero-padded, `num_tokens` [batch]). The loaded object is also the TF-Hub
-  preprocessing API (`preprocessing.HubPreprocessor`).
+  preprocessing API (`HubPreprocessor`).
   """
   if config is not None:
     config = albert_config.as_albert_config(config)
@@ -210,7 +244,7 @@ def export_preprocessing(spm_model_file, export_dir, seq_length=128,
       spm_model_file, vocab_file, do_lower_case=do_lower_case,
       seq_length=seq_length, truncation=truncation,
       max_first_segment_length=max_first_segment_length)
-  module = preprocessing.HubPreprocessor(preprocessor)
+  module = HubPreprocessor(preprocessor)
   module.do_lower_case_var = tf.Variable(do_lower_case, trainable=False,
                                          name="do_lower_case")
 

@@ -150,9 +150,9 @@ def truncated_lengths(len_a, len_b, budget, mode="longest_first",
 class TextPreprocessor(tf.Module):
   """SentencePiece tokenizer + packer, graph-building methods called inside
   the functions of a module that holds it (a task's serving module,
-  `HubPreprocessor`). A tf.Module without functions of its own: its
-  tokenizer and the SentencePiece model file (an asset) are saved with the
-  module holding it, and a task's export traces only its signatures.
+  `export_lib.HubPreprocessor`). A tf.Module without functions of its own:
+  its tokenizer and the SentencePiece model file (an asset) are saved with
+  the module holding it, and a task's export traces only its signatures.
 
   `seq_length` counts [CLS] and [SEP]s; `truncation` is "longest_first" or
   "first_fixed" (capping segment A at `max_first_segment_length`, see the
@@ -366,36 +366,3 @@ def make_preprocessor(spm_model_file="", vocab_file="", **settings):
   if vocab_file:
     return WordPiecePreprocessor(vocab_file, **settings)
   return TextPreprocessor(spm_model_file, **settings)
-
-
-class HubPreprocessor(tf.Module):
-  """The TF-Hub text preprocessing API over `preprocessor` (the preprocessing
-  export): `module(text)` and `pack_pair(text_a, text_b)` -> packed inputs,
-  `tokenize(text)` -> ragged ids; its tokenizer file at the top, as
-  `sp_model_file` (SentencePiece) or `vocab_file` (WordPiece).
-
-  Args:
-    preprocessor: a `TextPreprocessor` (or `WordPiecePreprocessor`).
-  """
-
-  def __init__(self, preprocessor):
-    super().__init__()
-    self.preprocessor = preprocessor
-    for name in ("sp_model_file", "vocab_file"):
-      if hasattr(preprocessor, name):
-        setattr(self, name, getattr(preprocessor, name))
-
-  @tf.function(autograph=False, input_signature=[STRINGS])
-  def __call__(self, text):
-    """Single-segment text [batch] -> packed inputs [batch, seq_length]."""
-    return self.preprocessor.preprocess([text])
-
-  @tf.function(autograph=False, input_signature=[STRINGS])
-  def tokenize(self, text):
-    """Text [batch] -> ragged int32 ids [batch, (tokens)], no truncation."""
-    return self.preprocessor.tokenize_ids(text)
-
-  @tf.function(autograph=False, input_signature=[STRINGS, STRINGS])
-  def pack_pair(self, text_a, text_b):
-    """Text pair -> packed `[CLS] A [SEP] B [SEP]` inputs."""
-    return self.preprocessor.preprocess([text_a, text_b])
