@@ -136,21 +136,28 @@ def matmul_gflops(seconds=2.0, dtype="float32"):
 CPU_FLAGS = ("avx512_vnni", "avx_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
 
 
-def cpu_info(cpuinfo="/proc/cpuinfo"):
-  """{"model": the CPU's model name, "flags": {flag: present} for
-  CPU_FLAGS}; the model is "unknown" and every flag False where the file
-  cannot be read."""
-  model, flags = "unknown", set()
+def read_cpuinfo(cpuinfo="/proc/cpuinfo"):
+  """(model name, [every flag]) of the first CPU in `cpuinfo`; ("unknown",
+  []) where the file cannot be read."""
+  model, flags = "unknown", None
   try:
     with open(cpuinfo, encoding="utf-8") as f:
       for line in f:
         key, _, value = line.partition(":")
         if key.strip() == "model name" and model == "unknown":
           model = value.strip()
-        elif key.strip() == "flags" and not flags:
-          flags = set(value.split())
+        elif key.strip() == "flags" and flags is None:
+          flags = value.split()
   except OSError:
     pass
+  return model, flags or []
+
+
+def cpu_info(cpuinfo="/proc/cpuinfo"):
+  """{"model": the CPU's model name, "flags": {flag: present} for
+  CPU_FLAGS}; the model is "unknown" and every flag False where the file
+  cannot be read."""
+  model, flags = read_cpuinfo(cpuinfo)
   return {"model": model, "flags": {f: f in flags for f in CPU_FLAGS}}
 
 

@@ -227,17 +227,6 @@ def _scaling(runs, corpus):
   return out
 
 
-def cpu_info():
-  """The CPU's model name and flags, from /proc/cpuinfo."""
-  info = {}
-  with open("/proc/cpuinfo", encoding="utf-8") as f:
-    for line in f:
-      key, _, value = line.partition(":")
-      info.setdefault(key.strip(), value.strip())
-  return {"model": info.get("model name", ""),
-          "flags": info.get("flags", "").split()}
-
-
 def _runners(tmp, model, corpora, num_trials, workers=2):
   """The local tool, DirectRunner and DaskRunner on each (name, corpus)."""
   names = {"local": "local tool", "beam": "DirectRunner", "dask": "DaskRunner"}
@@ -295,7 +284,9 @@ def main():
     forty_x = _corpus(tmp, 160, sentences)
     tiny = _corpus(tmp, 1, sentences[:2000])
     if args.runners:
-      cpu, load_before = cpu_info(), os.getloadavg()
+      cpu_model, cpu_flags = bench_common.read_cpuinfo()
+      cpu = {"model": cpu_model, "flags": cpu_flags}
+      load_before = os.getloadavg()
       print(f"CPU: {cpu['model']}; flags: {' '.join(cpu['flags'])}; load "
             f"average {load_before[0]:.2f}", flush=True)
       result = _runners(tmp, model, [("tiny", tiny)] + (

@@ -215,19 +215,8 @@ def cpu():
   float16 and bfloat16 kernels run."""
   wanted = ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512_vnni",
             "avx512_bf16", "avx_vnni", "amx_bf16", "amx_int8")
-  info = {"model": "", "flags": []}
-  try:
-    with open("/proc/cpuinfo", encoding="utf-8") as f:
-      for line in f:
-        key, _, value = line.partition(":")
-        if key.strip() == "model name" and not info["model"]:
-          info["model"] = value.strip()
-        if key.strip() == "flags":
-          info["flags"] = [x for x in wanted if x in value.split()]
-          break
-  except OSError:
-    pass
-  return info
+  model, flags = bench_common.read_cpuinfo()
+  return {"model": model, "flags": [x for x in wanted if x in flags]}
 
 
 def versions():

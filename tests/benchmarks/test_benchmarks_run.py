@@ -77,6 +77,10 @@ def test_cpu_info_reads_the_model_and_the_low_precision_flags(tmp_path):
                            "amx_int8": False}
   missing = bench_common.cpu_info(str(tmp_path / "absent"))
   assert missing["model"] == "unknown" and not any(missing["flags"].values())
+  # Every flag, in the file's order (bench_data_prep --runners stores them).
+  assert bench_common.read_cpuinfo(str(cpuinfo)) == (
+      "AMD EPYC 9B14", ["fpu", "avx512f", "avx512_vnni", "avx512_bf16", "sse"])
+  assert bench_common.read_cpuinfo(str(tmp_path / "absent")) == ("unknown", [])
 
 
 def _xspace(events):
