@@ -331,7 +331,8 @@ def test_get_config_round_trip():
 def test_mirrored_strategy_matches_single_device():
   proc = tool_server.run(
       [sys.executable, os.path.abspath(__file__), "--distributed-check"],
-      env=tool_server.tool_env(), capture_output=True, text=True, timeout=600, check=False)
+      env=tool_server.tool_env(), capture_output=True, text=True, timeout=600,
+      check=False)
   assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
   result = json.loads(proc.stdout.strip().splitlines()[-1])
   assert result["replicas"] == 2
