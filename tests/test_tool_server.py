@@ -63,7 +63,7 @@ def test_a_fork_prints_and_exits_like_a_process(tmp_path, code):
 def test_a_script_and_a_module_see_what_python_gives_them(tmp_path):
   script = tmp_path / "probe.py"
   script.write_text(PROBE)
-  env = tool_server.tool_env(PROBE="y", PYTHONPATH=f"{tu.ROOT}")
+  env = tool_server.tool_env(PROBE="y")
   forked, real = both([sys.executable, str(script), "0"], cwd=tu.ROOT,
                       env=env, capture_output=True, text=True, timeout=120)
   assert forked.stdout == real.stdout and forked.returncode == 0
@@ -212,7 +212,7 @@ print(inner.returncode, inner.stdout.strip(),
 
 
 def test_a_tool_running_tools_has_them_forked_from_the_same_server():
-  env = tool_server.tool_env(PYTHONPATH=tu.ROOT)
+  env = tool_server.tool_env()
   outer = tool_server.run([sys.executable, "-c", NESTED], env=env,
                           capture_output=True, text=True, timeout=120)
   assert outer.returncode == 0, outer.stderr
