@@ -145,7 +145,7 @@ def _config_asset(config):
     yield path
 
 
-# --- Export functions ----------------------------------------------------------
+# --- Export functions ---------------------------------------------------------
 
 
 def export_encoder(encoder, export_dir, spm_model_file=None,
@@ -277,7 +277,7 @@ def export_preprocessing(spm_model_file, export_dir, seq_length=128,
     return save_versioned(module, export_dir, signatures, version)
 
 
-# --- Inspection ------------------------------------------------------------------
+# --- Inspection ---------------------------------------------------------------
 
 
 def describe_signatures(path):

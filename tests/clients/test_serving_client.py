@@ -18,6 +18,7 @@ from clients import serving_client
 from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
 from albert_tf.tasks import sentence_prediction
 from tests.testing import serving_standin
+from tests.testing import user_env
 
 SEQ = 16
 LABELS = ["negative", "positive"]
@@ -72,7 +73,7 @@ def test_rest_text_to_label(served, request_format):
 
 
 def test_cli_prints_labels(served):
-  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+  env = user_env.environ()  # the client needs nothing of the repository
   script = os.path.join(lib.REPO_ROOT, "clients", "serving_client.py")
   proc = subprocess.run(
       [lib.PYTHON, script, f"--server={served['url']}",
