@@ -7,14 +7,20 @@ with transformers' (torch's) outputs on fixed inputs in `expected.npz`
 of each, restored into our model, must give those outputs: the encoder's
 last hidden state (and pooled output) and every head's logits. The
 conversion runs in this process (`hf_models.import_hf`, what the command
-calls); one fixture goes through the command itself.
+calls); one fixture goes through the command itself. The classifier saved
+in float16 and bfloat16 converts as its float32 values.
 """
 
+import json
 import os
+import shutil
+import struct
 import sys
 
 import numpy as np
 import pytest
+import tensorflow as tf
+from safetensors import numpy as safetensors_numpy
 
 pytest.importorskip(
     "albert_tf.checkpoints.hf_checkpoint",
@@ -22,6 +28,7 @@ pytest.importorskip(
     "is not in this tree")
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
+from albert_tf.checkpoints import hf_files
 from albert_tf.checkpoints import restore as restore_lib
 from albert_tf.core import run_record
 from albert_tf.modeling.albert_config import AlbertConfig
@@ -138,3 +145,63 @@ def test_the_command_converts_a_transformers_5_directory(tmp_path):
   assert not os.path.exists(os.path.join(HF, name, "spiece.model"))
   out = _convert(name, tmp_path, command=True)
   _check(name, out)
+
+
+HALF = {"F16": np.float16, "BF16": tf.bfloat16.as_numpy_dtype}
+
+
+def _write_half(path, tensors, dtype):
+  """`tensors` stored as `dtype` (F16 or BF16) in a safetensors file written
+  from the format itself (little-endian u64 header size, JSON header, data),
+  not by the library that reads it."""
+  header, chunks, offset = {"__metadata__": {"format": "pt"}}, [], 0
+  for name in sorted(tensors):
+    data = tensors[name].astype(HALF[dtype]).tobytes()
+    header[name] = {"dtype": dtype, "shape": list(tensors[name].shape),
+                    "data_offsets": [offset, offset + len(data)]}
+    chunks.append(data)
+    offset += len(data)
+  raw = json.dumps(header).encode()
+  raw += b" " * (-len(raw) % 8)
+  with open(path, "wb") as f:
+    f.write(struct.pack("<Q", len(raw)) + raw + b"".join(chunks))
+
+
+@pytest.mark.parametrize("dtype", sorted(HALF))
+def test_half_precision_weights_convert_as_their_float32_values(tmp_path,
+                                                                dtype):
+  """A directory saved in float16 or bfloat16 (transformers' `torch_dtype`)
+  reads as exactly the stored values and converts to the checkpoint a
+  float32 directory of those values gives."""
+  source = os.path.join(HF, "classifier")
+  tensors = hf_files.read_tensors(source)
+  values = {k: v.astype(HALF[dtype]).astype(np.float32)
+            for k, v in tensors.items()}
+  assert any(not np.array_equal(values[k], tensors[k]) for k in tensors)
+  dirs = {}
+  for kind in ("half", "float32"):
+    dirs[kind] = str(tmp_path / kind)
+    shutil.copytree(source, dirs[kind])
+  _write_half(os.path.join(dirs["half"], hf_files.WEIGHTS_NAME), tensors,
+              dtype)
+  safetensors_numpy.save_file(
+      values, os.path.join(dirs["float32"], hf_files.WEIGHTS_NAME),
+      metadata={"format": "pt"})
+  read = hf_files.read_tensors(dirs["half"])
+  assert sorted(read) == sorted(values)
+  for name, value in values.items():
+    np.testing.assert_array_equal(np.asarray(read[name], np.float32), value,
+                                  err_msg=name)
+  converted = {}
+  for kind, directory in dirs.items():
+    out = str(tmp_path / f"{kind}_converted")
+    hf_models.import_hf(directory, out)
+    reader = tf.train.load_checkpoint(os.path.join(out, "checkpoints"))
+    converted[kind] = {  # the weights (the identity names the source)
+        name: reader.get_tensor(name) for name, stored in
+        reader.get_variable_to_dtype_map().items() if stored == tf.float32}
+  assert sorted(converted["half"]) == sorted(converted["float32"])
+  assert len(converted["half"]) == len(tensors)
+  for name, value in converted["float32"].items():
+    np.testing.assert_array_equal(converted["half"][name], value,
+                                  err_msg=name)
