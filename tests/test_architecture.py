@@ -26,7 +26,8 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.testing.repo_paths import ROOT
+
 PACKAGES = ("albert_tf", "albert_toolkit", "data_prep", "clients",
             "examples")
 # Third-party packages that may be imported lazily: optional extras or heavy

@@ -20,12 +20,13 @@ from albert_tf.tasks import pretraining
 from albert_tf.tasks import registry
 from tests.testing import pretrain_testutil as tu
 from tests.testing import tool_server
+from tests.testing.repo_paths import ROOT
 
 TOOLS = ("run_pretraining", "run_classifier", "run_squad", "run_race",
          "run_finetuning", "export_savedmodel", "convert_checkpoint", "plot_metrics")
 
 
-def start(module, *args, cwd=tu.ROOT):
+def start(module, *args, cwd=ROOT):
   # albert_tf's and data_prep's tools: a fork of their family's tool server;
   # the serving client, which imports no TensorFlow, a process of its own.
   popen = (tool_server.start if module.startswith(("albert_tf.", "data_prep."))

@@ -15,8 +15,8 @@ import venv
 import pytest
 
 from tests.testing import user_env
+from tests.testing.repo_paths import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = ("albert-run-pretraining", "albert-run-classifier",
            "albert-run-squad", "albert-run-race", "albert-run-finetuning",
            "albert-export-savedmodel",

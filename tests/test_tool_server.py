@@ -15,9 +15,9 @@ import tempfile
 
 import pytest
 
-from tests.testing import pretrain_testutil as tu
 from tests.testing import tool_server
 from tests.testing import user_env
+from tests.testing.repo_paths import ROOT
 
 # Ten seconds or more in all: handed out first (tests/conftest.py).
 pytestmark = pytest.mark.slow
@@ -64,7 +64,7 @@ def test_a_script_and_a_module_see_what_python_gives_them(tmp_path):
   script = tmp_path / "probe.py"
   script.write_text(PROBE)
   env = tool_server.tool_env(PROBE="y")
-  forked, real = both([sys.executable, str(script), "0"], cwd=tu.ROOT,
+  forked, real = both([sys.executable, str(script), "0"], cwd=ROOT,
                       env=env, capture_output=True, text=True, timeout=120)
   assert forked.stdout == real.stdout and forked.returncode == 0
   assert f"{tmp_path} y False" in forked.stdout  # sys.path[0]: its folder
@@ -126,7 +126,7 @@ def test_each_import_environment_gets_a_server_of_its_own(monkeypatch):
 
 def test_a_data_prep_tool_is_forked_from_its_own_familys_server(tmp_path):
   python = sys.executable
-  assert [tool_server.family(args, tu.ROOT) for args in (
+  assert [tool_server.family(args, ROOT) for args in (
       [python, "-m", "data_prep.prepare_corpus"],
       [python, "data_prep/create_pretraining_data.py"],
       [python, "-m", "data_prep.inspect_tfrecord"],
@@ -165,12 +165,12 @@ def test_a_users_process_is_forked_from_a_server_of_tensorflow_alone():
   from the repository, it imports albert_tf from there as python does."""
   env = user_env.environ()
   args = [sys.executable, "-c", USER_PROBE]
-  assert tool_server.family(args, tu.ROOT, env) == "user"
+  assert tool_server.family(args, ROOT, env) == "user"
   assert tool_server.forkable(args, env)
-  forked, real = both(args, cwd=tu.ROOT, env=env, capture_output=True,
+  forked, real = both(args, cwd=ROOT, env=env, capture_output=True,
                       text=True, timeout=120)
   assert forked.returncode == real.returncode == 0, forked.stderr[-3000:]
-  init = os.path.join(tu.ROOT, "albert_tf", "__init__.py")
+  init = os.path.join(ROOT, "albert_tf", "__init__.py")
   assert real.stdout.splitlines() == ["[] False", init]
   assert forked.stdout.splitlines() == ["[] True", init]
 

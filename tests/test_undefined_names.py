@@ -14,7 +14,8 @@ import subprocess
 from pyflakes import checker
 from pyflakes import messages
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.testing.repo_paths import ROOT
+
 UNDEFINED = (messages.UndefinedName, messages.UndefinedLocal,
              messages.UndefinedExport)
 

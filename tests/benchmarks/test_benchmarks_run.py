@@ -20,8 +20,8 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__))))
+from tests.testing.repo_paths import ROOT
+
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 import bench_common  # pylint: disable=g-import-not-at-top,wrong-import-position

@@ -8,8 +8,8 @@ import os
 import re
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__))))
+from tests.testing.repo_paths import ROOT
+
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 import lite_accuracy_tasks  # pylint: disable=g-import-not-at-top,wrong-import-position

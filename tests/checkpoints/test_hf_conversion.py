@@ -34,6 +34,7 @@ from tests.testing import hf_testlib
 from tests.testing import pretrain_testutil
 from tests.testing import tool_server
 from tests.testing.converted_testlib import BATCH, SEQ
+from tests.testing.repo_paths import HF_FIXTURES, ROOT
 
 @pytest.fixture(scope="module")
 def spm_file(tmp_path_factory):
@@ -386,7 +387,7 @@ def test_cli_error_is_one_line(tmp_path, spm_file, vocab_size):
   proc = tool_server.run(
       [sys.executable, "-m", "albert_tf.convert_checkpoint", "--from=hf",
        "--to=albert_tf", f"--input_checkpoint={hf_dir}",
-       f"--output_dir={tmp_path / 'out'}"], cwd=pretrain_testutil.ROOT,
+       f"--output_dir={tmp_path / 'out'}"], cwd=ROOT,
       env=tool_server.tool_env(), capture_output=True, text=True)
   assert proc.returncode != 0
   lines = proc.stderr.strip().splitlines()
@@ -418,22 +419,20 @@ def test_a_pretraining_run_goes_out_as_albert_for_pretraining(
     np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.name)
 
 
-# Directories saved by transformers itself, with its outputs (expected.npz;
-# tools/make_hf_fixtures.py, from the Hugging Face tokenizer work).
-TRANSFORMERS_FIXTURES = os.path.join(pretrain_testutil.ROOT, "tests",
-                                     "testdata", "hf")
+# The directories in HF_FIXTURES that transformers itself saved, each with
+# transformers' outputs in expected.npz (tools/make_hf_fixtures.py).
 FIXTURES = ("model", "pretraining", "masked_lm", "classifier", "regression",
             "token_classification", "question_answering", "multiple_choice")
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not os.path.isdir(TRANSFORMERS_FIXTURES),
+@pytest.mark.skipif(not os.path.isdir(HF_FIXTURES),
                     reason="no transformers-made fixtures in tests/testdata/hf")
 @pytest.mark.parametrize("name", FIXTURES)
 def test_transformers_own_directories(tmp_path, name):
   """Our model on a converted transformers directory gives transformers'
   own outputs, and goes back to the same tensors."""
-  source = os.path.join(TRANSFORMERS_FIXTURES, name)
+  source = os.path.join(HF_FIXTURES, name)
   out = str(tmp_path / "ours")
   hf_models.import_hf(source, out)
   expected = dict(np.load(os.path.join(source, "expected.npz")))

@@ -38,9 +38,8 @@ from albert_tf.tasks import all_tasks  # noqa: F401 (registers the tasks)
 from albert_tf.tasks import hf_models
 from albert_tf.tasks import registry
 from tests.testing import tool_server
+from tests.testing.repo_paths import HF_FIXTURES
 
-HF = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                  "testdata", "hf")
 ATOL = 1e-5
 
 # fixture -> {our output: transformers' output} (besides the encoder's).
@@ -61,11 +60,12 @@ HEADS = {
 def _convert(name, tmp_path, command=False):
   out = str(tmp_path / name)
   if not command:
-    hf_models.import_hf(os.path.join(HF, name), out)
+    hf_models.import_hf(os.path.join(HF_FIXTURES, name), out)
     return out
   result = tool_server.run(
       [sys.executable, "-m", "albert_tf.convert_checkpoint", "--from=hf",
-       "--to=albert_tf", f"--input_checkpoint={os.path.join(HF, name)}",
+       "--to=albert_tf",
+       f"--input_checkpoint={os.path.join(HF_FIXTURES, name)}",
        f"--output_dir={out}"], capture_output=True, text=True,
       env=tool_server.tool_env())
   assert result.returncode == 0, result.stderr[-2000:]
@@ -104,7 +104,7 @@ def _flat(feed):
 
 def _check(name, out):
   """Our outputs on the converted `out` are transformers' (expected.npz)."""
-  expected = dict(np.load(os.path.join(HF, name, "expected.npz")))
+  expected = dict(np.load(os.path.join(HF_FIXTURES, name, "expected.npz")))
   feed = _feed(expected)
   encoder = AlbertEncoder(_config(out))
   restore_lib.restore(encoder, out, parts="encoder")
@@ -142,7 +142,7 @@ def test_the_command_converts_a_transformers_5_directory(tmp_path):
   """convert_checkpoint --from=hf on the fixture saved with tokenizer.json
   only (no spiece.model), as transformers 5 saves."""
   name = "token_classification"
-  assert not os.path.exists(os.path.join(HF, name, "spiece.model"))
+  assert not os.path.exists(os.path.join(HF_FIXTURES, name, "spiece.model"))
   out = _convert(name, tmp_path, command=True)
   _check(name, out)
 
@@ -173,7 +173,7 @@ def test_half_precision_weights_convert_as_their_float32_values(tmp_path,
   """A directory saved in float16 or bfloat16 (transformers' `torch_dtype`)
   reads as exactly the stored values and converts to the checkpoint a
   float32 directory of those values gives."""
-  source = os.path.join(HF, "classifier")
+  source = os.path.join(HF_FIXTURES, "classifier")
   tensors = hf_files.read_tensors(source)
   values = {k: v.astype(HALF[dtype]).astype(np.float32)
             for k, v in tensors.items()}

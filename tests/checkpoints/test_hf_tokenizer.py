@@ -15,11 +15,10 @@ from sentencepiece import sentencepiece_model_pb2
 
 from albert_tf.checkpoints import hf_tokenizer
 from data_prep import tokenization
+from tests.testing.repo_paths import HF_FIXTURES
 
-HF = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                  "testdata", "hf")
-SPIECE_DIR = os.path.join(HF, "tokenizer_spiece")
-JSON_DIR = os.path.join(HF, "tokenizer_json")
+SPIECE_DIR = os.path.join(HF_FIXTURES, "tokenizer_spiece")
+JSON_DIR = os.path.join(HF_FIXTURES, "tokenizer_json")
 
 # docs/conversion.md "Differences from transformers' tokenizer": transformers
 # cuts the SentencePiece user-defined pieces ( ) " - . – £ € out of the text
@@ -31,7 +30,8 @@ DIFFERENT = ('He said: "No, thank you."',
 
 
 def _table():
-  with open(os.path.join(HF, "tokenizer_strings.json"), encoding="utf-8") as f:
+  with open(os.path.join(HF_FIXTURES, "tokenizer_strings.json"),
+            encoding="utf-8") as f:
     return json.load(f)
 
 
@@ -46,7 +46,7 @@ def _ours(read):
 @pytest.mark.parametrize("fixture,source", [
     ("tokenizer_spiece", "spiece.model"), ("tokenizer_json", "tokenizer.json")])
 def test_ids_are_transformers_ids(fixture, source):
-  read = hf_tokenizer.read_tokenizer(os.path.join(HF, fixture))
+  read = hf_tokenizer.read_tokenizer(os.path.join(HF_FIXTURES, fixture))
   assert os.path.basename(read.source) == source
   assert (read.do_lower_case, read.keep_accents) == (True, False)
   tokenizer, encode = _ours(read)

@@ -31,6 +31,7 @@ from tests.testing import converted_testlib as converted
 from tests.testing import export_testlib
 from tests.testing import hf_testlib
 from tests.testing import wordpiece_testlib
+from tests.testing.repo_paths import HF_FIXTURES
 
 TOKENS = wordpiece_testlib.tokens()
 # Chinese, mixed and tricky strings (full-width forms, accents, CJK
@@ -285,8 +286,7 @@ def test_written_tokenizer_json_is_read_back(tmp_path):
 # transformers 5.24's own BertTokenizer saved (tokenizer.json and
 # tokenizer_config.json only, as transformers 5 saves) with its ids on a
 # table of strings (tools/hf_wordpiece_parity.py --make_fixture).
-SAVED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__))), "testdata", "hf", "tokenizer_wordpiece")
+SAVED = os.path.join(HF_FIXTURES, "tokenizer_wordpiece")
 
 
 def test_transformers_own_bert_tokenizer_directory(tmp_path):

@@ -19,6 +19,7 @@ from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
 from albert_tf.tasks import sentence_prediction
 from tests.testing import serving_standin
 from tests.testing import user_env
+from tests.testing.repo_paths import ROOT
 
 SEQ = 16
 LABELS = ["negative", "positive"]
@@ -74,7 +75,7 @@ def test_rest_text_to_label(served, request_format):
 
 def test_cli_prints_labels(served):
   env = user_env.environ()  # the client needs nothing of the repository
-  script = os.path.join(lib.REPO_ROOT, "clients", "serving_client.py")
+  script = os.path.join(ROOT, "clients", "serving_client.py")
   proc = subprocess.run(
       [lib.PYTHON, script, f"--server={served['url']}",
        "--model_name=albert_clf", "--json"] +

@@ -16,6 +16,7 @@ from albert_tf.tasks import pretraining
 from albert_toolkit import output_files
 from tests.testing import pretrain_testutil as tu
 from tests.testing import tool_server
+from tests.testing.repo_paths import ROOT
 
 
 @pytest.fixture(scope="module")
@@ -144,7 +145,7 @@ def test_other_task_in_same_dir_is_refused(run_dir):
 
 
 def tool(*args):
-  return tool_server.run([sys.executable, "-m"] + list(args), cwd=tu.ROOT,
+  return tool_server.run([sys.executable, "-m"] + list(args), cwd=ROOT,
                          env=tool_server.tool_env(), capture_output=True,
                          text=True, timeout=300)
 

@@ -28,6 +28,7 @@ from albert_toolkit import output_files
 from albert_toolkit import tfrecord_io
 from tests.testing import pretrain_testutil as tu
 from tests.testing import tool_server
+from tests.testing.repo_paths import ROOT
 
 # Ten seconds or more in all: handed out first (tests/conftest.py).
 pytestmark = pytest.mark.slow
@@ -170,7 +171,7 @@ def test_read_only_run_directory_is_a_one_line_error(run_dir, train_file):
                        data, **{"trainer.eval_steps": 1,
                                 "data.allow_unverified_input": True}),
                    f"--model_dir={model_dir}"],
-        cwd=tu.ROOT, env=tool_server.tool_env(HOME="/tmp"), capture_output=True,
+        cwd=ROOT, env=tool_server.tool_env(HOME="/tmp"), capture_output=True,
         text=True, timeout=600)
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
@@ -210,7 +211,7 @@ def test_plot_metrics_skips_a_line_cut_by_kill9(tmp_path, caplog):
   proc = tool_server.run(
       [sys.executable, "-m", "albert_tf.plot_metrics",
        f"--metrics_file={path}", f"--output={tmp_path / 'c.png'}"],
-      cwd=tu.ROOT, env=tool_server.tool_env(), capture_output=True, text=True,
+      cwd=ROOT, env=tool_server.tool_env(), capture_output=True, text=True,
       timeout=300)
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
@@ -376,7 +377,7 @@ def test_resume_logs_each_line_once_and_no_identity_warning(run_dir,
   shutil.copytree(run_dir, model_dir)
   procs = [tool_server.run(
       [sys.executable, "-m", "albert_tf.run_pretraining",
-       f"--model_dir={model_dir}", f"--train_steps={steps}"], cwd=tu.ROOT,
+       f"--model_dir={model_dir}", f"--train_steps={steps}"], cwd=ROOT,
       env=tool_server.tool_env(), capture_output=True, text=True, timeout=300)
            for steps in (3, 1)]  # one after the other
   resumed, refused = (p.stderr for p in procs)
@@ -414,7 +415,7 @@ def test_plot_metrics_refuses_its_input_as_output_in_one_line(tmp_path):
       ([], "--model_dir or --metrics_file is required")):
     proc = tool_server.run(
         [sys.executable, "-m", "albert_tf.plot_metrics", *flags],
-        cwd=tu.ROOT, env=tool_server.tool_env(), capture_output=True,
+        cwd=ROOT, env=tool_server.tool_env(), capture_output=True,
         text=True, timeout=300)
     errors = [l for l in proc.stderr.splitlines() if l.startswith("ERROR")]
     assert proc.returncode == 1 and len(errors) == 1, proc.stderr[-2000:]

@@ -16,8 +16,8 @@ from albert_toolkit import command_line
 from albert_toolkit import tfrecord_io
 from tests.testing import tool_server
 from tests.testing.botchan_testlib import botchan_spm
+from tests.testing.repo_paths import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENV = tool_server.tool_env()
 IN_MEMORY = ["--runner=DirectRunner", "--direct_num_workers=1"]
 

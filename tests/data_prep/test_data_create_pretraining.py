@@ -1,7 +1,6 @@
 """Tests for data_prep.create_pretraining_data on a real text (botchan)."""
 
 import json
-import os
 import sys
 
 import numpy as np
@@ -15,8 +14,8 @@ from data_prep import tokenization
 from data_prep.inspect_tfrecord import format_example, iter_examples
 from tests.testing import tool_server
 from tests.testing.botchan_testlib import botchan_spm
+from tests.testing.repo_paths import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SEQ, PRED = 128, 20
 
 

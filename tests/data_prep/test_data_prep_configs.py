@@ -5,7 +5,6 @@ errors naming the field."""
 
 import dataclasses
 import json
-import os
 import subprocess
 import sys
 
@@ -15,11 +14,9 @@ from sentencepiece import sentencepiece_model_pb2
 from data_prep import prepare_corpus
 from data_prep import train_sentencepiece
 from tests.testing import tool_server
+from tests.testing.repo_paths import BOTCHAN, ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
 ENV = tool_server.tool_env()
-BOTCHAN = os.path.join(ROOT, "tests", "testdata", "botchan.txt")
 CHAPTER = r"^CHAPTER [IVXLC]+\.?$"
 
 

@@ -1,16 +1,13 @@
 """Tests for data_prep.prepare_corpus, text_reader and tfrecord_io."""
 
 import gzip
-import os
 
 import pytest
 import tensorflow as tf
 
 from data_prep import prepare_corpus
 from albert_toolkit import tfrecord_io
-
-BOTCHAN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "testdata",
-                       "botchan.txt")
+from tests.testing.repo_paths import BOTCHAN
 
 
 def _docs(path):

@@ -20,8 +20,8 @@ from data_prep import text_reader
 from albert_toolkit import tfrecord_io
 from tests.testing import tool_server
 from tests.testing.botchan_testlib import botchan_spm
+from tests.testing.repo_paths import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENV = tool_server.tool_env()
 
 

@@ -20,8 +20,8 @@ from data_prep.inspect_tfrecord import iter_examples
 from tests.testing import tool_server
 from tests.testing import wordpiece_testlib
 from tests.testing.beam_testlib import read_records
+from tests.testing.repo_paths import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENV = tool_server.tool_env()
 SEQ, PRED = 48, 8
 MIXED = "The cat sat on the mat, unaffable playing 北京。\nhello world 上海!\n\n"

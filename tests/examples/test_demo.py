@@ -27,9 +27,8 @@ from examples.demo import stage_report
 from examples.demo import tools
 from tests.examples import test_real_task
 from tests.testing import tool_server
+from tests.testing.repo_paths import BOTCHAN, ROOT
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BOTCHAN = os.path.join(REPO, "tests", "testdata", "botchan.txt")
 SEQ = 64
 HIDDEN = 128  # albert_demo_cpu.yaml
 
@@ -55,7 +54,7 @@ def demo_settings(*args):
   """The demo's settings for these flags (in a process of its own: the demo
   defines flags other tools define too)."""
   proc = tool_server.run([sys.executable, "-c", _SETTINGS, *args],
-                         cwd=REPO, env=tool_server.tool_env(),
+                         cwd=ROOT, env=tool_server.tool_env(),
                          capture_output=True, text=True, timeout=300)
   return proc.returncode, proc.stdout, proc.stderr
 
@@ -107,10 +106,10 @@ def test_long_and_quick_settings():
 def test_tools_get_the_repository_first_on_their_path_once(tmp_path,
                                                           monkeypatch):
   monkeypatch.delenv("DEMO_POPEN", raising=False)
-  monkeypatch.setenv("PYTHONPATH", os.pathsep.join([REPO, "/elsewhere", REPO]))
+  monkeypatch.setenv("PYTHONPATH", os.pathsep.join([ROOT, "/elsewhere", ROOT]))
   lines = tools.run_tool(["-c", "import os; print(os.environ['PYTHONPATH'])"],
                          str(tmp_path / "tool.log"), show=False)
-  assert lines == [os.pathsep.join([REPO, "/elsewhere"])]
+  assert lines == [os.pathsep.join([ROOT, "/elsewhere"])]
 
 
 def read_task_rows(data_dir):
@@ -226,7 +225,7 @@ def demo_run(tmp_path_factory):
       [sys.executable, "-m", "examples.demo.demo", "--quick", f"--corpus={BOTCHAN}",
        f"--output_dir={out}", "--sizes=base", "--num_workers=1",
        "--shipped_model", f"--sentiment_file={truth}"],
-      cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+      cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
       text=True, timeout=900, check=False)
   assert proc.returncode == 0, proc.stdout[-6000:]
   with open(out / "summary.json", encoding="utf-8") as f:

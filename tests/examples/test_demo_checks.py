@@ -15,10 +15,8 @@ from examples.demo import demo
 from examples.demo import preflight
 from examples.demo import shipped
 from tests.testing import tool_server
+from tests.testing.repo_paths import BOTCHAN, ROOT
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
-BOTCHAN = os.path.join(REPO, "tests", "testdata", "botchan.txt")
 # The demo with the shipped model read from argv[1] (a tampered copy).
 _WITH_BUNDLE = """
 import sys
@@ -33,7 +31,7 @@ def run_demo(*args, script=None):
   """(exit code, the last line on stderr) of the demo with `args`."""
   cmd = ([sys.executable, "-c", script] if script else
          [sys.executable, "-m", "examples.demo.demo"])
-  proc = tool_server.run(cmd + list(args), cwd=REPO,
+  proc = tool_server.run(cmd + list(args), cwd=ROOT,
                          env=tool_server.tool_env(),
                          capture_output=True, text=True, timeout=120)
   lines = proc.stderr.strip().splitlines()

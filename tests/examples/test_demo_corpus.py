@@ -12,9 +12,7 @@ import tarfile
 import pytest
 
 from examples.demo import corpus
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BOTCHAN = os.path.join(REPO, "tests", "testdata", "botchan.txt")
+from tests.testing.repo_paths import BOTCHAN
 
 
 def test_strip_gutenberg_keeps_the_novel_only():

@@ -20,9 +20,9 @@ from examples.demo import real_task
 from examples.demo import sentiment_data
 from examples.demo import stage_report
 from examples.demo import vader_baseline
+from tests.testing.repo_paths import ROOT
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CACHED_SDIST = os.path.join(REPO, "demo_output", "cache",
+CACHED_SDIST = os.path.join(ROOT, "demo_output", "cache",
                             sentiment_data.VADER_TARBALL)
 
 

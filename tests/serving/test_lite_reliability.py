@@ -16,8 +16,8 @@ import pytest
 from albert_tf.serving import lite
 from albert_tf.tasks import export as tasks_export
 from tests.testing import export_testlib as lib
-from tests.testing import pretrain_testutil as tu
 from tests.testing import tool_server
+from tests.testing.repo_paths import ROOT
 
 LABELS = ["neg", "neutral", "pos"]
 # Texts of different lengths: each call resizes the interpreter's inputs.
@@ -190,7 +190,7 @@ def test_num_threads_is_range_checked(export):
 
 def _predict(*flags):
   proc = tool_server.run([sys.executable, "-m", "albert_tf.predict_lite",
-                          *flags], env=tool_server.tool_env(), cwd=tu.ROOT,
+                          *flags], env=tool_server.tool_env(), cwd=ROOT,
                          capture_output=True, text=True, timeout=300)
   errors = [l for l in proc.stderr.splitlines() if l.startswith("ERROR")]
   return proc, errors
@@ -205,7 +205,7 @@ def test_predict_lite_output_that_is_an_input_is_refused(export, tmp_path):
   before = tsv.read_bytes()
   (tmp_path / "link.jsonl").symlink_to(tsv)
   model_json = os.path.join(export, "model.json")
-  relative = os.path.relpath(tsv, tu.ROOT)
+  relative = os.path.relpath(tsv, ROOT)
   for output, flag, given in (
       (str(tsv), "--input_file", str(tsv)),
       (str(tmp_path / "link.jsonl"), "--input_file", str(tsv)),

@@ -24,8 +24,8 @@ from albert_tf.serving import serving_params
 from albert_tf.serving import task_modules
 from albert_tf.tasks import registry
 from tests.testing import export_testlib
-from tests.testing import pretrain_testutil
 from tests.testing import tool_server
+from tests.testing.repo_paths import ROOT
 
 SEQ, TAGS, BATCH = 16, 2, 8
 
@@ -195,7 +195,7 @@ def test_export_in_a_fresh_process_and_serve_without_albert_tf(trained_run):
   proc = tool_server.run(
       [sys.executable, "-m", "albert_tf.export_savedmodel",
        f"--model_dir={model_dir}", f"--export_dir={tmp / 'export'}"],
-      cwd=pretrain_testutil.ROOT, env=tool_server.tool_env(),
+      cwd=ROOT, env=tool_server.tool_env(),
       capture_output=True, text=True, timeout=600)
   assert proc.returncode == 0, proc.stderr[-3000:]
   path = str(tmp / "export" / "1")

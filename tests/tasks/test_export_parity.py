@@ -23,6 +23,7 @@ from tests.testing import export_testlib
 from tests.testing import finetune_testlib
 from tests.testing import pretrain_testutil
 from tests.testing import tool_server
+from tests.testing.repo_paths import ROOT
 
 SEQ = 32
 
@@ -211,7 +212,7 @@ def test_max_windows_is_settable_for_both_squad_heads(run):
   proc = tool_server.run(
       [sys.executable] + args + [f"--export_dir={export_dir}",
                                  "--max_windows=2"],
-      cwd=pretrain_testutil.ROOT, env=tool_server.tool_env(),
+      cwd=ROOT, env=tool_server.tool_env(),
       capture_output=True, text=True, timeout=600)
   assert proc.returncode == 0, proc.stderr[-3000:]
   serve = tf.saved_model.load(os.path.join(export_dir, "1")).signatures[

@@ -7,13 +7,13 @@ import os
 import pytest
 
 from albert_tf.core import experiment_config
+from albert_tf.modeling import albert_config
 from albert_tf.tasks import multiple_choice
 from albert_tf.tasks import question_answering
 from albert_tf.tasks import sentence_prediction
 from albert_tf.tasks import tagging
 
-CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))), "albert_tf", "configs")
+CONFIGS = albert_config.CONFIG_DIR
 
 # name: (LR, batch, train steps, warm-up steps, max seq length, ALBERT
 # dropout, classifier dropout). Paper appendix table "Hyperparameters for

@@ -17,8 +17,8 @@ from albert_tf.serving import lite
 from albert_tf.tasks import sentence_prediction
 from albert_tf.tasks import export as tasks_export
 from tests.testing import finetune_testlib
-from tests.testing import pretrain_testutil
 from tests.testing import tool_server
+from tests.testing.repo_paths import ROOT
 
 
 def _rows(rng, sentences, n):
@@ -108,7 +108,7 @@ def test_finetune_predict_export_serve(tmp_path_factory):
   proc = tool_server.run(
       [sys.executable, "-m", "albert_tf.export_savedmodel",
        f"--model_dir={model_dir}", f"--export_dir={tmp / 'cli_export'}"],
-      env=tool_server.tool_env(), cwd=pretrain_testutil.ROOT,
+      env=tool_server.tool_env(), cwd=ROOT,
       capture_output=True, text=True, timeout=300)
   assert proc.returncode == 0, proc.stderr
   serve = tf.saved_model.load(str(tmp / "cli_export" / "1")).signatures[
@@ -131,7 +131,7 @@ def _check_lite_exports(tmp, model_dir, test_rows, predicted):
          f"--model_dir={model_dir}", f"--export_dir={tmp / precision}",
          "--format=tflite", f"--precision={precision}"] +
         (["--representative_examples=16"] if precision == "int8" else []),
-        env=tool_server.tool_env(), cwd=pretrain_testutil.ROOT,
+        env=tool_server.tool_env(), cwd=ROOT,
         capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert f"({precision}," in proc.stdout
@@ -147,7 +147,7 @@ def _check_lite_exports(tmp, model_dir, test_rows, predicted):
       [sys.executable, "-m", "albert_tf.predict_lite",
        f"--model={tmp / 'dynamic_int8'}", f"--input_file={tsv}",
        f"--output_file={tmp / 'lite_predictions.jsonl'}"],
-      env=tool_server.tool_env(), cwd=pretrain_testutil.ROOT,
+      env=tool_server.tool_env(), cwd=ROOT,
       capture_output=True, text=True, timeout=300)
   assert proc.returncode == 0, proc.stderr
   rows = [json.loads(line) for line in

@@ -8,12 +8,12 @@ import sys
 import yaml
 
 from tests.testing import finetune_testlib
-from tests.testing import pretrain_testutil as tu
 from tests.testing import tool_server
+from tests.testing.repo_paths import ROOT
 
 
 def run_tool(*args, module="albert_tf.run_finetuning"):
-  return tool_server.run([sys.executable, "-m", module, *args], cwd=tu.ROOT,
+  return tool_server.run([sys.executable, "-m", module, *args], cwd=ROOT,
                          env=tool_server.tool_env(), capture_output=True,
                          text=True, timeout=600)
 

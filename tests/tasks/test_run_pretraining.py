@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from tests.testing import pretrain_testutil as tu
 from tests.testing import tool_server
+from tests.testing.repo_paths import ROOT
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +30,7 @@ def cli(model_dir, overrides, *extra, env=None):
           f"--model_dir={model_dir}"] + list(extra)
   # The started tool holds its own copy of the log's descriptor.
   with open(model_dir + ".log", "a") as log:
-    return tool_server.start(args, cwd=tu.ROOT,
+    return tool_server.start(args, cwd=ROOT,
                              env=env or tool_server.tool_env(), stdout=log,
                              stderr=subprocess.STDOUT)
 
@@ -157,7 +158,7 @@ def test_mirrored_two_cpus_and_accumulation_match_one_device(train_file,
   and 2 CPUs x 2 accumulation micro-batches give the same loss curve."""
   proc = tool_server.run(
       [sys.executable, "-c", _EQUIVALENCE_SCRIPT, train_file, str(tmp_path),
-       tu.TINY_RECIPE], cwd=tu.ROOT, env=tool_server.tool_env(),
+       tu.TINY_RECIPE], cwd=ROOT, env=tool_server.tool_env(),
       capture_output=True, text=True, timeout=300)
   assert proc.returncode == 0, proc.stderr[-3000:]
   line = [l for l in proc.stdout.splitlines() if l.startswith("CURVES ")][0]
@@ -200,7 +201,7 @@ def test_multi_worker_mirrored_two_workers_agree(train_file, tmp_path):
             f"--params_override={overrides}", f"--model_dir={model_dir}",
             "--strategy=multi_worker_mirrored"]
     procs.append(tool_server.start(
-        args, cwd=tu.ROOT, env=env, stdout=subprocess.PIPE,
+        args, cwd=ROOT, env=env, stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT, text=True))
   outs = []
   for p in procs:

@@ -1,13 +1,9 @@
-"""The real English text of the tests (botchan.txt, public domain, from the
-sentencepiece source distribution) and a small vocabulary trained on it."""
-
-import os
+"""A small vocabulary trained on the real English text of the tests
+(tests/testdata/botchan.txt)."""
 
 from data_prep import prepare_corpus
 from data_prep import train_sentencepiece
-
-BOTCHAN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "testdata",
-                       "botchan.txt")
+from tests.testing.repo_paths import BOTCHAN
 
 
 def botchan_spm(tmp_path_factory, vocab_size=3000):

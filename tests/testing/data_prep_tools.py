@@ -5,8 +5,7 @@ and the one-line error they end with."""
 import sys
 
 from tests.testing import tool_server
-
-ROOT = tool_server.ROOT
+from tests.testing.repo_paths import ROOT
 
 
 def run_tool(module, *args, timeout=180):

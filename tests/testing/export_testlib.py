@@ -36,9 +36,8 @@ from albert_tf.tasks import all_tasks  # pylint: disable=unused-import
 from albert_tf.tasks import export as tasks_export
 from tests.testing import tool_server
 from tests.testing import user_env
+from tests.testing.repo_paths import BOTCHAN, ROOT
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TESTDATA = os.path.join(REPO_ROOT, "tests", "testdata")
 PYTHON = sys.executable
 USER_SYMBOLS = ["(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac", "1990,"]
 SPM_VOCAB_SIZE = 500
@@ -82,22 +81,13 @@ _ISOLATION_PREAMBLE = textwrap.dedent("""
     import tensorflow as tf
     _loaded = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED)
     assert not _loaded, "imported anyway: %%s" %% _loaded[:5]
-""") % (REPO_ROOT, BLOCKED_MODULES)
+""") % (ROOT, BLOCKED_MODULES)
 
 
 def _training_lines(limit=2000):
-  path = os.path.join(TESTDATA, "botchan.txt")
-  lines = []
-  if os.path.exists(path):
-    with open(path, encoding="utf-8") as f:
-      lines = [line.strip() for line in f if line.strip()][:limit]
-  if len(lines) < 200:  # Fallback: generated English-like text.
-    words = ("the cat sat on a mat and looked at the old house while it was "
-             "raining outside in the quiet town near river").split()
-    lines = [" ".join(words[(i * 7 + j) % len(words)] for j in range(12))
-             for i in range(500)]
-  lines += ["it was in 1990, and again in 2001, that we met."] * 20
-  return lines
+  with open(BOTCHAN, encoding="utf-8") as f:
+    lines = [line.strip() for line in f if line.strip()][:limit]
+  return lines + ["it was in 1990, and again in 2001, that we met."] * 20
 
 
 def train_spm(directory, vocab_size=SPM_VOCAB_SIZE):

@@ -12,10 +12,9 @@ import random
 from albert_tf.core import experiment_config
 from data_prep import tokenization
 from data_prep import train_sentencepiece
+from tests.testing.repo_paths import BOTCHAN
 
 COLOURS = ("red", "blue", "green", "black")
-BOTCHAN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "testdata",
-                       "botchan.txt")
 
 # One layer: these tests are of heads, data and exports; what repeats per layer
 # (sharing, groups, encoder_outputs) is tested with more.

@@ -15,9 +15,8 @@ from albert_tf.core import train_lib
 from albert_tf.modeling import albert_config
 from albert_tf.tasks import pretraining
 from tests.testing import tool_server
+from tests.testing.repo_paths import BOTCHAN, ROOT
 
-ROOT = tool_server.ROOT
-BOTCHAN = os.path.join(ROOT, "tests", "testdata", "botchan.txt")
 # The package's own file (bazel test's runfiles hold no official_configs link).
 TINY_RECIPE = os.path.join(albert_config.CONFIG_DIR, "pretraining",
                            "albert_tiny_cpu.yaml")

@@ -49,8 +49,8 @@ import threading
 import time
 import typing
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
+from tests.testing.repo_paths import ROOT
+
 # Environment variables a process reads while importing the preloaded modules
 # (or may: the prefixes): a run is forked by a server started with its own...
 IMPORT_ENV_PREFIXES = ("PYTHON", "TF_", "XLA_", "KERAS", "OMP_", "MKL_",
