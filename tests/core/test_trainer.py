@@ -195,8 +195,7 @@ def test_paper_recipes(size, hidden):
 
 
 def test_config_files_overrides_and_errors(tmp_path):
-  model_file = os.path.join(albert_config.CONFIG_DIR, "models",
-                            "albert_tiny.yaml")
+  model_file = os.path.join(albert_config.PRESET_DIR, "albert_tiny.yaml")
   c = build_config(
       [tu.TINY_RECIPE, model_file],
       "trainer.train_steps=7,optimizer.name=adamw,data.seq_length=32",

@@ -13,7 +13,7 @@ from albert_tf.tasks import question_answering
 from albert_tf.tasks import sentence_prediction
 from albert_tf.tasks import tagging
 
-CONFIGS = albert_config.CONFIG_DIR
+FINETUNING_DIR = os.path.join(albert_config.CONFIG_DIR, "finetuning")
 
 # name: (LR, batch, train steps, warm-up steps, max seq length, ALBERT
 # dropout, classifier dropout). Paper appendix table "Hyperparameters for
@@ -49,13 +49,14 @@ CONFIG_CLASSES = {"glue": sentence_prediction.GlueExperimentConfig,
 
 def _load(name, preset="albert_base_v2"):
   return experiment_config.load_experiment_config(
-      CONFIG_CLASSES[name.split("_")[0]], [os.path.join(CONFIGS, "models", f"{preset}.yaml"),
-       os.path.join(CONFIGS, "finetuning", f"{name}.yaml")])
+      CONFIG_CLASSES[name.split("_")[0]],
+      [os.path.join(albert_config.PRESET_DIR, f"{preset}.yaml"),
+       os.path.join(FINETUNING_DIR, f"{name}.yaml")])
 
 
 def test_every_recipe_is_in_the_table():
   names = {n[:-len(".yaml")]
-           for n in os.listdir(os.path.join(CONFIGS, "finetuning"))}
+           for n in os.listdir(FINETUNING_DIR)}
   assert names == set(RECIPES)
 
 
