@@ -13,10 +13,9 @@ import yaml
 from albert_tf.core import actions
 from albert_tf.core import experiment_config
 from albert_tf.core import run_record
-from albert_tf.modeling import albert_config
-from albert_tf.tasks import pretraining as pretraining_task
 from albert_tf.core import train_lib
 from albert_tf.core import trainer as trainer_lib
+from albert_tf.modeling import albert_config
 from albert_tf.tasks import pretraining
 from tests.testing import pretrain_testutil as tu
 
@@ -60,7 +59,7 @@ def test_tiny_pretraining_learns_mlm_and_sop(data, tmp_path):
   # The recipe's own model (2 layers): its learning is what is tested.
   config = tiny_config(train, **{"data.global_batch_size": 64,
                                  "model.num_hidden_layers": 2})
-  task = pretraining_task.PretrainingTask(config)
+  task = pretraining.PretrainingTask(config)
   trainer = trainer_lib.Trainer(task, config, model_dir)
   start = trainer.evaluate()
   trainer.train()
@@ -102,7 +101,7 @@ def test_jit_compile_static_shapes_and_same_loss(data, tmp_path):
                                    "trainer.train_steps": 4,
                                    "trainer.steps_per_loop": 2,
                                    "runtime.deterministic": False})
-    task = pretraining_task.PretrainingTask(config)
+    task = pretraining.PretrainingTask(config)
     trainer = trainer_lib.Trainer(task, config, str(tmp_path / f"jit{jit}"))
     if jit:
       features = next(iter(task.build_inputs(None, training=True)))
@@ -119,7 +118,7 @@ def test_jit_compile_static_shapes_and_same_loss(data, tmp_path):
   np.testing.assert_allclose(losses[True], losses[False], rtol=2e-3)
 
 
-class _PoisonedTask(pretraining_task.PretrainingTask):
+class _PoisonedTask(pretraining.PretrainingTask):
   """Feeds NaN mask weights from global batch `poison_from` on."""
   poison_from = 12
 
@@ -161,7 +160,7 @@ def test_bad_inputs_fail_before_training(data, tmp_path):
 
   def run(**kw):
     config = tiny_config(train, **kw)
-    return train_lib.run_experiment(pretraining_task.PretrainingTask(config),
+    return train_lib.run_experiment(pretraining.PretrainingTask(config),
                                     config, str(tmp_path / "m"))
 
   with pytest.raises(FileNotFoundError, match="nothing-here"):

@@ -22,7 +22,6 @@ from albert_tf.core import actions
 from albert_tf.core import experiment_config
 from albert_tf.core import run_lock
 from albert_tf.core import trainer as trainer_lib
-from albert_tf.tasks import pretraining as pretraining_task
 from albert_tf.tasks import pretraining
 from tests.testing import pretrain_testutil as tu
 
@@ -37,7 +36,7 @@ def make_trainer(train_file, model_dir, task_class=None,
   config = experiment_config.load_experiment_config(
       pretraining.PretrainingExperimentConfig, [tu.TINY_RECIPE],
       tu.tiny_overrides(train_file, **overrides))
-  task = (task_class or pretraining_task.PretrainingTask)(config)
+  task = (task_class or pretraining.PretrainingTask)(config)
   return trainer_lib.Trainer(task, config, str(model_dir),
                              restore_data_position=restore_data_position)
 
@@ -126,7 +125,7 @@ def test_sigint_saves_and_stops_like_sigterm(train_file, tmp_path):
   assert signal.getsignal(signal.SIGINT) is handler_before
 
 
-class _NanGradientTask(pretraining_task.PretrainingTask):
+class _NanGradientTask(pretraining.PretrainingTask):
   """Global batch `poison_at` has a finite loss but NaN gradients, so the
   update makes the weights NaN while the step's loss looks fine."""
   poison_at = 14  # step 15, the last of the loop 10 -> 15
