@@ -31,7 +31,7 @@ class ServingError(RuntimeError):
   """The server answered with an error (message from its JSON `error`)."""
 
 
-# --- REST ----------------------------------------------------------------------
+# --- REST ---------------------------------------------------------------------
 
 
 def _model_url(server, model_name, version=None):
@@ -129,7 +129,7 @@ def rows_from_response(response):
   return [{k: v[i] for k, v in outputs.items()} for i in range(n)]
 
 
-# --- gRPC ----------------------------------------------------------------------
+# --- gRPC ---------------------------------------------------------------------
 
 
 def _grpc_modules():
@@ -182,7 +182,7 @@ def rows_from_arrays(outputs):
   return rows
 
 
-# --- Printing and CLI ----------------------------------------------------------
+# --- Printing and CLI ---------------------------------------------------------
 
 # Outputs that are short enough to print in full; others print their shape.
 _SHORT_KEYS = ("label", "label_id", "probabilities", "score", "choice",

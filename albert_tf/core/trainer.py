@@ -101,7 +101,7 @@ class Trainer:
     os.makedirs(model_dir, exist_ok=True)
     self.metrics_logger = actions.MetricsLogger(model_dir, self.is_chief)
 
-  # --- Checkpoints -------------------------------------------------------------
+  # --- Checkpoints ------------------------------------------------------------
 
   def _make_manager(self, iterator=None):
     extra = dict(optimizer=self.optimizer, step=self.global_step)
@@ -309,7 +309,7 @@ class Trainer:
       stats["loss_scale"] = float(self.optimizer.loss_scale)
     return stats
 
-  # --- Evaluation and prediction -----------------------------------------------
+  # --- Evaluation and prediction ----------------------------------------------
 
   def evaluate(self) -> Dict[str, float]:
     """Metrics of the current weights over the held-out set (at most

@@ -75,7 +75,7 @@ def pad_features(ids, types, max_seq_length, pad_id=0):
           "input_type_ids": list(types) + [0] * pad}
 
 
-# --- Cache ---------------------------------------------------------------------
+# --- Cache --------------------------------------------------------------------
 
 
 def _file_fingerprint(path):
@@ -150,7 +150,7 @@ def cached_records(path, build_fn):
     return path, json.load(f)
 
 
-# --- Datasets ------------------------------------------------------------------
+# --- Datasets -----------------------------------------------------------------
 
 
 def feature_spec(input_shape, **more):

@@ -151,7 +151,7 @@ def postprocess_logits(examples, windows_meta, tokens_meta, results,
   return predictions, null_odds, nbest
 
 
-# --- The SQuAD 2.0 head (the original's beam) -----------------------------------
+# --- The SQuAD 2.0 head (the original's beam) ---------------------------------
 
 
 def beam_candidates(meta, result, max_answer_length):

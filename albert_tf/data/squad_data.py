@@ -127,7 +127,7 @@ def _locate_answer(context, text, start):
   return min(hits, key=lambda h: abs(h - start)) if hits else None
 
 
-# --- Windows and features -----------------------------------------------------------
+# --- Windows and features -----------------------------------------------------
 
 
 def doc_windows(num_tokens, max_tokens, doc_stride):

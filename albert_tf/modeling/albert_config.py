@@ -190,7 +190,7 @@ def as_albert_config(config: Optional[Any]) -> AlbertConfig:
                   f"{type(config).__name__}")
 
 
-# --- Loading configs: files, overrides, typed values ---------------------------
+# --- Loading configs: files, overrides, typed values --------------------------
 # The one reader of config files and `a.b=c` overrides (experiment configs in
 # core/experiment_config.py build on it) and the one model config loader of
 # export and convert (`load_model_config`).

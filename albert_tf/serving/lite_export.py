@@ -103,7 +103,7 @@ def for_tflite(module):
           if name not in LEFT_OUT}
 
 
-# --- int8 calibration samples ---------------------------------------------------
+# --- int8 calibration samples -------------------------------------------------
 
 
 def _segment_text(row, segment, preprocessor):
@@ -145,7 +145,7 @@ def calibration_samples(signatures, examples, preprocessor):
   return samples
 
 
-# --- Conversion -------------------------------------------------------------------
+# --- Conversion ---------------------------------------------------------------
 
 
 def _converter(saved_model_dir, signature_keys, precision, representative):

@@ -57,7 +57,7 @@ _CHANGED = 0x40000000
 _LENGTH_BITS = 6
 
 
-# --- The vocabulary ---------------------------------------------------------------
+# --- The vocabulary -----------------------------------------------------------
 
 
 def read_vocab(vocab_file):
@@ -123,7 +123,7 @@ def decode(tokens, ids):
                  for n, i in enumerate(ids)).strip()
 
 
-# --- The per-character rules ------------------------------------------------------
+# --- The per-character rules --------------------------------------------------
 
 
 def is_dropped(c):
@@ -210,7 +210,7 @@ def _trie(rules, data):
   return units
 
 
-# --- The final sigma --------------------------------------------------------------
+# --- The final sigma ----------------------------------------------------------
 
 
 def _sigma_classes():
@@ -260,7 +260,7 @@ def graph_pre_rules(text, lower):
   return tf.strings.regex_replace(text, pattern, rewrite)
 
 
-# --- The character limit ----------------------------------------------------------
+# --- The character limit ------------------------------------------------------
 
 
 def piece_tables(tokens):

@@ -31,7 +31,7 @@ from data_prep import tokenization
 from albert_toolkit import output_files
 
 
-# --- Config ------------------------------------------------------------------------
+# --- Config -------------------------------------------------------------------
 
 
 @dataclasses.dataclass
@@ -101,7 +101,7 @@ def vocab_path(data):
   return data.spm_model_file or data.vocab_file
 
 
-# --- Warm start ------------------------------------------------------------------------
+# --- Warm start ---------------------------------------------------------------
 
 
 def initialize_model(model, config):
@@ -129,7 +129,7 @@ def initialize_model(model, config):
              "do_lower_case": config.data.do_lower_case})
 
 
-# --- The task base -------------------------------------------------------------------------
+# --- The task base ------------------------------------------------------------
 
 
 class FinetuneTask(base_task.Task):

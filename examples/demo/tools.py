@@ -104,7 +104,7 @@ def _quote(a):
   return f"'{a}'" if any(c in a for c in " *?$\"'()") else a
 
 
-# --- Metrics and files -------------------------------------------------------------
+# --- Metrics and files --------------------------------------------------------
 
 
 def read_metrics(model_dir, mode):

@@ -32,7 +32,7 @@ from tests.testing.tf1_reference import (
 pytestmark = pytest.mark.slow
 
 
-# --- Tests ---------------------------------------------------------------------
+# --- Tests --------------------------------------------------------------------
 
 
 def test_tf1_training_checkpoint_to_albert_tf_matches_numpy(tmp_path):
@@ -208,7 +208,7 @@ def test_unknown_layouts(tmp_path):
     cc.convert(good, str(tmp_path / "o"), "model_garden", "albert_tf")
 
 
-# --- Model Garden ---------------------------------------------------------------
+# --- Model Garden -------------------------------------------------------------
 
 
 def _mg_outputs(mg_encoder, inputs):

@@ -37,7 +37,7 @@ HIDDEN = 128  # albert_demo_cpu.yaml
 pytestmark = pytest.mark.slow
 
 
-# --- Settings, the order tasks, the headline (no TensorFlow) -------------------------
+# --- Settings, the order tasks, the headline (no TensorFlow) ------------------
 
 
 _SETTINGS = """
@@ -208,7 +208,7 @@ def test_headline_compares_with_the_targets():
   assert stage_report.headline({}) == []
 
 
-# --- The demo, end to end ---------------------------------------------------------------
+# --- The demo, end to end -----------------------------------------------------
 
 
 @pytest.fixture(scope="module")

@@ -53,7 +53,7 @@ def listing(path):
                 for root, _, files in os.walk(path) for f in files)
 
 
-# --- The output directory -----------------------------------------------------------
+# --- The output directory -----------------------------------------------------
 
 
 def test_a_directory_the_demo_did_not_make_is_refused_untouched(tmp_path):
@@ -113,7 +113,7 @@ def test_the_demo_command_refuses_a_users_directory(tmp_path):
   assert listing(work) == before
 
 
-# --- Flags and inputs --------------------------------------------------------------
+# --- Flags and inputs ---------------------------------------------------------
 
 
 @pytest.mark.parametrize("args,line", [
@@ -189,7 +189,7 @@ def test_an_npm_corpus_without_npm_or_cache_is_refused_first(
   preflight.check_inputs(settings, str(out))  # the cached package will do
 
 
-# --- The held-out rule ---------------------------------------------------------------
+# --- The held-out rule --------------------------------------------------------
 
 
 @pytest.mark.parametrize("fraction", [0.2, 0.05, 0.3, 0.5])

@@ -151,7 +151,7 @@ def test_exclusion_matching_by_name():
     lamb.LAMB(exclude_from_weight_decay=["("])
 
 
-# --- bias correction vs Model Garden -------------------------------------------
+# --- bias correction vs Model Garden ------------------------------------------
 
 
 @pytest.mark.parametrize("excl_la", [None, ["gamma", "zero_init"]])
@@ -174,7 +174,7 @@ def test_bias_correction_matches_model_garden(excl_la):
                          ours["encoder/dense/kernel"], atol=1e-4)
 
 
-# --- AdamW ----------------------------------------------------------------------
+# --- AdamW --------------------------------------------------------------------
 
 
 def test_adamw_matches_numpy_adam_weight_decay():
@@ -190,7 +190,7 @@ def test_adamw_matches_numpy_adam_weight_decay():
                          got["encoder/dense/kernel"], atol=1e-4)
 
 
-# --- sparse gradients -------------------------------------------------------------
+# --- sparse gradients ---------------------------------------------------------
 
 
 def test_sparse_equals_dense():
@@ -240,7 +240,7 @@ def test_sparse_in_tf_function_matches_numpy():
   np.testing.assert_allclose(emb.numpy(), want, rtol=1e-6, atol=1e-6)
 
 
-# --- checkpoint & config ------------------------------------------------------------
+# --- checkpoint & config ------------------------------------------------------
 
 
 def _make_state(schedule_steps=20):

@@ -20,7 +20,7 @@ def ref_lr(step, init_lr, num_train_steps, num_warmup_steps,
   return decayed
 
 
-# --- schedule -------------------------------------------------------------------
+# --- schedule -----------------------------------------------------------------
 
 
 @pytest.mark.parametrize("start,power", [(0, 1.0), (100, 1.0), (100, 0.5),
@@ -112,7 +112,7 @@ def test_schedule_rejects_bad_steps(kwargs, field):
     optimizer_factory.WarmupPolynomialDecay(0.1, **kwargs)
 
 
-# --- gradient helpers -------------------------------------------------------------
+# --- gradient helpers ---------------------------------------------------------
 
 
 def test_clip_by_global_norm_numbers_and_none():
@@ -158,7 +158,7 @@ def test_all_reduce_gradients_without_strategy_is_identity():
   np.testing.assert_array_equal(out[0].numpy(), [1.0, 2.0])
 
 
-# --- factory ------------------------------------------------------------------------
+# --- factory ------------------------------------------------------------------
 
 
 def test_create_lamb_defaults():

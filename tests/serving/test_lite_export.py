@@ -206,7 +206,7 @@ def test_model_json_says_what_it_is(setup):
   assert "serve_examples" in info["left_out_signatures"]
 
 
-# --- Refusals ---------------------------------------------------------------------
+# --- Refusals -----------------------------------------------------------------
 
 
 @pytest.mark.parametrize("request_fields,message", [

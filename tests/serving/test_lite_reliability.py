@@ -51,7 +51,7 @@ def _one_line(error):
   return message
 
 
-# --- Threads ---------------------------------------------------------------------
+# --- Threads ------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("max_interpreters", [None, 1])
@@ -89,7 +89,7 @@ def test_one_model_shared_by_threads(export, max_interpreters):
   assert 1 <= model._loaded <= most  # pylint: disable=protected-access
 
 
-# --- Which file runs ----------------------------------------------------------------
+# --- Which file runs ----------------------------------------------------------
 
 
 def test_newest_version_not_a_tflite_is_named(export, tmp_path):
@@ -116,7 +116,7 @@ def test_newest_version_not_a_tflite_is_named(export, tmp_path):
   assert "version 2: a SavedModel" in _one_line(e)
 
 
-# --- model.json ----------------------------------------------------------------------
+# --- model.json ---------------------------------------------------------------
 
 
 @pytest.mark.parametrize("content,message", [
@@ -185,7 +185,7 @@ def test_num_threads_is_range_checked(export):
   assert lite.LiteModel(export, num_threads=1).signatures
 
 
-# --- predict_lite ---------------------------------------------------------------------
+# --- predict_lite -------------------------------------------------------------
 
 
 def _predict(*flags):

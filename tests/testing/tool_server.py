@@ -163,7 +163,7 @@ def as_python_run(args):
   return args
 
 
-# --- Client ---------------------------------------------------------------------
+# --- Client -------------------------------------------------------------------
 
 
 # The longest path an AF_UNIX socket binds to on Linux (sun_path less its
