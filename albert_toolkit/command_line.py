@@ -3,11 +3,13 @@
 absl hands the words that are not flags to `main` as positional arguments,
 and every tool ignored them: `--input_file in/*.txt` unquoted read only the
 first file (the shell's other matches became such words), `dupe_factor=5`
-(no dashes) changed nothing. Float flags take `nan` and `inf`, which pass
-every range check (`nan < 0` is false). Every command-line tool, of data_prep
-and (through albert_tf/cli_flags.py) of albert_tf, parses its flags with
-`parse_flags`, which refuses both with a one-line error, and makes `--help`
-list the tool's own flags (wherever they are defined).
+(no dashes) changed nothing. A flag given twice keeps its last value and
+drops the first without a word (`--model_dir=a --model_dir=b`). Float flags
+take `nan` and `inf`, which pass every range check (`nan < 0` is false).
+Every command-line tool, of data_prep and (through albert_tf/cli_flags.py)
+of albert_tf, parses its flags with `parse_flags`, which refuses all three
+with a one-line error, and makes `--help` list the tool's own flags
+(wherever they are defined).
 """
 
 import contextlib
@@ -38,6 +40,29 @@ def unknown_flag_name(word: str) -> str:
   if "-" in bare:
     return f"{name} (flag names use underscores: --{bare.replace('-', '_')})"
   return name
+
+
+def repeated_flags(flag_values: flags.FlagValues) -> List[str]:
+  """`--name` of every flag given more than once that does not take a list
+  (a `DEFINE_multi_*` flag is repeatable by design)."""
+  seen, repeated = set(), []
+  for name in sorted(flag_values):
+    flag = flag_values[name]
+    if id(flag) in seen:  # a short name of a flag already looked at
+      continue
+    seen.add(id(flag))
+    if flag.present > 1 and not isinstance(flag, flags.MultiFlag):
+      repeated.append(f"--{flag.name}")
+  return repeated
+
+
+def _repeated_error(flag_values: flags.FlagValues) -> str:
+  """The error for the flags given twice ("" when none was)."""
+  repeated = repeated_flags(flag_values)
+  if not repeated:
+    return ""
+  return (f"{', '.join(repeated)}: given more than once (the last value "
+          "would silently replace the others)")
 
 
 def non_finite_flags(flag_values: flags.FlagValues) -> List[str]:
@@ -77,16 +102,19 @@ def _fail(message: str):
 
 def parse_flags(argv: Sequence[str], known_only: bool = False) -> List[str]:
   """The `flags_parser` of `absl.app.run`: parses `argv` into FLAGS and exits
-  with one line on an unknown flag, a bad value, a word that is not a flag
-  or a NaN/infinite float. Returns [program] (with `known_only`: [program]
+  with one line on an unknown flag, a bad value, a word that is not a flag,
+  a flag given twice or a NaN/infinite float. Returns [program] (with `known_only`: [program]
   + the arguments left for another parser, e.g. Beam's options)."""
   adopt_tool_flags(flags.FLAGS)
   try:
     rest = flags.FLAGS(list(argv), known_only=known_only)
   except flags.Error as e:
-    _fail(str(e))
+    # A validator's complaint may come from the value a repeat replaced.
+    _fail(_repeated_error(flags.FLAGS) or str(e))
   if not known_only and len(rest) > 1:
     _fail(stray_words_error(rest[1:]))
+  if repeated_flags(flags.FLAGS):
+    _fail(_repeated_error(flags.FLAGS))
   bad = non_finite_flags(flags.FLAGS)
   if bad:
     _fail(f"{', '.join(bad)}: not a finite number")

@@ -266,11 +266,19 @@ def define_flags(flags):
 
 def main(fl, extra_args=()):
   """Runs the request described by the parsed flags `fl`; the exit code.
-  `extra_args`: the command-line words that are not flags (refused)."""
+  `extra_args`: the command-line words that are not flags (refused, as is
+  a flag other than --text and --text_b given twice)."""
   if extra_args:  # `--text hello world`: "world" would be dropped
     sys.stderr.write(f"error: not a flag: {', '.join(map(repr, extra_args))}"
                      " (flags are --name=value; quote a text with spaces: "
                      "--text='hello world')\n")
+    return 2
+  # A flag given twice would keep its last value and drop the first.
+  repeated = sorted({f"--{fl[name].name}" for name in fl
+                     if fl[name].present > 1
+                     and not fl[name].flag_type().startswith("multi")})
+  if repeated:
+    sys.stderr.write(f"error: {', '.join(repeated)}: given more than once\n")
     return 2
   if not fl.model_name or not fl.text:
     sys.stderr.write("--model_name and at least one --text are required\n")

@@ -1,5 +1,5 @@
 """Strict command lines of the albert_tf tools and the serving client:
-words that are not flags, a repeated --params_override, override values
+words that are not flags, a flag given twice, a repeated --params_override, override values
 with YAML flow characters, NaN/infinite floats, a YAML file that is a list.
 Each was silently ignored, silently wrong or a traceback before.
 """
@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 
+from absl import flags as absl_flags
 import pytest
 import yaml
 
@@ -18,6 +19,7 @@ from albert_tf.core import settings
 from albert_tf.modeling import albert_config
 from albert_tf.tasks import pretraining
 from albert_tf.tasks import registry
+from albert_toolkit import command_line
 from tests.testing import pretrain_testutil as tu
 from tests.testing import tool_server
 from tests.testing.repo_paths import ROOT
@@ -71,6 +73,44 @@ def test_every_tool_refuses_words_that_are_not_flags(tmp_path):
     line = error_line(proc, code)
     assert f"not a flag: {word!r}" in line, line
   assert os.listdir(tmp_path) == []
+
+
+def test_every_tool_refuses_a_flag_given_twice(tmp_path):
+  """`--model_dir=a --model_dir=b` ran in b and never said a word of a."""
+  a, b = str(tmp_path / "a"), str(tmp_path / "b")
+  twice = {"convert_checkpoint": [
+      "--from=tf1", "--to=albert_tf", f"--input_checkpoint={a}",
+      f"--output_dir={a}", f"--output_dir={b}"],
+           "export_savedmodel": [f"--model_dir={a}", f"--model_dir={b}",
+                                 f"--export_dir={a}"]}
+  procs = [start(f"albert_tf.{tool}", *twice.get(
+      tool, [f"--model_dir={a}", f"--model_dir={b}"])) for tool in TOOLS]
+  procs += [start("data_prep.create_pretraining_data", f"--input_file={a}",
+                  f"--output_file={a}", f"--output_file={b}"),
+            start("data_prep.prepare_corpus", f"--input_file={a}",
+                  "--nolines_are_paragraphs", "--lines_are_paragraphs",
+                  f"--output_file={b}")]
+  procs.append(start("clients.serving_client", "--model_name=m",
+                     "--model_name=n", "--text=hello"))
+  flags_given = ["--output_dir" if tool == "convert_checkpoint"
+                 else "--model_dir" for tool in TOOLS]
+  flags_given += ["--output_file", "--lines_are_paragraphs", "--model_name"]
+  for proc, flag in zip(procs, flags_given):
+    code = 2 if proc.args[2] == "clients.serving_client" else 1
+    line = error_line(proc, code)
+    assert f"{flag}: given more than once" in line, line
+  assert os.listdir(tmp_path) == []
+  # List flags (--config_file, --params_override, the client's --text)
+  # stay repeatable.
+  values = absl_flags.FlagValues()
+  absl_flags.DEFINE_string("model_dir", None, "", flag_values=values)
+  absl_flags.DEFINE_bool("whole_lines", False, "", flag_values=values)
+  absl_flags.DEFINE_multi_string("config_file", [], "", flag_values=values)
+  absl_flags.DEFINE_integer("steps", 1, "", short_name="s",
+                            flag_values=values)
+  values(["tool", "--config_file=a", "--config_file=b", "--model_dir=x",
+          "--whole_lines", "--nowhole_lines", "-s", "2", "--steps=3"])
+  assert command_line.repeated_flags(values) == ["--steps", "--whole_lines"]
 
 
 def load(*overrides, files=(tu.TINY_RECIPE,), flag_values=None):
