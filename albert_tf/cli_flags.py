@@ -44,6 +44,18 @@ _DEFINE = {bool: flags.DEFINE_bool, int: flags.DEFINE_integer,
            float: flags.DEFINE_float}
 # The modes of the fine-tuning tools.
 FINETUNING_MODES = [m for m in train_lib.MODES if m != "continuous_eval"]
+# The run tools' flags that only these modes read (any other mode would
+# ignore them). Export settings: --mode=export only (run_training).
+_TRAINING_MODES = ("train", "train_and_eval")
+MODE_FLAGS = {
+    "checkpoint": ("eval", "predict", "export"),
+    "output_dir": ("eval", "train_and_eval", "predict"),
+    "export_dir": ("export",),
+    # A warm start: the first step of a new run.
+    "init_checkpoint": _TRAINING_MODES,
+    "init_from_group0": _TRAINING_MODES,
+    "init_saved_model": _TRAINING_MODES,
+}
 
 
 def define_config_flags():
@@ -280,6 +292,10 @@ def run_training(task_cls):
   if export_given and FLAGS.mode != "export":
     fail(ValueError(f"--{sorted(export_given)[0]} applies to --mode=export "
                     f"only (--mode={FLAGS.mode})"))
+  for name, modes in MODE_FLAGS.items():
+    if flag_value(name) is not None and FLAGS.mode not in modes:
+      fail(ValueError(f"--{name} applies to --mode={' or '.join(modes)} "
+                      f"only (--mode={FLAGS.mode})"))
   try:
     # A run that exists is continued from its recorded config: only what
     # the command line changes is checked against the record.

@@ -88,6 +88,23 @@ def test_flags_are_the_named_tasks_and_others_are_refused(tmp_path):
   assert proc.stderr.splitlines()[-1] == (
       "ERROR: --max_windows applies to --mode=export only "
       "(--mode=train_and_eval)")
+  # So is a flag that the mode would ignore: training resumed from the
+  # latest checkpoint, not --checkpoint's; eval wrote no export.
+  for mode, flag, line in (
+      ("train", "--checkpoint=c", "--checkpoint applies to --mode=eval or "
+       "predict or export only (--mode=train)"),
+      ("train", "--export_dir=e", "--export_dir applies to --mode=export "
+       "only (--mode=train)"),
+      ("train", "--output_dir=o", "--output_dir applies to --mode=eval or "
+       "train_and_eval or predict only (--mode=train)"),
+      ("predict", "--export_dir=e", "--export_dir applies to --mode=export "
+       "only (--mode=predict)"),
+      ("eval", "--init_checkpoint=i", "--init_checkpoint applies to "
+       "--mode=train or train_and_eval only (--mode=eval)")):
+    proc = run_tool("--task=sentence_prediction", f"--mode={mode}", flag,
+                    f"--model_dir={tmp_path / 'r'}")
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines()[-1] == "ERROR: " + line
   assert os.listdir(tmp_path) == []
 
 
