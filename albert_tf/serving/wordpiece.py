@@ -28,7 +28,11 @@ applies the Python `pre_rules`).
 What remains different from BERT's Python tokenizer: code points that
 Python's Unicode tables (Unicode 14 in Python 3.11) leave unassigned and
 ICU's newer tables make punctuation are split off as punctuation
-(`fast_punctuation_differences`).
+(`fast_punctuation_differences`); and, lower-cased, the order of two
+adjacent combining marks that survive accent stripping (the 25 spacing
+marks, Mc, with a combining class, e.g. the musical stems U+1D165 and
+U+1D16D): NFD of the whole word puts them in canonical order, the
+normaliser maps one code point at a time and keeps the text's order.
 """
 
 import functools
