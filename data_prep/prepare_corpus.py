@@ -174,19 +174,21 @@ class CorpusWriter:
     self._out.write("".join(s + "\n" for s in sentences).encode("utf-8"))
     self._stats["sentences"] += len(sentences)
 
-  def end_document(self):
+  def end_document(self, count_empty=True):
+    """Ends the current document; `count_empty`: an empty one is counted
+    (false where no boundary was seen: the end of a file or of the run)."""
     if self._doc and (self._opened_doc or len(self._doc) >= self._min):
       self._write(self._doc)
     elif self._doc:
       self._stats["short_documents_dropped"] += 1
       self._stats["sentences_dropped"] += len(self._doc)
-    elif not self._opened_doc:
+    elif not self._opened_doc and count_empty:
       self._stats["empty_documents"] += 1
     self._doc = []
     self._opened_doc = False
 
   def close(self):
-    self.end_document()
+    self.end_document(count_empty=False)
     self._out.close()
 
   def discard(self):
@@ -248,15 +250,30 @@ def prepare(input_files, output_file, config: Optional[CorpusConfig] = None):
           flush_paragraph(final=False)
       flush_paragraph()
       if c.doc_boundary in ("file", "blank_line"):
-        writer.end_document()
+        # An empty file is an empty document only where files are documents.
+        writer.end_document(count_empty=c.doc_boundary == "file")
     flush_paragraph()
     writer.close()
+    if not stats["sentences"]:
+      raise ValueError(_no_sentences(input_files, stats, c))
   except BaseException:
     writer.discard()  # close() would write (and fail) again
     staged.abort()
     raise
   staged.commit()
   return stats
+
+
+def _no_sentences(input_files, stats, config):
+  """The error for a run that wrote no sentence (nothing is written)."""
+  shown = ", ".join(input_files[:3]) + (
+      f" and {len(input_files) - 3} more" if len(input_files) > 3 else "")
+  if stats["short_documents_dropped"]:
+    return (f"no sentences: every document of the input ({shown}) had "
+            "fewer than min_sentences_per_doc="
+            f"{config.min_sentences_per_doc} sentences "
+            f"({stats['short_documents_dropped']} dropped); nothing written")
+  return f"no sentences: the input ({shown}) holds no text; nothing written"
 
 
 def main(argv):
