@@ -51,9 +51,11 @@ class CorpusConfig:
   lines_are_paragraphs: bool = False
   # Documents with fewer sentences are dropped (counted).
   min_sentences_per_doc: int = 1
-  # A longer paragraph is flushed early at a sentence boundary.
+  # A longer paragraph is flushed early at a sentence boundary (it holds at
+  # most this plus one input line).
   max_paragraph_chars: int = 1000000
-  # Longer input lines are split at whitespace.
+  # Longer input lines, and longer written sentences, are split at
+  # whitespace.
   max_line_chars: int = 100000
 
   def __post_init__(self):
@@ -101,7 +103,8 @@ def define_flags():
                        "sentence boundary (bounds memory on text without blank "
                        "lines).", lower_bound=1)
   flags.DEFINE_integer("max_line_chars", d.max_line_chars,
-                       "Input lines longer than this are split at whitespace.",
+                       "Input lines and written sentences longer than this "
+                       "are split at whitespace (counted).",
                        lower_bound=1)
 
 
@@ -140,6 +143,23 @@ def split_sentences(text):
   if rest:
     sentences.append(rest)
   return sentences
+
+
+def cut_long(sentence, max_chars, stats):
+  """`sentence` in pieces of at most `max_chars` characters, cut at the last
+  space before the limit (else at it); each cut sentence counted as
+  long_sentences_split. Text without sentence ends would otherwise be
+  written as one line of a whole paragraph (a million characters)."""
+  if len(sentence) <= max_chars:
+    return [sentence]
+  stats["long_sentences_split"] += 1
+  pieces = []
+  while len(sentence) > max_chars:
+    cut = sentence.rfind(" ", 0, max_chars + 1)
+    cut = cut if cut > 0 else max_chars
+    pieces.append(sentence[:cut])
+    sentence = sentence[cut:].lstrip(" ")
+  return pieces + [sentence] if sentence else pieces
 
 
 class CorpusWriter:
@@ -216,7 +236,8 @@ def prepare(input_files, output_file, config: Optional[CorpusConfig] = None):
     nonlocal para, para_chars
     if not para:
       return
-    sentences = split_sentences(" ".join(para))
+    sentences = [piece for sentence in split_sentences(" ".join(para))
+                 for piece in cut_long(sentence, c.max_line_chars, stats)]
     para, para_chars = [], 0
     if not final and len(sentences) > 1:
       para, para_chars = [sentences[-1]], len(sentences[-1])

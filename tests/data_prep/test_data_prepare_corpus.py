@@ -1,5 +1,6 @@
 """Tests for data_prep.prepare_corpus, text_reader and tfrecord_io."""
 
+import collections
 import gzip
 import os
 
@@ -107,6 +108,27 @@ def test_empty_documents_are_counted_once(tmp_path):
                                  prepare_corpus.CorpusConfig(
                                      doc_boundary="file"))
   assert stats["documents"] == 2 and "empty_documents" not in stats
+
+
+def test_text_without_sentence_ends_is_cut_at_max_line_chars(tmp_path):
+  """Text without sentence ends was written as sentences of a whole
+  paragraph (1,099,949 characters with --max_paragraph_chars=1000000)."""
+  words = [f"w{i % 997}" for i in range(3000)]
+  src = tmp_path / "in.txt"
+  src.write_text(" ".join(words) + "\n")
+  out = tmp_path / "o.txt"
+  stats = prepare_corpus.prepare([str(src)], str(out),
+                                 prepare_corpus.CorpusConfig(
+                                     max_line_chars=1000,
+                                     max_paragraph_chars=5000))
+  lines = out.read_text().splitlines()
+  assert max(len(l) for l in lines) <= 1000 and len(lines) > 10
+  assert " ".join(lines).split() == words  # every word, in order
+  assert stats["long_sentences_split"] >= 1
+  assert prepare_corpus.cut_long("ab cd", 3, collections.Counter()) == [
+      "ab", "cd"]
+  assert prepare_corpus.cut_long("abcdefg", 3, collections.Counter()) == [
+      "abc", "def", "g"]
 
 
 def test_unreadable_input_names_file(tmp_path):
