@@ -366,6 +366,32 @@ def test_inspect_tfrecord_bad_files_are_one_line_errors(spm_corpus,
   assert str(truncated) in error_line(proc)
 
 
+def test_inspect_tfrecord_says_what_it_cannot_show(spm_corpus, small_corpus,
+                                                  tmp_path):
+  """--skip past the end printed nothing (exit 0), a glob was "Cannot read
+  input file", and --do_lower_case was accepted and unused."""
+  model, _ = spm_corpus
+  spec = tfrecord_io.expand_output_files(str(tmp_path / "t.tfrecord@2"))
+  cpd.run([small_corpus], spec, small_cfg(model), progress_interval=0)
+  records = sum(1 for _ in tfrecord_io.read_records(spec[0]))
+  common = [f"--spm_model_file={model}"]
+  line = error_line(run_tool("inspect_tfrecord", f"--input_file={spec[0]}",
+                             f"--skip={records}", *common))
+  assert line == (f"inspect_tfrecord: error: --skip={records} is past the "
+                  f"end of {spec[0]}: it holds {records} records")
+  proc = run_tool("inspect_tfrecord", f"--input_file={spec[0]}",
+                  f"--skip={records - 1}", *common)
+  assert proc.returncode == 0 and proc.stdout.count("=== example") == 1
+  pattern = str(tmp_path / "t.tfrecord-*")
+  line = error_line(run_tool("inspect_tfrecord", f"--input_file={pattern}",
+                             *common))
+  assert line == (f"inspect_tfrecord: error: --input_file {pattern}: takes "
+                  "one file, not a glob or a list (inspect one shard)")
+  line = error_line(run_tool("inspect_tfrecord", f"--input_file={spec[0]}",
+                             "--nodo_lower_case", *common))
+  assert "Unknown command line flag 'nodo_lower_case'" in line
+
+
 # ------------------------------------------------ summary and vocab ----
 def test_vocab_size_flag_must_match_the_model(spm_corpus, small_corpus,
                                               tmp_path):
