@@ -1,7 +1,9 @@
 """Safe output files for the data tools: no clobbered inputs, no half files.
 
 Promises (see docs/reliability.md, "Data preparation"):
-  * an output that is also an input is refused before anything is opened;
+  * an output that is also an input (corpus, vocabulary), two outputs that
+    are one file, and an output that exists but is not a regular file (a
+    directory, a device) are refused before anything is opened or deleted;
   * our own outputs (summaries, temporary files) are never read as corpus text
     when a glob matches them;
   * a run claims each output with a lock file (`.name.lock`: pid, host)
@@ -93,12 +95,79 @@ def check_not_inputs(outputs, inputs):
                        f"{in_path}); refusing to overwrite it")
 
 
+def check_distinct(outputs):
+  """Raises ValueError (one line naming the flags) if two outputs are one
+  file (the same path twice, or two paths to it: relative, symlinked). A
+  run writing one file twice took over its own claim and failed after all
+  the work, half the records left under the final name.
+
+  Args:
+    outputs: (flag, path) pairs the tool writes (a None path is skipped).
+  """
+  seen = {}
+  for flag, path in outputs:
+    if not path:
+      continue
+    key = _real(path)
+    if key not in seen:
+      seen[key] = (flag, path)
+    else:
+      first_flag, first_path = seen[key]
+      if first_flag == flag:
+        raise ValueError(f"{flag} names one file twice ({first_path} and "
+                         f"{path}); give each output once")
+      raise ValueError(f"{flag} {path} is the same file as {first_flag} "
+                       f"{first_path}; give each output its own file")
+
+
+def check_output_kind(flag, path):
+  """Raises ValueError (one line naming `flag` and `path`) if `path` exists
+  and is not a regular file (a directory, a device such as /dev/full, a
+  FIFO): the run would rename its output over it (as root, a device node
+  too) or fail after all its work. URLs are not checked."""
+  if (not path or "://" in path or not os.path.exists(path) or
+      os.path.isfile(path)):
+    return  # missing: created; a file (or a symlink to one): replaced
+  what = ("a directory" if os.path.isdir(path) else
+          "not a regular file (a device, FIFO or socket)")
+  raise ValueError(f"{flag} {path} is {what}; give a file path to write")
+
+
+def check_outputs(outputs, inputs):
+  """Raises ValueError (one line naming the flags and paths) before a tool
+  opens or deletes anything: an output that is also an input
+  (`check_not_inputs`), two outputs that are one file (`check_distinct`),
+  or an output that exists and is not a regular file (`check_output_kind`).
+
+  Args:
+    outputs: (flag, path) pairs the tool writes, its summary included (a
+      None path is skipped).
+    inputs: (flag, path) pairs it reads: corpus files and vocabularies.
+  """
+  check_not_inputs(outputs, inputs)
+  check_distinct(outputs)
+  for flag, path in outputs:
+    check_output_kind(flag, path)
+
+
 def check_disjoint(input_files, output_files, input_flag="--input_file",
-                   output_flag="--output_file"):
-  """Raises ValueError (one line, naming the file) if an output is an input
-  or an input is one of our own outputs (summary, temporary file)."""
-  check_not_inputs([(output_flag, p) for p in output_files],
-                   [(f"{input_flag} matched", p) for p in input_files])
+                   output_flag="--output_file", inputs=(), outputs=()):
+  """Raises ValueError (one line, naming the file) if an output is an input,
+  two outputs are one file, an output exists and is not a regular file
+  (`check_outputs`), or an input is one of our own outputs (summary,
+  temporary file).
+
+  Args:
+    input_files: the corpus files (`input_flag` matched them).
+    output_files: the files `output_flag` names.
+    input_flag: the flag of `input_files`, in errors.
+    output_flag: the flag of `output_files`, in errors.
+    inputs: more (flag, path) pairs read (a vocabulary).
+    outputs: more (flag, path) pairs written (a summary).
+  """
+  check_outputs([(output_flag, p) for p in output_files] + list(outputs),
+                [(f"{input_flag} matched", p) for p in input_files] +
+                list(inputs))
   for p in input_files:
     if is_tool_output(p):
       raise ValueError(f"{input_flag} {p} is an output of a data_prep tool "

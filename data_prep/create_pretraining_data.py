@@ -150,14 +150,15 @@ def run(input_files, output_files, run_cfg, num_workers=1, compression="NONE",
         max_lines_per_document=20000, summary_file=None, progress_interval=5.0):
   """Creates the TFRecords; returns the summary dict (also written as JSON).
 
-  The outputs are claimed first (a second run writing them at once is
-  refused), shards are written under temporary names and renamed at the end;
+  Every output (shards, summary) is first checked against every input
+  (corpus, vocabulary) and each other (pretraining_config.check_files), then
+  claimed (a second run writing them at once is refused); shards are written
+  under temporary names and renamed at the end;
   a stale summary is deleted first and the new one written last
   (output_files.py).
   """
-  summary_file = summary_file or output_files[0] + output_files_mod.SUMMARY_SUFFIX
-  output_files_mod.check_disjoint(input_files, list(output_files) +
-                                  [summary_file])
+  summary_file = pretraining_config.check_files(input_files, output_files,
+                                              summary_file, run_cfg)
   # Fail early and clearly: model and inputs must be readable.
   tok = run_cfg.tokenizer()
   run_cfg.check_vocab_size(tok.vocab_size)

@@ -39,7 +39,6 @@ def define_flags():
   flags.DEFINE_integer("max_examples", 5, "Number of examples to print.",
                        lower_bound=0)
   flags.DEFINE_integer("skip", 0, "Examples to skip first.", lower_bound=0)
-  flags.DEFINE_bool("do_lower_case", True, "Unused for decoding; kept for symmetry.")
   flags.DEFINE_enum("compression", "auto", ["auto", "NONE", "GZIP"],
                     "Input compression (auto: detect gzip magic).")
   flags.register_multi_flags_validator(
@@ -118,6 +117,10 @@ def show(path, tok, compression="auto", skip=0, max_examples=5,
       shown += 1
       if shown >= max_examples:
         break
+    else:
+      if skip and not shown:  # else nothing at all would be printed
+        raise ValueError(f"--skip={skip} is past the end of {path}: it holds "
+                         f"{k + 1} records")
   except message.DecodeError as e:
     raise ValueError(f"{path}: not a readable TFRecord of tf.train.Example "
                      f"(record {k + 1}: {e})") from e
@@ -172,9 +175,13 @@ def main(argv):
   if not FLAGS.input_file:
     raise app.UsageError("--input_file is required")
   with command_line.exit_on_error("inspect_tfrecord"):
+    # Ids are decoded to pieces: lower-casing (an encoding step) is not used.
     tok = tokenization.load_tokenizer(FLAGS.spm_model_file, FLAGS.vocab_file,
-                                      FLAGS.do_lower_case)
+                                      do_lower_case=True)
     if not os.path.isfile(FLAGS.input_file):
+      if any(c in FLAGS.input_file for c in "*?[,"):
+        raise ValueError(f"--input_file {FLAGS.input_file}: takes one file, "
+                         "not a glob or a list (inspect one shard)")
       raise OSError(f"Cannot read input file {FLAGS.input_file}")
     check_model(FLAGS.input_file, tok.vocab_path, tok.vocab_size,
                 flag="--vocab_file" if FLAGS.vocab_file else "--spm_model_file")

@@ -51,9 +51,11 @@ class CorpusConfig:
   lines_are_paragraphs: bool = False
   # Documents with fewer sentences are dropped (counted).
   min_sentences_per_doc: int = 1
-  # A longer paragraph is flushed early at a sentence boundary.
+  # A longer paragraph is flushed early at a sentence boundary (it holds at
+  # most this plus one input line).
   max_paragraph_chars: int = 1000000
-  # Longer input lines are split at whitespace.
+  # Longer input lines, and longer written sentences, are split at
+  # whitespace.
   max_line_chars: int = 100000
 
   def __post_init__(self):
@@ -101,7 +103,8 @@ def define_flags():
                        "sentence boundary (bounds memory on text without blank "
                        "lines).", lower_bound=1)
   flags.DEFINE_integer("max_line_chars", d.max_line_chars,
-                       "Input lines longer than this are split at whitespace.",
+                       "Input lines and written sentences longer than this "
+                       "are split at whitespace (counted).",
                        lower_bound=1)
 
 
@@ -142,6 +145,23 @@ def split_sentences(text):
   return sentences
 
 
+def cut_long(sentence, max_chars, stats):
+  """`sentence` in pieces of at most `max_chars` characters, cut at the last
+  space before the limit (else at it); each cut sentence counted as
+  long_sentences_split. Text without sentence ends would otherwise be
+  written as one line of a whole paragraph (a million characters)."""
+  if len(sentence) <= max_chars:
+    return [sentence]
+  stats["long_sentences_split"] += 1
+  pieces = []
+  while len(sentence) > max_chars:
+    cut = sentence.rfind(" ", 0, max_chars + 1)
+    cut = cut if cut > 0 else max_chars
+    pieces.append(sentence[:cut])
+    sentence = sentence[cut:].lstrip(" ")
+  return pieces + [sentence] if sentence else pieces
+
+
 class CorpusWriter:
   """Writes documents; counts documents and sentences."""
 
@@ -174,19 +194,21 @@ class CorpusWriter:
     self._out.write("".join(s + "\n" for s in sentences).encode("utf-8"))
     self._stats["sentences"] += len(sentences)
 
-  def end_document(self):
+  def end_document(self, count_empty=True):
+    """Ends the current document; `count_empty`: an empty one is counted
+    (false where no boundary was seen: the end of a file or of the run)."""
     if self._doc and (self._opened_doc or len(self._doc) >= self._min):
       self._write(self._doc)
     elif self._doc:
       self._stats["short_documents_dropped"] += 1
       self._stats["sentences_dropped"] += len(self._doc)
-    elif not self._opened_doc:
+    elif not self._opened_doc and count_empty:
       self._stats["empty_documents"] += 1
     self._doc = []
     self._opened_doc = False
 
   def close(self):
-    self.end_document()
+    self.end_document(count_empty=False)
     self._out.close()
 
   def discard(self):
@@ -214,7 +236,8 @@ def prepare(input_files, output_file, config: Optional[CorpusConfig] = None):
     nonlocal para, para_chars
     if not para:
       return
-    sentences = split_sentences(" ".join(para))
+    sentences = [piece for sentence in split_sentences(" ".join(para))
+                 for piece in cut_long(sentence, c.max_line_chars, stats)]
     para, para_chars = [], 0
     if not final and len(sentences) > 1:
       para, para_chars = [sentences[-1]], len(sentences[-1])
@@ -248,15 +271,30 @@ def prepare(input_files, output_file, config: Optional[CorpusConfig] = None):
           flush_paragraph(final=False)
       flush_paragraph()
       if c.doc_boundary in ("file", "blank_line"):
-        writer.end_document()
+        # An empty file is an empty document only where files are documents.
+        writer.end_document(count_empty=c.doc_boundary == "file")
     flush_paragraph()
     writer.close()
+    if not stats["sentences"]:
+      raise ValueError(_no_sentences(input_files, stats, c))
   except BaseException:
     writer.discard()  # close() would write (and fail) again
     staged.abort()
     raise
   staged.commit()
   return stats
+
+
+def _no_sentences(input_files, stats, config):
+  """The error for a run that wrote no sentence (nothing is written)."""
+  shown = ", ".join(input_files[:3]) + (
+      f" and {len(input_files) - 3} more" if len(input_files) > 3 else "")
+  if stats["short_documents_dropped"]:
+    return (f"no sentences: every document of the input ({shown}) had "
+            "fewer than min_sentences_per_doc="
+            f"{config.min_sentences_per_doc} sentences "
+            f"({stats['short_documents_dropped']} dropped); nothing written")
+  return f"no sentences: the input ({shown}) holds no text; nothing written"
 
 
 def main(argv):

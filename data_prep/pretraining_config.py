@@ -14,6 +14,7 @@ import typing
 from absl import app
 from absl import flags
 
+from albert_toolkit import output_files
 from data_prep import flag_config
 from data_prep import pretraining_instances as pi
 from albert_toolkit import tfrecord_io
@@ -135,10 +136,27 @@ def check_one_vocabulary_flags(values):
 def _check_output_file(spec):
   if spec is not None:
     try:
-      tfrecord_io.expand_output_files(spec)
+      output_files.check_distinct(
+          ("--output_file", p) for p in tfrecord_io.expand_output_files(spec))
     except ValueError as e:
       raise flags.ValidationError(str(e)) from e
   return True
+
+
+def check_files(input_files, output_paths, summary_file, run_cfg):
+  """Checks every output (the shards and the summary) against every input
+  (the corpus files and the vocabulary), before anything is opened or
+  deleted (output_files.check_disjoint: one-line ValueError naming both
+  flags). Returns the summary's path: `summary_file`, else
+  <first output>.summary.json."""
+  summary_flag = "--summary_file" if summary_file else "the summary"
+  summary_file = summary_file or output_paths[0] + output_files.SUMMARY_SUFFIX
+  output_files.check_disjoint(
+      input_files, output_paths,
+      inputs=[("--spm_model_file", run_cfg.spm_model_file),
+              ("--vocab_file", run_cfg.vocab_file)],
+      outputs=[(summary_flag, summary_file)])
+  return summary_file
 
 
 def _check_lengths(values):

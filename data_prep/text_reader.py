@@ -5,7 +5,9 @@ can, counting every repair in a `collections.Counter` so nothing is lost
 silently:
   invalid_utf8_lines:   lines with invalid UTF-8 (bad bytes dropped)
   control_char_lines:   lines with control/format characters (removed; a
-                        zero-width space made a space: tokenization.py)
+                        zero-width space made a space: tokenization.py); a
+                        byte-order mark starting a file is dropped, not
+                        counted
   huge_lines_split:     lines longer than max_line_chars (split at whitespace)
   bare_cr_line_ends:    lines ended by a carriage return alone (a line end,
                         as LF and CRLF)
@@ -31,6 +33,7 @@ _BINARY_BYTES = tuple(b for b in range(32) if b not in b"\t\n\v\f\r") + (
     127,)
 # What errors="surrogateescape" makes of bytes that are not UTF-8.
 _INVALID_UTF8 = re.compile("[\udc80-\udcff]")
+_BOM = "\ufeff"
 
 
 def open_binary(path, opener=None):
@@ -145,6 +148,7 @@ def iter_clean_lines(path, stats, max_line_chars=100_000, progress=None,
   last_pos = 0
   lineno = 0
   invalid_lines, first_invalid = 0, 0
+  at_start = True
   try:
     with text_f:
       while True:
@@ -159,6 +163,9 @@ def iter_clean_lines(path, stats, max_line_chars=100_000, progress=None,
           last_pos = pos
         if not chunk:
           break
+        if at_start:  # a byte-order mark says "UTF-8", no text: dropped
+          chunk = chunk[1:] if chunk.startswith(_BOM) else chunk
+          at_start = False
         if after_cr and chunk.startswith("\n"):
           stats["bare_cr_line_ends"] -= 1  # a CRLF cut by the read limit
           chunk = chunk[1:]

@@ -70,3 +70,61 @@ def test_albert_tf_writes_through_the_one_helper(tmp_path):
   open(tmp_path / "ckpt-7.index", "w").close()
   assert paths.latest_checkpoint(str(tmp_path)) == str(tmp_path / "ckpt-7")
   assert sorted(os.listdir(tmp_path)) == ["checkpoint", "ckpt-7.index"]
+
+
+def test_two_outputs_that_are_one_file_are_refused(tmp_path):
+  out = str(tmp_path / "a.tfrecord")
+  os.symlink(out, tmp_path / "link.tfrecord")
+  for other in (out, str(tmp_path / "sub" / ".." / "a.tfrecord"),
+                str(tmp_path / "link.tfrecord")):
+    with pytest.raises(ValueError) as e:
+      output_files.check_distinct([("--output_file", out),
+                                   ("--output_file", other)])
+    assert str(e.value) == (f"--output_file names one file twice ({out} and "
+                            f"{other}); give each output once")
+  with pytest.raises(ValueError, match=(
+      f"^--summary_file {out} is the same file as --output_file {out}; ")):
+    output_files.check_outputs([("--output_file", out),
+                                ("--summary_file", out)], [])
+  output_files.check_outputs([("--output_file", out),
+                              ("--summary_file", out + ".summary.json"),
+                              ("--vocab_file", None)], [])
+  assert os.listdir(tmp_path) == ["link.tfrecord"]  # nothing created
+
+
+def test_an_output_that_is_not_a_regular_file_is_refused(tmp_path):
+  directory = tmp_path / "adir"
+  directory.mkdir()
+  fifo = tmp_path / "fifo"
+  os.mkfifo(fifo)
+  os.symlink(fifo, tmp_path / "to_fifo")
+  for path, what in ((directory, "a directory"),
+                     (fifo, "not a regular file"),
+                     (tmp_path / "to_fifo", "not a regular file"),
+                     ("/dev/null", "not a regular file")):
+    with pytest.raises(ValueError) as e:
+      output_files.check_outputs([("--output_file", str(path))], [])
+    assert str(e.value).startswith(f"--output_file {path} is {what}")
+    assert "\n" not in str(e.value)
+  # A regular file (or a symlink to one) is replaced; a missing one created.
+  (tmp_path / "old.txt").write_text("old")
+  os.symlink(tmp_path / "old.txt", tmp_path / "to_old")
+  os.symlink(tmp_path / "gone", tmp_path / "dangling")
+  for name in ("old.txt", "to_old", "dangling", "new.txt"):
+    output_files.check_outputs([("--output_file", str(tmp_path / name))], [])
+
+
+def test_an_output_is_checked_against_every_input(tmp_path):
+  model = tmp_path / "spm.model"
+  model.write_bytes(b"model")
+  os.symlink(model, tmp_path / "link.model")
+  inputs = [("--input_file matched", str(tmp_path / "corpus.txt")),
+            ("--spm_model_file", str(tmp_path / "link.model")),
+            ("--vocab_file", "")]
+  with pytest.raises(ValueError) as e:
+    output_files.check_outputs([("--output_file", str(tmp_path / "o")),
+                                ("--summary_file", str(model))], inputs)
+  assert str(e.value) == (f"--summary_file {model} is also an input "
+                          f"(--spm_model_file {tmp_path}/link.model); "
+                          "refusing to overwrite it")
+  assert model.read_bytes() == b"model"

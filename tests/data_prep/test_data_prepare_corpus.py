@@ -1,12 +1,15 @@
 """Tests for data_prep.prepare_corpus, text_reader and tfrecord_io."""
 
+import collections
 import gzip
+import os
 
 import pytest
 import tensorflow as tf
 
 from data_prep import prepare_corpus
 from albert_toolkit import tfrecord_io
+from tests.testing.data_prep_tools import error_line, run_tool
 from tests.testing.repo_paths import BOTCHAN
 
 
@@ -59,11 +62,73 @@ def test_regex_boundaries_on_botchan(tmp_path):
   assert len(docs) == 12 and stats["boundary_lines"] == 11
   assert docs[1][0].startswith("Because of an hereditary recklessness")
   assert all(not line.startswith("CHAPTER") for d in docs for line in d)
-  assert stats["control_char_lines"] == 1  # the byte-order mark
+  assert "control_char_lines" not in stats  # the byte-order mark: dropped
   assert not docs[0][0].startswith("\ufeff")
   with open(BOTCHAN, encoding="utf-8-sig") as f:
     words = len(f.read().split())
   assert sum(len(l.split()) for d in docs for l in d) == words - 11 * 2
+
+
+def test_empty_or_blank_input_is_refused_and_nothing_written(tmp_path):
+  """An empty corpus was written with exit 0 (and a 0-byte file counted as 2
+  empty documents); create_pretraining_data and train_sentencepiece refuse
+  such input."""
+  empty, blank = tmp_path / "empty.txt", tmp_path / "blank.txt"
+  empty.write_bytes(b"")
+  blank.write_bytes(b"\n  \n\t\n\xef\xbb\xbf\n")
+  out = tmp_path / "out" / "corpus.txt"
+  for files in ([empty], [empty, blank]):
+    with pytest.raises(ValueError) as e:
+      prepare_corpus.prepare([str(f) for f in files], str(out))
+    assert str(e.value) == (
+        f"no sentences: the input ({', '.join(str(f) for f in files)}) holds "
+        "no text; nothing written")
+  one = tmp_path / "one.txt"
+  one.write_text("Only one sentence here.\n\nAnd one more.\n")
+  with pytest.raises(ValueError, match=(
+      r"^no sentences: every document of the input \(.*one.txt\) had fewer "
+      r"than min_sentences_per_doc=2 sentences \(2 dropped\); nothing "
+      "written$")):
+    prepare_corpus.prepare([str(one)], str(out),
+                           prepare_corpus.CorpusConfig(min_sentences_per_doc=2))
+  assert os.listdir(out.parent) == []
+  assert empty.read_bytes() == b"" and one.read_text().startswith("Only")
+  proc = run_tool("prepare_corpus", f"--input_file={empty}",
+                  f"--output_file={out}")
+  assert error_line(proc) == ("prepare_corpus: error: no sentences: the input "
+                              f"({empty}) holds no text; nothing written")
+
+
+def test_empty_documents_are_counted_once(tmp_path):
+  src = tmp_path / "in.txt"
+  src.write_text("One.\n\n\n\nTwo.\n\n")  # two extra blank lines
+  stats = prepare_corpus.prepare([str(src)], str(tmp_path / "o.txt"))
+  assert stats["documents"] == 2 and stats["empty_documents"] == 2
+  stats = prepare_corpus.prepare([str(src), str(src)], str(tmp_path / "f.txt"),
+                                 prepare_corpus.CorpusConfig(
+                                     doc_boundary="file"))
+  assert stats["documents"] == 2 and "empty_documents" not in stats
+
+
+def test_text_without_sentence_ends_is_cut_at_max_line_chars(tmp_path):
+  """Text without sentence ends was written as sentences of a whole
+  paragraph (1,099,949 characters with --max_paragraph_chars=1000000)."""
+  words = [f"w{i % 997}" for i in range(3000)]
+  src = tmp_path / "in.txt"
+  src.write_text(" ".join(words) + "\n")
+  out = tmp_path / "o.txt"
+  stats = prepare_corpus.prepare([str(src)], str(out),
+                                 prepare_corpus.CorpusConfig(
+                                     max_line_chars=1000,
+                                     max_paragraph_chars=5000))
+  lines = out.read_text().splitlines()
+  assert max(len(l) for l in lines) <= 1000 and len(lines) > 10
+  assert " ".join(lines).split() == words  # every word, in order
+  assert stats["long_sentences_split"] >= 1
+  assert prepare_corpus.cut_long("ab cd", 3, collections.Counter()) == [
+      "ab", "cd"]
+  assert prepare_corpus.cut_long("abcdefg", 3, collections.Counter()) == [
+      "abc", "def", "g"]
 
 
 def test_unreadable_input_names_file(tmp_path):

@@ -26,6 +26,7 @@ from albert_toolkit import tfrecord_io
 from data_prep import tokenization
 from data_prep import train_sentencepiece
 from tests.testing import tool_server
+from tests.testing import wordpiece_testlib
 from tests.testing.data_prep_tools import ROOT, error_line, run_tool
 from tests.testing.botchan_testlib import BOTCHAN, botchan_spm
 
@@ -79,6 +80,99 @@ def test_output_equal_to_input_is_refused_and_input_kept(spm_corpus,
         train_sentencepiece.SentencePieceConfig(vocab_size=100))
   assert victim.read_bytes() == before
   assert vocab_input.read_bytes() == before
+
+
+def _cpd(*args):
+  return run_tool("create_pretraining_data", "--max_seq_length=64",
+                  "--max_predictions_per_seq=10", "--dupe_factor=1", *args)
+
+
+def test_vocabulary_and_corpus_are_never_outputs(spm_corpus, small_corpus,
+                                                 tmp_path):
+  """--output_file or --summary_file naming the vocabulary (also through a
+  symlink) replaced or deleted it; --summary_file naming the corpus was
+  refused under --output_file's name."""
+  model = tmp_path / "s.model"
+  model.write_bytes(open(spm_corpus[0], "rb").read())
+  os.symlink(model, tmp_path / "link.model")
+  vocab = wordpiece_testlib.write_vocab(tmp_path)
+  corpus = tmp_path / "c.txt"
+  corpus.write_bytes(open(small_corpus, "rb").read())
+  before = {n: (tmp_path / n).read_bytes() for n in ("s.model", "vocab.txt",
+                                                     "c.txt")}
+  out = tmp_path / "o.tfrecord"
+  for args, want in (
+      ([f"--output_file={tmp_path}/link.model", f"--spm_model_file={model}"],
+       f"--output_file {tmp_path}/link.model is also an input "
+       f"(--spm_model_file {model})"),
+      ([f"--output_file={out}@2", f"--summary_file={model}",
+        f"--spm_model_file={tmp_path}/link.model"],
+       f"--summary_file {model} is also an input (--spm_model_file "
+       f"{tmp_path}/link.model)"),
+      ([f"--output_file={vocab}", f"--vocab_file={vocab}"],
+       f"--output_file {vocab} is also an input (--vocab_file {vocab})"),
+      ([f"--output_file={out}", f"--summary_file={corpus}",
+        f"--spm_model_file={model}"],
+       f"--summary_file {corpus} is also an input (--input_file matched "
+       f"{corpus})")):
+    line = error_line(_cpd(f"--input_file={corpus}", *args))
+    assert line.endswith(want + "; refusing to overwrite it"), line
+  assert {n: (tmp_path / n).read_bytes() for n in before} == before
+  assert _names(tmp_path) == ["c.txt", "link.model", "s.model", "vocab.txt"]
+
+
+def test_an_output_given_twice_is_refused_when_the_flags_are_read(
+    spm_corpus, small_corpus, tmp_path):
+  """--output_file=a,a took over its own claim and failed after the work,
+  half the records left under the final name."""
+  model, _ = spm_corpus
+  out = tmp_path / "a.tfrecord"
+  common = [f"--input_file={small_corpus}", f"--spm_model_file={model}"]
+  line = error_line(_cpd(*common,
+                         f"--output_file={out},{tmp_path}/x/../a.tfrecord"))
+  assert "Flags parsing error" in line and (
+      f"--output_file names one file twice ({out} and {tmp_path}/x/../"
+      "a.tfrecord); give each output once") in line, line
+  line = error_line(_cpd(*common, f"--output_file={out}",
+                         f"--summary_file={out}"))
+  assert line.endswith(f"--summary_file {out} is the same file as "
+                       f"--output_file {out}; give each output its own "
+                       "file"), line
+  assert _names(tmp_path) == []
+
+
+@pytest.mark.parametrize("tool", ["create_pretraining_data", "prepare_corpus",
+                                  "train_sentencepiece",
+                                  "beam_pretraining_data"])
+@pytest.mark.parametrize("kind", ["directory", "fifo"])
+def test_an_output_that_is_not_a_regular_file_is_refused_first(
+    spm_corpus, small_corpus, tmp_path, tool, kind):
+  """A directory output failed after all the work, leaving its temporary
+  file; a device (/dev/full, as root) was renamed over."""
+  model, _ = spm_corpus
+  target = tmp_path / ("o.model" if tool == "train_sentencepiece" else "o")
+  if kind == "directory":
+    target.mkdir()
+  else:
+    os.mkfifo(target)
+  args = [f"--input_file={small_corpus}"]
+  if tool == "train_sentencepiece":
+    args += [f"--model_prefix={tmp_path}/o", "--vocab_size=100"]
+    flag = "--model_prefix"
+  else:
+    args += [f"--output_file={target}"]
+    flag = "--output_file"
+  if tool.endswith("pretraining_data"):
+    args += [f"--spm_model_file={model}", "--max_seq_length=64",
+             "--max_predictions_per_seq=10", "--dupe_factor=1"]
+  if tool == "beam_pretraining_data":
+    args += ["--runner=DirectRunner", "--direct_num_workers=1"]
+  line = error_line(run_tool(tool, *args))
+  what = "a directory" if kind == "directory" else "not a regular file"
+  assert f"error: {flag} {target} is {what}" in line, line
+  assert _names(tmp_path) == [target.name]  # no temporary, lock or summary
+  assert os.path.isdir(target) if kind == "directory" else (
+      os.path.exists(target) and not os.path.isfile(target))
 
 
 def test_glob_never_reads_our_summary_or_temp_files(spm_corpus, small_corpus,
@@ -270,6 +364,32 @@ def test_inspect_tfrecord_bad_files_are_one_line_errors(spm_corpus,
   proc = run_tool("inspect_tfrecord", f"--input_file={truncated}",
                   f"--spm_model_file={model}", "--max_examples=100000")
   assert str(truncated) in error_line(proc)
+
+
+def test_inspect_tfrecord_says_what_it_cannot_show(spm_corpus, small_corpus,
+                                                  tmp_path):
+  """--skip past the end printed nothing (exit 0), a glob was "Cannot read
+  input file", and --do_lower_case was accepted and unused."""
+  model, _ = spm_corpus
+  spec = tfrecord_io.expand_output_files(str(tmp_path / "t.tfrecord@2"))
+  cpd.run([small_corpus], spec, small_cfg(model), progress_interval=0)
+  records = sum(1 for _ in tfrecord_io.read_records(spec[0]))
+  common = [f"--spm_model_file={model}"]
+  line = error_line(run_tool("inspect_tfrecord", f"--input_file={spec[0]}",
+                             f"--skip={records}", *common))
+  assert line == (f"inspect_tfrecord: error: --skip={records} is past the "
+                  f"end of {spec[0]}: it holds {records} records")
+  proc = run_tool("inspect_tfrecord", f"--input_file={spec[0]}",
+                  f"--skip={records - 1}", *common)
+  assert proc.returncode == 0 and proc.stdout.count("=== example") == 1
+  pattern = str(tmp_path / "t.tfrecord-*")
+  line = error_line(run_tool("inspect_tfrecord", f"--input_file={pattern}",
+                             *common))
+  assert line == (f"inspect_tfrecord: error: --input_file {pattern}: takes "
+                  "one file, not a glob or a list (inspect one shard)")
+  line = error_line(run_tool("inspect_tfrecord", f"--input_file={spec[0]}",
+                             "--nodo_lower_case", *common))
+  assert "Unknown command line flag 'nodo_lower_case'" in line
 
 
 # ------------------------------------------------ summary and vocab ----

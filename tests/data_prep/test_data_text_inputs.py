@@ -3,6 +3,7 @@ encodings, a vocabulary of other text, files given twice. Each test fails on
 the code before its fix."""
 
 import collections
+import gzip
 import io
 import os
 import random
@@ -177,3 +178,23 @@ def test_a_file_given_twice_is_read_once(spm_corpus, tmp_path):
   assert run_tool("prepare_corpus", f"--input_file={text}",
                   f"--output_file={once}").returncode == 0
   assert out.read_bytes() == once.read_bytes()
+
+
+def test_a_byte_order_mark_is_dropped_not_counted_as_a_repair(tmp_path):
+  """A UTF-8 BOM starting a file was reported as control_char_lines=1."""
+  plain = tmp_path / "bom.txt"
+  plain.write_bytes(b"\xef\xbb\xbfFirst line.\r\nSecond\n")
+  packed = tmp_path / "bom.txt.gz"
+  packed.write_bytes(gzip.compress(plain.read_bytes()))
+  for path in (plain, packed):
+    stats = collections.Counter()
+    assert list(text_reader.iter_clean_lines(str(path), stats)) == [
+        "First line.", "Second"]
+    assert not +stats, stats  # nothing repaired
+  # Only a mark starting the file is one; inside a line it is counted.
+  middle = tmp_path / "middle.txt"
+  middle.write_bytes(b"\xef\xbb\xbfOne\nTw\xef\xbb\xbfo\n")
+  stats = collections.Counter()
+  assert list(text_reader.iter_clean_lines(str(middle), stats)) == ["One",
+                                                                    "Two"]
+  assert stats == {"control_char_lines": 1}
