@@ -234,27 +234,40 @@ def custom_ops(tflite_bytes):
                  if code.CustomCode()})
 
 
-def _probe_inputs(runner):
+def _probe_inputs(runner, num_choices=None):
   """A batch of one for every input of a signature runner: the text "a"
   for strings, ones for integers (a valid id, type id, mask and position;
-  an all-zero mask is not a real input); other dimensions of unknown size
-  are 2."""
+  an all-zero mask is not a real input). An unknown dimension is 1 for the
+  batch, `num_choices` for the choices (dimension 1 of `choices` and of
+  [batch, choices, seq] ids: the graph reshapes by the model's number),
+  else 2."""
   inputs = {}
   for name, d in runner.get_input_details().items():
-    shape = [int(x) if x >= 0 else (1 if i == 0 else 2)
-             for i, x in enumerate(d["shape_signature"])]
+    rank = len(d["shape_signature"])
     dtype = np.dtype(d["dtype"])
-    inputs[name] = (np.full(shape, b"a", dtype=object)
-                    if dtype == np.object_ or dtype.kind in "SU"
+    text = dtype == np.object_ or dtype.kind in "SU"
+    choices_axis = num_choices and (name == "choices" or
+                                    (not text and rank == 3))
+
+    def size(i, x):
+      if x >= 0:
+        return int(x)
+      if i == 0:
+        return 1
+      return num_choices if (i == 1 and choices_axis) else 2
+
+    shape = [size(i, x) for i, x in enumerate(d["shape_signature"])]
+    inputs[name] = (np.full(shape, b"a", dtype=object) if text
                     else np.ones(shape, dtype))
   return inputs
 
 
-def check_ops(tflite_bytes):
+def check_ops(tflite_bytes, num_choices=None):
   """Raises ValueError (one line) unless a LiteRT interpreter with TF Text's
   kernels and nothing else (no Flex delegate) loads the model and runs each
   of its signatures once: a kernel missing for an op (a custom op such as a
-  string SelectV2) shows only when its signature runs."""
+  string SelectV2) shows only when its signature runs. num_choices: a
+  multiple-choice model's (the probe's number of choices)."""
   flex = [op for op in custom_ops(tflite_bytes) if op.startswith("Flex")]
   if flex:
     raise ValueError(f"the converted model needs Flex (Select TF) ops: "
@@ -265,7 +278,7 @@ def check_ops(tflite_bytes):
     runner.allocate_tensors()
     for name in sorted(runner.get_signature_list()):
       signature = runner.get_signature_runner(name)
-      signature(**_probe_inputs(signature))
+      signature(**_probe_inputs(signature, num_choices))
   except (RuntimeError, ValueError) as e:
     where = f"signature {name!r}" if name else "loading"
     raise ValueError(f"the converted model does not run in {lite.INTERPRETER} "
@@ -297,7 +310,7 @@ def convert(module, precision, calibration_examples=None):
       first = str(e).strip().splitlines()[0] if str(e).strip() else type(e)
       raise ValueError(f"cannot convert to TFLite with builtins and TF Text "
                        f"kernels only: {first}") from e
-  check_ops(tflite_bytes)
+  check_ops(tflite_bytes, getattr(module, "num_choices", None))
   return tflite_bytes
 
 

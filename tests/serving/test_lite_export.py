@@ -28,6 +28,7 @@ pytestmark = pytest.mark.slow
 SEQ = 24
 REAL = lib._training_lines(limit=40)[5:37]  # pylint: disable=protected-access
 LABELS = ["neg", "neutral", "pos"]
+CHOICES = 4
 # kind -> (serving task, settings, text inputs).
 KINDS = {
     "classification": ("classification",
@@ -36,9 +37,10 @@ KINDS = {
                        lambda a, b: dict(text_a=a, text_b=b)),
     "regression": ("regression", dict(num_text_fields=1),
                    lambda a, b: dict(text=a)),
-    "multiple_choice": ("multiple_choice", dict(num_choices=2),
+    # 4 choices (RACE's): the export's probe once ran 2 whatever the model.
+    "multiple_choice": ("multiple_choice", dict(num_choices=CHOICES),
                         lambda a, b: dict(context=a,
-                                          choices=np.stack([a, b], 1))),
+                                          choices=np.stack([a, b, b, a], 1))),
     "squad": ("squad", dict(doc_stride=0, with_answerability=True,
                             max_query_length=8, max_answer_length=6),
               lambda a, b: dict(question=a, context=b)),
@@ -109,7 +111,7 @@ def test_float32_equals_saved_model(setup, kind):
   prep = preprocessing.TextPreprocessor(setup["spm"], seq_length=SEQ)
   ids = {k: v.numpy() for k, v in prep.preprocess([a, b]).items()}
   if kind == "multiple_choice":
-    ids = {k: np.stack([v, v], 1) for k, v in ids.items()}
+    ids = {k: np.stack([v] * CHOICES, 1) for k, v in ids.items()}
   assert_same(model("serve_ids", **ids),
               _saved_outputs(paths["saved"], "serve_ids", ids))
   assert sorted(model.signatures) == ["serve_ids", "serving_default"]
