@@ -283,7 +283,7 @@ def check_ops(tflite_bytes, num_choices=None):
     where = f"signature {name!r}" if name else "loading"
     raise ValueError(f"the converted model does not run in {lite.INTERPRETER} "
                      f"with TF Text's TFLite kernels ({where}): "
-                     f"{str(e).strip().splitlines()[0]}") from e
+                     f"{lite.interpreter_error(e)}") from e
 
 
 def convert(module, precision, calibration_examples=None):

@@ -291,6 +291,51 @@ def test_runner_rejects_bad_inputs_in_one_line(setup):
   assert model("serve_ids", **good)["label"].shape == (1,)
 
 
+def _saved_error(path, signature, inputs):
+  with pytest.raises(tf.errors.InvalidArgumentError) as error:
+    _saved_outputs(path, signature, inputs)
+  return error.value.message
+
+
+def test_runner_checks_the_number_of_choices(setup):
+  """One choice on a multiple-choice model came back as an even
+  distribution over the model's choices; more failed inside the
+  interpreter. Refused as the SavedModel refuses them."""
+  paths = setup["multiple_choice"]
+  model = lite.LiteModel(paths["lite"])
+  ones = np.ones([1, 3, 5], np.int32)
+  for signature, inputs, message in (
+      ("serving_default", dict(context=["c"], choices=[["a"]]),
+       f"choices must have shape [batch, {CHOICES}]"),
+      ("serving_default", dict(context=["c"], choices=[["a"] * 5]),
+       f"choices must have shape [batch, {CHOICES}]"),
+      ("serve_ids", dict(input_word_ids=ones * 5, input_mask=ones,
+                         input_type_ids=ones * 0),
+       f"input_word_ids must have shape [batch, {CHOICES}, seq]")):
+    assert message in _saved_error(paths["saved"], signature, inputs)
+    with pytest.raises(ValueError) as error:
+      model(signature, **inputs)
+    assert str(error.value).startswith(message)
+    assert "\n" not in str(error.value)
+  assert model.info["serving_params"]["num_choices"] == CHOICES
+
+
+def test_runner_errors_show_plain_numbers(setup):
+  """Shapes in messages and `signatures` are ints, not numpy reprs."""
+  model = lite.LiteModel(setup["classification"]["lite"])
+  with pytest.raises(ValueError) as error:
+    model("serving_default", text_a=[["x"]], text_b=["y"])
+  assert str(error.value) == ("text_a must have rank 1 (strings [-1]), got "
+                              "shape [1, 1]")
+  assert "np." not in repr(model.signatures)
+  assert repr(model.signatures["serve_ids"]["inputs"]["input_mask"][1]) == (
+      "(-1, -1)")
+  assert lite.interpreter_error(RuntimeError(
+      "gather index out of boundsNode number 6 (GATHER) failed to invoke."
+      "\nmore")) == ("gather index out of bounds; Node number 6 (GATHER) "
+                     "failed to invoke.")
+
+
 def test_runner_finds_the_file_and_refuses_other_paths(setup, tmp_path):
   version_dir = setup["classification"]["lite"]
   export_dir = os.path.dirname(version_dir)
