@@ -2,7 +2,8 @@
 
 `export_tflite(module, ...)` writes `<export_dir>/<version>/model.tflite`
 and `model.json` beside it (what the file is: kind, task, labels, lengths,
-vocabulary sha256, precision, the checkpoint it came from, its signatures).
+vocabulary sha256, precision, the checkpoint it came from, its signatures,
+the file's own size and sha256, which bind the two).
 
 The module is the same serving module the SavedModel export saves, with two
 changes: its text preprocessor is `lite_preprocessing.LitePreprocessor`
@@ -33,6 +34,7 @@ Precisions (`PRECISIONS["tflite"]`):
 """
 
 import collections
+import hashlib
 import json
 import os
 import re
@@ -326,14 +328,17 @@ def signature_table(tflite_bytes):
 def export_tflite(module, export_dir, precision, metadata,
                   calibration_examples=None, version=None):
   """Writes `<export_dir>/<version>/model.tflite` + `model.json`
-  (`metadata` plus precision, signatures, size, tokenizer); returns the
-  version directory. Written beside it under a hidden name, then renamed."""
+  (`metadata` plus precision, signatures, size, sha256, tokenizer); returns
+  the version directory. Written beside it under a hidden name, then
+  renamed."""
   export_lib.version_dir(export_dir, version)  # a taken version fails first
   tflite_bytes = convert(module, precision, calibration_examples)
   preprocessor = getattr(module, "preprocessor", None)
   info = dict(
       metadata, format="tflite", precision=precision, file=TFLITE_NAME,
-      size_bytes=len(tflite_bytes), signatures=signature_table(tflite_bytes),
+      size_bytes=len(tflite_bytes),
+      sha256=hashlib.sha256(tflite_bytes).hexdigest(),
+      signatures=signature_table(tflite_bytes),
       left_out_signatures=dict(LEFT_OUT),
       custom_ops=custom_ops(tflite_bytes), in_graph_checks=False)
   if preprocessor is not None:

@@ -200,6 +200,8 @@ def test_model_json_says_what_it_is(setup):
   assert info["serving_params"]["label_names"] == LABELS
   assert info["serving_params"]["max_seq_length"] == SEQ
   assert info["vocabulary_sha256"] == output_files.file_sha256(setup["spm"])
+  assert info["sha256"] == output_files.file_sha256(
+      os.path.join(setup["classification"]["lite"], "model.tflite"))
   assert info["source"] == {}  # export_model of a model in memory
   assert info["text"]["do_lower_case"] is True
   assert info["model_config"]["vocab_size"] == lib.SPM_VOCAB_SIZE

@@ -26,18 +26,28 @@ TEXTS = [" ".join(lib._training_lines(limit=60)[i:i + 1 + i % 4])  # pylint: dis
 
 
 @pytest.fixture(scope="module")
-def export(tmp_path_factory):
-  """A tiny classification .tflite: its version directory."""
+def sources(tmp_path_factory):
+  """(the tiny SentencePiece model, an albert_config.json)."""
   tmp = tmp_path_factory.mktemp("lite_reliability")
-  spm = lib.train_spm(str(tmp))
   config_file = str(tmp / "albert_config.json")
   lib.tiny_config().to_json_file(config_file)
+  return lib.train_spm(str(tmp)), config_file
+
+
+def _export(sources, export_dir):
+  spm, config_file = sources
   return lib.export(
-      str(tmp / "export"), task="classification",
+      str(export_dir), task="classification",
       form=tasks_export.ExportForm("tflite"),
       config_files=[config_file], random_init=True,
       settings=dict(spm_model_file=spm, max_seq_length=24, num_labels=3,
                     num_text_fields=2, label_names=LABELS))
+
+
+@pytest.fixture(scope="module")
+def export(sources, tmp_path_factory):
+  """A tiny classification .tflite: its version directory."""
+  return _export(sources, tmp_path_factory.mktemp("export"))
 
 
 def _copy(version_dir, target):
@@ -173,6 +183,64 @@ def test_model_json_of_another_export_is_refused(export, tmp_path, change,
   assert message.startswith(f"{path} is not the model.json of "
                             f"{os.path.join(copy, 'model.tflite')}: ")
   assert field in message
+
+
+def _edit_model_json(copy, change):
+  path = os.path.join(copy, "model.json")
+  info = json.loads(open(path, encoding="utf-8").read())
+  change(info)
+  with open(path, "w", encoding="utf-8") as f:
+    json.dump(info, f)
+  return path
+
+
+@pytest.mark.parametrize("change,message", [
+    (lambda i: i.clear(),
+     "no size_bytes (the runner checks the file's size with it)"),
+    (lambda i: i.pop("sha256"),
+     "no sha256 (the runner checks the file's content with it)"),
+    (lambda i: i.pop("model_config"), "no model_config.vocab_size"),
+    (lambda i: i["model_config"].pop("max_position_embeddings"),
+     "no model_config.max_position_embeddings (the runner checks the "
+     "sequence length with it)"),
+    (lambda i: i.pop("text"),
+     "no text.do_lower_case (the runner checks the casing of text with it)"),
+    (lambda i: i["text"].pop("tokenizer"), "no text.tokenizer"),
+    (lambda i: i["model_config"].update(vocab_size="500"),
+     "model_config.vocab_size must be an integer >= 1, got '500'"),
+    (lambda i: i["text"].update(do_lower_case="yes"),
+     "text.do_lower_case must be a JSON boolean, got 'yes'"),
+])
+def test_model_json_without_what_the_checks_need_is_refused(
+    export, tmp_path, change, message):
+  """A model.json of `{}`, or without model_config or text, loaded: ids
+  went unchecked and text was lower-cased on a guess."""
+  copy = _copy(export, tmp_path / "v")
+  path = _edit_model_json(copy, change)
+  with pytest.raises(ValueError) as e:
+    lite.LiteModel(copy)
+  assert _one_line(e).startswith(f"{path}: {message}")
+
+
+def test_model_json_of_a_same_size_export_is_refused(export, sources,
+                                                     tmp_path):
+  """Two exports of one architecture have the same size and signatures:
+  the other's model.json (its source checkpoint, labels) was taken for
+  this file's."""
+  other = _export(sources, tmp_path / "other")
+  copy = _copy(export, tmp_path / "v")
+  shutil.copy(os.path.join(other, "model.json"), copy)
+  # Sizes of two such exports may differ by a few bytes, or not at all
+  # (two checkpoints of one run): the equal case.
+  _edit_model_json(copy, lambda i: i.update(size_bytes=os.path.getsize(
+      os.path.join(export, "model.tflite"))))
+  with pytest.raises(ValueError) as e:
+    lite.LiteModel(copy)
+  assert _one_line(e).startswith(
+      f"{os.path.join(copy, 'model.json')} is not the model.json of "
+      f"{os.path.join(copy, 'model.tflite')}: sha256 is ")
+  assert lite.LiteModel(other).info["sha256"] != lite.LiteModel(
+      export).info["sha256"]
 
 
 def test_num_threads_is_range_checked(export):
