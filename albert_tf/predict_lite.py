@@ -63,13 +63,7 @@ def read_rows(path, inputs):
                          f"{type(row).__name__}")
       rows.append(row)
   else:
-    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter="\t",
-                            quoting=csv.QUOTE_NONE)
-    for row in reader:
-      if None in row or None in row.values():
-        raise ValueError(f"{path}:{reader.line_num}: {len(row)} fields "
-                         f"but the header has {len(reader.fieldnames)}")
-      rows.append(row)
+    rows = _tsv_rows(path, text)
   if not rows:
     raise ValueError(f"{path}: no rows to predict (a TSV needs a header "
                      "row and a row under it)")
@@ -80,6 +74,32 @@ def read_rows(path, inputs):
                        f"(the signature's inputs: {', '.join(inputs)})")
     unused.update(set(row) - set(inputs))
   return rows, sorted(unused)
+
+
+def _tsv_rows(path, text):
+  """Rows of a TSV with a header row, as {column: value}; a repeated
+  column name or a row of another width is refused naming the line."""
+  reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t",
+                      quoting=csv.QUOTE_NONE)
+  header, rows = None, []
+  for fields in reader:
+    if not fields:  # a blank line
+      continue
+    if header is None:
+      seen = set()
+      for name in fields:
+        if name in seen:
+          raise ValueError(f"{path}:{reader.line_num}: column {name!r} "
+                           "appears twice in the header")
+        seen.add(name)
+      header = fields
+      continue
+    if len(fields) != len(header):
+      raise ValueError(f"{path}:{reader.line_num}: {len(fields)} "
+                       f"field{'s' if len(fields) != 1 else ''} but the "
+                       f"header has {len(header)}")
+    rows.append(dict(zip(header, fields)))
+  return rows
 
 
 def predict(model, rows, signature, batch_size, source="input"):

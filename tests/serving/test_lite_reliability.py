@@ -13,6 +13,7 @@ import threading
 import numpy as np
 import pytest
 
+from albert_tf import predict_lite
 from albert_tf.serving import lite
 from albert_tf.tasks import export as tasks_export
 from tests.testing import export_testlib as lib
@@ -331,3 +332,25 @@ def test_predict_lite_reads_a_bom_and_names_bad_files(export, tmp_path):
     proc, errors = _predict(*flags)
     assert proc.returncode == 1 and errors == [message], proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("content,message", [
+    ("text_a\ttext_b\ttext_a\na\tb\tc\n",
+     "dup.tsv:1: column 'text_a' appears twice in the header"),
+    ("text_a\ttext_b\nonly one column\n",
+     "dup.tsv:2: 1 field but the header has 2"),
+    ("text_a\ttext_b\n\nx\ty\ta\tb\n",
+     "dup.tsv:3: 4 fields but the header has 2"),
+])
+def test_predict_lite_tsv_header_and_widths(tmp_path, content, message):
+  """A repeated header column used its last field without a word; a short
+  row was reported with the header's width as its own."""
+  tsv = tmp_path / "dup.tsv"
+  tsv.write_text(content, encoding="utf-8")
+  with pytest.raises(ValueError) as e:
+    predict_lite.read_rows(str(tsv), ["text_a", "text_b"])
+  assert _one_line(e) == f"{tmp_path}/{message}"
+  tsv.write_text("text_a\ttext_b\tlabel\n\nx\ty\tpos\n", encoding="utf-8")
+  assert predict_lite.read_rows(str(tsv), ["text_a", "text_b"]) == (
+      [{"text_a": "x", "text_b": "y", "label": "pos"}], ["label"])
+
