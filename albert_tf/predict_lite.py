@@ -24,6 +24,7 @@ from absl import logging
 from albert_tf import cli_flags
 from albert_tf.serving import lite
 from clients import serving_client
+from albert_toolkit import command_line
 from albert_toolkit import output_files
 from albert_toolkit import text_files
 
@@ -175,6 +176,9 @@ def main(argv):
 
 def cli():  # console script (pyproject.toml)
   define_flags()
+  # A stop (kill, a scheduler) exits through the cleanup: no temporary
+  # output left behind.
+  command_line.exit_on_sigterm()
   app.run(main, flags_parser=cli_flags.parse_flags)
 
 

@@ -7,8 +7,11 @@ file, row, field or flag."""
 import json
 import os
 import shutil
+import signal
+import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -354,3 +357,32 @@ def test_predict_lite_tsv_header_and_widths(tmp_path, content, message):
   assert predict_lite.read_rows(str(tsv), ["text_a", "text_b"]) == (
       [{"text_a": "x", "text_b": "y", "label": "pos"}], ["label"])
 
+
+def test_sigterm_during_a_tflite_export_removes_its_staging(sources,
+                                                            tmp_path):
+  """SIGTERM while converting left the staging SavedModel
+  (albert_tflite_*) in the temporary directory."""
+  spm, config_file = sources
+  tmp = tmp_path / "tmp"
+  tmp.mkdir()
+  proc = tool_server.start(
+      [sys.executable, "-m", "albert_tf.export_savedmodel",
+       "--task=classification", "--num_labels=2", "--random_init",
+       f"--config_file={config_file}", f"--spm_model_file={spm}",
+       "--max_seq_length=16", "--format=tflite",
+       f"--export_dir={tmp_path / 'out'}"],
+      env=tool_server.tool_env(TMPDIR=str(tmp)), cwd=ROOT,
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  deadline = time.time() + 300
+  staging = []
+  while not staging and proc.poll() is None:
+    assert time.time() < deadline
+    time.sleep(0.02)
+    staging = [n for n in os.listdir(tmp) if n.startswith("albert_tflite_")]
+  proc.send_signal(signal.SIGTERM)
+  _, stderr = proc.communicate(timeout=120)
+  assert staging, stderr[-2000:]
+  assert proc.returncode == 143, stderr[-2000:]
+  assert os.listdir(tmp) == []
+  assert not (tmp_path / "out").exists() or not [
+      v for v in os.listdir(tmp_path / "out") if v.isdigit()]
