@@ -16,10 +16,10 @@ runner checks every call first and fails in one line (ValueError) naming
 the input: an unknown or missing input, a wrong dtype or rank, batch sizes
 that differ, ids outside the vocabulary, a sequence longer than the
 position table, a mask that is not 0/1, a number of choices other than the
-model's, masked_lm_positions outside the sequence. Text gets `lite_tokenizer.pre_rules`
-(the two normalisation rules the folded tokenizer cannot hold;
-`wordpiece.pre_rules` for a WordPiece vocabulary, model.json's
-text.tokenizer), so the ids are data_prep's.
+model's, masked_lm_positions outside the sequence. Text gets
+`lite_tokenizer.pre_rules` (the two normalisation rules the folded
+tokenizer cannot hold; `wordpiece.pre_rules` for a WordPiece vocabulary,
+model.json's text.tokenizer), so the ids are data_prep's.
 
 One LiteModel may be called from several threads at once. A TFLite
 interpreter is not thread-safe (two threads in one interpreter swap each
