@@ -29,6 +29,7 @@ from albert_tf import cli_flags
 from albert_tf.serving import export_lib
 from albert_tf.serving import lite_export
 from albert_tf.tasks import export as tasks_export
+from albert_toolkit import command_line
 
 FLAGS = flags.FLAGS
 
@@ -51,6 +52,7 @@ def main(argv):
 def cli():  # console script (pyproject.toml)
   cli_flags.define_export_flags()
   flags.mark_flags_as_required(["export_dir"])
+  command_line.exit_on_sigterm()  # a stop removes the staging directories
   app.run(main, flags_parser=cli_flags.parse_flags)
 
 

@@ -24,6 +24,7 @@ from absl import logging
 from albert_tf import cli_flags
 from albert_tf.serving import lite
 from clients import serving_client
+from albert_toolkit import command_line
 from albert_toolkit import output_files
 from albert_toolkit import text_files
 
@@ -63,13 +64,7 @@ def read_rows(path, inputs):
                          f"{type(row).__name__}")
       rows.append(row)
   else:
-    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter="\t",
-                            quoting=csv.QUOTE_NONE)
-    for row in reader:
-      if None in row or None in row.values():
-        raise ValueError(f"{path}:{reader.line_num}: {len(row)} fields "
-                         f"but the header has {len(reader.fieldnames)}")
-      rows.append(row)
+    rows = _tsv_rows(path, text)
   if not rows:
     raise ValueError(f"{path}: no rows to predict (a TSV needs a header "
                      "row and a row under it)")
@@ -80,6 +75,32 @@ def read_rows(path, inputs):
                        f"(the signature's inputs: {', '.join(inputs)})")
     unused.update(set(row) - set(inputs))
   return rows, sorted(unused)
+
+
+def _tsv_rows(path, text):
+  """Rows of a TSV with a header row, as {column: value}; a repeated
+  column name or a row of another width is refused naming the line."""
+  reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t",
+                      quoting=csv.QUOTE_NONE)
+  header, rows = None, []
+  for fields in reader:
+    if not fields:  # a blank line
+      continue
+    if header is None:
+      seen = set()
+      for name in fields:
+        if name in seen:
+          raise ValueError(f"{path}:{reader.line_num}: column {name!r} "
+                           "appears twice in the header")
+        seen.add(name)
+      header = fields
+      continue
+    if len(fields) != len(header):
+      raise ValueError(f"{path}:{reader.line_num}: {len(fields)} "
+                       f"field{'s' if len(fields) != 1 else ''} but the "
+                       f"header has {len(header)}")
+    rows.append(dict(zip(header, fields)))
+  return rows
 
 
 def predict(model, rows, signature, batch_size, source="input"):
@@ -155,6 +176,9 @@ def main(argv):
 
 def cli():  # console script (pyproject.toml)
   define_flags()
+  # A stop (kill, a scheduler) exits through the cleanup: no temporary
+  # output left behind.
+  command_line.exit_on_sigterm()
   app.run(main, flags_parser=cli_flags.parse_flags)
 
 

@@ -15,10 +15,11 @@ A .tflite has no input checks of its own (TFLite drops asserts), so the
 runner checks every call first and fails in one line (ValueError) naming
 the input: an unknown or missing input, a wrong dtype or rank, batch sizes
 that differ, ids outside the vocabulary, a sequence longer than the
-position table, a mask that is not 0/1. Text gets `lite_tokenizer.pre_rules`
-(the two normalisation rules the folded tokenizer cannot hold;
-`wordpiece.pre_rules` for a WordPiece vocabulary, model.json's
-text.tokenizer), so the ids are data_prep's.
+position table, a mask that is not 0/1, a number of choices other than the
+model's, masked_lm_positions outside the sequence. Text gets
+`lite_tokenizer.pre_rules` (the two normalisation rules the folded
+tokenizer cannot hold; `wordpiece.pre_rules` for a WordPiece vocabulary,
+model.json's text.tokenizer), so the ids are data_prep's.
 
 One LiteModel may be called from several threads at once. A TFLite
 interpreter is not thread-safe (two threads in one interpreter swap each
@@ -32,6 +33,7 @@ XNNPACK's packed weights; `max_interpreters=1` serialises the calls on one.
 import contextlib
 import os
 import queue
+import re
 import threading
 
 import numpy as np
@@ -66,11 +68,20 @@ def signature_details(lite_interpreter):
   for name in lite_interpreter.get_signature_list():
     runner = lite_interpreter.get_signature_runner(name)
     table[name] = {
-        side: {key: (np.dtype(d["dtype"]), tuple(d["shape_signature"]))
+        side: {key: (np.dtype(d["dtype"]),
+                     tuple(int(x) for x in d["shape_signature"]))
                for key, d in details.items()}
         for side, details in (("inputs", runner.get_input_details()),
                               ("outputs", runner.get_output_details()))}
   return table
+
+
+def interpreter_error(error):
+  """The first line of an interpreter's error, its run-together messages
+  ("...boundsNode number 84 (GATHER) failed to invoke.") separated."""
+  text = str(error).strip().splitlines()[0] if str(error).strip() else (
+      type(error).__name__)
+  return re.sub(r"(?<=\S)(Node number \d+)", r"; \1", text)
 
 
 def model_path(path):
@@ -137,6 +148,11 @@ class LiteModel:
                        else lite_tokenizer.pre_rules)
     self._model_config = lite_files.section(self.info, "model_config",
                                             info_path)
+    # Multiple choice: a [batch, N] choices input (or [batch, N, seq] ids)
+    # must have the model's N; another N runs to a wrong answer or fails
+    # inside the interpreter.
+    self._num_choices = lite_files.section(
+        self.info, "serving_params", info_path).get("num_choices")
     # The pool: idle {signature: runner} tables, one per interpreter.
     self._idle = queue.LifoQueue()
     self._idle.put(self._runners_of(first))
@@ -191,7 +207,7 @@ class LiteModel:
         return runners[signature](**arrays)
     except (RuntimeError, ValueError) as e:  # the interpreter's own error
       raise ValueError(f"{self.path} signature {signature!r}: "
-                       f"{str(e).strip().splitlines()[0]}") from e
+                       f"{interpreter_error(e)}") from e
 
   # --- input checks ---
 
@@ -212,6 +228,9 @@ class LiteModel:
                        f"size, got {batch}")
     if _IDS[0] in arrays:
       self._check_ids(arrays)
+    self._check_choices(arrays)
+    if "masked_lm_positions" in arrays:
+      self._check_positions(arrays)
     return arrays
 
   def _array(self, name, value, dtype, shape):
@@ -265,3 +284,24 @@ class LiteModel:
     mask = arrays.get("input_mask")
     if mask is not None and mask.size and not np.isin(mask, (0, 1)).all():
       raise ValueError("input_mask must hold only 0 and 1")
+
+  def _check_choices(self, arrays):
+    n = self._num_choices
+    choices = arrays.get("choices")
+    if choices is not None and choices.shape[1] != n:
+      raise ValueError(f"choices must have shape [batch, {n}], got "
+                       f"{list(choices.shape)}")
+    ids = arrays.get("input_word_ids")
+    if ids is not None and ids.ndim == 3 and ids.shape[1] != n:
+      raise ValueError(f"input_word_ids must have shape [batch, {n}, seq], "
+                       f"got {list(ids.shape)}")
+
+  def _check_positions(self, arrays):
+    positions = arrays["masked_lm_positions"]
+    seq = arrays["input_word_ids"].shape[-1]
+    if positions.size and positions.min() < 0:
+      raise ValueError(f"masked_lm_positions must be >= 0, got "
+                       f"{positions.min()}")
+    if positions.size and positions.max() >= seq:
+      raise ValueError(f"masked_lm_positions must be < the sequence length "
+                       f"{seq}, got {positions.max()}")

@@ -2,7 +2,8 @@
 
 `export_tflite(module, ...)` writes `<export_dir>/<version>/model.tflite`
 and `model.json` beside it (what the file is: kind, task, labels, lengths,
-vocabulary sha256, precision, the checkpoint it came from, its signatures).
+vocabulary sha256, precision, the checkpoint it came from, its signatures,
+the file's own size and sha256, which bind the two).
 
 The module is the same serving module the SavedModel export saves, with two
 changes: its text preprocessor is `lite_preprocessing.LitePreprocessor`
@@ -33,6 +34,7 @@ Precisions (`PRECISIONS["tflite"]`):
 """
 
 import collections
+import hashlib
 import json
 import os
 import re
@@ -234,27 +236,40 @@ def custom_ops(tflite_bytes):
                  if code.CustomCode()})
 
 
-def _probe_inputs(runner):
+def _probe_inputs(runner, num_choices=None):
   """A batch of one for every input of a signature runner: the text "a"
   for strings, ones for integers (a valid id, type id, mask and position;
-  an all-zero mask is not a real input); other dimensions of unknown size
-  are 2."""
+  an all-zero mask is not a real input). An unknown dimension is 1 for the
+  batch, `num_choices` for the choices (dimension 1 of `choices` and of
+  [batch, choices, seq] ids: the graph reshapes by the model's number),
+  else 2."""
   inputs = {}
   for name, d in runner.get_input_details().items():
-    shape = [int(x) if x >= 0 else (1 if i == 0 else 2)
-             for i, x in enumerate(d["shape_signature"])]
+    rank = len(d["shape_signature"])
     dtype = np.dtype(d["dtype"])
-    inputs[name] = (np.full(shape, b"a", dtype=object)
-                    if dtype == np.object_ or dtype.kind in "SU"
+    text = dtype == np.object_ or dtype.kind in "SU"
+    choices_axis = num_choices and (name == "choices" or
+                                    (not text and rank == 3))
+
+    def size(i, x):
+      if x >= 0:
+        return int(x)
+      if i == 0:
+        return 1
+      return num_choices if (i == 1 and choices_axis) else 2
+
+    shape = [size(i, x) for i, x in enumerate(d["shape_signature"])]
+    inputs[name] = (np.full(shape, b"a", dtype=object) if text
                     else np.ones(shape, dtype))
   return inputs
 
 
-def check_ops(tflite_bytes):
+def check_ops(tflite_bytes, num_choices=None):
   """Raises ValueError (one line) unless a LiteRT interpreter with TF Text's
   kernels and nothing else (no Flex delegate) loads the model and runs each
   of its signatures once: a kernel missing for an op (a custom op such as a
-  string SelectV2) shows only when its signature runs."""
+  string SelectV2) shows only when its signature runs. num_choices: a
+  multiple-choice model's (the probe's number of choices)."""
   flex = [op for op in custom_ops(tflite_bytes) if op.startswith("Flex")]
   if flex:
     raise ValueError(f"the converted model needs Flex (Select TF) ops: "
@@ -265,12 +280,12 @@ def check_ops(tflite_bytes):
     runner.allocate_tensors()
     for name in sorted(runner.get_signature_list()):
       signature = runner.get_signature_runner(name)
-      signature(**_probe_inputs(signature))
+      signature(**_probe_inputs(signature, num_choices))
   except (RuntimeError, ValueError) as e:
     where = f"signature {name!r}" if name else "loading"
     raise ValueError(f"the converted model does not run in {lite.INTERPRETER} "
                      f"with TF Text's TFLite kernels ({where}): "
-                     f"{str(e).strip().splitlines()[0]}") from e
+                     f"{lite.interpreter_error(e)}") from e
 
 
 def convert(module, precision, calibration_examples=None):
@@ -297,7 +312,7 @@ def convert(module, precision, calibration_examples=None):
       first = str(e).strip().splitlines()[0] if str(e).strip() else type(e)
       raise ValueError(f"cannot convert to TFLite with builtins and TF Text "
                        f"kernels only: {first}") from e
-  check_ops(tflite_bytes)
+  check_ops(tflite_bytes, getattr(module, "num_choices", None))
   return tflite_bytes
 
 
@@ -313,14 +328,17 @@ def signature_table(tflite_bytes):
 def export_tflite(module, export_dir, precision, metadata,
                   calibration_examples=None, version=None):
   """Writes `<export_dir>/<version>/model.tflite` + `model.json`
-  (`metadata` plus precision, signatures, size, tokenizer); returns the
-  version directory. Written beside it under a hidden name, then renamed."""
+  (`metadata` plus precision, signatures, size, sha256, tokenizer); returns
+  the version directory. Written beside it under a hidden name, then
+  renamed."""
   export_lib.version_dir(export_dir, version)  # a taken version fails first
   tflite_bytes = convert(module, precision, calibration_examples)
   preprocessor = getattr(module, "preprocessor", None)
   info = dict(
       metadata, format="tflite", precision=precision, file=TFLITE_NAME,
-      size_bytes=len(tflite_bytes), signatures=signature_table(tflite_bytes),
+      size_bytes=len(tflite_bytes),
+      sha256=hashlib.sha256(tflite_bytes).hexdigest(),
+      signatures=signature_table(tflite_bytes),
       left_out_signatures=dict(LEFT_OUT),
       custom_ops=custom_ops(tflite_bytes), in_graph_checks=False)
   if preprocessor is not None:

@@ -12,8 +12,14 @@ the file beside it (size, signatures, labels) must match that file: a
 model.json copied from another export would otherwise give wrong casing,
 vocabulary limits and label names without a word. Errors are ValueErrors of
 one line naming the file (and the field).
+
+A model.json must hold what the runner's checks need (`REQUIRED`, and a
+`text` section when a signature takes text): without them the checks would
+be off without a word. Its `sha256` binds it to the file: two exports of
+one architecture have the same size and signatures.
 """
 
+import hashlib
 import os
 from typing import Optional, Tuple
 
@@ -24,6 +30,24 @@ from albert_toolkit import text_files
 
 TFLITE_NAME = "model.tflite"
 METADATA_NAME = "model.json"  # what the .tflite is, beside it
+# (section, field) -> what the runner checks with it (for the refusal).
+REQUIRED = {
+    ("", "size_bytes"): "the file's size",
+    ("", "sha256"): "the file's content",
+    ("", "signatures"): "the file's signatures",
+    ("model_config", "vocab_size"): "input_word_ids' range",
+    ("model_config", "type_vocab_size"): "input_type_ids' range",
+    ("model_config", "max_position_embeddings"): "the sequence length",
+}
+# Required when a signature takes text.
+REQUIRED_TEXT = {
+    ("text", "do_lower_case"): "the casing of text",
+    ("text", "tokenizer"): "the text's pre-rules",
+}
+# Required when a signature takes choices ([batch, choices, seq] ids).
+REQUIRED_CHOICES = {
+    ("serving_params", "num_choices"): "the number of choices",
+}
 
 
 def _what_is(directory):
@@ -84,6 +108,52 @@ def section(info, name, info_path):
   return value
 
 
+def file_sha256(path):
+  """Hex SHA-256 of the file `path`."""
+  digest = hashlib.sha256()
+  with open(path, "rb") as f:
+    for block in iter(lambda: f.read(1 << 20), b""):
+      digest.update(block)
+  return digest.hexdigest()
+
+
+def check_required(info, info_path, signatures):
+  """Raises ValueError (one line naming the file and field) when the
+  model.json `info` lacks a field the runner's checks need, or holds one
+  of the wrong type. `signatures`: the file's (`signature_json`)."""
+  for name in ("model_config", "text", "serving_params"):
+    section(info, name, info_path)  # a present section must be an object
+  inputs = [spec for sides in signatures.values()
+            for spec in sides["inputs"].values()]
+  required = dict(REQUIRED)
+  text = ("bytes", "str", "object")  # dtype names of string inputs
+  if any(dtype in text for dtype, _ in inputs):
+    required.update(REQUIRED_TEXT)
+  if any(dtype not in text and len(shape) == 3 for dtype, shape in inputs):
+    required.update(REQUIRED_CHOICES)
+  for (name, field), use in required.items():
+    where = section(info, name, info_path) if name else info
+    key = f"{name}.{field}" if name else field
+    if field not in where:
+      raise ValueError(f"{info_path}: no {key} (the runner checks {use} "
+                       "with it); re-export, or keep the export's version "
+                       "directory whole")
+    value = where[field]
+    want = _FIELD_TYPES.get(field, int)
+    if not isinstance(value, want) or (want is int and
+                                       (isinstance(value, bool) or
+                                        value < 1)):
+      raise ValueError(f"{info_path}: {key} must be "
+                       + ("an integer >= 1" if want is int else
+                          f"a JSON {_JSON_TYPES[want]}")
+                       + f", got {value!r}")
+
+
+_FIELD_TYPES = {"signatures": dict, "sha256": str, "do_lower_case": bool,
+                "tokenizer": str}  # the others: integers >= 1
+_JSON_TYPES = {dict: "object", str: "string", bool: "boolean"}
+
+
 def signature_json(details):
   """`lite.signature_details` as model.json records it:
   {signature: {"inputs" / "outputs": {name: [dtype name, shape]}}}."""
@@ -95,40 +165,44 @@ def signature_json(details):
 
 def check_metadata(info, info_path, tflite_path, details):
   """Raises ValueError (one line naming the field) when the model.json
-  `info` does not describe the .tflite beside it: another size, other
-  signatures, or label names / num_labels that are not the width of its
-  logits. `details`: the interpreter's `lite.signature_details`."""
+  `info` does not describe the .tflite beside it: a field the checks need
+  missing, another size or sha256, other signatures, or label names /
+  num_labels / num_choices that are not the width of its logits.
+  `details`: the interpreter's `lite.signature_details`."""
   def refuse(field, recorded, actual):
     raise ValueError(f"{info_path} is not the model.json of {tflite_path}: "
                      f"{field} is {recorded} there but {actual} in the "
                      "file; keep each export's version directory whole")
 
-  size = os.path.getsize(tflite_path)
-  if "size_bytes" in info and info["size_bytes"] != size:
-    refuse("size_bytes", info["size_bytes"], size)
   actual = signature_json(details)
-  recorded = info.get("signatures")
-  if recorded is not None:
-    if not isinstance(recorded, dict) or sorted(recorded) != sorted(actual):
-      refuse("signatures",
-             ", ".join(sorted(recorded)) if isinstance(recorded, dict)
-             else type(recorded).__name__, ", ".join(sorted(actual)))
-    for name in sorted(actual):
-      if recorded[name] != actual[name]:
-        refuse(f"signatures.{name}", "other inputs or outputs",
-               _describe(actual[name]))
+  check_required(info, info_path, actual)
+  size = os.path.getsize(tflite_path)
+  if info["size_bytes"] != size:
+    refuse("size_bytes", info["size_bytes"], size)
+  recorded = info["signatures"]
+  if sorted(recorded) != sorted(actual):
+    refuse("signatures", ", ".join(sorted(recorded)),
+           ", ".join(sorted(actual)))
+  for name in sorted(actual):
+    if recorded[name] != actual[name]:
+      refuse(f"signatures.{name}", "other inputs or outputs",
+             _describe(actual[name]))
+  # Last: the only check that reads the whole file.
+  digest = file_sha256(tflite_path)
+  if info["sha256"] != digest:
+    refuse("sha256", info["sha256"][:12] + "...", digest[:12] + "...")
   params = section(info, "serving_params", info_path)
   widths = {spec[1][-1] for sides in actual.values()
             for key, spec in sides["outputs"].items()
             if key == "logits" and len(spec[1]) == 2}
-  for field in ("num_labels", "label_names"):
+  for field in ("num_labels", "label_names", "num_choices"):
     value = params.get(field)
     if value in (None, []) or not widths:  # [] names: "0", "1", ...
       continue
     count = len(value) if isinstance(value, list) else value
     if count not in widths:
       refuse(f"serving_params.{field}",
-             value if field == "num_labels" else f"{count} names",
+             f"{count} names" if field == "label_names" else value,
              f"{min(widths)} logits")
 
 

@@ -28,6 +28,7 @@ pytestmark = pytest.mark.slow
 SEQ = 24
 REAL = lib._training_lines(limit=40)[5:37]  # pylint: disable=protected-access
 LABELS = ["neg", "neutral", "pos"]
+CHOICES = 4
 # kind -> (serving task, settings, text inputs).
 KINDS = {
     "classification": ("classification",
@@ -36,9 +37,10 @@ KINDS = {
                        lambda a, b: dict(text_a=a, text_b=b)),
     "regression": ("regression", dict(num_text_fields=1),
                    lambda a, b: dict(text=a)),
-    "multiple_choice": ("multiple_choice", dict(num_choices=2),
+    # 4 choices (RACE's): the export's probe once ran 2 whatever the model.
+    "multiple_choice": ("multiple_choice", dict(num_choices=CHOICES),
                         lambda a, b: dict(context=a,
-                                          choices=np.stack([a, b], 1))),
+                                          choices=np.stack([a, b, b, a], 1))),
     "squad": ("squad", dict(doc_stride=0, with_answerability=True,
                             max_query_length=8, max_answer_length=6),
               lambda a, b: dict(question=a, context=b)),
@@ -109,7 +111,7 @@ def test_float32_equals_saved_model(setup, kind):
   prep = preprocessing.TextPreprocessor(setup["spm"], seq_length=SEQ)
   ids = {k: v.numpy() for k, v in prep.preprocess([a, b]).items()}
   if kind == "multiple_choice":
-    ids = {k: np.stack([v, v], 1) for k, v in ids.items()}
+    ids = {k: np.stack([v] * CHOICES, 1) for k, v in ids.items()}
   assert_same(model("serve_ids", **ids),
               _saved_outputs(paths["saved"], "serve_ids", ids))
   assert sorted(model.signatures) == ["serve_ids", "serving_default"]
@@ -198,6 +200,8 @@ def test_model_json_says_what_it_is(setup):
   assert info["serving_params"]["label_names"] == LABELS
   assert info["serving_params"]["max_seq_length"] == SEQ
   assert info["vocabulary_sha256"] == output_files.file_sha256(setup["spm"])
+  assert info["sha256"] == output_files.file_sha256(
+      os.path.join(setup["classification"]["lite"], "model.tflite"))
   assert info["source"] == {}  # export_model of a model in memory
   assert info["text"]["do_lower_case"] is True
   assert info["model_config"]["vocab_size"] == lib.SPM_VOCAB_SIZE
@@ -287,6 +291,51 @@ def test_runner_rejects_bad_inputs_in_one_line(setup):
       model(signature, **inputs)
     assert "\n" not in str(error.value)
   assert model("serve_ids", **good)["label"].shape == (1,)
+
+
+def _saved_error(path, signature, inputs):
+  with pytest.raises(tf.errors.InvalidArgumentError) as error:
+    _saved_outputs(path, signature, inputs)
+  return error.value.message
+
+
+def test_runner_checks_the_number_of_choices(setup):
+  """One choice on a multiple-choice model came back as an even
+  distribution over the model's choices; more failed inside the
+  interpreter. Refused as the SavedModel refuses them."""
+  paths = setup["multiple_choice"]
+  model = lite.LiteModel(paths["lite"])
+  ones = np.ones([1, 3, 5], np.int32)
+  for signature, inputs, message in (
+      ("serving_default", dict(context=["c"], choices=[["a"]]),
+       f"choices must have shape [batch, {CHOICES}]"),
+      ("serving_default", dict(context=["c"], choices=[["a"] * 5]),
+       f"choices must have shape [batch, {CHOICES}]"),
+      ("serve_ids", dict(input_word_ids=ones * 5, input_mask=ones,
+                         input_type_ids=ones * 0),
+       f"input_word_ids must have shape [batch, {CHOICES}, seq]")):
+    assert message in _saved_error(paths["saved"], signature, inputs)
+    with pytest.raises(ValueError) as error:
+      model(signature, **inputs)
+    assert str(error.value).startswith(message)
+    assert "\n" not in str(error.value)
+  assert model.info["serving_params"]["num_choices"] == CHOICES
+
+
+def test_runner_errors_show_plain_numbers(setup):
+  """Shapes in messages and `signatures` are ints, not numpy reprs."""
+  model = lite.LiteModel(setup["classification"]["lite"])
+  with pytest.raises(ValueError) as error:
+    model("serving_default", text_a=[["x"]], text_b=["y"])
+  assert str(error.value) == ("text_a must have rank 1 (strings [-1]), got "
+                              "shape [1, 1]")
+  assert "np." not in repr(model.signatures)
+  assert repr(model.signatures["serve_ids"]["inputs"]["input_mask"][1]) == (
+      "(-1, -1)")
+  assert lite.interpreter_error(RuntimeError(
+      "gather index out of boundsNode number 6 (GATHER) failed to invoke."
+      "\nmore")) == ("gather index out of bounds; Node number 6 (GATHER) "
+                     "failed to invoke.")
 
 
 def test_runner_finds_the_file_and_refuses_other_paths(setup, tmp_path):

@@ -7,12 +7,16 @@ file, row, field or flag."""
 import json
 import os
 import shutil
+import signal
+import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
 
+from albert_tf import predict_lite
 from albert_tf.serving import lite
 from albert_tf.tasks import export as tasks_export
 from tests.testing import export_testlib as lib
@@ -26,18 +30,28 @@ TEXTS = [" ".join(lib._training_lines(limit=60)[i:i + 1 + i % 4])  # pylint: dis
 
 
 @pytest.fixture(scope="module")
-def export(tmp_path_factory):
-  """A tiny classification .tflite: its version directory."""
+def sources(tmp_path_factory):
+  """(the tiny SentencePiece model, an albert_config.json)."""
   tmp = tmp_path_factory.mktemp("lite_reliability")
-  spm = lib.train_spm(str(tmp))
   config_file = str(tmp / "albert_config.json")
   lib.tiny_config().to_json_file(config_file)
+  return lib.train_spm(str(tmp)), config_file
+
+
+def _export(sources, export_dir):
+  spm, config_file = sources
   return lib.export(
-      str(tmp / "export"), task="classification",
+      str(export_dir), task="classification",
       form=tasks_export.ExportForm("tflite"),
       config_files=[config_file], random_init=True,
       settings=dict(spm_model_file=spm, max_seq_length=24, num_labels=3,
                     num_text_fields=2, label_names=LABELS))
+
+
+@pytest.fixture(scope="module")
+def export(sources, tmp_path_factory):
+  """A tiny classification .tflite: its version directory."""
+  return _export(sources, tmp_path_factory.mktemp("export"))
 
 
 def _copy(version_dir, target):
@@ -175,6 +189,64 @@ def test_model_json_of_another_export_is_refused(export, tmp_path, change,
   assert field in message
 
 
+def _edit_model_json(copy, change):
+  path = os.path.join(copy, "model.json")
+  info = json.loads(open(path, encoding="utf-8").read())
+  change(info)
+  with open(path, "w", encoding="utf-8") as f:
+    json.dump(info, f)
+  return path
+
+
+@pytest.mark.parametrize("change,message", [
+    (lambda i: i.clear(),
+     "no size_bytes (the runner checks the file's size with it)"),
+    (lambda i: i.pop("sha256"),
+     "no sha256 (the runner checks the file's content with it)"),
+    (lambda i: i.pop("model_config"), "no model_config.vocab_size"),
+    (lambda i: i["model_config"].pop("max_position_embeddings"),
+     "no model_config.max_position_embeddings (the runner checks the "
+     "sequence length with it)"),
+    (lambda i: i.pop("text"),
+     "no text.do_lower_case (the runner checks the casing of text with it)"),
+    (lambda i: i["text"].pop("tokenizer"), "no text.tokenizer"),
+    (lambda i: i["model_config"].update(vocab_size="500"),
+     "model_config.vocab_size must be an integer >= 1, got '500'"),
+    (lambda i: i["text"].update(do_lower_case="yes"),
+     "text.do_lower_case must be a JSON boolean, got 'yes'"),
+])
+def test_model_json_without_what_the_checks_need_is_refused(
+    export, tmp_path, change, message):
+  """A model.json of `{}`, or without model_config or text, loaded: ids
+  went unchecked and text was lower-cased on a guess."""
+  copy = _copy(export, tmp_path / "v")
+  path = _edit_model_json(copy, change)
+  with pytest.raises(ValueError) as e:
+    lite.LiteModel(copy)
+  assert _one_line(e).startswith(f"{path}: {message}")
+
+
+def test_model_json_of_a_same_size_export_is_refused(export, sources,
+                                                     tmp_path):
+  """Two exports of one architecture have the same size and signatures:
+  the other's model.json (its source checkpoint, labels) was taken for
+  this file's."""
+  other = _export(sources, tmp_path / "other")
+  copy = _copy(export, tmp_path / "v")
+  shutil.copy(os.path.join(other, "model.json"), copy)
+  # Sizes of two such exports may differ by a few bytes, or not at all
+  # (two checkpoints of one run): the equal case.
+  _edit_model_json(copy, lambda i: i.update(size_bytes=os.path.getsize(
+      os.path.join(export, "model.tflite"))))
+  with pytest.raises(ValueError) as e:
+    lite.LiteModel(copy)
+  assert _one_line(e).startswith(
+      f"{os.path.join(copy, 'model.json')} is not the model.json of "
+      f"{os.path.join(copy, 'model.tflite')}: sha256 is ")
+  assert lite.LiteModel(other).info["sha256"] != lite.LiteModel(
+      export).info["sha256"]
+
+
 def test_num_threads_is_range_checked(export):
   """num_threads=0 was reported as 'not a loadable .tflite'."""
   for bad in (0, -1, 1.5):
@@ -263,3 +335,54 @@ def test_predict_lite_reads_a_bom_and_names_bad_files(export, tmp_path):
     proc, errors = _predict(*flags)
     assert proc.returncode == 1 and errors == [message], proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("content,message", [
+    ("text_a\ttext_b\ttext_a\na\tb\tc\n",
+     "dup.tsv:1: column 'text_a' appears twice in the header"),
+    ("text_a\ttext_b\nonly one column\n",
+     "dup.tsv:2: 1 field but the header has 2"),
+    ("text_a\ttext_b\n\nx\ty\ta\tb\n",
+     "dup.tsv:3: 4 fields but the header has 2"),
+])
+def test_predict_lite_tsv_header_and_widths(tmp_path, content, message):
+  """A repeated header column used its last field without a word; a short
+  row was reported with the header's width as its own."""
+  tsv = tmp_path / "dup.tsv"
+  tsv.write_text(content, encoding="utf-8")
+  with pytest.raises(ValueError) as e:
+    predict_lite.read_rows(str(tsv), ["text_a", "text_b"])
+  assert _one_line(e) == f"{tmp_path}/{message}"
+  tsv.write_text("text_a\ttext_b\tlabel\n\nx\ty\tpos\n", encoding="utf-8")
+  assert predict_lite.read_rows(str(tsv), ["text_a", "text_b"]) == (
+      [{"text_a": "x", "text_b": "y", "label": "pos"}], ["label"])
+
+
+def test_sigterm_during_a_tflite_export_removes_its_staging(sources,
+                                                            tmp_path):
+  """SIGTERM while converting left the staging SavedModel
+  (albert_tflite_*) in the temporary directory."""
+  spm, config_file = sources
+  tmp = tmp_path / "tmp"
+  tmp.mkdir()
+  proc = tool_server.start(
+      [sys.executable, "-m", "albert_tf.export_savedmodel",
+       "--task=classification", "--num_labels=2", "--random_init",
+       f"--config_file={config_file}", f"--spm_model_file={spm}",
+       "--max_seq_length=16", "--format=tflite",
+       f"--export_dir={tmp_path / 'out'}"],
+      env=tool_server.tool_env(TMPDIR=str(tmp)), cwd=ROOT,
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  deadline = time.time() + 300
+  staging = []
+  while not staging and proc.poll() is None:
+    assert time.time() < deadline
+    time.sleep(0.02)
+    staging = [n for n in os.listdir(tmp) if n.startswith("albert_tflite_")]
+  proc.send_signal(signal.SIGTERM)
+  _, stderr = proc.communicate(timeout=120)
+  assert staging, stderr[-2000:]
+  assert proc.returncode == 143, stderr[-2000:]
+  assert os.listdir(tmp) == []
+  assert not (tmp_path / "out").exists() or not [
+      v for v in os.listdir(tmp_path / "out") if v.isdigit()]
