@@ -1,0 +1,49 @@
+"""What an export refuses and what its SavedModel checks: the mask's
+values, flags that do nothing or contradict each other, bad export
+directories, version directory modes, SQuAD's answer positions."""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
+from albert_tf.serving import export_lib
+from tests.testing import export_testlib as lib
+
+
+def _one_line_error(fn, *args, errors=ValueError, **kwargs):
+  with pytest.raises(errors) as e:
+    fn(*args, **kwargs)
+  message = str(e.value)
+  assert "\n" not in message, message
+  return message
+
+
+@pytest.fixture(scope="module")
+def encoder_export(tmp_path_factory):
+  tmp = tmp_path_factory.mktemp("checks_encoder")
+  tf.keras.utils.set_random_seed(1)
+  encoder = AlbertEncoder(lib.tiny_config())
+  path = export_lib.export_encoder(encoder, str(tmp / "enc"))
+  return encoder, path
+
+
+def test_input_mask_other_than_0_and_1_is_refused(encoder_export):
+  encoder, path = encoder_export
+  serve = tf.saved_model.load(path).signatures["serving_default"]
+  ids = np.array([[2, 50, 60, 70, 3]], np.int32)
+  types = np.zeros_like(ids)
+  mask = np.array([[1, 1, 1, 0, 0]], np.int32)
+  got = serve(input_word_ids=ids, input_mask=mask, input_type_ids=types)
+  want = encoder(dict(input_word_ids=ids, input_mask=mask,
+                      input_type_ids=types))
+  np.testing.assert_allclose(got["pooled_output"], want["pooled_output"],
+                             atol=1e-5, rtol=0)
+  for bad in (-7, -1, 2, np.iinfo(np.int32).min):
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match="input_mask must hold only 0 and 1"):
+      serve(input_word_ids=ids, input_mask=np.array([[1, bad, 1, 1, 1]],
+                                                    np.int32),
+            input_type_ids=types)
