@@ -9,6 +9,7 @@ task class and params come from the request (`task_for_flags`).
 import contextlib
 import dataclasses
 import functools
+import os
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Type
 
 from absl import logging
@@ -16,6 +17,7 @@ import numpy as np
 import tf_keras
 
 from albert_tf.checkpoints import identity as identity_lib
+from albert_tf.checkpoints import paths
 from albert_tf.core import base_task
 from albert_tf.core import checkpoint_config
 from albert_tf.core import distribute_utils
@@ -287,6 +289,24 @@ def _calibration_examples(task, count: int) -> List[Dict[str, Any]]:
   return examples
 
 
+def _check_weights(request: ExportRequest) -> None:
+  """--random_init only where no checkpoint would be restored: with one,
+  which weights were exported depended on the path taken."""
+  if not request.random_init:
+    return
+  if request.checkpoint:
+    raise ValueError("--random_init and --checkpoint: random weights or the "
+                     "checkpoint's, not both; drop one")
+  if request.model_dir:
+    found = paths.checkpoint_candidates(os.path.join(
+        request.model_dir, paths.RUN_CHECKPOINT_SUBDIR)) or [
+            p for p in [paths.latest_checkpoint(request.model_dir)] if p]
+    if found:
+      raise ValueError(f"--random_init with --model_dir {request.model_dir}, "
+                       f"which has checkpoints ({found[0]}); drop "
+                       "--random_init to export them")
+
+
 def _check_form(request: ExportRequest) -> None:
   """A format, precision and kind that make sense together."""
   form = request.form
@@ -386,6 +406,7 @@ def export(request: ExportRequest) -> str:
   if not request.export_dir:
     raise ValueError("--export_dir is required")
   _check_form(request)
+  _check_weights(request)
   # A taken version or a bad path fails here, before a model is built.
   export_lib.version_dir(request.export_dir, request.version)
   spm = request.settings.get("spm_model_file")

@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
 from albert_tf.serving import export_lib
+from albert_tf.tasks import question_answering
 from tests.testing import export_testlib as lib
 
 
@@ -47,3 +48,30 @@ def test_input_mask_other_than_0_and_1_is_refused(encoder_export):
       serve(input_word_ids=ids, input_mask=np.array([[1, bad, 1, 1, 1]],
                                                     np.int32),
             input_type_ids=types)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+  tmp = tmp_path_factory.mktemp("checks_files")
+  config_file = str(tmp / "albert_config.json")
+  lib.tiny_config().to_json_file(config_file)
+  return dict(tmp=tmp, spm=lib.train_spm(str(tmp)), config_file=config_file)
+
+
+def test_random_init_with_a_checkpoint_is_refused(files, tmp_path):
+  export_dir = str(tmp_path / "out")
+  message = _one_line_error(
+      lib.export, export_dir, config_files=[files["config_file"]],
+      checkpoint=str(tmp_path / "ckpt-1"), random_init=True,
+      settings={"spm_model_file": files["spm"]})
+  assert message.startswith("--random_init and --checkpoint")
+  # A run directory with checkpoints: its weights, not random ones.
+  run = tmp_path / "run"
+  saved = tf.train.Checkpoint(v=tf.Variable(1.0)).save(
+      str(run / "checkpoints" / "ckpt"))
+  message = _one_line_error(lib.export, export_dir, model_dir=str(run),
+                            random_init=True)
+  assert message.startswith(f"--random_init with --model_dir {run}")
+  assert saved in message
+  assert not os.path.exists(export_dir)
+
