@@ -75,3 +75,20 @@ def test_random_init_with_a_checkpoint_is_refused(files, tmp_path):
   assert saved in message
   assert not os.path.exists(export_dir)
 
+
+
+def test_squad_query_must_leave_room_for_the_context(files, tmp_path):
+  params = question_answering.SquadServingParams
+  params(max_seq_length=16, max_query_length=12).validate()  # one token left
+  export_dir = str(tmp_path / "out")
+  for doc_stride in (0, 4):
+    message = _one_line_error(
+        lib.export, export_dir, config_files=[files["config_file"]],
+        random_init=True, task="squad", settings=dict(
+            spm_model_file=files["spm"], max_seq_length=16,
+            max_query_length=13, doc_stride=doc_stride))
+    assert message == (
+        "--max_seq_length 16 leaves no room for the context after "
+        "--max_query_length 13 (at most 12); reduce --max_query_length or "
+        "raise --max_seq_length")
+  assert not os.path.exists(export_dir)

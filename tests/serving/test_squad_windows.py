@@ -173,4 +173,5 @@ def test_squad_v2_head_export_answers_like_the_offline_predictor(
     export_testlib.export_serving(
         question_answering.SquadTask, model, str(tmp_path / "no_windows"),
         finetune_testlib.spm_model(tmp_path_factory), squad_head="xlnet",
-        max_seq_length=SEQ, doc_stride=0)
+        max_seq_length=SEQ, max_query_length=MAX_QUERY, doc_stride=0)
+
