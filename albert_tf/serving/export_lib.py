@@ -41,9 +41,29 @@ _CLAIM_ATTEMPTS = 100
 # --- Versioned directories ---------------------------------------------------
 
 
+def check_export_dir(export_dir):
+  """Fails in one line unless `export_dir` is a directory, or can be made
+  one, where this process can create entries (a file, a missing or
+  read-only parent failed in the save, after the model was built)."""
+  if "://" in export_dir:  # URL file systems: their own errors
+    return
+  path = os.path.abspath(export_dir)
+  while not os.path.exists(path):
+    path = os.path.dirname(path)
+  if not os.path.isdir(path):
+    raise ValueError(f"--export_dir {export_dir}: {path} is not a directory")
+  try:  # the one reliable test (root passes os.access; /proc refuses)
+    os.rmdir(tempfile.mkdtemp(prefix=".probe-", dir=path))
+  except OSError as e:
+    raise ValueError(f"--export_dir {export_dir}: cannot create a directory "
+                     f"in {path} ({e.strerror})") from None
+
+
 def version_dir(export_dir, version=None):
   """`<export_dir>/<version>` (default: the next free one); fails in one line
-  when that version already exists."""
+  when that version already exists or `export_dir` cannot be written
+  (`check_export_dir`)."""
+  check_export_dir(export_dir)
   if version is None:
     version = next_version(export_dir)
   if int(version) < 0:

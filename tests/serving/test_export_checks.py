@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
 from albert_tf.serving import export_lib
+from albert_tf.tasks import export as tasks_export
 from albert_tf.tasks import question_answering
 from tests.testing import export_testlib as lib
 
@@ -92,3 +93,24 @@ def test_squad_query_must_leave_room_for_the_context(files, tmp_path):
         "--max_query_length 13 (at most 12); reduce --max_query_length or "
         "raise --max_seq_length")
   assert not os.path.exists(export_dir)
+
+
+def test_a_bad_export_dir_fails_before_a_model_is_built(files, tmp_path,
+                                                          monkeypatch):
+  def no_model(*args, **kwargs):
+    raise AssertionError("a model was built")
+  monkeypatch.setattr(tasks_export, "model_for_flags", no_model)
+  a_file = tmp_path / "a_file"
+  a_file.write_text("")
+  request = dict(config_files=[files["config_file"]], random_init=True,
+                 settings={"spm_model_file": files["spm"]})
+  for export_dir in (a_file, a_file / "under"):
+    message = _one_line_error(lib.export, str(export_dir), **request)
+    assert message == (f"--export_dir {export_dir}: {a_file} is not a "
+                       "directory")
+  if os.path.isdir("/proc"):  # a file system without new directories
+    message = _one_line_error(lib.export, "/proc/albert_export_x", **request)
+    assert message.startswith("--export_dir /proc/albert_export_x: cannot "
+                              "create a directory in /proc (")
+  assert a_file.read_text() == ""
+
