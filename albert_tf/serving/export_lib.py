@@ -100,11 +100,15 @@ def write_versioned(export_dir, write, version=None):
 def _staging_dir(export_dir):
   """A new hidden directory in `export_dir`, this export's alone (two
   exports in one process, e.g. threads, never share it)."""
+  staged = os.path.join(export_dir, f".tmp-{uuid.uuid4().hex}")
   if "://" in export_dir:
-    staged = os.path.join(export_dir, f".tmp-{uuid.uuid4().hex}")
     tf.io.gfile.makedirs(staged)
-    return staged
-  return tempfile.mkdtemp(prefix=".tmp-", dir=export_dir)
+  else:
+    # A plain mkdir (mode 0777 less the umask), not mkdtemp's 0700: the
+    # version directory is this one renamed, and a server running as
+    # another user must read it.
+    os.mkdir(staged)
+  return staged
 
 
 def _claim_version(staged, export_dir, version):

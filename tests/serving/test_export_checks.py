@@ -114,3 +114,23 @@ def test_a_bad_export_dir_fails_before_a_model_is_built(files, tmp_path,
                               "create a directory in /proc (")
   assert a_file.read_text() == ""
 
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_version_directories_take_the_umask(tmp_path, umask):
+  """TF Serving may run as another user: a version directory has the mode
+  a plain mkdir gives (it was always 0700)."""
+  module = tf.Module()
+  module.v = tf.Variable(1.0)
+  previous = os.umask(umask)
+  try:
+    saved = export_lib.save_versioned(module, str(tmp_path / "sm"), None)
+
+    def write(directory):  # as the .tflite export writes its files
+      with open(os.path.join(directory, "model.tflite"), "wb") as f:
+        f.write(b"x")
+    written = export_lib.write_versioned(str(tmp_path / "lite"), write)
+  finally:
+    os.umask(previous)
+  for path in (saved, written):
+    assert os.stat(path).st_mode & 0o777 == 0o777 & ~umask, path
+  assert not [n for n in os.listdir(tmp_path / "sm") if n.startswith(".")]
