@@ -182,9 +182,10 @@ def task_for_flags(serving_task: Optional[str], kind: str,
   if serving_task:
     task_cls = registry.task_for_serving_name(serving_task)
     defaults = dict(task_cls.serving_tasks[serving_task])
-  elif kind == ENCODER:  # any model's encoder: no task
+  elif kind in (ENCODER, export_lib.PREPROCESSING_EXPORT):  # no task
     return None, serving_params.with_settings(
-        serving_params.ServingParams(), given, "an encoder export")
+        serving_params.ServingParams(), given,
+        "an encoder export" if kind == ENCODER else "a preprocessing export")
   else:
     task_cls = registry.task_for_export_kind(kind)
     defaults = {}
@@ -249,11 +250,34 @@ def _run_record(request: ExportRequest) -> Optional[run_record.RunRecord]:
 
 def _check_preprocessing_only(request: ExportRequest, kind: str) -> None:
   if kind == export_lib.PREPROCESSING_EXPORT:
+    # first_fixed without a cap would give the first segment everything.
+    if ((request.truncation == "first_fixed") !=
+        (request.max_first_segment_length is not None)):
+      raise ValueError("--max_first_segment_length and --truncation="
+                       "first_fixed go together (the cap on the first "
+                       "segment); give both or neither")
     return
   for name in ("truncation", "max_first_segment_length"):
     if getattr(request, name) is not None:
       raise ValueError(f"--{name} applies to --export_kind=preprocessing "
                        f"only, not {kind}")
+
+
+def _check_encoder_settings(request: ExportRequest, kind: str,
+                            has_tokenizer: bool) -> None:
+  """The encoder export takes ids of any length: text settings it would
+  accept and ignore are refused (do_lower_case is recorded beside a
+  tokenizer file, the TF-Hub convention)."""
+  if kind != ENCODER:
+    return
+  if "max_seq_length" in request.settings:
+    raise ValueError("--max_seq_length does not apply to an encoder export "
+                     "(its signature takes ids of any length up to "
+                     "max_position_embeddings)")
+  if "do_lower_case" in request.settings and not has_tokenizer:
+    raise ValueError("--do_lower_case does not apply to an encoder export "
+                     "without --spm_model_file or --vocab_file (it is "
+                     "recorded beside the tokenizer file)")
 
 
 def _export_preprocessing(request: ExportRequest, params, model_config):
@@ -342,6 +366,7 @@ def _export_of_run(request: ExportRequest, record: run_record.RunRecord
                      "its checkpoints hold them")
   kind = request.export_kind or task_cls.default_export_kind
   _check_preprocessing_only(request, kind)
+  _check_encoder_settings(request, kind, has_tokenizer=True)
   if kind == export_lib.PREPROCESSING_EXPORT:
     params = run_params(task, record.facts, request.settings)
     return _export_preprocessing(request, params, task.config.model)
@@ -367,10 +392,11 @@ def _export_of_run(request: ExportRequest, record: run_record.RunRecord
 def _export_of_flags(request: ExportRequest) -> str:
   kind = request.export_kind or ("serving" if request.task else ENCODER)
   _check_preprocessing_only(request, kind)
+  _check_encoder_settings(request, kind, has_tokenizer=bool(
+      request.settings.get("spm_model_file") or
+      request.settings.get("vocab_file")))
   preprocessing_only = kind == export_lib.PREPROCESSING_EXPORT
-  task_cls, params = task_for_flags(
-      request.task, ENCODER if preprocessing_only else kind,
-      request.settings)
+  task_cls, params = task_for_flags(request.task, kind, request.settings)
   model_config, _ = checkpoint_config.model_config_for(
       request.config_files, request.params_override,
       checkpoint=request.checkpoint or None, record=None)

@@ -92,6 +92,12 @@ class SquadServingParams(serving_params.ServingParams):
           "raise --max_seq_length")
 
 
+  def check_given(self, given):
+    if "max_windows" in given and not self.doc_stride:
+      raise ValueError("--max_windows applies to doc-stride windows only, "
+                       "not --doc_stride=0 (one window per question)")
+
+
 @registry.register_task
 class SquadTask(finetune_lib.FinetuneTask):
   """Span extraction (+ answerability for SQuAD 2.0) with the head of

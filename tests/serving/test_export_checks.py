@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
 from albert_tf.serving import export_lib
+from albert_tf.serving import serving_params
 from albert_tf.tasks import export as tasks_export
 from albert_tf.tasks import question_answering
 from tests.testing import export_testlib as lib
@@ -134,3 +135,49 @@ def test_version_directories_take_the_umask(tmp_path, umask):
   for path in (saved, written):
     assert os.stat(path).st_mode & 0o777 == 0o777 & ~umask, path
   assert not [n for n in os.listdir(tmp_path / "sm") if n.startswith(".")]
+
+
+def test_flags_that_would_do_nothing_are_refused(files, tmp_path):
+  export_dir = str(tmp_path / "out")
+  base = dict(config_files=[files["config_file"]], random_init=True)
+  spm = {"spm_model_file": files["spm"]}
+  cases = [
+      (dict(settings=dict(spm, max_seq_length=8)),
+       "--max_seq_length does not apply to an encoder export (its signature "
+       "takes ids of any length up to max_position_embeddings)"),
+      (dict(settings={"do_lower_case": False}),
+       "--do_lower_case does not apply to an encoder export without "
+       "--spm_model_file or --vocab_file (it is recorded beside the "
+       "tokenizer file)"),
+      (dict(task="squad", settings=dict(
+          spm, max_seq_length=16, max_query_length=4, doc_stride=0,
+          max_windows=4)),
+       "--max_windows applies to doc-stride windows only, not "
+       "--doc_stride=0 (one window per question)"),
+      (dict(export_kind="preprocessing", truncation="first_fixed",
+            settings=spm),
+       "--max_first_segment_length and --truncation=first_fixed go together "
+       "(the cap on the first segment); give both or neither"),
+      (dict(export_kind="preprocessing", max_first_segment_length=4,
+            settings=spm),
+       "--max_first_segment_length and --truncation=first_fixed go together "
+       "(the cap on the first segment); give both or neither"),
+  ]
+  for request, expected in cases:
+    assert _one_line_error(lib.export, export_dir,
+                           **dict(base, **request)) == expected, request
+  message = _one_line_error(
+      lib.export, export_dir, export_kind="preprocessing",
+      **dict(base, settings=dict(spm, num_labels=5)))
+  assert message.startswith("--num_labels does not apply to a preprocessing "
+                            "export (its settings: ")
+  assert not os.path.exists(export_dir)
+  # With windows --max_windows is taken; with a tokenizer file the encoder
+  # records --do_lower_case (the TF-Hub variable).
+  params = question_answering.SquadServingParams
+  assert serving_params.with_settings(
+      params(max_seq_length=16, max_query_length=4), dict(
+          doc_stride=4, max_windows=4), "a squad export").max_windows == 4
+  path = lib.export(export_dir, **dict(base, settings=dict(
+      spm, do_lower_case=False)))
+  assert not tf.saved_model.load(path).do_lower_case.numpy()
