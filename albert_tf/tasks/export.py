@@ -136,14 +136,31 @@ def export_model(task_cls: Type[base_task.Task], kind: str, model, params,
   if form.export_format == "tflite":
     return _export_tflite(task_cls, kind, model, params, export_dir, version,
                           form)
+  info = export_info(task_cls, kind, params, form)
   if kind == ENCODER:
     return export_lib.export_encoder(
         model, export_dir, params.spm_model_file or None,
-        params.do_lower_case, version, params.vocab_file or None)
+        params.do_lower_case, version, params.vocab_file or None, info)
   return export_lib.export_module(
       lambda assets: task_cls.serving_module(kind, model, params, assets),
       config, export_dir, params.spm_model_file or None,
-      params.do_lower_case, version, params.vocab_file or None)
+      params.do_lower_case, version, params.vocab_file or None, info)
+
+
+def export_info(task_cls, kind: str, params, form: ExportForm
+                ) -> Dict[str, Any]:
+  """A SavedModel's `assets/export.json`: what it is (kind, task, serving
+  settings with the label names, precision) and its weights' source (the
+  checkpoint and its identity, whose `updates` is the step; or
+  `random_init`), as a .tflite's model.json says."""
+  return {
+      "kind": kind,
+      "task": task_cls.name if task_cls else None,
+      "serving_params": {k: v for k, v in dataclasses.asdict(params).items()
+                         if k not in serving_params.TOKENIZER_FILES},
+      "precision": form.precision,
+      "source": form.source,
+  }
 
 
 def run_params(task: base_task.Task, recorded_facts: Mapping[str, Any],

@@ -2,17 +2,21 @@
 values, flags that do nothing or contradict each other, bad export
 directories, version directory modes, SQuAD's answer positions."""
 
+import json
 import os
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from albert_tf.checkpoints import identity
+from albert_tf.checkpoints import object_layout
 from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
 from albert_tf.serving import export_lib
 from albert_tf.serving import serving_params
 from albert_tf.tasks import export as tasks_export
 from albert_tf.tasks import question_answering
+from albert_tf.tasks import registry
 from tests.testing import export_testlib as lib
 
 
@@ -181,3 +185,39 @@ def test_flags_that_would_do_nothing_are_refused(files, tmp_path):
   path = lib.export(export_dir, **dict(base, settings=dict(
       spm, do_lower_case=False)))
   assert not tf.saved_model.load(path).do_lower_case.numpy()
+
+
+def _export_info(path):
+  loaded = tf.saved_model.load(path)
+  with open(loaded.export_info_file.asset_path.numpy().decode(),
+            encoding="utf-8") as f:
+    return json.load(f)
+
+
+def test_saved_model_says_what_it_is_and_where_its_weights_came_from(
+    files, tmp_path):
+  config_file = files["config_file"]
+  path = lib.export(str(tmp_path / "clf"), config_files=[config_file],
+                    random_init=True, task="classification", settings=dict(
+                        spm_model_file=files["spm"], max_seq_length=16,
+                        num_labels=2, label_names=["neg", "pos"]))
+  info = _export_info(path)
+  assert (info["kind"], info["task"], info["precision"]) == (
+      "serving", registry.task_for_serving_name("classification").name,
+      "float32")
+  assert info["serving_params"]["label_names"] == ["neg", "pos"]
+  assert info["serving_params"]["max_seq_length"] == 16
+  assert info["source"] == {"random_init": True}
+  # A checkpoint stamped by its run (step 7): its path and identity.
+  config = lib.tiny_config()
+  encoder = AlbertEncoder(config)
+  stamp = identity.RunIdentity(config.as_dict(), {}, "a test run")
+  stamp.stamp(7)
+  ckpt = object_layout.checkpoint_for(encoder, identity=stamp.variable).write(
+      str(tmp_path / "ckpt"))
+  path = lib.export(str(tmp_path / "enc"), config_files=[config_file],
+                    checkpoint=ckpt)
+  info = _export_info(path)
+  assert (info["kind"], info["task"]) == ("encoder", None)
+  assert info["source"]["checkpoint"] == ckpt
+  assert info["source"]["identity"]["updates"] == 7
