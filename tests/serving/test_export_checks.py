@@ -1,6 +1,6 @@
-"""What an export refuses and what its SavedModel checks: the mask's
-values, flags that do nothing or contradict each other, bad export
-directories, version directory modes, SQuAD's answer positions."""
+"""What an export refuses, checks and records: the mask's values, flags
+that do nothing or contradict each other, bad export directories, version
+directory modes, the SavedModel's export.json."""
 
 import json
 import os
@@ -18,6 +18,9 @@ from albert_tf.tasks import export as tasks_export
 from albert_tf.tasks import question_answering
 from albert_tf.tasks import registry
 from tests.testing import export_testlib as lib
+
+# Ten seconds or more in all: handed out first (tests/conftest.py).
+pytestmark = pytest.mark.slow
 
 
 def _one_line_error(fn, *args, errors=ValueError, **kwargs):
