@@ -21,6 +21,7 @@ ids and tf.Example signatures for TF Serving; the pretraining task's
 
 import contextlib
 import errno
+import json
 import os
 import tempfile
 import uuid
@@ -35,15 +36,37 @@ from albert_tf.serving import serving_modules
 from albert_tf.serving import wordpiece
 
 PREPROCESSING_EXPORT = "preprocessing"
+# The asset saying what an export is and where its weights came from.
+EXPORT_INFO_NAME = "export.json"
 # Versions a save tries before giving up while other exports take them.
 _CLAIM_ATTEMPTS = 100
 
 # --- Versioned directories ---------------------------------------------------
 
 
+def check_export_dir(export_dir):
+  """Fails in one line unless `export_dir` is a directory, or can be made
+  one, where this process can create entries (a file, a missing or
+  read-only parent failed in the save, after the model was built)."""
+  if "://" in export_dir:  # URL file systems: their own errors
+    return
+  path = os.path.abspath(export_dir)
+  while not os.path.exists(path):
+    path = os.path.dirname(path)
+  if not os.path.isdir(path):
+    raise ValueError(f"--export_dir {export_dir}: {path} is not a directory")
+  try:  # the one reliable test (root passes os.access; /proc refuses)
+    os.rmdir(tempfile.mkdtemp(prefix=".probe-", dir=path))
+  except OSError as e:
+    raise ValueError(f"--export_dir {export_dir}: cannot create a directory "
+                     f"in {path} ({e.strerror})") from None
+
+
 def version_dir(export_dir, version=None):
   """`<export_dir>/<version>` (default: the next free one); fails in one line
-  when that version already exists."""
+  when that version already exists or `export_dir` cannot be written
+  (`check_export_dir`)."""
+  check_export_dir(export_dir)
   if version is None:
     version = next_version(export_dir)
   if int(version) < 0:
@@ -80,11 +103,15 @@ def write_versioned(export_dir, write, version=None):
 def _staging_dir(export_dir):
   """A new hidden directory in `export_dir`, this export's alone (two
   exports in one process, e.g. threads, never share it)."""
+  staged = os.path.join(export_dir, f".tmp-{uuid.uuid4().hex}")
   if "://" in export_dir:
-    staged = os.path.join(export_dir, f".tmp-{uuid.uuid4().hex}")
     tf.io.gfile.makedirs(staged)
-    return staged
-  return tempfile.mkdtemp(prefix=".tmp-", dir=export_dir)
+  else:
+    # A plain mkdir (mode 0777 less the umask), not mkdtemp's 0700: the
+    # version directory is this one renamed, and a server running as
+    # another user must read it.
+    os.mkdir(staged)
+  return staged
 
 
 def _claim_version(staged, export_dir, version):
@@ -145,11 +172,28 @@ def _config_asset(config):
     yield path
 
 
+@contextlib.contextmanager
+def _info_asset(info):
+  """A temporary `export.json` of `info` (a JSON-able dict) to attach as an
+  asset; None without `info`."""
+  if info is None:
+    yield None
+    return
+  with tempfile.TemporaryDirectory(prefix="albert_export_",
+                                   ignore_cleanup_errors=True) as tmp:
+    path = os.path.join(tmp, EXPORT_INFO_NAME)
+    with open(path, "w", encoding="utf-8") as f:
+      json.dump(info, f, indent=2, sort_keys=True, default=str)
+      f.write("\n")
+    yield path
+
+
 # --- Export functions ---------------------------------------------------------
 
 
 def export_encoder(encoder, export_dir, spm_model_file=None,
-                   do_lower_case=True, version=None, vocab_file=None):
+                   do_lower_case=True, version=None, vocab_file=None,
+                   info=None):
   """Exports an AlbertEncoder (or a model's `.encoder`) as a TF-Hub encoder;
   returns the versioned directory written."""
   encoder = getattr(encoder, "encoder", encoder)
@@ -163,22 +207,27 @@ def export_encoder(encoder, export_dir, spm_model_file=None,
     module.trace()
     return module
   return export_module(build, encoder.config, export_dir, spm_model_file,
-                       do_lower_case, version, vocab_file)
+                       do_lower_case, version, vocab_file, info)
 
 
 def export_module(build_module, config, export_dir, spm_model_file=None,
-                  do_lower_case=True, version=None, vocab_file=None):
+                  do_lower_case=True, version=None, vocab_file=None,
+                  info=None):
   """Saves the module `build_module(assets)` returns (a tf.Module with
   `signatures()`) to `<export_dir>/<version>/`; `assets` are its asset
   arguments: the model config (as a file) and the tokenizer file (the
-  SentencePiece model or the WordPiece vocabulary)."""
+  SentencePiece model or the WordPiece vocabulary). `info` (a JSON-able
+  dict: kind, task, settings, the weights' source) becomes the asset
+  `export.json`, the loaded object's `export_info_file`."""
   version_dir(export_dir, version)  # an existing version fails before tracing
-  with _config_asset(config) as config_file:
+  with _config_asset(config) as config_file, _info_asset(info) as info_file:
     module = build_module(dict(
         config_file=config_file, spm_model_file=spm_model_file,
         vocab_file=vocab_file,
         do_lower_case=(do_lower_case if spm_model_file or vocab_file
                        else None)))
+    if info_file:
+      module.export_info_file = tf.saved_model.Asset(info_file)
     return save_versioned(module, export_dir, module.signatures(), version)
 
 

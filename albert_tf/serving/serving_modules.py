@@ -103,9 +103,13 @@ def check_model_inputs(features, max_seq_length, vocab_size, type_vocab_size):
         tf.debugging.assert_less(
             features[name], size,
             message=f"{name} must be < {limit} = {size}")]
-  checks.append(tf.debugging.assert_less_equal(
-      tf.abs(features["input_mask"] - 1) * features["input_mask"], 0,
-      message="input_mask must hold only 0 and 1"))
+  # Two bounds: a product test such as |m - 1| * m <= 0 passes any m <= 0.
+  mask = features["input_mask"]
+  checks += [
+      tf.debugging.assert_non_negative(
+          mask, message="input_mask must hold only 0 and 1"),
+      tf.debugging.assert_less_equal(
+          mask, 1, message="input_mask must hold only 0 and 1")]
   return after(checks, {k: features[k] for k in INPUT_NAMES})
 
 

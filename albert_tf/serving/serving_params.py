@@ -134,6 +134,11 @@ class ServingParams:
           output_files.file_sha256(current) == output_files.file_sha256(value))
     return _same(current, value)
 
+  def check_given(self, given: Mapping[str, Any]) -> None:
+    """Raises naming a flag in `given` (the flags set) that has no effect
+    with these settings (subclasses: e.g. SQuAD's windows when truncating)."""
+    del given
+
   def check_change(self, field: str, value: Any) -> None:
     """Raises when changing settable `field` to `value` would change what
     the model's outputs mean (subclasses: e.g. reordered labels)."""
@@ -181,4 +186,5 @@ def with_settings(params: ServingParams, given: Mapping[str, Any],
     changes[name] = value
   out = dataclasses.replace(params, **changes)
   out.validate()
+  out.check_given(given)
   return out

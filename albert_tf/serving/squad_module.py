@@ -35,8 +35,8 @@ def span_scores(start_logits, end_logits, may_start, may_end,
 
 def best_spans(start_logits, end_logits, in_context, max_answer_length):
   """Best span per row inside `in_context` (bool [b, seq]): start, end
-  int32 [b] (0, 0 when no span is allowed), score float [b] (start + end
-  logit, `_NEG` when none), found bool [b]."""
+  int32 [b] sequence positions (0, 0 when no span is allowed), score float
+  [b] (start + end logit, `_NEG` when none), found bool [b]."""
   seq_length = tf.shape(start_logits)[1]
   scores, allowed = span_scores(start_logits, end_logits, in_context,
                                 in_context, max_answer_length)
@@ -51,9 +51,10 @@ def best_spans(start_logits, end_logits, in_context, max_answer_length):
 
 class SquadModule(task_modules.TaskServingModule):
   """start_logits, end_logits [b, seq]; answer_start, answer_end int32 [b]
-  (token positions; 0, 0 = no span found); answer_score [b]; answer_text [b]
-  (normalised text of the span); answerable_probability [b] when the model
-  has an answerability head."""
+  (context token positions: 0 is the first token after the question's
+  [SEP]; -1, -1 when no span is found); answer_score [b]; answer_text [b]
+  (normalised text of the span, "" when none); answerable_probability [b]
+  when the model has an answerability head."""
 
   text_fields = ("question", "context")
 
@@ -79,11 +80,16 @@ class SquadModule(task_modules.TaskServingModule):
             (positions <= tf.expand_dims(end, 1)) &
             tf.expand_dims(found, 1))  # [b, seq]
     span_ids = tf.ragged.boolean_mask(ids, keep)  # [b, (span)]
+    # Context positions, as the windowed text signatures give them: the
+    # context starts after [CLS] question [SEP] (the real segment-0 tokens).
+    doc_offset = tf.reduce_sum(tf.cast(
+        (features["input_type_ids"] == 0) & (features["input_mask"] == 1),
+        tf.int32), axis=1)  # [b]
     result = {
         "start_logits": model_outputs["start_logits"],
         "end_logits": model_outputs["end_logits"],
-        "answer_start": start,
-        "answer_end": end,
+        "answer_start": tf.where(found, start - doc_offset, -1),
+        "answer_end": tf.where(found, end - doc_offset, -1),
         "answer_score": score,
         "answer_text": self.preprocessor.detokenize(
             span_ids, max_length=self.params.max_answer_length),

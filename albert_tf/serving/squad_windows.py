@@ -65,13 +65,14 @@ class SquadWindowServingModule(squad_module.SquadModule):
   """`SquadModule` whose text signatures slide windows.
 
   Text outputs (per question, [batch]): answer_text (normalised text),
-  answer_start / answer_end (int32 context token indices; 0, 0 when no
-  span is possible), answer_score (start + end logit), answer_window,
-  num_windows, and answerable_probability (the best window's) when the
-  model has an answerability head. For `AlbertSquadV2`: answer_score is
-  start + end log-prob, plus null_score (answer_text is "" when it is >=
-  `null_score_diff_threshold`, as the offline prediction's). `serve_ids` is
-  unchanged (one window per row; the raw beam for `AlbertSquadV2`).
+  answer_start / answer_end (int32 context token indices; -1, -1 with
+  answer_text "" when there is no answer), answer_score (start + end
+  logit), answer_window, num_windows, and answerable_probability (the best
+  window's) when the model has an answerability head. For `AlbertSquadV2`:
+  answer_score is start + end log-prob, plus null_score (no answer when it
+  is >= `null_score_diff_threshold`, as the offline prediction's).
+  `serve_ids` is unchanged (one window per row; the raw beam for
+  `AlbertSquadV2`).
   """
 
   tflite_refusal = (
@@ -209,8 +210,8 @@ class SquadWindowServingModule(squad_module.SquadModule):
     text = self.preprocessor.detokenize(tf.RaggedTensor.from_row_lengths(
         tf.gather(c.flat_values, span.flat_values), span.row_lengths()))
     result = {"answer_text": text,
-              "answer_start": tf.cast(first, tf.int32),
-              "answer_end": tf.cast(last, tf.int32),
+              "answer_start": tf.cast(tf.where(found, first, -1), tf.int32),
+              "answer_end": tf.cast(tf.where(found, last, -1), tf.int32),
               "answer_score": tf.where(found, top, _NEG),
               "answer_window": tf.cast(tf.gather(w["window"], pick),
                                        tf.int32),
@@ -223,8 +224,10 @@ class SquadWindowServingModule(squad_module.SquadModule):
       null = tf.math.unsorted_segment_min(outputs["cls_logits"], example,
                                           batch)  # [b]
       result["null_score"] = null
-      result["answer_text"] = tf.where(
-          null >= self.params.null_score_diff_threshold, "", text)
+      none = null >= self.params.null_score_diff_threshold
+      result["answer_text"] = tf.where(none, "", text)
+      for key in ("answer_start", "answer_end"):
+        result[key] = tf.where(none, -1, result[key])
     return result
 
 

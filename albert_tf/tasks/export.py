@@ -9,6 +9,7 @@ task class and params come from the request (`task_for_flags`).
 import contextlib
 import dataclasses
 import functools
+import os
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Type
 
 from absl import logging
@@ -16,6 +17,7 @@ import numpy as np
 import tf_keras
 
 from albert_tf.checkpoints import identity as identity_lib
+from albert_tf.checkpoints import paths
 from albert_tf.core import base_task
 from albert_tf.core import checkpoint_config
 from albert_tf.core import distribute_utils
@@ -134,14 +136,31 @@ def export_model(task_cls: Type[base_task.Task], kind: str, model, params,
   if form.export_format == "tflite":
     return _export_tflite(task_cls, kind, model, params, export_dir, version,
                           form)
+  info = export_info(task_cls, kind, params, form)
   if kind == ENCODER:
     return export_lib.export_encoder(
         model, export_dir, params.spm_model_file or None,
-        params.do_lower_case, version, params.vocab_file or None)
+        params.do_lower_case, version, params.vocab_file or None, info)
   return export_lib.export_module(
       lambda assets: task_cls.serving_module(kind, model, params, assets),
       config, export_dir, params.spm_model_file or None,
-      params.do_lower_case, version, params.vocab_file or None)
+      params.do_lower_case, version, params.vocab_file or None, info)
+
+
+def export_info(task_cls, kind: str, params, form: ExportForm
+                ) -> Dict[str, Any]:
+  """A SavedModel's `assets/export.json`: what it is (kind, task, serving
+  settings with the label names, precision) and its weights' source (the
+  checkpoint and its identity, whose `updates` is the step; or
+  `random_init`), as a .tflite's model.json says."""
+  return {
+      "kind": kind,
+      "task": task_cls.name if task_cls else None,
+      "serving_params": {k: v for k, v in dataclasses.asdict(params).items()
+                         if k not in serving_params.TOKENIZER_FILES},
+      "precision": form.precision,
+      "source": form.source,
+  }
 
 
 def run_params(task: base_task.Task, recorded_facts: Mapping[str, Any],
@@ -180,9 +199,10 @@ def task_for_flags(serving_task: Optional[str], kind: str,
   if serving_task:
     task_cls = registry.task_for_serving_name(serving_task)
     defaults = dict(task_cls.serving_tasks[serving_task])
-  elif kind == ENCODER:  # any model's encoder: no task
+  elif kind in (ENCODER, export_lib.PREPROCESSING_EXPORT):  # no task
     return None, serving_params.with_settings(
-        serving_params.ServingParams(), given, "an encoder export")
+        serving_params.ServingParams(), given,
+        "an encoder export" if kind == ENCODER else "a preprocessing export")
   else:
     task_cls = registry.task_for_export_kind(kind)
     defaults = {}
@@ -247,11 +267,34 @@ def _run_record(request: ExportRequest) -> Optional[run_record.RunRecord]:
 
 def _check_preprocessing_only(request: ExportRequest, kind: str) -> None:
   if kind == export_lib.PREPROCESSING_EXPORT:
+    # first_fixed without a cap would give the first segment everything.
+    if ((request.truncation == "first_fixed") !=
+        (request.max_first_segment_length is not None)):
+      raise ValueError("--max_first_segment_length and --truncation="
+                       "first_fixed go together (the cap on the first "
+                       "segment); give both or neither")
     return
   for name in ("truncation", "max_first_segment_length"):
     if getattr(request, name) is not None:
       raise ValueError(f"--{name} applies to --export_kind=preprocessing "
                        f"only, not {kind}")
+
+
+def _check_encoder_settings(request: ExportRequest, kind: str,
+                            has_tokenizer: bool) -> None:
+  """The encoder export takes ids of any length: text settings it would
+  accept and ignore are refused (do_lower_case is recorded beside a
+  tokenizer file, the TF-Hub convention)."""
+  if kind != ENCODER:
+    return
+  if "max_seq_length" in request.settings:
+    raise ValueError("--max_seq_length does not apply to an encoder export "
+                     "(its signature takes ids of any length up to "
+                     "max_position_embeddings)")
+  if "do_lower_case" in request.settings and not has_tokenizer:
+    raise ValueError("--do_lower_case does not apply to an encoder export "
+                     "without --spm_model_file or --vocab_file (it is "
+                     "recorded beside the tokenizer file)")
 
 
 def _export_preprocessing(request: ExportRequest, params, model_config):
@@ -285,6 +328,24 @@ def _calibration_examples(task, count: int) -> List[Dict[str, Any]]:
       if len(examples) == count:
         return examples
   return examples
+
+
+def _check_weights(request: ExportRequest) -> None:
+  """--random_init only where no checkpoint would be restored: with one,
+  which weights were exported depended on the path taken."""
+  if not request.random_init:
+    return
+  if request.checkpoint:
+    raise ValueError("--random_init and --checkpoint: random weights or the "
+                     "checkpoint's, not both; drop one")
+  if request.model_dir:
+    found = paths.checkpoint_candidates(os.path.join(
+        request.model_dir, paths.RUN_CHECKPOINT_SUBDIR)) or [
+            p for p in [paths.latest_checkpoint(request.model_dir)] if p]
+    if found:
+      raise ValueError(f"--random_init with --model_dir {request.model_dir}, "
+                       f"which has checkpoints ({found[0]}); drop "
+                       "--random_init to export them")
 
 
 def _check_form(request: ExportRequest) -> None:
@@ -322,6 +383,7 @@ def _export_of_run(request: ExportRequest, record: run_record.RunRecord
                      "its checkpoints hold them")
   kind = request.export_kind or task_cls.default_export_kind
   _check_preprocessing_only(request, kind)
+  _check_encoder_settings(request, kind, has_tokenizer=True)
   if kind == export_lib.PREPROCESSING_EXPORT:
     params = run_params(task, record.facts, request.settings)
     return _export_preprocessing(request, params, task.config.model)
@@ -347,10 +409,11 @@ def _export_of_run(request: ExportRequest, record: run_record.RunRecord
 def _export_of_flags(request: ExportRequest) -> str:
   kind = request.export_kind or ("serving" if request.task else ENCODER)
   _check_preprocessing_only(request, kind)
+  _check_encoder_settings(request, kind, has_tokenizer=bool(
+      request.settings.get("spm_model_file") or
+      request.settings.get("vocab_file")))
   preprocessing_only = kind == export_lib.PREPROCESSING_EXPORT
-  task_cls, params = task_for_flags(
-      request.task, ENCODER if preprocessing_only else kind,
-      request.settings)
+  task_cls, params = task_for_flags(request.task, kind, request.settings)
   model_config, _ = checkpoint_config.model_config_for(
       request.config_files, request.params_override,
       checkpoint=request.checkpoint or None, record=None)
@@ -386,6 +449,7 @@ def export(request: ExportRequest) -> str:
   if not request.export_dir:
     raise ValueError("--export_dir is required")
   _check_form(request)
+  _check_weights(request)
   # A taken version or a bad path fails here, before a model is built.
   export_lib.version_dir(request.export_dir, request.version)
   spm = request.settings.get("spm_model_file")

@@ -83,6 +83,19 @@ class SquadServingParams(serving_params.ServingParams):
         raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
     if self.doc_stride < 0:
       raise ValueError(f"doc_stride must be >= 0, got {self.doc_stride}")
+    # As squad_data.doc_windows: [CLS] question [SEP] >= 1 token [SEP].
+    if self.max_query_length > self.max_seq_length - 4:
+      raise ValueError(
+          f"--max_seq_length {self.max_seq_length} leaves no room for the "
+          f"context after --max_query_length {self.max_query_length} (at "
+          f"most {self.max_seq_length - 4}); reduce --max_query_length or "
+          "raise --max_seq_length")
+
+
+  def check_given(self, given):
+    if "max_windows" in given and not self.doc_stride:
+      raise ValueError("--max_windows applies to doc-stride windows only, "
+                       "not --doc_stride=0 (one window per question)")
 
 
 @registry.register_task

@@ -314,7 +314,9 @@ def test_serving_exports_match_in_memory_models(setup):
                and sq_ids["input_mask"][b, i] == 1 and ids[i] != tok.sep_id]
     best = max(((start[b, i] + end[b, j], i, j) for i in context
                 for j in context if 0 <= j - i < 5))
-    assert (got["answer_start"][b], got["answer_end"][b]) == best[1:]
+    # Context positions: 0 is the context's first token.
+    assert (got["answer_start"][b], got["answer_end"][b]) == (
+        best[1] - context[0], best[2] - context[0])
     np.testing.assert_allclose(got["answer_score"][b], best[0], atol=1e-5)
     span = tok.decode_ids(ids[best[1]:best[2] + 1].tolist())
     assert got["answer_text"][b] == span

@@ -247,7 +247,7 @@ def test_squad_windows_refused_with_the_reason(setup, tmp_path):
     lib.export(str(tmp_path / "out"), task="squad",
                form=tasks_export.ExportForm("tflite"),
                settings=dict(spm_model_file=setup["spm"], max_seq_length=SEQ,
-                             doc_stride=8),
+                             max_query_length=8, doc_stride=8),
                config_files=[_config_file(tmp_path)], random_init=True)
   assert not (tmp_path / "out").exists() or not os.listdir(tmp_path / "out")
 

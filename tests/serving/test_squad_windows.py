@@ -173,4 +173,45 @@ def test_squad_v2_head_export_answers_like_the_offline_predictor(
     export_testlib.export_serving(
         question_answering.SquadTask, model, str(tmp_path / "no_windows"),
         finetune_testlib.spm_model(tmp_path_factory), squad_head="xlnet",
-        max_seq_length=SEQ, doc_stride=0)
+        max_seq_length=SEQ, max_query_length=MAX_QUERY, doc_stride=0)
+
+
+def test_both_modes_give_context_positions_and_minus_one_for_none(
+    exported, tmp_path, tmp_path_factory):
+  """answer_start / answer_end count context tokens (0: the first after
+  the question's [SEP]) with windows and with --doc_stride=0 alike; no
+  answer is -1, -1 (0, 0 is a first-token answer)."""
+  model, tokenizer, windowed = exported
+  truncating = export_testlib.export_serving(
+      question_answering.SquadTask, model, str(tmp_path / "truncating"),
+      finetune_testlib.spm_model(tmp_path_factory), max_seq_length=SEQ,
+      max_query_length=MAX_QUERY, max_answer_length=MAX_ANSWER, doc_stride=0)
+  sentences = finetune_testlib.botchan_sentences(200, 4, 12)
+  questions = ["Who went?", "What did he say?", "Why?"]
+  contexts = [sentences[3], sentences[7], ""]  # one window each; no context
+  outputs = [tf.saved_model.load(path).signatures["serving_default"](
+      question=tf.constant(questions), context=tf.constant(contexts))
+             for path in (windowed, truncating)]
+  for b, (question, context) in enumerate(zip(questions, contexts)):
+    got = [(int(o["answer_start"][b]), int(o["answer_end"][b]),
+            o["answer_text"][b].numpy().decode()) for o in outputs]
+    assert got[0] == got[1], (context, got)
+    start, end, text = got[0]
+    if not context:
+      assert (start, end, text) == (-1, -1, "")
+      continue
+    # The Keras model's best span over the context, in context positions.
+    (feats, _), = squad_data.convert_examples(
+        [squad_data.SquadExample("q", question, context)], tokenizer, SEQ,
+        STRIDE, MAX_QUERY, False)
+    out = model({k: np.array([feats[k]], np.int32)
+                 for k in ("input_word_ids", "input_mask", "input_type_ids")})
+    offset = sum(1 for t, m in zip(feats["input_type_ids"],
+                                   feats["input_mask"]) if m and not t)
+    n = len(tokenizer.encode_ids(context))
+    logits = out["start_logits"][0].numpy(), out["end_logits"][0].numpy()
+    best = max((logits[0][offset + i] + logits[1][offset + j], i, j)
+               for i in range(n) for j in range(i, min(n, i + MAX_ANSWER)))
+    assert (start, end) == best[1:]
+    assert _norm(text) == _norm(tokenizer.decode_ids(
+        tokenizer.encode_ids(context)[start:end + 1]))

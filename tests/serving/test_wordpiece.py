@@ -188,10 +188,14 @@ def test_text_signature_equals_reference_ids(kinds, vocab, kind):
     inv = {i: t for t, i in tok.vocab.items()}
     for row, text_b in enumerate(b):
       start, end = want["answer_start"][row], want["answer_end"][row]
-      pieces = [inv[i] for i in ids["input_word_ids"][row, start:end + 1]]
-      # (0, 0): no span inside the passage.
+      # Context positions: after [CLS] question [SEP] (segment 0).
+      offset = int(((ids["input_type_ids"][row] == 0) &
+                    (ids["input_mask"][row] == 1)).sum())
+      pieces = [inv[i] for i in ids["input_word_ids"][
+          row, offset + start:offset + end + 1]]
+      # (-1, -1): no span inside the passage.
       words = (" ".join(pieces).replace(" ##", "").removeprefix("##")
-               if (start, end) != (0, 0) else "")
+               if (start, end) != (-1, -1) else "")
       assert got["answer_text"][row].decode() == words, repr(text_b)
   assert params.vocab_file == vocab
 
