@@ -16,16 +16,18 @@ one line naming the file (and the field).
 A model.json must hold what the runner's checks need (`REQUIRED`, and a
 `text` section when a signature takes text): without them the checks would
 be off without a word. Its `sha256` binds it to the file: two exports of
-one architecture have the same size and signatures.
+one architecture have the same size and signatures (a model.json written
+before it recorded one is read with a warning, bound by size alone).
 """
 
-import hashlib
 import os
 from typing import Optional, Tuple
 
+from absl import logging
 import numpy as np
 
 from albert_tf.checkpoints import paths
+from albert_toolkit import output_files
 from albert_toolkit import text_files
 
 TFLITE_NAME = "model.tflite"
@@ -33,7 +35,6 @@ METADATA_NAME = "model.json"  # what the .tflite is, beside it
 # (section, field) -> what the runner checks with it (for the refusal).
 REQUIRED = {
     ("", "size_bytes"): "the file's size",
-    ("", "sha256"): "the file's content",
     ("", "signatures"): "the file's signatures",
     ("model_config", "vocab_size"): "input_word_ids' range",
     ("model_config", "type_vocab_size"): "input_type_ids' range",
@@ -108,15 +109,6 @@ def section(info, name, info_path):
   return value
 
 
-def file_sha256(path):
-  """Hex SHA-256 of the file `path`."""
-  digest = hashlib.sha256()
-  with open(path, "rb") as f:
-    for block in iter(lambda: f.read(1 << 20), b""):
-      digest.update(block)
-  return digest.hexdigest()
-
-
 def check_required(info, info_path, signatures):
   """Raises ValueError (one line naming the file and field) when the
   model.json `info` lacks a field the runner's checks need, or holds one
@@ -149,7 +141,7 @@ def check_required(info, info_path, signatures):
                        + f", got {value!r}")
 
 
-_FIELD_TYPES = {"signatures": dict, "sha256": str, "do_lower_case": bool,
+_FIELD_TYPES = {"signatures": dict, "do_lower_case": bool,
                 "tokenizer": str}  # the others: integers >= 1
 _JSON_TYPES = {dict: "object", str: "string", bool: "boolean"}
 
@@ -188,9 +180,19 @@ def check_metadata(info, info_path, tflite_path, details):
       refuse(f"signatures.{name}", "other inputs or outputs",
              _describe(actual[name]))
   # Last: the only check that reads the whole file.
-  digest = file_sha256(tflite_path)
-  if info["sha256"] != digest:
-    refuse("sha256", info["sha256"][:12] + "...", digest[:12] + "...")
+  recorded_sha = info.get("sha256")
+  if recorded_sha is None:
+    logging.warning("%s records no sha256 of %s (an export made before "
+                    "model.json held one): bound to the file by its size "
+                    "and signatures only; re-export to bind it by content",
+                    info_path, tflite_path)
+  elif not isinstance(recorded_sha, str):
+    raise ValueError(f"{info_path}: sha256 must be a JSON string, got "
+                     f"{recorded_sha!r}")
+  else:
+    digest = output_files.file_sha256(tflite_path)
+    if recorded_sha != digest:
+      refuse("sha256", recorded_sha[:12] + "...", digest[:12] + "...")
   params = section(info, "serving_params", info_path)
   widths = {spec[1][-1] for sides in actual.values()
             for key, spec in sides["outputs"].items()

@@ -5,6 +5,7 @@ an output file that is an input. Every refusal is one line naming the
 file, row, field or flag."""
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -201,8 +202,7 @@ def _edit_model_json(copy, change):
 @pytest.mark.parametrize("change,message", [
     (lambda i: i.clear(),
      "no size_bytes (the runner checks the file's size with it)"),
-    (lambda i: i.pop("sha256"),
-     "no sha256 (the runner checks the file's content with it)"),
+    (lambda i: i.update(sha256=7), "sha256 must be a JSON string, got 7"),
     (lambda i: i.pop("model_config"), "no model_config.vocab_size"),
     (lambda i: i["model_config"].pop("max_position_embeddings"),
      "no model_config.max_position_embeddings (the runner checks the "
@@ -224,6 +224,18 @@ def test_model_json_without_what_the_checks_need_is_refused(
   with pytest.raises(ValueError) as e:
     lite.LiteModel(copy)
   assert _one_line(e).startswith(f"{path}: {message}")
+
+
+def test_model_json_without_a_sha256_loads_with_a_warning(export, tmp_path,
+                                                          caplog):
+  """An export made before model.json recorded the file's sha256 still
+  runs, bound to its file by size and signatures, and says so."""
+  copy = _copy(export, tmp_path / "v")
+  _edit_model_json(copy, lambda i: i.pop("sha256"))
+  with caplog.at_level(logging.WARNING):
+    model = lite.LiteModel(copy)
+  assert "sha256" not in model.info
+  assert any("records no sha256" in r.getMessage() for r in caplog.records)
 
 
 def test_model_json_of_a_same_size_export_is_refused(export, sources,
