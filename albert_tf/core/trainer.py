@@ -108,14 +108,18 @@ class Trainer:
     extra.update(self.task.checkpoint_items(self.model))
     position = {}
     if iterator is not None and self.config.trainer.save_data_position:
-      # Multi-replica input iterators cannot be saved (TF raises at save
-      # time), so the data position is kept for single-replica runs only.
-      if self.strategy.num_replicas_in_sync == 1:
+      # Only a plain tf.data iterator (the default strategy's) can be saved:
+      # a strategy's DistributedIterator is not trackable, whatever its
+      # replica count (OneDevice, a 1-device Mirrored), and tf.train.Checkpoint
+      # refuses it.
+      if isinstance(iterator, tf.__internal__.tracking.Trackable):
         position["data_iterator"] = iterator
       else:
-        logging.warning("save_data_position: not supported with %d replicas;"
-                        " a resumed run restarts its input pipeline",
-                        self.strategy.num_replicas_in_sync)
+        logging.warning(
+            "trainer.save_data_position: the input iterator of %s (%d "
+            "replica(s)) cannot be saved; a resumed run restarts its input "
+            "pipeline", type(self.strategy).__name__,
+            self.strategy.num_replicas_in_sync)
     # Saves carry the checkpoint's identity; restores use a checkpoint
     # without it and without the iterator, restored on its own once the
     # restored checkpoint's step says whether it still belongs to the input.

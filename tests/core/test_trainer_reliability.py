@@ -263,6 +263,35 @@ def test_resume_without_data_position_allows_a_new_batch_size(train_file,
              for n in reader.get_variable_to_shape_map())
 
 
+@pytest.mark.parametrize("strategy", ["one_device", "mirrored"])
+def test_one_replica_strategies_train_and_resume(train_file, tmp_path,
+                                                 caplog, strategy):
+  """OneDevice and a 1-device Mirrored strategy hand out a DistributedIterator,
+  which a checkpoint cannot hold: the run saves without the data position
+  (a warning says so) and resumes from its checkpoint."""
+  # The test process has one logical CPU: "mirrored" gets one replica.
+  config = tu.tiny_experiment(train_file,
+                              **{"trainer.steps_per_loop": 1,
+                                 "runtime.distribution_strategy": strategy})
+  with caplog.at_level(logging.INFO, logger="absl"):
+    first = tu.run_tiny(config, tmp_path)["train"]
+    assert first["step"] == 2
+    resumed = tu.run_tiny(
+        tu.tiny_experiment(train_file, **{
+            "trainer.steps_per_loop": 1, "trainer.train_steps": 3,
+            "runtime.distribution_strategy": strategy}), tmp_path)["train"]
+  assert "with 1 replica(s)" in caplog.text
+  assert "cannot be saved; a resumed run restarts its input pipeline" in (
+      caplog.text)
+  assert "at step 2" in caplog.text  # resumed from ckpt-2
+  assert resumed["step"] == 3 and np.isfinite(resumed["loss"])
+  assert metric_steps(str(tmp_path)) == [1, 2, 3]
+  reader = tf.train.load_checkpoint(str(tmp_path / "checkpoints" / "ckpt-3"))
+  names = reader.get_variable_to_shape_map()
+  assert int(reader.get_tensor("step/.ATTRIBUTES/VARIABLE_VALUE")) == 3
+  assert not any(n.startswith("data_iterator") for n in names)
+
+
 def test_progress_line_shows_rates_and_eta():
   metrics = {"loss": 2.5, "learning_rate": 1e-3, "grad_norm": 0.5,
              "steps_per_sec": 2.0, "examples_per_sec": 128.0}
