@@ -107,15 +107,27 @@ def save_checkpoint(manager: tf.train.CheckpointManager, step: int) -> str:
   return path
 
 
+def check_best_metric(metric: str, names: Sequence[str]) -> None:
+  """ValueError (one line) unless `metric` ("": no best checkpoint) is one
+  of the evaluation's metric `names`."""
+  if metric and metric not in names:
+    raise ValueError(
+        f"trainer.best_metric: {metric!r} is not a metric of this task's "
+        f"evaluation ({', '.join(names)}); set one of them, or '' to keep "
+        "no best checkpoint")
+
+
 def keep_if_best(best_dir: str, model, global_step: tf.Variable,
                  metrics: Dict[str, float], metric: str,
                  mode: str, run_identity=None) -> Optional[str]:
   """Writes the model to `<best_dir>/ckpt` (+ best.json) if `metrics[metric]`
   beats the kept one (`mode` "max" or "min") and the weights are finite;
   `run_identity` (checkpoints.identity.RunIdentity) is saved with it.
-  Returns the new checkpoint path, or None."""
-  if metric not in metrics:
+  Returns the new checkpoint path, or None. ValueError when `metric` is not
+  in `metrics` ("": keeps none)."""
+  if not metric:
     return None
+  check_best_metric(metric, [k for k in metrics if k != "eval_batches"])
   step = int(global_step.numpy())
   if not weights_finite(model.trainable_variables):
     logging.warning("not keeping step %d as best: non-finite weights", step)

@@ -96,6 +96,9 @@ class Trainer:
     self._identity = identity.RunIdentity(
         config.model.as_dict(), run_record.with_fingerprints(
             task.record_facts()), f"the run record of {model_dir}")
+    names = task.eval_metric_names() if task.in_loop_eval else None
+    if names is not None:  # else checked at the first evaluation
+      actions.check_best_metric(tc.best_metric, names)
     self.checkpoint_dir = os.path.join(model_dir, paths.RUN_CHECKPOINT_SUBDIR)
     self.best_dir = os.path.join(model_dir, run_record.BEST_SUBDIR)
     os.makedirs(model_dir, exist_ok=True)
@@ -289,8 +292,9 @@ class Trainer:
                                                start_step, start_time,
                                                metrics))
       result.update(metrics)
-      if (step % tc.checkpoint_interval == 0 or step >= tc.train_steps or
-          stop.received):
+      saved = (step % tc.checkpoint_interval == 0 or
+               step >= tc.train_steps or bool(stop.received))
+      if saved:
         self.save_checkpoint()
       if stop.received:
         result.update(stopped="preempted", signal=stop.received)
@@ -298,7 +302,14 @@ class Trainer:
         break
       if eval_callback is not None and (step % tc.eval_interval == 0 or
                                         step >= tc.train_steps):
-        eval_callback(step)
+        try:
+          eval_callback(step)
+        except ValueError:
+          # An evaluation refusing a setting (trainer.best_metric of a task
+          # that declares no metric names) or its data loses no training.
+          if not saved:
+            self.save_checkpoint()
+          raise
     result["step"] = step
     return result
 

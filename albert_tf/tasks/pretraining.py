@@ -330,6 +330,11 @@ class PretrainingTask(base_task.Task):
   def metrics_from_sums(self, sums):
     return losses.metrics_from_sums(sums)
 
+  def eval_metric_names(self):
+    return tuple(losses.metrics_from_sums(dict.fromkeys(
+        ("mlm_loss_sum", "mlm_weight", "mlm_correct", "sop_loss_sum",
+         "sop_correct", "sop_count"), 0.0)))
+
   def initialize(self, model):
     tc = self.config.trainer
     if not tc.init_checkpoint:

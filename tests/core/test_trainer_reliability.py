@@ -292,6 +292,48 @@ def test_one_replica_strategies_train_and_resume(train_file, tmp_path,
   assert not any(n.startswith("data_iterator") for n in names)
 
 
+def test_an_unknown_best_metric_is_refused_when_the_trainer_is_built(
+    train_file, tmp_path):
+  with pytest.raises(ValueError, match=(
+      r"^trainer.best_metric: 'masked_lm_acc' is not a metric of this "
+      r"task's evaluation \(loss, masked_lm_loss, masked_lm_accuracy, "
+      r"sentence_order_loss, sentence_order_accuracy\); set one of them, "
+      r"or '' to keep no best checkpoint$")):
+    make_trainer(train_file, tmp_path,
+                 **{"trainer.best_metric": "masked_lm_acc"})
+  assert not os.path.exists(tmp_path / "checkpoints")
+  # "" keeps no best checkpoint.
+  trainer = make_trainer(train_file, tmp_path, **{
+      "trainer.best_metric": "''", "trainer.train_steps": 2,
+      "trainer.steps_per_loop": 2, "trainer.eval_steps": 1})
+  trainer.train_and_evaluate()
+  assert not os.path.exists(tmp_path / "best")
+
+
+class _UndeclaredMetricsTask(pretraining.PretrainingTask):
+  """A task that does not declare its metric names."""
+
+  def eval_metric_names(self):
+    return None
+
+
+def test_an_unknown_best_metric_of_an_undeclaring_task_stops_at_the_first_eval(
+    train_file, tmp_path):
+  """Checked at the first evaluation instead; the step trained is saved
+  first (step 1 is no checkpoint step)."""
+  trainer = make_trainer(train_file, tmp_path, _UndeclaredMetricsTask, **{
+      "trainer.best_metric": "masked_lm_acc", "trainer.train_steps": 4,
+      "trainer.steps_per_loop": 1, "trainer.eval_interval": 1,
+      "trainer.checkpoint_interval": 2, "trainer.eval_steps": 1})
+  with pytest.raises(ValueError, match=(
+      r"^trainer.best_metric: 'masked_lm_acc' is not a metric of this "
+      r"task's evaluation \(loss, masked_lm_loss, masked_lm_accuracy, "
+      r"sentence_order_loss, sentence_order_accuracy\)")):
+    trainer.train_and_evaluate()
+  assert checkpoint_step(trainer) == 1
+  assert not os.path.exists(tmp_path / "best")
+
+
 def test_progress_line_shows_rates_and_eta():
   metrics = {"loss": 2.5, "learning_rate": 1e-3, "grad_norm": 0.5,
              "steps_per_sec": 2.0, "examples_per_sec": 128.0}
