@@ -292,6 +292,16 @@ def test_one_replica_strategies_train_and_resume(train_file, tmp_path,
   assert not any(n.startswith("data_iterator") for n in names)
 
 
+def best_info(model_dir):
+  with open(os.path.join(model_dir, "best", actions.BEST_INFO_FILE)) as f:
+    return json.load(f)
+
+
+def best_checkpoint_step(model_dir):
+  reader = tf.train.load_checkpoint(os.path.join(model_dir, "best", "ckpt"))
+  return int(reader.get_tensor("step/.ATTRIBUTES/VARIABLE_VALUE"))
+
+
 def test_an_unknown_best_metric_is_refused_when_the_trainer_is_built(
     train_file, tmp_path):
   with pytest.raises(ValueError, match=(
@@ -332,6 +342,93 @@ def test_an_unknown_best_metric_of_an_undeclaring_task_stops_at_the_first_eval(
     trainer.train_and_evaluate()
   assert checkpoint_step(trainer) == 1
   assert not os.path.exists(tmp_path / "best")
+
+
+def test_a_best_metric_changed_on_resume_starts_a_new_best(train_file,
+                                                           tmp_path, caplog):
+  """trainer.best_metric(_mode) may change on resume: the first evaluation
+  of the new metric replaces the kept best (a best.json written before it
+  recorded its metric and mode, too), with a note."""
+  settings = {"trainer.steps_per_loop": 2, "trainer.eval_interval": 2,
+              "trainer.eval_steps": 1}
+  make_trainer(train_file, tmp_path, **settings,
+               **{"trainer.train_steps": 2}).train_and_evaluate()
+  first = best_info(str(tmp_path))
+  assert (first["metric"], first["mode"], first["step"]) == (
+      "masked_lm_accuracy", "max", 2)
+  assert first["masked_lm_accuracy"] == first["metrics"]["masked_lm_accuracy"]
+  # The names the task declares are its evaluation's.
+  assert sorted(first["metrics"]) == sorted(
+      pretraining.PretrainingTask.eval_metric_names(None) + ("eval_batches",))
+  # The layout of earlier versions: the value under the metric's name only.
+  old = {k: first[k] for k in ("masked_lm_accuracy", "step", "checkpoint",
+                               "metrics")}
+  with open(tmp_path / "best" / actions.BEST_INFO_FILE, "w") as f:
+    json.dump(old, f)
+  trainer = make_trainer(train_file, tmp_path, **settings, **{
+      "trainer.train_steps": 4, "trainer.best_metric": "sentence_order_loss",
+      "trainer.best_metric_mode": "min"})
+  with caplog.at_level(logging.INFO, logger="absl"):
+    result = trainer.train_and_evaluate()
+  assert result["step"] == 4
+  assert ("trainer.best_metric is sentence_order_loss (min) but "
+          f"{tmp_path / 'best'} holds the best by masked_lm_accuracy: a new "
+          "best by sentence_order_loss starts at step 4") in caplog.text
+  best = best_info(str(tmp_path))
+  assert (best["metric"], best["mode"], best["step"]) == (
+      "sentence_order_loss", "min", 4)
+  assert best_checkpoint_step(str(tmp_path)) == 4
+  with open(tmp_path / actions.METRICS_FILE) as f:
+    last_eval = [r for r in map(json.loads, f) if r["mode"] == "eval"][-1]
+  assert best["sentence_order_loss"] == last_eval["sentence_order_loss"]
+
+
+def test_best_checkpoint_and_best_json_are_replaced_together(
+    train_file, tmp_path, monkeypatch, caplog):
+  """The pair is written beside best/ and swapped in by renames: a kill at
+  any point leaves best.json describing the checkpoint next to it."""
+  trainer = make_trainer(train_file, tmp_path, **{
+      "trainer.train_steps": 2, "trainer.steps_per_loop": 2,
+      "trainer.eval_steps": 1})
+  trainer.train_and_evaluate()
+  model_dir = str(tmp_path)
+  assert best_info(model_dir)["step"] == best_checkpoint_step(model_dir) == 2
+  trainer.global_step.assign(5)
+  better = dict(best_info(model_dir)["metrics"], masked_lm_accuracy=2.0)
+  keep = lambda: actions.keep_if_best(  # pylint: disable=g-long-lambda
+      trainer.best_dir, trainer.model, trainer.global_step, better,
+      "masked_lm_accuracy", "max")
+
+  # Killed after moving the old pair aside, before the new one is in.
+  real_rename = os.rename
+  def rename(src, dst):
+    if src.endswith(".best.partial"):
+      raise KeyboardInterrupt
+    real_rename(src, dst)
+  monkeypatch.setattr(os, "rename", rename)
+  with pytest.raises(KeyboardInterrupt):
+    keep()
+  monkeypatch.setattr(os, "rename", real_rename)
+  assert not os.path.exists(trainer.best_dir)
+  # The next reader puts the old pair back, in step.
+  assert actions.read_best(trainer.best_dir)["step"] == 2
+  assert best_checkpoint_step(model_dir) == 2
+  # A partial pair left behind is not read, and is replaced.
+  assert keep() == os.path.join(trainer.best_dir, "ckpt")
+  assert best_info(model_dir)["step"] == best_checkpoint_step(model_dir) == 5
+  assert best_info(model_dir)["masked_lm_accuracy"] == 2.0
+  assert sorted(os.listdir(model_dir + "/best")) == [
+      "best.json", "ckpt.data-00000-of-00001", "ckpt.index"]
+  assert not [n for n in os.listdir(model_dir) if n.startswith(".best")]
+  # The same value is no new best; under another mode it starts one.
+  assert keep() is None
+  with caplog.at_level(logging.INFO, logger="absl"):
+    assert actions.keep_if_best(
+        trainer.best_dir, trainer.model, trainer.global_step, better,
+        "masked_lm_accuracy", "min")
+  assert "holds the best by masked_lm_accuracy (max): a new best by " \
+      "masked_lm_accuracy starts at step 5" in caplog.text
+  assert best_info(model_dir)["mode"] == "min"
 
 
 def test_progress_line_shows_rates_and_eta():
