@@ -34,6 +34,15 @@ from albert_tf.core import run_restore
 from albert_tf.optimization import optimizer_config
 
 
+def check_best_metric(task: base_task.Task, config) -> None:
+  """ValueError unless config.trainer.best_metric is one of the metrics of
+  the task's in-loop evaluation (a task that declares none is checked at
+  its first evaluation)."""
+  names = task.eval_metric_names() if task.in_loop_eval else None
+  if names is not None:
+    actions.check_best_metric(config.trainer.best_metric, names)
+
+
 class Trainer:
   """Custom training loop over a `Task` (see the module docstring).
 
@@ -55,6 +64,7 @@ class Trainer:
   def __init__(self, task: base_task.Task, config, model_dir: str,
                strategy: Optional[tf.distribute.Strategy] = None,
                restore_data_position: bool = True):
+    check_best_metric(task, config)
     self.task = task
     self._keep_data_position = (
         restore_data_position if callable(restore_data_position)
@@ -96,9 +106,6 @@ class Trainer:
     self._identity = identity.RunIdentity(
         config.model.as_dict(), run_record.with_fingerprints(
             task.record_facts()), f"the run record of {model_dir}")
-    names = task.eval_metric_names() if task.in_loop_eval else None
-    if names is not None:  # else checked at the first evaluation
-      actions.check_best_metric(tc.best_metric, names)
     self.checkpoint_dir = os.path.join(model_dir, paths.RUN_CHECKPOINT_SUBDIR)
     self.best_dir = os.path.join(model_dir, run_record.BEST_SUBDIR)
     os.makedirs(model_dir, exist_ok=True)

@@ -311,7 +311,12 @@ def test_an_unknown_best_metric_is_refused_when_the_trainer_is_built(
       r"or '' to keep no best checkpoint$")):
     make_trainer(train_file, tmp_path,
                  **{"trainer.best_metric": "masked_lm_acc"})
-  assert not os.path.exists(tmp_path / "checkpoints")
+  # The run tools' path refuses it before writing the run record.
+  with pytest.raises(ValueError, match=r"^trainer.best_metric: "):
+    tu.run_tiny(tu.tiny_experiment(
+        train_file, **{"trainer.best_metric": "masked_lm_acc"}),
+                tmp_path / "run")
+  assert not os.listdir(tmp_path)
   # "" keeps no best checkpoint.
   trainer = make_trainer(train_file, tmp_path, **{
       "trainer.best_metric": "''", "trainer.train_steps": 2,
