@@ -117,6 +117,15 @@ def check_best_metric(metric: str, names: Sequence[str]) -> None:
         "no best checkpoint")
 
 
+def check_task_best_metric(task, config) -> None:
+  """check_best_metric of config.trainer.best_metric against the metric
+  names `task` declares for its in-loop evaluation (a task declaring none
+  is checked at its first evaluation, by keep_if_best)."""
+  names = task.eval_metric_names() if task.in_loop_eval else None
+  if names is not None:
+    check_best_metric(config.trainer.best_metric, names)
+
+
 def _best_staging(best_dir: str, kind: str) -> str:
   return os.path.join(os.path.dirname(best_dir),
                       f".{os.path.basename(best_dir)}.{kind}")

@@ -34,15 +34,6 @@ from albert_tf.core import run_restore
 from albert_tf.optimization import optimizer_config
 
 
-def check_best_metric(task: base_task.Task, config) -> None:
-  """ValueError unless config.trainer.best_metric is one of the metrics of
-  the task's in-loop evaluation (a task that declares none is checked at
-  its first evaluation)."""
-  names = task.eval_metric_names() if task.in_loop_eval else None
-  if names is not None:
-    actions.check_best_metric(config.trainer.best_metric, names)
-
-
 class Trainer:
   """Custom training loop over a `Task` (see the module docstring).
 
@@ -64,7 +55,7 @@ class Trainer:
   def __init__(self, task: base_task.Task, config, model_dir: str,
                strategy: Optional[tf.distribute.Strategy] = None,
                restore_data_position: bool = True):
-    check_best_metric(task, config)
+    actions.check_task_best_metric(task, config)
     self.task = task
     self._keep_data_position = (
         restore_data_position if callable(restore_data_position)
@@ -118,18 +109,14 @@ class Trainer:
     extra.update(self.task.checkpoint_items(self.model))
     position = {}
     if iterator is not None and self.config.trainer.save_data_position:
-      # Only a plain tf.data iterator (the default strategy's) can be saved:
-      # a strategy's DistributedIterator is not trackable, whatever its
-      # replica count (OneDevice, a 1-device Mirrored), and tf.train.Checkpoint
-      # refuses it.
+      # A checkpoint holds only trackables: the default strategy's tf.data
+      # iterator, not a DistributedIterator (even on one replica).
       if isinstance(iterator, tf.__internal__.tracking.Trackable):
         position["data_iterator"] = iterator
       else:
-        logging.warning(
-            "trainer.save_data_position: the input iterator of %s (%d "
-            "replica(s)) cannot be saved; a resumed run restarts its input "
-            "pipeline", type(self.strategy).__name__,
-            self.strategy.num_replicas_in_sync)
+        logging.warning("trainer.save_data_position: the input iterator of "
+                        "%s cannot be saved; a resumed run restarts its "
+                        "input pipeline", type(self.strategy).__name__)
     # Saves carry the checkpoint's identity; restores use a checkpoint
     # without it and without the iterator, restored on its own once the
     # restored checkpoint's step says whether it still belongs to the input.
@@ -311,9 +298,7 @@ class Trainer:
                                         step >= tc.train_steps):
         try:
           eval_callback(step)
-        except ValueError:
-          # An evaluation refusing a setting (trainer.best_metric of a task
-          # that declares no metric names) or its data loses no training.
+        except ValueError:  # a setting or data refused: keep the steps
           if not saved:
             self.save_checkpoint()
           raise
