@@ -107,36 +107,102 @@ def save_checkpoint(manager: tf.train.CheckpointManager, step: int) -> str:
   return path
 
 
+def check_best_metric(metric: str, names: Sequence[str]) -> None:
+  """ValueError (one line) unless `metric` ("": no best checkpoint) is one
+  of the evaluation's metric `names`."""
+  if metric and metric not in names:
+    raise ValueError(
+        f"trainer.best_metric: {metric!r} is not a metric of this task's "
+        f"evaluation ({', '.join(names)}); set one of them, or '' to keep "
+        "no best checkpoint")
+
+
+def check_task_best_metric(task, config) -> None:
+  """check_best_metric of config.trainer.best_metric against the metric
+  names `task` declares for its in-loop evaluation (a task declaring none
+  is checked at its first evaluation, by keep_if_best)."""
+  names = task.eval_metric_names() if task.in_loop_eval else None
+  if names is not None:
+    check_best_metric(config.trainer.best_metric, names)
+
+
+def _best_staging(best_dir: str, kind: str) -> str:
+  return os.path.join(os.path.dirname(best_dir),
+                      f".{os.path.basename(best_dir)}.{kind}")
+
+
+def read_best(best_dir: str) -> Optional[dict]:
+  """best.json of `best_dir` (None: no best yet). A best directory moved
+  aside by a replacement that was killed half-way is put back first."""
+  old = _best_staging(best_dir, "old")
+  if not os.path.exists(best_dir) and os.path.isdir(old):
+    os.rename(old, best_dir)
+    logging.warning("%s: put back the best checkpoint of an interrupted "
+                    "replacement", best_dir)
+  path = os.path.join(best_dir, BEST_INFO_FILE)
+  if not os.path.exists(path):
+    return None
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
+
+
 def keep_if_best(best_dir: str, model, global_step: tf.Variable,
                  metrics: Dict[str, float], metric: str,
                  mode: str, run_identity=None) -> Optional[str]:
   """Writes the model to `<best_dir>/ckpt` (+ best.json) if `metrics[metric]`
   beats the kept one (`mode` "max" or "min") and the weights are finite;
   `run_identity` (checkpoints.identity.RunIdentity) is saved with it.
-  Returns the new checkpoint path, or None."""
-  if metric not in metrics:
+  A kept best of another metric or mode (changed on resume) is replaced by
+  the first evaluation of the new one. Returns the new checkpoint path, or
+  None. ValueError when `metric` is not in `metrics` ("": keeps none).
+
+  The checkpoint and best.json are written to a hidden directory beside
+  `best_dir`, then swapped in by renames, so a kill never leaves the pair
+  out of step (`read_best` puts a directory moved aside back).
+  """
+  if not metric:
     return None
+  check_best_metric(metric, [k for k in metrics if k != "eval_batches"])
   step = int(global_step.numpy())
   if not weights_finite(model.trainable_variables):
     logging.warning("not keeping step %d as best: non-finite weights", step)
     return None
-  info_path = os.path.join(best_dir, BEST_INFO_FILE)
   value = metrics[metric]
-  if os.path.exists(info_path):
-    with open(info_path, encoding="utf-8") as f:
-      best = json.load(f)[metric]
-    if not (value > best if mode == "max" else value < best):
+  best = read_best(best_dir)
+  if best is not None:
+    # best.json of older versions holds no "metric"/"mode": its value is
+    # under the metric's name.
+    kept = best.get("metric") or next(
+        (k for k in best if k not in ("step", "checkpoint", "metrics")), None)
+    kept_mode = best.get("mode", mode)
+    if (kept, kept_mode) != (metric, mode):
+      logging.info("trainer.best_metric is %s (%s) but %s holds the best by "
+                   "%s%s: a new best by %s starts at step %d", metric, mode,
+                   best_dir, kept, f" ({best['mode']})" if "mode" in best
+                   else "", metric, step)
+    elif not (value > best[metric] if mode == "max"
+              else value < best[metric]):
       return None
-  os.makedirs(best_dir, exist_ok=True)
+  partial = _best_staging(best_dir, "partial")
+  shutil.rmtree(partial, ignore_errors=True)
+  os.makedirs(partial)
   extra = {}
   if run_identity is not None:
     run_identity.stamp(step)
     extra["identity"] = run_identity.variable
-  path = object_layout.checkpoint_for(model, step=global_step, **extra).write(
-      os.path.join(best_dir, "ckpt"))
-  output_files.write_json(info_path, {metric: value, "step": step,
-                                      "checkpoint": path, "metrics": metrics},
-                          sort_keys=False)
+  object_layout.checkpoint_for(model, step=global_step, **extra).write(
+      os.path.join(partial, "ckpt"))
+  path = os.path.join(best_dir, "ckpt")
+  output_files.write_json(os.path.join(partial, BEST_INFO_FILE),
+                          {"metric": metric, "mode": mode, metric: value,
+                           "step": step, "checkpoint": path,
+                           "metrics": metrics}, sort_keys=False)
+  old = _best_staging(best_dir, "old")
+  shutil.rmtree(old, ignore_errors=True)
+  if os.path.exists(best_dir):
+    os.rename(best_dir, old)
+  os.rename(partial, best_dir)
+  shutil.rmtree(old, ignore_errors=True)
   logging.info("new best %s %.4f at step %d -> %s", metric, value, step, path)
   return path
 

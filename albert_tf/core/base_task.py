@@ -146,6 +146,12 @@ class Task(abc.ABC):
   def metrics_from_sums(self, sums) -> Dict[str, Any]:
     """Metrics (must include "loss") from sums added over batches."""
 
+  def eval_metric_names(self) -> Optional[Sequence[str]]:
+    """The names `metrics_from_sums` reports for this run, which the
+    trainer checks `trainer.best_metric` against when it is built (None:
+    not known before the first evaluation, which checks it then)."""
+    return None
+
   @abc.abstractmethod
   def validate_inputs(self, training: bool = True) -> None:
     """Raises a clear error before training on bad/missing input files."""

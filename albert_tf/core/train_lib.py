@@ -161,6 +161,8 @@ def run_experiment(task, config, model_dir: str, mode: str = "train",
   if mode in ("eval", "train_and_eval", "continuous_eval"):
     task.validate_inputs(training=False)
   check_writable(mode, model_dir, output_dir, export_dir)
+  # Before the run record, which would log a refused start's changes.
+  actions.check_task_best_metric(task, config)
   is_chief = distribute_utils.is_chief(strategy)
   record, check = run_record.prepare(model_dir, config, task.record_facts(),
                                      is_chief=is_chief, record=record)

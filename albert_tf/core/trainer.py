@@ -55,6 +55,7 @@ class Trainer:
   def __init__(self, task: base_task.Task, config, model_dir: str,
                strategy: Optional[tf.distribute.Strategy] = None,
                restore_data_position: bool = True):
+    actions.check_task_best_metric(task, config)
     self.task = task
     self._keep_data_position = (
         restore_data_position if callable(restore_data_position)
@@ -108,14 +109,14 @@ class Trainer:
     extra.update(self.task.checkpoint_items(self.model))
     position = {}
     if iterator is not None and self.config.trainer.save_data_position:
-      # Multi-replica input iterators cannot be saved (TF raises at save
-      # time), so the data position is kept for single-replica runs only.
-      if self.strategy.num_replicas_in_sync == 1:
+      # A checkpoint holds only trackables: the default strategy's tf.data
+      # iterator, not a DistributedIterator (even on one replica).
+      if isinstance(iterator, tf.__internal__.tracking.Trackable):
         position["data_iterator"] = iterator
       else:
-        logging.warning("save_data_position: not supported with %d replicas;"
-                        " a resumed run restarts its input pipeline",
-                        self.strategy.num_replicas_in_sync)
+        logging.warning("trainer.save_data_position: the input iterator of "
+                        "%s cannot be saved; a resumed run restarts its "
+                        "input pipeline", type(self.strategy).__name__)
     # Saves carry the checkpoint's identity; restores use a checkpoint
     # without it and without the iterator, restored on its own once the
     # restored checkpoint's step says whether it still belongs to the input.
@@ -285,8 +286,9 @@ class Trainer:
                                                start_step, start_time,
                                                metrics))
       result.update(metrics)
-      if (step % tc.checkpoint_interval == 0 or step >= tc.train_steps or
-          stop.received):
+      saved = (step % tc.checkpoint_interval == 0 or
+               step >= tc.train_steps or bool(stop.received))
+      if saved:
         self.save_checkpoint()
       if stop.received:
         result.update(stopped="preempted", signal=stop.received)
@@ -294,7 +296,12 @@ class Trainer:
         break
       if eval_callback is not None and (step % tc.eval_interval == 0 or
                                         step >= tc.train_steps):
-        eval_callback(step)
+        try:
+          eval_callback(step)
+        except ValueError:  # a setting or data refused: keep the steps
+          if not saved:
+            self.save_checkpoint()
+          raise
     result["step"] = step
     return result
 

@@ -232,6 +232,8 @@ def read_config_file(path: str) -> Dict[str, Any]:
     mark = getattr(e, "problem_mark", None)
     where = f"{path}:{mark.line + 1}" if mark else path
     problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+    if isinstance(e, config_overrides.DuplicateKeyError):
+      raise ValueError(f"{where}: {problem}") from None
     what = "not valid JSON" if path.endswith(".json") else "YAML syntax error"
     raise ValueError(f"{where}: {what}: {problem}") from None
   # Model Garden's reader fails on a list with a 38-line AttributeError.

@@ -24,8 +24,38 @@ Overrides = Union[str, Sequence[str]]
 _ITEM = re.compile(r"""\s*(?P<name>[A-Za-z_][\w.]*)\s*=\s*
                        (?P<value>'[^']*'|"[^"]*"|\[[^\]]*\]|\{[^}]*\}|[^,]*?)
                        \s*(?:,|$)""", re.X)
-# Model Garden's loader: reads `1e-6` as a float (plain YAML 1.1 does not).
-YAML_LOADER = params_dict._LOADER  # pylint: disable=protected-access
+
+
+class DuplicateKeyError(yaml.constructor.ConstructorError):
+  """A mapping names a key twice (YAML itself keeps the last silently)."""
+
+
+class _StrictLoader(params_dict._LOADER):  # pylint: disable=protected-access
+  """Model Garden's loader (reads `1e-6` as a float, plain YAML 1.1 does
+  not) refusing a key given twice in one mapping: a repeated section
+  (`trainer:` twice) dropped the first one without a word."""
+
+  def construct_mapping(self, node, deep=False):
+    if isinstance(node, yaml.MappingNode):
+      first = {}
+      for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+          continue  # `<<: *base` merges: later keys override on purpose
+        key = self.construct_object(key_node, deep=True)
+        try:
+          repeated = key in first
+        except TypeError:
+          continue  # an unhashable key: the base class names it
+        if repeated:
+          raise DuplicateKeyError(
+              None, None, f"duplicate key {key!r} (first at line "
+              f"{first[key] + 1}): YAML would keep only the last",
+              key_node.start_mark)
+        first[key] = key_node.start_mark.line
+    return super().construct_mapping(node, deep=deep)
+
+
+YAML_LOADER = _StrictLoader
 
 
 def _as_list(overrides: Overrides):

@@ -141,6 +141,8 @@ class FinetuneTask(base_task.Task):
   eval_split = "dev"
   # What the data is called in messages ("CoNLL", a GLUE task's name).
   data_name = ""
+  # The `<x>correct` sums of compute_sums (`softmax_sums`: "correct").
+  correct_sums = ("correct",)
 
   def __init__(self, config, model_dir):
     super().__init__(config, model_dir)
@@ -281,6 +283,10 @@ class FinetuneTask(base_task.Task):
     return dict({"loss": sums["loss_sum"] / count},
                 **{k[:-len("correct")] + "accuracy": v / count
                    for k, v in sums.items() if k.endswith("correct")})
+
+  def eval_metric_names(self):
+    return ("loss",) + tuple(k[:-len("correct")] + "accuracy"
+                             for k in self.correct_sums)
 
   def predict_outputs(self, trainer, split, keys):
     """(examples, metadata, index -> the model's outputs `keys` (those it

@@ -60,7 +60,8 @@ class PretrainingDataConfig(base_config.Config):
   # Re-mask every example on the fly (needs token_boundary in the files),
   # with the masking settings and ids the data was made with (its summary).
   dynamic_masking: bool = False
-  # None: the data's. A value other than the data's is refused.
+  # None: the data's. A value other than the data's is refused, and any
+  # value without dynamic_masking (the static masks are the data's).
   masked_lm_prob: Optional[float] = None
   mask_id: Optional[int] = None
   shuffle_buffer_size: int = setting(10000, resume=DATA_POSITION)
@@ -95,6 +96,12 @@ class PretrainingExperimentConfig(experiment_config.ExperimentConfig):
     for name in ("seq_length", "max_predictions_per_seq", "global_batch_size"):
       if getattr(data, name) <= 0:
         raise ValueError(f"data.{name} must be > 0, got {getattr(data, name)}")
+    for name in ("masked_lm_prob", "mask_id"):
+      if getattr(data, name) is not None and not data.dynamic_masking:
+        raise ValueError(
+            f"data.{name} is {getattr(data, name)!r} but applies only with "
+            "data.dynamic_masking=true: the static masks are the data's "
+            "(made by create_pretraining_data); omit it")
     if data.global_batch_size % t.gradient_accumulation_steps:
       raise ValueError(
           f"data.global_batch_size ({data.global_batch_size}) must be "
@@ -329,6 +336,11 @@ class PretrainingTask(base_task.Task):
 
   def metrics_from_sums(self, sums):
     return losses.metrics_from_sums(sums)
+
+  def eval_metric_names(self):
+    return tuple(losses.metrics_from_sums(dict.fromkeys(
+        ("mlm_loss_sum", "mlm_weight", "mlm_correct", "sop_loss_sum",
+         "sop_correct", "sop_count"), 0.0)))
 
   def initialize(self, model):
     tc = self.config.trainer

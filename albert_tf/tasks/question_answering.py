@@ -109,6 +109,7 @@ class SquadTask(finetune_lib.FinetuneTask):
   serving_tasks = {"squad": {}}
   index_key = "unique_ids"
   in_loop_eval = False  # dev windows carry no span labels
+  correct_sums = ("start_correct", "end_correct")  # squad_heads._span_sums
 
   def __init__(self, config, model_dir):
     super().__init__(config, model_dir)

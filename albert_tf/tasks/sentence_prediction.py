@@ -169,6 +169,12 @@ class ClassifierTask(finetune_lib.FinetuneTask):
       out["mcc"] = finetune_metrics.mcc_from_counts(tp, fp, fn, tn, xp=tf.math)
     return out
 
+  def eval_metric_names(self):
+    if self.regression:
+      return ("loss", "pearson", "accuracy")
+    return ("loss", "accuracy") + (("f1", "mcc") if self.num_labels == 2
+                                   else ())
+
   def predict_split(self, trainer, split):
     """(examples, predictions): label ids, or scores for regression."""
     examples, logits = self.predict_logits(trainer, split)

@@ -64,6 +64,40 @@ def test_yaml_syntax_error_names_file_and_line(tmp_path):
   assert "\n" not in str(e.value)
 
 
+@pytest.mark.parametrize("name,text,message", [
+    # A repeated section dropped the first one (its train_steps) silently.
+    ("dup.yaml", "trainer:\n  train_steps: 2\noptimizer:\n"
+     "  num_warmup_steps: 1\ntrainer:\n  steps_per_loop: 1\n",
+     ":5: duplicate key 'trainer' (first at line 1): YAML would keep only "
+     "the last"),
+    ("dup.yaml", "trainer:\n  train_steps: 3\n  steps_per_loop: 1\n"
+     "  train_steps: 1\n",
+     ":4: duplicate key 'train_steps' (first at line 2)"),
+    ("albert_config.json", '{"hidden_size": 64,\n "num_attention_heads": 2,'
+     '\n "hidden_size": 128}\n', ":3: duplicate key 'hidden_size' (first "
+     "at line 1)"),
+])
+def test_a_key_given_twice_is_refused_naming_file_and_line(tmp_path, name,
+                                                           text, message):
+  path = tmp_path / name
+  path.write_text(text)
+  for read in (lambda: load(files=[TINY, str(path)]),
+               lambda: albert_config.load_model_config([str(path)])):
+    with pytest.raises(ValueError) as e:
+      read()
+    assert str(e.value).startswith(f"{path}{message}")
+    assert "\n" not in str(e.value)
+
+
+def test_a_yaml_merge_key_is_no_duplicate(tmp_path):
+  # `<<: *base` then a key: the key overrides the merged one on purpose.
+  path = tmp_path / "merge.yaml"
+  path.write_text("base: &b {train_steps: 1, steps_per_loop: 1}\n"
+                  "trainer:\n  <<: *b\n  train_steps: 4\n")
+  assert albert_config.read_config_file(str(path))["trainer"] == {
+      "train_steps": 4, "steps_per_loop": 1}
+
+
 def test_missing_config_file():
   with pytest.raises(FileNotFoundError, match="nope.yaml does not exist"):
     load(files=["nope.yaml"])

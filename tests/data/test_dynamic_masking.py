@@ -168,6 +168,24 @@ def test_config_values_other_than_the_data_are_refused(data):
   task_inputs(path, **{"data.mask_id": 2, "data.masked_lm_prob": 0.2})
 
 
+@pytest.mark.parametrize("override,value", [
+    ("data.masked_lm_prob=0.5", "0.5"), ("data.mask_id=4", "4")])
+def test_masking_settings_without_dynamic_masking_are_refused(override,
+                                                              value):
+  """Static masks are the data's: the settings were ignored without a word."""
+  field = override.split("=")[0]
+  with pytest.raises(ValueError, match=(
+      rf"^{field} is {value} but applies "
+      r"only with data.dynamic_masking=true: the static masks are the "
+      r"data's \(made by create_pretraining_data\); omit it$")):
+    ec.load_experiment_config(pretraining.PretrainingExperimentConfig,
+                              [tu.TINY_RECIPE], override)
+  config = ec.load_experiment_config(
+      pretraining.PretrainingExperimentConfig, [tu.TINY_RECIPE],
+      f"{override},data.dynamic_masking=true")
+  assert str(getattr(config.data, field.split(".")[1])) == value
+
+
 def test_dynamic_masks_are_the_static_rule_over_the_same_draws():
   """One rule: given the random draws data_prep used, the input pipeline's
   masker writes data_prep's masks exactly (positions, labels, 80/10/10)."""
