@@ -50,11 +50,27 @@ def get_strategy(name: str = "auto", tpu: Optional[str] = None,
   auto: TPU if `tpu` is set, mirrored if GPUs are visible, else the default
   (single device) strategy. `mirrored` without GPUs mirrors over the logical
   CPU devices (see `configure_cpu_devices`). `multi_worker_mirrored` reads
-  the cluster from TF_CONFIG.
+  the cluster from TF_CONFIG. A `tpu` or `num_cpu_devices` > 1 the strategy
+  would not use is refused.
+
+  Args:
+    name: one of STRATEGIES.
+    tpu: TPU name, grpc:// address or "local" (strategies tpu and auto).
+    num_cpu_devices: logical CPU devices to split the CPU into (mirrored).
   """
   if name not in STRATEGIES:
     raise ValueError(f"unknown distribution strategy {name!r}; expected one "
                      f"of {STRATEGIES}")
+  # Settings another strategy would take and ignore.
+  if tpu and name not in ("auto", "tpu"):
+    raise ValueError(f"runtime.tpu={tpu!r} (--tpu) selects the TPU strategy; "
+                     f"runtime.distribution_strategy={name} would not use "
+                     "it: drop it or use --strategy=tpu")
+  if num_cpu_devices > 1 and name != "mirrored":
+    raise ValueError(f"runtime.num_cpu_devices={num_cpu_devices} splits the "
+                     "CPU for the mirrored strategy only; runtime.distribution"
+                     f"_strategy={name} would run on one device: use "
+                     "--strategy=mirrored or drop it")
   configure_cpu_devices(num_cpu_devices)
   if name == "auto":
     name = ("tpu" if tpu else "mirrored"

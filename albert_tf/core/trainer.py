@@ -76,11 +76,10 @@ class Trainer:
       raise ValueError(
           f"global batch size {task.global_batch_size} is not divisible by "
           f"{replicas} replica(s) x {self.accum_steps} accumulation step(s)")
-    oc = config.optimizer
     with self.strategy.scope():
       self.model = task.build_model()
       self.optimizer, self.schedule = base_trainer.build_optimizer(
-          oc, tc.train_steps, self.precision)
+          config.optimizer, tc.train_steps, self.precision)
       self.global_step = tf.Variable(
           0, dtype=tf.int64, trainable=False, name="global_step",
           aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
@@ -89,7 +88,7 @@ class Trainer:
       inner._create_all_weights(self.model.trainable_variables)  # pylint: disable=protected-access
     self.steps = base_trainer.DistributedSteps(
         task, self.model, self.optimizer, self.strategy, self.global_step,
-        accum_steps=self.accum_steps, clip_norm=oc.clip_norm,
+        accum_steps=self.accum_steps, clip_norm=config.optimizer.clip_norm,
         jit_compile=runtime.jit_compile)
     self._compute_gradients = self.steps.compute_gradients  # tests compile it
     self._train_loop_fn = None
@@ -138,8 +137,7 @@ class Trainer:
     return self.manager
 
   def _last_good_checkpoint(self) -> str:
-    latest = paths.latest_checkpoint(self.checkpoint_dir)
-    return latest or "none (no checkpoint yet)"
+    return paths.latest_checkpoint(self.checkpoint_dir) or "none yet"
 
   def save_checkpoint(self) -> Optional[str]:
     """Saves the current step, after checking that the weights are finite.
@@ -165,7 +163,9 @@ class Trainer:
     step = int(self.global_step.numpy())
     keep_position = self._keep_data_position(step)
     if restored:
-      logging.info("resumed from %s at step %d", restored, step)
+      logging.info("resumed from %s at step %d%s", restored, step, (
+          " (trainer.init_checkpoint not read: the run continues its own)"
+          if self.config.trainer.init_checkpoint else ""))
       if not keep_position:
         logging.warning("restore_data_position=False: the input pipeline "
                         "starts afresh (saved data position not restored)")

@@ -2,10 +2,12 @@
 the file/override, packaged configs, the model config of export/convert."""
 
 import json
+import re
 
 import pytest
 
 from albert_tf.core import experiment_config as ec
+from albert_tf.core import train_lib
 from albert_tf.modeling import albert_config
 from albert_tf.tasks import question_answering
 from albert_tf.tasks import pretraining
@@ -179,3 +181,25 @@ def test_a_flat_model_file_with_an_unknown_key_is_refused_by_every_reader(
 def test_from_dict_checks_types_like_the_file_reader():
   with pytest.raises(ValueError, match=r"hidden_size must be an integer"):
     albert_config.AlbertConfig.from_dict({"hidden_size": "big"})
+
+
+@pytest.mark.parametrize("override,message", [
+    ("runtime.distribution_strategy=default,runtime.tpu=local",
+     "runtime.tpu='local' (--tpu) selects the TPU strategy; "
+     "runtime.distribution_strategy=default would not use it"),
+    ("runtime.distribution_strategy=mirrored,runtime.tpu=my-tpu",
+     "runtime.distribution_strategy=mirrored would not use it"),
+    ("runtime.distribution_strategy=default,runtime.num_cpu_devices=2",
+     "runtime.num_cpu_devices=2 splits the CPU for the mirrored strategy "
+     "only; runtime.distribution_strategy=default would run on one device"),
+    ("runtime.distribution_strategy=auto,runtime.num_cpu_devices=2",
+     "runtime.distribution_strategy=auto would run on one device"),
+    ("runtime.distribution_strategy=multi_worker_mirrored,"
+     "runtime.num_cpu_devices=4", "multi_worker_mirrored would run on one"),
+])
+def test_runtime_settings_the_strategy_would_not_use_are_refused(override,
+                                                                 message):
+  """--num_cpu_devices=2 with the default strategy ran on one device, --tpu
+  with another strategy ran without the TPU: both without a word."""
+  with pytest.raises(ValueError, match=re.escape(message)):
+    train_lib.strategy_from_config(load(override).runtime)

@@ -65,7 +65,7 @@ def test_resume_below_train_steps_is_an_error(run_dir, train_file, tmp_path):
 
 # --------------------------------------------- the record of a first start ----
 def test_record_of_a_first_start_that_failed_is_replaced(run_dir, train_file,
-                                                          tmp_path):
+                                                          tmp_path, caplog):
   """A warm start from a checkpoint of another shape fails after the record
   was written; the corrected command was then refused by that record."""
   model_dir = tmp_path / "run"
@@ -84,6 +84,14 @@ def test_record_of_a_first_start_that_failed_is_replaced(run_dir, train_file,
   with open(model_dir / run_record.CHANGES_NAME) as f:
     (line,) = [json.loads(l) for l in f]
   assert line["changes"]["model.hidden_size"] == [32, 64]
+  # The same command resumed: the warm start is not read again, and the
+  # log says so.
+  with caplog.at_level(logging.INFO):
+    assert run(config(train_file, **{"trainer.init_checkpoint": init,
+                                     "trainer.train_steps": 3}),
+               model_dir)["train"]["step"] == 3
+  assert ("at step 2 (trainer.init_checkpoint not read: the run continues "
+          "its own)") in caplog.text
   # With a checkpoint the record binds: never rewritten.
   before = (model_dir / run_record.RECORD_NAME).read_text()
   with pytest.raises(ValueError, match="model.hidden_size is 32 but the run"):
