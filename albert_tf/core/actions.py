@@ -120,8 +120,15 @@ def check_best_metric(metric: str, names: Sequence[str]) -> None:
 def check_task_best_metric(task, config) -> None:
   """check_best_metric of config.trainer.best_metric against the metric
   names `task` declares for its in-loop evaluation (a task declaring none
-  is checked at its first evaluation, by keep_if_best)."""
-  names = task.eval_metric_names() if task.in_loop_eval else None
+  is checked at its first evaluation, by keep_if_best); a task without
+  in-loop evaluation keeps no best checkpoint, which a warning says."""
+  if not task.in_loop_eval:
+    if config.trainer.best_metric:
+      logging.warning("trainer.best_metric=%s is not used: the task "
+                      "evaluates after training only, so no best checkpoint "
+                      "is kept", config.trainer.best_metric)
+    return
+  names = task.eval_metric_names()
   if names is not None:
     check_best_metric(config.trainer.best_metric, names)
 

@@ -60,9 +60,18 @@ class SquadTaskConfig(finetune_lib.FinetuningTaskConfig):
 
 
 @dataclasses.dataclass
+class SquadTrainerConfig(finetune_lib.FinetuningTrainerConfig):
+  # No in-loop evaluation (dev windows carry no span labels): no best
+  # checkpoint to keep.
+  best_metric: str = setting("", resume=SAFE)
+
+
+@dataclasses.dataclass
 class SquadExperimentConfig(finetune_lib.FinetuningExperimentConfig):
   data: SquadDataConfig = dataclasses.field(default_factory=SquadDataConfig)
   task: SquadTaskConfig = dataclasses.field(default_factory=SquadTaskConfig)
+  trainer: SquadTrainerConfig = dataclasses.field(
+      default_factory=SquadTrainerConfig)
 
 
 @serving_params.view_of(SquadExperimentConfig)

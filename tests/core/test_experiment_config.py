@@ -2,10 +2,13 @@
 the file/override, packaged configs, the model config of export/convert."""
 
 import json
+import logging
 import re
+import types
 
 import pytest
 
+from albert_tf.core import actions
 from albert_tf.core import experiment_config as ec
 from albert_tf.core import train_lib
 from albert_tf.modeling import albert_config
@@ -203,3 +206,19 @@ def test_runtime_settings_the_strategy_would_not_use_are_refused(override,
   with another strategy ran without the TPU: both without a word."""
   with pytest.raises(ValueError, match=re.escape(message)):
     train_lib.strategy_from_config(load(override).runtime)
+
+
+def test_a_best_metric_without_in_loop_evaluation_warns(caplog):
+  """SQuAD evaluates after training only: its recipes' best_metric: f1 kept
+  no best checkpoint without a word."""
+  squad = load(files=["finetuning/squad_v1.1.yaml"],
+               cls=question_answering.SquadExperimentConfig)
+  assert squad.trainer.best_metric == ""
+  no_loop_eval = types.SimpleNamespace(in_loop_eval=False)
+  with caplog.at_level(logging.WARNING):
+    actions.check_task_best_metric(no_loop_eval, squad)
+    assert not caplog.records
+    actions.check_task_best_metric(no_loop_eval, load(
+        "trainer.best_metric=f1", files=["finetuning/squad_v1.1.yaml"],
+        cls=question_answering.SquadExperimentConfig))
+  assert "trainer.best_metric=f1 is not used" in caplog.text
