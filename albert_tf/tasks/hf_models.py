@@ -355,8 +355,8 @@ def import_hf(hf_dir: str, output_dir: str, to_layout: str = "albert_tf",
     overwrite: replace the model or converted run already there.
   """
   model = hf_files.read_model(hf_dir)
-  config = hf.albert_config_from_hf(
-      model.config, os.path.join(hf_dir, hf_files.CONFIG_NAME))
+  config_path = os.path.join(hf_dir, hf_files.CONFIG_NAME)
+  config = hf.albert_config_from_hf(model.config, config_path)
   finetuned = model.architecture in FINETUNED
   if finetuned and to_layout == "model_garden" or (
       to_layout == "tf1" and
@@ -368,6 +368,21 @@ def import_hf(hf_dir: str, output_dir: str, to_layout: str = "albert_tf",
     raise CheckpointConversionError(f"--to={to_layout}: expected one of "
                                     f"{restore.LAYOUTS}")
   replaces_run = _check_output(output_dir, overwrite, hf_dir)
+  # A size config.json leaves out took transformers' default: an error that
+  # default may have caused says so.
+  note = hf.defaults_note(model.config, config_path)
+  try:
+    return _import(model, config, output_dir, to_layout, replaces_run)
+  except ValueError as e:
+    if not note:
+      raise
+    raise CheckpointConversionError(f"{e}{note}") from None
+
+
+def _import(model, config, output_dir, to_layout, replaces_run):
+  """The weights mapped and checked, the tokenizer read, then written."""
+  hf_dir = model.directory
+  finetuned = model.architecture in FINETUNED
   report, values = hf.map_hf(model, config)
   _fill_pooler(values, report, config, model.architecture)
   out = _Output(output_dir, _checked_tokenizer(hf_dir, config), config,

@@ -1,0 +1,94 @@
+"""What --from=hf takes from a config.json that leaves fields out:
+transformers' defaults.
+"""
+
+import json
+import os
+import re
+
+import numpy as np
+import pytest
+
+from albert_tf.checkpoints import restore as restore_lib
+from albert_tf.modeling.albert_config import AlbertConfig
+from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
+from albert_tf.tasks import all_tasks  # noqa: F401 (registers the tasks)
+from albert_tf.tasks import hf_models
+from tests.testing import converted_testlib as converted
+from tests.testing import hf_testlib
+from tests.testing.repo_paths import HF_FIXTURES
+
+# The 600-piece SentencePiece model of the transformers-made fixtures.
+SPM = os.path.join(HF_FIXTURES, "model", "spiece.model")
+VOCAB = 600
+
+
+def _write(directory, config, drop=(), tensors=None):
+  """An HF directory of `config` with the fields `drop` left out of its
+  config.json; returns the tensors."""
+  tensors = hf_testlib.write_hf_dir(str(directory), config, SPM,
+                                    tensors=tensors)
+  stored = {k: v for k, v in config.items() if k not in drop}
+  (directory / "config.json").write_text(json.dumps(stored))
+  return tensors
+
+
+def _encoder_output(out, ids, mask, types):
+  config = AlbertConfig.from_json_file(os.path.join(out, "albert_config.json"))
+  encoder = AlbertPretrainer(config).encoder
+  restore_lib.restore(encoder, out)
+  return config, encoder(converted.feed(ids, mask, types))
+
+
+# --- Missing config.json fields: transformers' defaults -----------------------
+
+
+def test_missing_head_count_is_transformers_default(tmp_path):
+  """No weight shape shows num_attention_heads: a config.json without it
+  runs with transformers' 64 heads, and so must the converted model."""
+  config = hf_testlib.hf_config("AlbertModel", VOCAB, hidden_size=64,
+                                num_attention_heads=4)
+  tensors = _write(tmp_path / "hf", config, drop=["num_attention_heads"])
+  out = str(tmp_path / "ours")
+  hf_models.import_hf(str(tmp_path / "hf"), out)
+  ids, mask, types = converted.inputs(VOCAB)
+  ours, got = _encoder_output(out, ids, mask, types)
+  assert ours.num_attention_heads == 64
+  want = hf_testlib.forward(tensors, dict(config, num_attention_heads=64),
+                            ids, mask, types)["sequence"]
+  np.testing.assert_allclose(got["sequence_output"], want, atol=1e-5)
+  # The head count matters: 4 heads give other outputs.
+  other = hf_testlib.forward(tensors, config, ids, mask, types)["sequence"]
+  assert not np.allclose(other, want, atol=1e-3)
+
+
+@pytest.mark.parametrize("field,expected", [
+    # hidden 16 does not divide into transformers' 64 heads.
+    ("num_attention_heads", "must be divisible by num_attention_heads (64)"),
+    # 30000 rows expected; the tokenizer and weights have 600.
+    ("vocab_size", "600 pieces"),
+])
+def test_an_error_a_default_caused_names_the_missing_field(tmp_path, field,
+                                                           expected):
+  config = hf_testlib.hf_config("AlbertForSequenceClassification", VOCAB,
+                                num_labels=2)
+  _write(tmp_path / "hf", config, drop=[field])
+  with pytest.raises(ValueError) as e:
+    hf_models.import_hf(str(tmp_path / "hf"), str(tmp_path / "out"))
+  message = str(e.value)
+  assert expected in message and "\n" not in message
+  default = {"num_attention_heads": 64, "vocab_size": 30000}[field]
+  assert (f"config.json leaves out {field}: transformers' default(s) "
+          f"{field}={default} taken") in message
+
+
+@pytest.mark.parametrize("value", [2.0, "2", True])
+def test_a_size_that_is_not_an_integer_is_refused(tmp_path, value):
+  config = hf_testlib.hf_config("AlbertModel", VOCAB,
+                                num_hidden_layers=value)
+  hf_testlib.write_hf_dir(str(tmp_path / "hf"), config, SPM,
+                          tensors=hf_testlib.hf_weights(dict(
+                              config, num_hidden_layers=2)))
+  with pytest.raises(ValueError, match=re.escape(
+      f"config.json: num_hidden_layers={value!r}: must be an integer")):
+    hf_models.import_hf(str(tmp_path / "hf"), str(tmp_path / "out"))
