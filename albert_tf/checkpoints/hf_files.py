@@ -104,9 +104,21 @@ def read_tensors(directory: str) -> Dict[str, np.ndarray]:
     if not isinstance(weight_map, dict):
       raise CheckpointConversionError(
           f"{index}: no weight_map object (tensor name -> shard file)")
-    tensors = {}
+    # Each tensor once, in the shard the index names: a second copy or a
+    # misfiled one would otherwise be taken or dropped by file order.
+    tensors, where = {}, {}
     for shard in sorted(set(weight_map.values())):
-      tensors.update(_load_safetensors(os.path.join(directory, shard)))
+      for name, array in _load_safetensors(
+          os.path.join(directory, shard)).items():
+        if name in where:
+          raise CheckpointConversionError(
+              f"{index}: tensor {name} is stored twice, in {where[name]} and "
+              f"{shard}")
+        if weight_map.get(name) != shard:
+          raise CheckpointConversionError(
+              f"{index}: tensor {name} is stored in {shard} but the "
+              f"weight_map assigns it to {weight_map.get(name) or 'no shard'}")
+        tensors[name], where[name] = array, shard
     missing = sorted(set(weight_map) - set(tensors))
     if missing:
       raise CheckpointConversionError(

@@ -1,5 +1,6 @@
-"""What --from=hf takes from a config.json that leaves fields out:
-transformers' defaults.
+"""What --from=hf takes from a config.json that leaves fields out
+(transformers' defaults), and sharded safetensors holding each tensor once,
+where the index says.
 """
 
 import json
@@ -8,7 +9,9 @@ import re
 
 import numpy as np
 import pytest
+from safetensors import numpy as safetensors_numpy
 
+from albert_tf.checkpoints import hf_files
 from albert_tf.checkpoints import restore as restore_lib
 from albert_tf.modeling.albert_config import AlbertConfig
 from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
@@ -92,3 +95,69 @@ def test_a_size_that_is_not_an_integer_is_refused(tmp_path, value):
   with pytest.raises(ValueError, match=re.escape(
       f"config.json: num_hidden_layers={value!r}: must be an integer")):
     hf_models.import_hf(str(tmp_path / "hf"), str(tmp_path / "out"))
+
+
+# --- Sharded safetensors ------------------------------------------------------
+
+
+SHARDS = ("model-00001-of-00002.safetensors",
+          "model-00002-of-00002.safetensors")
+
+
+def _sharded(tmp_path, edit):
+  """A sharded classifier directory: tensors alternately in two shards;
+  `edit(shards, weight_map)` changes them before they are written."""
+  config = hf_testlib.hf_config("AlbertForSequenceClassification", VOCAB,
+                                num_labels=2)
+  tensors = hf_testlib.hf_weights(config)
+  hf_dir = tmp_path / "sharded"
+  hf_testlib.write_hf_dir(str(hf_dir), config, SPM, tensors={})
+  os.remove(hf_dir / "model.safetensors")
+  names = sorted(tensors)
+  shards = {SHARDS[0]: {k: tensors[k] for k in names[::2]},
+            SHARDS[1]: {k: tensors[k] for k in names[1::2]}}
+  weight_map = {k: s for s, held in shards.items() for k in held}
+  edit(shards, weight_map)
+  for shard, held in shards.items():
+    safetensors_numpy.save_file(held, str(hf_dir / shard))
+  (hf_dir / "model.safetensors.index.json").write_text(json.dumps(
+      {"metadata": {}, "weight_map": weight_map}))
+  return str(hf_dir), tensors
+
+
+def _copy_in_second(shards, weight_map):
+  del weight_map
+  name = next(iter(shards[SHARDS[0]]))
+  shards[SHARDS[1]][name] = shards[SHARDS[0]][name] + 1.0
+
+
+def _misfiled(shards, weight_map):
+  del shards
+  name = sorted(weight_map)[0]
+  weight_map[name] = SHARDS[1]
+
+
+def _unlisted(shards, weight_map):
+  del weight_map
+  shards[SHARDS[1]]["extra.weight"] = np.zeros(3, np.float32)
+
+
+@pytest.mark.parametrize("edit,expected", [
+    (_copy_in_second, "tensor {name} is stored twice, in {0} and {1}$"),
+    (_misfiled, "tensor {name} is stored in {0} but the weight_map "
+                "assigns it to {1}$"),
+    (_unlisted, "tensor extra.weight is stored in {1} but the weight_map "
+                "assigns it to no shard$"),
+])
+def test_shards_hold_each_tensor_once_where_the_index_says(tmp_path, edit,
+                                                           expected):
+  hf_dir, tensors = _sharded(tmp_path, edit)
+  name = sorted(tensors)[0]
+  index = os.path.join(hf_dir, "model.safetensors.index.json")
+  want = re.escape(f"{index}: ") + re.escape(
+      expected.format(*SHARDS, name=name).rstrip("$")) + "$"
+  with pytest.raises(ValueError, match=want):
+    hf_files.read_tensors(hf_dir)
+  with pytest.raises(ValueError, match=want):
+    hf_models.import_hf(hf_dir, str(tmp_path / "out"))
+
