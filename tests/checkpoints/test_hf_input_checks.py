@@ -1,6 +1,7 @@
-"""What --from=hf takes from a config.json that leaves fields out
-(transformers' defaults), and sharded safetensors holding each tensor once,
-where the index says.
+"""What --from=hf takes from a config.json and the weight files when they
+leave something out or say it twice: transformers' defaults for missing
+fields, the class from the stored heads when `architectures` is missing,
+and sharded safetensors holding each tensor once, where the index says.
 """
 
 import json
@@ -95,6 +96,58 @@ def test_a_size_that_is_not_an_integer_is_refused(tmp_path, value):
   with pytest.raises(ValueError, match=re.escape(
       f"config.json: num_hidden_layers={value!r}: must be an integer")):
     hf_models.import_hf(str(tmp_path / "hf"), str(tmp_path / "out"))
+
+
+# --- No `architectures`: the class of the stored heads ------------------------
+
+
+def test_no_architectures_with_a_classifier_is_refused(tmp_path):
+  """classifier.* with the pooler is sequence classification or multiple
+  choice: refused naming the head, never dropped."""
+  config = hf_testlib.hf_config("AlbertForSequenceClassification", VOCAB,
+                                num_labels=2)
+  _write(tmp_path / "hf", config, drop=["architectures"])
+  with pytest.raises(ValueError) as e:
+    hf_models.import_hf(str(tmp_path / "hf"), str(tmp_path / "out"))
+  message = str(e.value)
+  assert message.startswith(str(tmp_path / "hf" / "config.json"))
+  assert ("no architectures field, and the stored head classifier.bias, "
+          "classifier.weight fits AlbertForSequenceClassification or "
+          "AlbertForMultipleChoice") in message
+  assert not os.path.exists(tmp_path / "out")
+
+
+@pytest.mark.parametrize("arch", ["AlbertForTokenClassification",
+                                  "AlbertForMaskedLM", "AlbertModel"])
+def test_no_architectures_converts_the_one_class_its_heads_fit(tmp_path,
+                                                               arch):
+  config = hf_testlib.hf_config(arch, VOCAB, num_labels=3)
+  tensors = _write(tmp_path / "hf", config, drop=["architectures"])
+  out = str(tmp_path / "ours")
+  _, report = hf_models.import_hf(str(tmp_path / "hf"), out)
+  assert not report.skipped
+  stored = converted.stored_tensors(out)
+  ids, mask, types = converted.inputs(VOCAB)
+  ref = hf_testlib.forward(tensors, config, ids, mask, types)
+  if arch == "AlbertForTokenClassification":
+    task, model = converted.our_model(out)
+    assert task.name == "tagging"
+    np.testing.assert_allclose(
+        model(converted.feed(ids, mask, types))["logits"], ref["logits"],
+        atol=1e-5)
+  elif arch == "AlbertForMaskedLM":
+    assert any(k.startswith("mlm_head/") for k in stored)
+    _, model = converted.our_model(out)
+    feed = dict(converted.feed(ids, mask, types),
+                masked_lm_positions=np.tile(
+                    np.arange(converted.SEQ, dtype=np.int32),
+                    (converted.BATCH, 1)))
+    np.testing.assert_allclose(model(feed)["mlm_logits"], ref["mlm"],
+                               atol=1e-5)
+  else:
+    _, got = _encoder_output(out, ids, mask, types)
+    np.testing.assert_allclose(got["pooled_output"], ref["pooled"],
+                               atol=1e-5)
 
 
 # --- Sharded safetensors ------------------------------------------------------
