@@ -259,6 +259,19 @@ def _write_run(model: hf_files.HfModel, config, out: _Output, values,
   return path
 
 
+def _identity(model, config, out: _Output):
+  """The identity variable of a converted checkpoint, as a run stamps its
+  own: the model, the vocabulary written beside it (its sha256) and its
+  casing, which export, warm start and --to=hf check and keep."""
+  facts = run_record.with_fingerprints(
+      {**out.vocab_settings(), CONVERTED_FROM: os.path.abspath(
+          model.directory)})
+  stamp = identity.RunIdentity(config.as_dict(), facts,
+                               f"checkpoint converted from {model.directory}")
+  stamp.stamp(0)
+  return stamp.variable
+
+
 def _write_pretrained(model, config, out: _Output, to_layout, values,
                       report):
   """AlbertModel / ForPreTraining / ForMaskedLM as the other layouts'
@@ -278,12 +291,15 @@ def _write_pretrained(model, config, out: _Output, to_layout, values,
   out.replace()
   output_dir = out.directory
   prefix = os.path.join(output_dir, conversion.DEFAULT_OUTPUT_NAMES[to_layout])
+  # Ours carries its identity (the other layouts have no place for it).
+  extra = ({identity.IDENTITY_NAME: _identity(model, config, out)}
+           if to_layout == "albert_tf" else {})
   if heads != ("mlm",):
-    path = conversion.write_weights(target, prefix, to_layout)
+    path = conversion.write_weights(target, prefix, to_layout, extra=extra)
   elif to_layout == "albert_tf":
     os.makedirs(output_dir, exist_ok=True)
     path = tf.train.Checkpoint(encoder=target.encoder,
-                               mlm_head=target.mlm_head).write(prefix)
+                               mlm_head=target.mlm_head, **extra).write(prefix)
     paths.write_checkpoint_state(output_dir, os.path.basename(path))
   else:  # tf1
     path = tf1_checkpoint.write_tf1_checkpoint(
