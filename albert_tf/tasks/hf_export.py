@@ -131,6 +131,10 @@ def export_hf(input_checkpoint: str, output_dir: str,
                  not cw.is_head(n)}  # the heads it holds
     cw.check_and_assign(variables, values, report.mapped, prefix)
     vocab, lower = _vocabulary_beside(prefix)
+    dropout = ((identity.read(prefix) or {}).get("facts", {}).get(
+        hf_models.HF_CLASSIFIER_DROPOUT))
+    if dropout is not None:  # a converted checkpoint's config.json value
+      extra["classifier_dropout_prob"] = dropout
   tensors = hf.to_hf(_values(model), config, arch)
   path = hf_files.write_model(output_dir, tensors,
                         hf.hf_config_from_albert(config, arch, extra))

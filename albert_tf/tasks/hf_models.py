@@ -69,6 +69,9 @@ SPM_NAME = "spiece.model"
 WORDPIECE_NAME = hf_wordpiece.VOCAB_TXT
 # What a converted run directory records of its source.
 CONVERTED_FROM = "converted_from"
+# The identity fact of a converted checkpoint holding config.json's
+# classifier_dropout_prob.
+HF_CLASSIFIER_DROPOUT = "hf_classifier_dropout_prob"
 
 
 # --- The tokenizer (one call site each way) -----------------------------------
@@ -172,10 +175,16 @@ def _labels(hf_config, path: str):
   if not id2label:
     return None
   try:
-    return [str(id2label[str(i)]) for i in range(len(id2label))]
+    labels = [str(id2label[str(i)]) for i in range(len(id2label))]
   except KeyError:
     raise CheckpointConversionError(
         f"{path}: id2label keys are not 0..{len(id2label) - 1}") from None
+  repeated = sorted({n for n in labels if labels.count(n) > 1})
+  if repeated:
+    raise CheckpointConversionError(
+        f"{path}: id2label names {repeated[0]!r} twice; each class needs its "
+        "own label")
+  return labels
 
 
 def _task_settings(model: hf_files.HfModel, config, vocab: Dict[str, Any]
@@ -265,7 +274,10 @@ def _identity(model, config, out: _Output):
   casing, which export, warm start and --to=hf check and keep."""
   facts = run_record.with_fingerprints(
       {**out.vocab_settings(), CONVERTED_FROM: os.path.abspath(
-          model.directory)})
+          model.directory),
+       # Unused without a classifier; kept for the way back.
+       HF_CLASSIFIER_DROPOUT: model.config.get("classifier_dropout_prob",
+                                               0.1)})
   stamp = identity.RunIdentity(config.as_dict(), facts,
                                f"checkpoint converted from {model.directory}")
   stamp.stamp(0)

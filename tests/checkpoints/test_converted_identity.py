@@ -31,7 +31,9 @@ def _cased_hf_dir(directory, kind):
   """A cased (do_lower_case false) AlbertModel directory: SentencePiece
   (spiece.model) or WordPiece (vocab.txt, BertTokenizer)."""
   vocab = 600 if kind == "sentencepiece" else len(TOKENS)
-  config = hf_testlib.hf_config("AlbertModel", vocab)
+  # classifier_dropout_prob: transformers' default is 0.1.
+  config = hf_testlib.hf_config("AlbertModel", vocab,
+                                classifier_dropout_prob=0.0)
   hf_testlib.write_hf_dir(str(directory), config, SPM)
   tokenizer_class = "AlbertTokenizer"
   if kind == "wordpiece":
@@ -62,6 +64,9 @@ def test_casing_and_vocabulary_travel_with_the_checkpoint(tmp_path, kind):
 
   back = tmp_path / "back"
   hf_export.export_hf(out, str(back))
+  written = json.loads((back / "config.json").read_text())
+  for field, value in config.items():
+    assert written[field] == value, field
   tok_config = json.loads((back / "tokenizer_config.json").read_text())
   assert tok_config["do_lower_case"] is False
   if kind == "wordpiece":
