@@ -156,8 +156,8 @@ def canonical_to_hf(config, architecture: str) -> Dict[str, str]:
 
 
 def defaults_note(hf: Mapping[str, Any], path: str) -> str:
-  """"" or what an error a default may have caused adds: the size fields
-  `path` leaves out and transformers' defaults they took."""
+  """What an error a default may have caused adds: the size fields `path`
+  leaves out and transformers' defaults they took ("" when none is)."""
   missing = [name for name in _INT_FIELDS if name not in hf]
   if not missing:
     return ""
@@ -195,7 +195,7 @@ def albert_config_from_hf(hf: Mapping[str, Any], path: str
   for name in SIZE_FIELDS:
     values[name] = hf.get(name, HF_DEFAULTS[name])
   for name in _INT_FIELDS:
-    # transformers keeps a float as given (range(2.0) then fails there).
+    # Sizes are JSON integers: 2.0, "2" and true are not.
     if type(values[name]) is not int:  # pylint: disable=unidiomatic-typecheck
       raise hf_files.refuse(path, name, values[name], "must be an integer")
   try:
