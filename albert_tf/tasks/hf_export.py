@@ -23,6 +23,7 @@ from albert_tf.core import run_record
 from albert_tf.core import run_restore
 from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
 from albert_tf.tasks import hf_models
+from albert_tf.tasks import hf_vocab
 from albert_tf.tasks import registry
 from albert_toolkit import output_files
 
@@ -139,7 +140,7 @@ def export_hf(input_checkpoint: str, output_dir: str,
   path = hf_files.write_model(output_dir, tensors,
                         hf.hf_config_from_albert(config, arch, extra))
   if vocab:
-    hf_models.write_tokenizer(output_dir, vocab, lower,
+    hf_vocab.write_tokenizer(output_dir, vocab, lower,
                               config.max_position_embeddings)
   return path, arch
 

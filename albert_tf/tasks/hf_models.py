@@ -13,24 +13,19 @@ A fine-tuning head converts to a run directory as training writes it
 (experiment_config.yaml, run_record.json, checkpoints/ckpt-0 stamped with
 its identity) so that export_savedmodel --model_dir and --init_checkpoint
 take it; the labels are config.json's id2label. The weights' names:
-checkpoints/hf_checkpoint.py.
+checkpoints/hf_checkpoint.py; the tokenizer: hf_vocab.py.
 """
 
-import dataclasses
 import os
-import shutil
 from typing import Any, Dict, Tuple
 
 import numpy as np
-import sentencepiece
 import tensorflow as tf
 
 from albert_tf.checkpoints import canonical_weights as cw
 from albert_tf.checkpoints import conversion
 from albert_tf.checkpoints import hf_checkpoint as hf
 from albert_tf.checkpoints import hf_files
-from albert_tf.checkpoints import hf_tokenizer
-from albert_tf.checkpoints import hf_wordpiece
 from albert_tf.checkpoints import identity
 from albert_tf.checkpoints import paths
 from albert_tf.checkpoints import restore
@@ -41,11 +36,8 @@ from albert_tf.core import run_record
 from albert_tf.modeling import albert_config
 from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
 from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
-from albert_tf.serving import preprocessing
-from albert_tf.serving import wordpiece
+from albert_tf.tasks import hf_vocab
 from albert_tf.tasks import registry
-from albert_toolkit import output_files
-from data_prep import tokenization
 
 # Architecture -> our task of a fine-tuning head.
 FINETUNED = {
@@ -65,105 +57,11 @@ TF1_HEADS = {"AlbertForSequenceClassification": "classification_head",
              "AlbertForQuestionAnswering": "span_labeling_head",
              "AlbertForMultipleChoice": "multiple_choice_head"}
 CHECKPOINT_NAME = "ckpt-0"
-SPM_NAME = "spiece.model"
-WORDPIECE_NAME = hf_wordpiece.VOCAB_TXT
 # What a converted run directory records of its source.
 CONVERTED_FROM = "converted_from"
 # The identity fact of a converted checkpoint holding config.json's
 # classifier_dropout_prob.
 HF_CLASSIFIER_DROPOUT = "hf_classifier_dropout_prob"
-
-
-# --- The tokenizer (one call site each way) -----------------------------------
-
-
-def _read_tokenizer(hf_dir: str, vocab_size: int):
-  """The tokenizer of `hf_dir`: SentencePiece (spiece.model, or rebuilt
-  from tokenizer.json) or WordPiece (vocab.txt / a WordPiece
-  tokenizer.json); tokenizer_config.json's lower-casing."""
-  try:
-    if hf_wordpiece.is_wordpiece(hf_dir):
-      return hf_wordpiece.read_wordpiece(hf_dir, vocab_size)
-    return hf_tokenizer.read_tokenizer(hf_dir)
-  except ValueError as e:
-    raise CheckpointConversionError(str(e)) from None
-
-
-def write_tokenizer(hf_dir: str, vocab_path: str, do_lower_case: bool,
-                    model_max_length: int = 512) -> None:
-  """The tokenizer files transformers' AutoTokenizer reads: spiece.model
-  (AlbertTokenizer) for a SentencePiece model, vocab.txt and tokenizer.json
-  (BertTokenizer) for a WordPiece vocabulary (a `.txt`)."""
-  try:
-    if vocab_path.endswith(".txt"):
-      hf_wordpiece.write_wordpiece(hf_dir, vocab_path, do_lower_case,
-                                   model_max_length)
-    else:
-      hf_tokenizer.write_tokenizer(hf_dir, vocab_path, do_lower_case,
-                                   model_max_length=model_max_length)
-  except ValueError as e:
-    raise CheckpointConversionError(str(e)) from None
-
-
-def _checked_tokenizer(hf_dir: str, config):
-  """The tokenizer of `hf_dir`, its piece count checked against the
-  model's vocab_size (before anything is written)."""
-  tokenizer = _read_tokenizer(hf_dir, config.vocab_size)
-  if tokenizer.kind == "wordpiece":
-    return tokenizer
-  if tokenizer.keep_accents:
-    raise CheckpointConversionError(
-        f"{os.path.join(hf_dir, 'tokenizer_config.json')}: keep_accents="
-        "true; albert_tf's tokenization drops accents (the original's)")
-  try:
-    pieces = sentencepiece.SentencePieceProcessor(
-        model_proto=tokenizer.spm_model).get_piece_size()
-  except (RuntimeError, TypeError) as e:
-    raise CheckpointConversionError(
-        f"{tokenizer.source}: not a SentencePiece model ({cw.error_line(e)})"
-    ) from None
-  tokenization.check_vocab_size(tokenizer.source, pieces, config.vocab_size,
-                                f"{hf_files.CONFIG_NAME} vocab_size")
-  return tokenizer
-
-
-@dataclasses.dataclass
-class _Output:
-  """Where an import writes: `replace()` runs once the weights are checked
-  (a failed conversion leaves the directory as it was)."""
-  directory: str
-  tokenizer: Any
-  config: Any
-  replaces_run: bool = False
-
-  @property
-  def is_wordpiece(self) -> bool:
-    return self.tokenizer.kind == "wordpiece"
-
-  @property
-  def vocab(self) -> str:
-    """The vocabulary file written beside the checkpoint."""
-    return os.path.join(os.path.abspath(self.directory), WORDPIECE_NAME
-                        if self.is_wordpiece else SPM_NAME)
-
-  def vocab_settings(self) -> Dict[str, Any]:
-    """The data settings naming the vocabulary and its lower-casing."""
-    key = "vocab_file" if self.is_wordpiece else "spm_model_file"
-    return {key: self.vocab, "do_lower_case": self.tokenizer.do_lower_case}
-
-  def replace(self) -> None:
-    """Removes the converted run being replaced; writes the vocabulary."""
-    if self.replaces_run:
-      shutil.rmtree(os.path.join(self.directory,
-                                 paths.RUN_CHECKPOINT_SUBDIR))
-      for name in (run_record.RECORD_NAME, run_record.CONFIG_NAME):
-        os.remove(os.path.join(self.directory, name))
-    if self.is_wordpiece:
-      output_files.atomic_write(self.vocab, self.tokenizer.vocab_text)
-      wordpiece.check_vocab(self.vocab, self.config.vocab_size)
-      return
-    output_files.atomic_write(self.vocab, self.tokenizer.spm_model)
-    preprocessing.check_spm_model(self.vocab, self.config.vocab_size)
 
 
 # --- Hugging Face -> ours -----------------------------------------------------
@@ -238,7 +136,7 @@ def _fill_pooler(values, report, config, architecture):
     report.mapped[name] = f"(zeros: {architecture} has no pooler)"
 
 
-def _write_run(model: hf_files.HfModel, config, out: _Output, values,
+def _write_run(model: hf_files.HfModel, config, out: hf_vocab.Output, values,
                report) -> str:
   """A run directory of the head's task holding the converted weights."""
   task_cls = registry.get_task_cls(FINETUNED[model.architecture])
@@ -268,7 +166,7 @@ def _write_run(model: hf_files.HfModel, config, out: _Output, values,
   return path
 
 
-def _identity(model, config, out: _Output):
+def _identity(model, config, out: hf_vocab.Output):
   """The identity variable of a converted checkpoint, as a run stamps its
   own: the model, the vocabulary written beside it (its sha256) and its
   casing, which export, warm start and --to=hf check and keep."""
@@ -284,7 +182,7 @@ def _identity(model, config, out: _Output):
   return stamp.variable
 
 
-def _write_pretrained(model, config, out: _Output, to_layout, values,
+def _write_pretrained(model, config, out: hf_vocab.Output, to_layout, values,
                       report):
   """AlbertModel / ForPreTraining / ForMaskedLM as the other layouts'
   checkpoints: ckpt (+ albert_config.json)."""
@@ -320,7 +218,7 @@ def _write_pretrained(model, config, out: _Output, to_layout, values,
   return path
 
 
-def _write_tf1_head(model, config, out: _Output, values, report) -> str:
+def _write_tf1_head(model, config, out: hf_vocab.Output, values, report) -> str:
   """The encoder and the head under the original fine-tuning scripts'
   names (no labels: that layout keeps none) + albert_config.json."""
   target = AlbertEncoder(config)
@@ -413,8 +311,9 @@ def _import(model, config, output_dir, to_layout, replaces_run):
   finetuned = model.architecture in FINETUNED
   report, values = hf.map_hf(model, config)
   _fill_pooler(values, report, config, model.architecture)
-  out = _Output(output_dir, _checked_tokenizer(hf_dir, config), config,
-                replaces_run)
+  out = hf_vocab.Output(output_dir,
+                        hf_vocab.checked_tokenizer(hf_dir, config), config,
+                        replaces_run)
   if finetuned and to_layout == "tf1":
     return _write_tf1_head(model, config, out, values, report), report
   if finetuned:
