@@ -344,23 +344,11 @@ def _export_of_run(request: ExportRequest, record: run_record.RunRecord
                     request.settings, request.version, form)
 
 
-def _recorded_casing(request: ExportRequest) -> ExportRequest:
-  """`request` with --do_lower_case, when not given, the casing the
-  checkpoint's identity records (a run's record gives it for a run)."""
-  if not request.checkpoint or "do_lower_case" in request.settings:
-    return request
-  saved = (identity_lib.read(request.checkpoint) or {}).get("facts", {})
-  if saved.get("do_lower_case") is None:
-    return request
-  return dataclasses.replace(request, settings={
-      **request.settings, "do_lower_case": saved["do_lower_case"]})
-
-
 def _export_of_flags(request: ExportRequest) -> str:
   kind = request.export_kind or ("serving" if request.task else ENCODER)
   _check_preprocessing_only(request, kind)
   preprocessing_only = kind == export_lib.PREPROCESSING_EXPORT
-  request = _recorded_casing(request)
+  identity_lib.default_casing(request.checkpoint, request.settings)
   task_cls, params = task_for_flags(
       request.task, ENCODER if preprocessing_only else kind,
       request.settings)
