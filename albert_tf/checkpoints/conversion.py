@@ -89,20 +89,35 @@ def find_vocab_files(prefix: str):
   return []
 
 
+def tokenizer_files(prefix: str):
+  """Every tokenizer file next to the checkpoint: SentencePiece models
+  (*.model) and WordPiece vocabularies (vocab*.txt), sorted, from the first
+  directory holding any."""
+  for directory in _source_dirs(prefix):
+    found = sorted(glob.glob(os.path.join(directory, "*.model")) +
+                   glob.glob(os.path.join(directory, "vocab*.txt")))
+    if found:
+      return found
+  return []
+
+
 # --- Writing ------------------------------------------------------------------
 
 
 def write_weights(model, output_prefix: str, layout: str,
-                  global_step: Optional[int] = None) -> str:
+                  global_step: Optional[int] = None,
+                  extra: Optional[dict] = None) -> str:
   """Writes `model`'s weights (an AlbertEncoder or AlbertPretrainer) in
-  `layout`; returns the checkpoint path."""
+  `layout`; returns the checkpoint path. `extra`: more objects of an
+  albert_tf checkpoint (its identity)."""
   config = cw.model_config(model)
   variables = cw.model_variables(model)
   with_heads = any(cw.is_head(n) for n in variables)
   directory = os.path.dirname(os.path.abspath(output_prefix))
   tf.io.gfile.makedirs(directory)
   if layout == "albert_tf":
-    path = object_layout.checkpoint_for(model).write(output_prefix)
+    path = object_layout.checkpoint_for(model, **(extra or {})).write(
+        output_prefix)
     paths.write_checkpoint_state(directory, os.path.basename(path))
     return path
   values = {n: v.numpy() for n, v in variables.items()}

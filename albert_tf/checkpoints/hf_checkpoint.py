@@ -58,6 +58,21 @@ SIZE_FIELDS = ("vocab_size", "embedding_size", "hidden_size",
                "max_position_embeddings", "type_vocab_size",
                "initializer_range", "hidden_dropout_prob",
                "attention_probs_dropout_prob")
+# transformers' AlbertConfig defaults: what transformers takes for a field
+# config.json leaves out, so the conversion takes them too.
+HF_DEFAULTS = {
+    "vocab_size": 30000, "embedding_size": 128, "hidden_size": 4096,
+    "num_hidden_layers": 12, "num_hidden_groups": 1,
+    "num_attention_heads": 64, "intermediate_size": 16384,
+    "inner_group_num": 1, "hidden_act": "gelu_new",
+    "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
+    "max_position_embeddings": 512, "type_vocab_size": 2,
+    "initializer_range": 0.02, "layer_norm_eps": 1e-12,
+    "classifier_dropout_prob": 0.1, "position_embedding_type": "absolute"}
+_INT_FIELDS = ("vocab_size", "embedding_size", "hidden_size",
+               "num_hidden_layers", "num_hidden_groups", "inner_group_num",
+               "num_attention_heads", "intermediate_size",
+               "max_position_embeddings", "type_vocab_size")
 # What transformers' AlbertConfig has for the special tokens.
 TOKEN_IDS = {"pad_token_id": 0, "bos_token_id": 2, "eos_token_id": 3}
 
@@ -140,35 +155,53 @@ def canonical_to_hf(config, architecture: str) -> Dict[str, str]:
 # --- config.json --------------------------------------------------------------
 
 
+def defaults_note(hf: Mapping[str, Any], path: str) -> str:
+  """What an error a default may have caused adds: the size fields `path`
+  leaves out and transformers' defaults they took ("" when none is)."""
+  missing = [name for name in _INT_FIELDS if name not in hf]
+  if not missing:
+    return ""
+  taken = ", ".join(f"{name}={HF_DEFAULTS[name]}" for name in missing)
+  return (f" ({path} leaves out {', '.join(missing)}: transformers' "
+          f"default(s) {taken} taken)")
+
+
 def albert_config_from_hf(hf: Mapping[str, Any], path: str
                           ) -> albert_config.AlbertConfig:
   """Our AlbertConfig of a config.json (`path`, for errors); a field we
-  cannot represent is refused naming it."""
+  cannot represent is refused naming it. A field it leaves out takes
+  transformers' default (HF_DEFAULTS), as loading it in transformers does;
+  an error then names the fields left out."""
   if hf.get("model_type") != MODEL_TYPE:
     raise hf_files.refuse(path, "model_type", hf.get("model_type"),
                           "not an ALBERT model (expected \"albert\")")
-  act = hf.get("hidden_act", "gelu_new")
+  note = defaults_note(hf, path)
+  act = hf.get("hidden_act", HF_DEFAULTS["hidden_act"])
   if act not in ACTIVATIONS_FROM_HF:
     raise hf_files.refuse(path, "hidden_act", act,
                           "an activation albert_tf does not have (it takes "
                           f"{', '.join(ACTIVATIONS_FROM_HF)})")
-  eps = hf.get("layer_norm_eps", LAYER_NORM_EPS)
+  eps = hf.get("layer_norm_eps", HF_DEFAULTS["layer_norm_eps"])
   if not np.isclose(float(eps), LAYER_NORM_EPS, rtol=1e-6, atol=0):
     raise hf_files.refuse(path, "layer_norm_eps", eps,
                           "albert_tf's LayerNorm epsilon is fixed at "
                           f"{LAYER_NORM_EPS}")
-  position = hf.get("position_embedding_type", "absolute")
+  position = hf.get("position_embedding_type",
+                    HF_DEFAULTS["position_embedding_type"])
   if position != "absolute":
     raise hf_files.refuse(path, "position_embedding_type", position,
                           "albert_tf has absolute position embeddings only")
   values = {"hidden_act": ACTIVATIONS_FROM_HF[act]}
-  defaults = albert_config.AlbertConfig()
   for name in SIZE_FIELDS:
-    values[name] = hf.get(name, getattr(defaults, name))
+    values[name] = hf.get(name, HF_DEFAULTS[name])
+  for name in _INT_FIELDS:
+    # Sizes are JSON integers: 2.0, "2" and true are not.
+    if type(values[name]) is not int:  # pylint: disable=unidiomatic-typecheck
+      raise hf_files.refuse(path, name, values[name], "must be an integer")
   try:
     return albert_config.as_albert_config(values).validate()
   except (TypeError, ValueError) as e:
-    raise CheckpointConversionError(f"{path}: {e}") from None
+    raise CheckpointConversionError(f"{path}: {e}{note}") from None
 
 
 def hf_config_from_albert(config, architecture: str,

@@ -60,11 +60,45 @@ def read_config(directory: str) -> Tuple[Dict[str, Any], str]:
   if hf.get("model_type") != MODEL_TYPE:
     raise refuse(path, "model_type", hf.get("model_type"),
                  "not an ALBERT model (expected \"albert\")")
-  archs = hf.get("architectures") or ["AlbertModel"]
+  archs = hf.get("architectures")
+  if not archs:
+    return hf, None
   if len(archs) != 1 or archs[0] not in ARCHITECTURES:
     raise refuse(path, "architectures", archs, "expected one of "
                  f"{', '.join(ARCHITECTURES)}")
   return hf, archs[0]
+
+
+# The first name part of a head tensor (transformers' head modules).
+_HEAD_PREFIXES = ("predictions.", "sop_classifier.", "classifier.",
+                  "qa_outputs.")
+
+
+def architecture_of_tensors(tensors, path: str) -> str:
+  """The class a config.json without `architectures` (`path`) holds, from
+  its head tensors; refused when two classes store the same ones (a head
+  is never dropped for want of the field)."""
+  names = [n[len("albert."):] if n.startswith("albert.") else n
+           for n in tensors]
+  heads = sorted(n for n in names if n.startswith(_HEAD_PREFIXES))
+  kinds = {n.split(".")[0] for n in heads}
+  pooler = "pooler.weight" in names
+  if not kinds:
+    return "AlbertModel"
+  if kinds == {"predictions", "sop_classifier"}:
+    return "AlbertForPreTraining"
+  if kinds == {"predictions"}:
+    return "AlbertForMaskedLM"
+  if kinds == {"qa_outputs"}:
+    return "AlbertForQuestionAnswering"
+  if kinds == {"classifier"} and not pooler:
+    return "AlbertForTokenClassification"
+  candidates = ("AlbertForSequenceClassification or AlbertForMultipleChoice"
+                if kinds == {"classifier"} else "no one class")
+  raise CheckpointConversionError(
+      f"{path}: no architectures field, and the stored head "
+      f"{cw.summarize_names(heads, 4)} fits {candidates}; add "
+      "\"architectures\" naming the model's class")
 
 
 def _load_safetensors(path: str) -> Dict[str, np.ndarray]:
@@ -104,9 +138,21 @@ def read_tensors(directory: str) -> Dict[str, np.ndarray]:
     if not isinstance(weight_map, dict):
       raise CheckpointConversionError(
           f"{index}: no weight_map object (tensor name -> shard file)")
-    tensors = {}
+    # Each tensor once, in the shard the index names: a second copy or a
+    # misfiled one would otherwise be taken or dropped by file order.
+    tensors, where = {}, {}
     for shard in sorted(set(weight_map.values())):
-      tensors.update(_load_safetensors(os.path.join(directory, shard)))
+      for name, array in _load_safetensors(
+          os.path.join(directory, shard)).items():
+        if name in where:
+          raise CheckpointConversionError(
+              f"{index}: tensor {name} is stored twice, in {where[name]} and "
+              f"{shard}")
+        if weight_map.get(name) != shard:
+          raise CheckpointConversionError(
+              f"{index}: tensor {name} is stored in {shard} but the "
+              f"weight_map assigns it to {weight_map.get(name) or 'no shard'}")
+        tensors[name], where[name] = array, shard
     missing = sorted(set(weight_map) - set(tensors))
     if missing:
       raise CheckpointConversionError(
@@ -122,7 +168,11 @@ def read_tensors(directory: str) -> Dict[str, np.ndarray]:
 
 def read_model(directory: str) -> HfModel:
   hf, arch = read_config(directory)
-  return HfModel(directory, hf, arch, read_tensors(directory))
+  tensors = read_tensors(directory)
+  if arch is None:
+    arch = architecture_of_tensors(tensors,
+                                   os.path.join(directory, CONFIG_NAME))
+  return HfModel(directory, hf, arch, tensors)
 
 
 def write_model(directory: str, tensors: Mapping[str, np.ndarray],

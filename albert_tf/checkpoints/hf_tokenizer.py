@@ -81,11 +81,15 @@ def _load(source, spm_model, vocab_size):
 
 
 def _vocab_size(hf_dir):
-  """config.json's vocab_size, or None when there is no config.json."""
+  """config.json's vocab_size, or None when there is no config.json or it
+  leaves the field out (the converter checks transformers' default)."""
   path = os.path.join(hf_dir, MODEL_CONFIG)
   if not os.path.exists(path):
     return None
-  return json_field(text_files.read_json_object(path), "vocab_size", int, path)
+  config = text_files.read_json_object(path)
+  if "vocab_size" not in config:
+    return None
+  return json_field(config, "vocab_size", int, path)
 
 
 def read_tokenizer(hf_dir):

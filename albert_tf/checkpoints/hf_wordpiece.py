@@ -56,18 +56,72 @@ class HfWordPiece:
   kind = "wordpiece"
 
 
-def is_wordpiece(hf_dir):
-  """Whether `hf_dir`'s tokenizer is WordPiece: no spiece.model, and a
-  vocab.txt or a tokenizer.json whose model is WordPiece."""
-  if os.path.exists(os.path.join(hf_dir, SPIECE_MODEL)):
-    return False
-  if os.path.exists(os.path.join(hf_dir, VOCAB_TXT)):
-    return True
+# transformers' tokenizer classes of each kind we read.
+SENTENCEPIECE_CLASSES = ("AlbertTokenizer", "AlbertTokenizerFast")
+WORDPIECE_CLASSES = ("BertTokenizer", "BertTokenizerFast")
+# A class defined by tokenizer.json alone (its model says the kind).
+JSON_CLASS = "PreTrainedTokenizerFast"
+MODEL_CONFIG = "config.json"
+
+
+def tokenizer_class(hf_dir):
+  """(tokenizer_class, the file giving it) as AutoTokenizer looks it up:
+  tokenizer_config.json's, else config.json's; (None, None) when neither
+  names one."""
+  for name in (TOKENIZER_CONFIG, MODEL_CONFIG):
+    path = os.path.join(hf_dir, name)
+    if os.path.exists(path):
+      value = text_files.read_json_object(path).get("tokenizer_class")
+      if value is not None:
+        return json_field({"tokenizer_class": value}, "tokenizer_class", str,
+                          path), path
+  return None, None
+
+
+def _json_model_type(hf_dir):
   path = os.path.join(hf_dir, TOKENIZER_JSON)
   if not os.path.exists(path):
-    return False
+    return None
   model = text_files.read_json_object(path).get("model")
-  return isinstance(model, dict) and model.get("type") == "WordPiece"
+  return model.get("type") if isinstance(model, dict) else None
+
+
+def is_wordpiece(hf_dir):
+  """Whether `hf_dir`'s tokenizer is WordPiece (vocab.txt, a WordPiece
+  tokenizer.json) rather than SentencePiece (spiece.model, a Unigram
+  tokenizer.json): its tokenizer_class says, and its files must have that
+  kind; without a class, the kind of the files there (both kinds are
+  refused)."""
+  json_type = _json_model_type(hf_dir)
+  spm_files = [n for n, there in (
+      (SPIECE_MODEL, os.path.exists(os.path.join(hf_dir, SPIECE_MODEL))),
+      (f"Unigram {TOKENIZER_JSON}", json_type == "Unigram")) if there]
+  wp_files = [n for n, there in (
+      (VOCAB_TXT, os.path.exists(os.path.join(hf_dir, VOCAB_TXT))),
+      (f"WordPiece {TOKENIZER_JSON}", json_type == "WordPiece")) if there]
+  cls, where = tokenizer_class(hf_dir)
+  if cls is None or cls == JSON_CLASS:
+    if spm_files and wp_files:
+      raise ValueError(
+          f"{os.path.join(hf_dir, TOKENIZER_CONFIG)}: no field "
+          f"tokenizer_class to choose between the SentencePiece "
+          f"({', '.join(spm_files)}) and the WordPiece "
+          f"({', '.join(wp_files)}) tokenizer there")
+    return bool(wp_files)
+  for classes, wanted, kind in ((WORDPIECE_CLASSES, wp_files, "WordPiece"),
+                                (SENTENCEPIECE_CLASSES, spm_files,
+                                 "SentencePiece")):
+    if cls in classes:
+      if not wanted:
+        raise ValueError(
+            f"{where}: field tokenizer_class is {cls!r} but {hf_dir} has no "
+            f"{kind} tokenizer ({', '.join(spm_files + wp_files) or 'none'}"
+            " there)")
+      return kind == "WordPiece"
+  raise ValueError(
+      f"{where}: field tokenizer_class is {cls!r}; albert_tf reads "
+      f"{', '.join(SENTENCEPIECE_CLASSES + WORDPIECE_CLASSES)} (and "
+      f"{JSON_CLASS} with a tokenizer.json)")
 
 
 def _vocab_txt_tokens(path, text):
@@ -124,11 +178,13 @@ def _check_strip_accents(path, obj, where, lower_field, lower):
 
 
 def _normalizer_lowercase(path, tokenizer):
-  """The BertNormalizer's lowercase (None: no normaliser), after checking
-  the rest is ours."""
+  """The BertNormalizer's lowercase, after checking the rest is ours (no
+  normaliser: `tokenizers` would neither clean, split CJK nor lower-case)."""
   spec = tokenizer.get("normalizer")
   if spec is None:
-    return None
+    raise ValueError(f"{path}: field normalizer is null; `tokenizers` would "
+                     "then neither clean the text, split CJK characters nor "
+                     "lower-case (ours is BERT's BertNormalizer)")
   if not isinstance(spec, dict) or spec.get("type") != "BertNormalizer":
     raise ValueError(f"{path}: field normalizer is not a BertNormalizer "
                      f"({spec.get('type') if isinstance(spec, dict) else spec!r})"
@@ -140,6 +196,25 @@ def _normalizer_lowercase(path, tokenizer):
                        "tokenizer always does it (as the original release)")
   _check_strip_accents(path, spec, "normalizer.", "lowercase", lower)
   return lower
+
+
+def _check_pipeline(path, tokenizer):
+  """Refuses the tokenizer.json steps that give other ids than ours: a
+  pre-tokenizer other than BERT's, a word limit other than ours (200) or
+  transformers' (100, the accepted difference)."""
+  spec = tokenizer.get("pre_tokenizer")
+  if not isinstance(spec, dict) or spec.get("type") != "BertPreTokenizer":
+    raise ValueError(
+        f"{path}: field pre_tokenizer is "
+        f"{spec.get('type') if isinstance(spec, dict) else spec!r}, not "
+        "BertPreTokenizer; ours splits at whitespace and punctuation as BERT's")
+  limit = tokenizer["model"].get("max_input_chars_per_word",
+                                 HF_MAX_INPUT_CHARS_PER_WORD)
+  if limit not in (MAX_INPUT_CHARS_PER_WORD, HF_MAX_INPUT_CHARS_PER_WORD):
+    raise ValueError(
+        f"{path}: field model.max_input_chars_per_word is {limit!r}; ours is "
+        f"{MAX_INPUT_CHARS_PER_WORD} (transformers' "
+        f"{HF_MAX_INPUT_CHARS_PER_WORD} is the one difference accepted)")
 
 
 def _config_lowercase(path, config):
@@ -198,7 +273,8 @@ def read_wordpiece(hf_dir, vocab_size=None):
       raise ValueError(f"{json_path}: field model.vocab differs from "
                        f"{vocab_path} (from id {first}); not one tokenizer")
     json_lower = _normalizer_lowercase(json_path, tokenizer)
-    if json_lower is not None and json_lower != lower:
+    _check_pipeline(json_path, tokenizer)
+    if json_lower != lower:
       raise ValueError(f"{json_path}: field normalizer.lowercase is "
                        f"{json_lower} but {config_path} do_lower_case is "
                        f"{lower}; transformers would use the json's")

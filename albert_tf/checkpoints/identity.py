@@ -177,6 +177,15 @@ def check(path: str, model: Optional[Mapping[str, Any]] = None,
   return identity
 
 
+def default_casing(path: str, settings: Dict[str, Any]) -> None:
+  """Sets settings["do_lower_case"], when not given, to the casing
+  checkpoint `path`'s identity records (an export without a run record)."""
+  if path and "do_lower_case" not in settings:
+    recorded = ((read(path) or {}).get("facts") or {}).get("do_lower_case")
+    if recorded is not None:
+      settings["do_lower_case"] = recorded
+
+
 class RunIdentity:
   """The identity a run stamps on each checkpoint it saves, and checks on
   each checkpoint it restores."""

@@ -1,6 +1,7 @@
 """The one export path: a task's model, restored, exported with the task's
 serving module and params. `export` runs an `ExportRequest` (what
-export_savedmodel's flags say): from a run directory (--model_dir, or a
+export_savedmodel's flags say; checked first by export_request.py): from a
+run directory (--model_dir, or a
 --checkpoint inside one) the task is rebuilt from the run record through the
 registry and exported by `export_run`, as `run_* --mode=export` is; else the
 task class and params come from the request (`task_for_flags`).
@@ -9,7 +10,6 @@ task class and params come from the request (`task_for_flags`).
 import contextlib
 import dataclasses
 import functools
-import os
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Type
 
 from absl import logging
@@ -17,7 +17,6 @@ import numpy as np
 import tf_keras
 
 from albert_tf.checkpoints import identity as identity_lib
-from albert_tf.checkpoints import paths
 from albert_tf.core import base_task
 from albert_tf.core import checkpoint_config
 from albert_tf.core import distribute_utils
@@ -31,7 +30,9 @@ from albert_tf.serving import preprocessing
 from albert_tf.serving import serving_modules
 from albert_tf.serving import serving_params
 from albert_tf.serving import wordpiece
+from albert_tf.tasks import export_request
 from albert_tf.tasks import registry
+from albert_tf.tasks.export_request import ExportForm, ExportRequest
 from albert_toolkit import output_files
 
 ENCODER = base_task.ENCODER_EXPORT
@@ -58,18 +59,6 @@ def _encoder_config(model):
 def check_params(params, model_config) -> None:
   preprocessing.check_tokenizer_files(
       params.spm_model_file, params.vocab_file, model_config.vocab_size)
-
-
-@dataclasses.dataclass
-class ExportForm:
-  """What an export writes besides its kind: the format (`savedmodel`,
-  `tflite`), the precision, and for a .tflite what it says it came from
-  (`source`) and int8's calibration examples."""
-  export_format: str = "savedmodel"
-  precision: str = "float32"
-  source: Dict[str, Any] = dataclasses.field(default_factory=dict)
-  # int8: examples of the run's own data (dicts of numpy ids, one example).
-  calibration_examples: Optional[List[Dict[str, Any]]] = None
 
 
 @contextlib.contextmanager
@@ -220,36 +209,6 @@ def model_for_flags(task_cls: Type[base_task.Task], kind: str, model_config,
   return task_cls.model_for(kind, model_config, params)
 
 
-# --- A request: what the command line says ------------------------------------
-
-
-@dataclasses.dataclass
-class ExportRequest:
-  """An export as export_savedmodel's flags give it (None: not given)."""
-  export_dir: str
-  model_dir: str = ""
-  checkpoint: str = ""
-  export_kind: Optional[str] = None
-  # A serving task name (`serving_task_names()`), without a run directory.
-  task: Optional[str] = None
-  version: Optional[int] = None
-  random_init: bool = False
-  allow_random_head: bool = False
-  # Model config files and overrides (may not change a run's model).
-  config_files: List[str] = dataclasses.field(default_factory=list)
-  params_override: str = ""
-  # Serving params fields that were given (`ServingParams` and subclasses).
-  settings: Dict[str, Any] = dataclasses.field(default_factory=dict)
-  # The preprocessing export only.
-  truncation: Optional[str] = None
-  max_first_segment_length: Optional[int] = None
-  # What is written (a SavedModel or a .tflite, in which precision:
-  # serving/lite_export.py); the export adds the weights' source to a copy.
-  form: ExportForm = dataclasses.field(default_factory=ExportForm)
-  # How many examples of the run's data calibrate an int8 .tflite.
-  representative_examples: Optional[int] = None
-
-
 def _run_record(request: ExportRequest) -> Optional[run_record.RunRecord]:
   """The record of --model_dir, else of the run the checkpoint belongs to
   (None if none): the one read of it for the whole export."""
@@ -263,38 +222,6 @@ def _run_record(request: ExportRequest) -> Optional[run_record.RunRecord]:
   if request.checkpoint:
     return run_record.find_for_checkpoint(request.checkpoint)
   return None
-
-
-def _check_preprocessing_only(request: ExportRequest, kind: str) -> None:
-  if kind == export_lib.PREPROCESSING_EXPORT:
-    # first_fixed without a cap would give the first segment everything.
-    if ((request.truncation == "first_fixed") !=
-        (request.max_first_segment_length is not None)):
-      raise ValueError("--max_first_segment_length and --truncation="
-                       "first_fixed go together (the cap on the first "
-                       "segment); give both or neither")
-    return
-  for name in ("truncation", "max_first_segment_length"):
-    if getattr(request, name) is not None:
-      raise ValueError(f"--{name} applies to --export_kind=preprocessing "
-                       f"only, not {kind}")
-
-
-def _check_encoder_settings(request: ExportRequest, kind: str,
-                            has_tokenizer: bool) -> None:
-  """The encoder export takes ids of any length: text settings it would
-  accept and ignore are refused (do_lower_case is recorded beside a
-  tokenizer file, the TF-Hub convention)."""
-  if kind != ENCODER:
-    return
-  if "max_seq_length" in request.settings:
-    raise ValueError("--max_seq_length does not apply to an encoder export "
-                     "(its signature takes ids of any length up to "
-                     "max_position_embeddings)")
-  if "do_lower_case" in request.settings and not has_tokenizer:
-    raise ValueError("--do_lower_case does not apply to an encoder export "
-                     "without --spm_model_file or --vocab_file (it is "
-                     "recorded beside the tokenizer file)")
 
 
 def _export_preprocessing(request: ExportRequest, params, model_config):
@@ -330,43 +257,6 @@ def _calibration_examples(task, count: int) -> List[Dict[str, Any]]:
   return examples
 
 
-def _check_weights(request: ExportRequest) -> None:
-  """--random_init only where no checkpoint would be restored: with one,
-  which weights were exported depended on the path taken."""
-  if not request.random_init:
-    return
-  if request.checkpoint:
-    raise ValueError("--random_init and --checkpoint: random weights or the "
-                     "checkpoint's, not both; drop one")
-  if request.model_dir:
-    found = paths.checkpoint_candidates(os.path.join(
-        request.model_dir, paths.RUN_CHECKPOINT_SUBDIR)) or [
-            p for p in [paths.latest_checkpoint(request.model_dir)] if p]
-    if found:
-      raise ValueError(f"--random_init with --model_dir {request.model_dir}, "
-                       f"which has checkpoints ({found[0]}); drop "
-                       "--random_init to export them")
-
-
-def _check_form(request: ExportRequest) -> None:
-  """A format, precision and kind that make sense together."""
-  form = request.form
-  lite_export.check_precision(form.export_format, form.precision)
-  if (request.representative_examples is not None and
-      form.precision != "int8"):
-    raise ValueError("--representative_examples calibrates --precision=int8 "
-                     f"only, not {form.precision}")
-  if (request.representative_examples is not None and
-      request.representative_examples < 1):
-    raise ValueError("--representative_examples must be >= 1, got "
-                     f"{request.representative_examples}")
-  if (request.export_kind == export_lib.PREPROCESSING_EXPORT and
-      (form.export_format, form.precision) != ("savedmodel", "float32")):
-    raise ValueError("--export_kind=preprocessing is a float32 SavedModel "
-                     "only (it has no weights; a .tflite of a task's serving "
-                     "kind takes text itself)")
-
-
 def _export_of_run(request: ExportRequest, record: run_record.RunRecord
                    ) -> str:
   model_dir = record.model_dir
@@ -382,8 +272,8 @@ def _export_of_run(request: ExportRequest, record: run_record.RunRecord
                      f"says its heads were trained (task {task.name!r}); "
                      "its checkpoints hold them")
   kind = request.export_kind or task_cls.default_export_kind
-  _check_preprocessing_only(request, kind)
-  _check_encoder_settings(request, kind, has_tokenizer=True)
+  export_request.check_preprocessing_only(request, kind)
+  export_request.check_encoder_settings(request, kind, has_tokenizer=True)
   if kind == export_lib.PREPROCESSING_EXPORT:
     params = run_params(task, record.facts, request.settings)
     return _export_preprocessing(request, params, task.config.model)
@@ -408,11 +298,12 @@ def _export_of_run(request: ExportRequest, record: run_record.RunRecord
 
 def _export_of_flags(request: ExportRequest) -> str:
   kind = request.export_kind or ("serving" if request.task else ENCODER)
-  _check_preprocessing_only(request, kind)
-  _check_encoder_settings(request, kind, has_tokenizer=bool(
+  export_request.check_preprocessing_only(request, kind)
+  export_request.check_encoder_settings(request, kind, has_tokenizer=bool(
       request.settings.get("spm_model_file") or
       request.settings.get("vocab_file")))
   preprocessing_only = kind == export_lib.PREPROCESSING_EXPORT
+  identity_lib.default_casing(request.checkpoint, request.settings)
   task_cls, params = task_for_flags(request.task, kind, request.settings)
   model_config, _ = checkpoint_config.model_config_for(
       request.config_files, request.params_override,
@@ -448,8 +339,8 @@ def export(request: ExportRequest) -> str:
   directory written. Errors are one line, before anything is written."""
   if not request.export_dir:
     raise ValueError("--export_dir is required")
-  _check_form(request)
-  _check_weights(request)
+  export_request.check_form(request)
+  export_request.check_weights(request)
   # A taken version or a bad path fails here, before a model is built.
   export_lib.version_dir(request.export_dir, request.version)
   spm = request.settings.get("spm_model_file")

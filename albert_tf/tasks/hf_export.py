@@ -23,7 +23,9 @@ from albert_tf.core import run_record
 from albert_tf.core import run_restore
 from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
 from albert_tf.tasks import hf_models
+from albert_tf.tasks import hf_vocab
 from albert_tf.tasks import registry
+from albert_toolkit import output_files
 
 
 def _head_config(task, params) -> Tuple[str, Dict[str, Any]]:
@@ -129,18 +131,43 @@ def export_hf(input_checkpoint: str, output_dir: str,
     variables = {n: v for n, v in variables.items() if n in values or
                  not cw.is_head(n)}  # the heads it holds
     cw.check_and_assign(variables, values, report.mapped, prefix)
-    # A SentencePiece model, else a WordPiece vocab*.txt (lower-cased:
-    # a checkpoint without a run records no do_lower_case).
-    found = [p for p in conversion.find_vocab_files(prefix)
-             if p.endswith((".model", ".txt"))]
-    vocab, lower = (found[0] if found else ""), True
+    vocab, lower = _vocabulary_beside(prefix)
+    dropout = ((identity.read(prefix) or {}).get("facts", {}).get(
+        hf_models.HF_CLASSIFIER_DROPOUT))
+    if dropout is not None:  # a converted checkpoint's config.json value
+      extra["classifier_dropout_prob"] = dropout
   tensors = hf.to_hf(_values(model), config, arch)
   path = hf_files.write_model(output_dir, tensors,
                         hf.hf_config_from_albert(config, arch, extra))
   if vocab:
-    hf_models.write_tokenizer(output_dir, vocab, lower,
+    hf_vocab.write_tokenizer(output_dir, vocab, lower,
                               config.max_position_embeddings)
   return path, arch
+
+
+def _vocabulary_beside(prefix: str) -> Tuple[str, bool]:
+  """(the tokenizer file next to checkpoint `prefix`, its lower-casing) of
+  a checkpoint without a run: the one its identity names by sha256 (a
+  converted checkpoint's), else the only one there (lower-cased: such a
+  checkpoint records no casing). Two candidates and nothing to choose by,
+  or none with the recorded sha256, are refused."""
+  facts = (identity.read(prefix) or {}).get("facts", {})
+  found = conversion.tokenizer_files(prefix)
+  sha = facts.get(identity.VOCAB_SHA256)
+  if sha:
+    matching = [p for p in found if output_files.file_sha256(p) == sha]
+    if not matching:
+      raise CheckpointConversionError(
+          f"{prefix}: its identity names the vocabulary with sha256 {sha}, "
+          "but no tokenizer file beside it has it "
+          f"({', '.join(found) or 'none there'})")
+    found = matching[:1]  # copies of one file
+  if len(found) > 1:
+    raise CheckpointConversionError(
+        f"{prefix}: {len(found)} tokenizer files beside the checkpoint "
+        f"({', '.join(os.path.basename(p) for p in found)}) and no record "
+        "of which is the model's; keep only its own")
+  return (found[0] if found else ""), facts.get("do_lower_case", True)
 
 
 def _check_hf_output(output_dir: str, overwrite: bool, source: str):

@@ -305,6 +305,8 @@ BAD = [
     ({"position_embedding_type": "relative_key"}, None,
      "position_embedding_type='relative_key'"),
     ({"problem_type": "multi_label_classification"}, None, "problem_type="),
+    ({"id2label": {"0": "a", "1": "a"}, "label2id": {"a": 1}}, None,
+     "config.json: id2label names 'a' twice"),
     ({}, _drop_pooler, "missing: albert.pooler.bias"),
     ({"vocab_size": 600}, None,
      "spiece.model: 500 pieces but config.json vocab_size is 600"),

@@ -11,6 +11,7 @@ tests/testing/hf_testlib.py, the tokenizer files as bert-base-chinese's.
 
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -34,6 +35,8 @@ from tests.testing import wordpiece_testlib
 from tests.testing.repo_paths import HF_FIXTURES
 
 TOKENS = wordpiece_testlib.tokens()
+# A SentencePiece model (the transformers-made fixtures').
+SPM = os.path.join(HF_FIXTURES, "model", "spiece.model")
 # Chinese, mixed and tricky strings (full-width forms, accents, CJK
 # extension blocks, control characters, punctuation).
 TABLE = [
@@ -234,6 +237,13 @@ def _bad_vocab_line(directory):
     f.write("a b\n")
 
 
+def _spiece_beside(directory):
+  """spiece.model too, and no tokenizer_class to choose."""
+  shutil.copyfile(SPM, os.path.join(directory, "spiece.model"))
+  _edit_json("tokenizer_config.json",
+             lambda c: c.pop("tokenizer_class"))(directory)
+
+
 @pytest.mark.parametrize("edit,expected", [
     (_edit_json("tokenizer_config.json",
                 lambda c: c.update(tokenize_chinese_chars=False)),
@@ -255,6 +265,28 @@ def _bad_vocab_line(directory):
     (_edit_json("config.json", lambda c: c.update(vocab_size=7)),
      f"vocab.txt: {len(TOKENS)} tokens but config.json vocab_size is 7"),
     (_bad_vocab_line, "vocab.txt:"),
+    # tokenizer.json steps that change the ids.
+    (_edit_json("tokenizer.json", lambda c: c.update(normalizer=None)),
+     "tokenizer.json: field normalizer is null; "),
+    (_edit_json("tokenizer.json",
+                lambda c: c.update(pre_tokenizer={"type": "Whitespace"})),
+     "tokenizer.json: field pre_tokenizer is 'Whitespace', not "
+     "BertPreTokenizer"),
+    (_edit_json("tokenizer.json", lambda c: c["model"].update(
+        max_input_chars_per_word=50)),
+     "tokenizer.json: field model.max_input_chars_per_word is 50; ours is "
+     "200"),
+    # tokenizer_class and the files there disagree.
+    (_edit_json("tokenizer_config.json",
+                lambda c: c.update(tokenizer_class="AlbertTokenizer")),
+     "tokenizer_config.json: field tokenizer_class is 'AlbertTokenizer' but "),
+    (_edit_json("tokenizer_config.json",
+                lambda c: c.update(tokenizer_class="XLNetTokenizer")),
+     "tokenizer_config.json: field tokenizer_class is 'XLNetTokenizer'; "
+     "albert_tf reads "),
+    (_spiece_beside, "tokenizer_config.json: no field tokenizer_class to "
+     "choose between the SentencePiece (spiece.model) and the WordPiece "
+     "(vocab.txt, WordPiece tokenizer.json) tokenizer there"),
 ])
 def test_refusals_are_one_line(tmp_path, edit, expected):
   hf_dir, out = str(tmp_path / "hf"), str(tmp_path / "ours")
@@ -266,6 +298,25 @@ def test_refusals_are_one_line(tmp_path, edit, expected):
   assert "\n" not in message and os.path.join(hf_dir, "") in message
   assert expected in message, message
   assert not os.path.exists(os.path.join(out, "vocab.txt"))
+
+
+@pytest.mark.parametrize("where", ["tokenizer_config.json", "config.json"])
+def test_tokenizer_class_chooses_between_two_vocabularies(tmp_path, where):
+  """spiece.model beside vocab.txt: BertTokenizer (in tokenizer_config.json,
+  else config.json, as AutoTokenizer looks) makes it WordPiece."""
+  hf_dir, out = str(tmp_path / "hf"), str(tmp_path / "ours")
+  _hf_dir(hf_dir, arch="AlbertModel")
+  shutil.copyfile(SPM, os.path.join(hf_dir, "spiece.model"))
+  if where == "config.json":
+    _edit_json("tokenizer_config.json",
+               lambda c: c.pop("tokenizer_class"))(hf_dir)
+    _edit_json("config.json",
+               lambda c: c.update(tokenizer_class="BertTokenizer"))(hf_dir)
+  hf_models.import_hf(hf_dir, out)
+  assert sorted(n for n in os.listdir(out) if "ckpt" not in n) == [
+      "albert_config.json", "checkpoint", "vocab.txt"]
+  with open(os.path.join(out, "vocab.txt"), encoding="utf-8") as f:
+    assert f.read().split("\n")[:-1] == TOKENS
 
 
 def test_written_tokenizer_json_is_read_back(tmp_path):

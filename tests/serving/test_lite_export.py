@@ -16,6 +16,7 @@ from albert_tf.serving import lite
 from albert_tf.serving import lite_export
 from albert_tf.serving import preprocessing
 from albert_tf.tasks import export as tasks_export
+from albert_tf.tasks import export_request
 from albert_toolkit import output_files
 from data_prep import tokenization
 from tests.serving.test_export_text import TRICKY
@@ -78,7 +79,7 @@ def setup(tmp_path_factory):
                                         str(tmp / kind / "saved")),
         lite=tasks_export.export_model(
             task_cls, "serving", model, params, str(tmp / kind / "lite"),
-            form=tasks_export.ExportForm("tflite")),
+            form=export_request.ExportForm("tflite")),
         task_cls=task_cls, params=params, model=model)
   return out
 
@@ -144,7 +145,7 @@ def test_lower_precisions(setup, precision, tmp_path):
                       np.int32)} for _ in range(8)]
   path = tasks_export.export_model(
       kind["task_cls"], "serving", kind["model"], kind["params"],
-      str(tmp_path), form=tasks_export.ExportForm(
+      str(tmp_path), form=export_request.ExportForm(
           "tflite", precision, calibration_examples=calibration))
   a, b = _texts()
   got = lite.LiteModel(path)("serving_default", text_a=a, text_b=b)
@@ -214,17 +215,17 @@ def test_model_json_says_what_it_is(setup):
 
 
 @pytest.mark.parametrize("request_fields,message", [
-    (dict(form=tasks_export.ExportForm("tflite", "bfloat16")),
+    (dict(form=export_request.ExportForm("tflite", "bfloat16")),
      "bfloat16 is not a tflite precision"),
-    (dict(form=tasks_export.ExportForm(precision="int8")),
+    (dict(form=export_request.ExportForm(precision="int8")),
      "int8 is not a savedmodel precision"),
-    (dict(form=tasks_export.ExportForm("onnx")), "--format must be one of"),
-    (dict(form=tasks_export.ExportForm("tflite"),
+    (dict(form=export_request.ExportForm("onnx")), "--format must be one of"),
+    (dict(form=export_request.ExportForm("tflite"),
           export_kind="preprocessing"),
      "preprocessing is a float32 SavedModel only"),
-    (dict(form=tasks_export.ExportForm("tflite", "dynamic_int8"),
+    (dict(form=export_request.ExportForm("tflite", "dynamic_int8"),
           representative_examples=10), "calibrates --precision=int8 only"),
-    (dict(form=tasks_export.ExportForm("tflite", "int8")),
+    (dict(form=export_request.ExportForm("tflite", "int8")),
      "int8 calibrates on the run's own data"),
 ])
 def test_refused(setup, tmp_path, request_fields, message):
@@ -245,7 +246,7 @@ def _config_file(tmp_path):
 def test_squad_windows_refused_with_the_reason(setup, tmp_path):
   with pytest.raises(ValueError, match="doc-stride windows.*--doc_stride=0"):
     lib.export(str(tmp_path / "out"), task="squad",
-               form=tasks_export.ExportForm("tflite"),
+               form=export_request.ExportForm("tflite"),
                settings=dict(spm_model_file=setup["spm"], max_seq_length=SEQ,
                              max_query_length=8, doc_stride=8),
                config_files=[_config_file(tmp_path)], random_init=True)

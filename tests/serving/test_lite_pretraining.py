@@ -10,7 +10,7 @@ import tf_keras
 from albert_tf.checkpoints import object_layout
 from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
 from albert_tf.serving import lite
-from albert_tf.tasks import export as tasks_export
+from albert_tf.tasks import export_request
 from tests.testing import export_testlib as lib
 
 SEQ = 8
@@ -39,7 +39,7 @@ def setup(tmp_path_factory):
       pretrainer=pretrainer,
       saved=lib.export(str(tmp / "saved"), **request),
       lite=lib.export(str(tmp / "lite"), **request,
-                      form=tasks_export.ExportForm("tflite")))
+                      form=export_request.ExportForm("tflite")))
 
 
 def test_mlm_equals_the_keras_model(setup):

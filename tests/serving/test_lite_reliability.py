@@ -19,7 +19,7 @@ import pytest
 
 from albert_tf import predict_lite
 from albert_tf.serving import lite
-from albert_tf.tasks import export as tasks_export
+from albert_tf.tasks import export_request
 from tests.testing import export_testlib as lib
 from tests.testing import tool_server
 from tests.testing.repo_paths import ROOT
@@ -43,7 +43,7 @@ def _export(sources, export_dir):
   spm, config_file = sources
   return lib.export(
       str(export_dir), task="classification",
-      form=tasks_export.ExportForm("tflite"),
+      form=export_request.ExportForm("tflite"),
       config_files=[config_file], random_init=True,
       settings=dict(spm_model_file=spm, max_seq_length=24, num_labels=3,
                     num_text_fields=2, label_names=LABELS))

@@ -13,6 +13,7 @@ import tf_keras
 from albert_tf.serving import lite
 from albert_tf.serving import lite_export
 from albert_tf.tasks import export as tasks_export
+from albert_tf.tasks import export_request
 from tests.testing import export_testlib as lib
 
 LABELS = ["O", "B-LOC", "B-PER", "I-LOC", "I-PER"]
@@ -32,7 +33,7 @@ def _export(model, spm, directory, seq=SEQ, tflite=False):
   task_cls, params = tasks_export.task_for_flags(
       "tagging", "serving", dict(spm_model_file=spm, max_seq_length=seq,
                                  label_names=LABELS))
-  form = tasks_export.ExportForm("tflite") if tflite else None
+  form = export_request.ExportForm("tflite") if tflite else None
   return tasks_export.export_model(task_cls, "serving", model, params,
                                    str(directory), form=form)
 

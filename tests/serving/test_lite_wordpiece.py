@@ -15,6 +15,7 @@ from albert_tf.serving import lite_export
 from albert_tf.serving import lite_preprocessing
 from albert_tf.serving import wordpiece
 from albert_tf.tasks import export as tasks_export
+from albert_tf.tasks import export_request
 from tests.serving.test_wordpiece import PAIR, TABLE, call, reference
 from tests.serving.test_wordpiece import reference_ids
 from tests.testing import export_testlib as lib
@@ -50,7 +51,7 @@ def setup(vocab, tmp_path_factory):
                                         str(tmp / kind / "saved")),
         lite=tasks_export.export_model(
             task_cls, "serving", model, params, str(tmp / kind / "lite"),
-            form=tasks_export.ExportForm("tflite")))
+            form=export_request.ExportForm("tflite")))
   return out
 
 

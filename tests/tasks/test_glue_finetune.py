@@ -16,6 +16,7 @@ from albert_tf.data import glue_data
 from albert_tf.serving import lite
 from albert_tf.tasks import sentence_prediction
 from albert_tf.tasks import export as tasks_export
+from albert_tf.tasks import export_request
 from tests.testing import finetune_testlib
 from tests.testing import tool_server
 from tests.testing.repo_paths import ROOT
@@ -161,9 +162,9 @@ def _check_lite_exports(tmp, model_dir, test_rows, predicted):
   agreement = np.mean([l.decode() == p for l, p in zip(int8["label"],
                                                        predicted)])
   assert agreement >= 0.9, agreement
-  bf16 = tasks_export.export(tasks_export.ExportRequest(
+  bf16 = tasks_export.export(export_request.ExportRequest(
       export_dir=str(tmp / "bf16"), model_dir=model_dir,
-      form=tasks_export.ExportForm(precision="bfloat16")))
+      form=export_request.ExportForm(precision="bfloat16")))
   out = tf.saved_model.load(bf16).signatures["serving_default"](
       text_a=tf.constant([r[1] for r in test_rows]),
       text_b=tf.constant([r[2] for r in test_rows]))

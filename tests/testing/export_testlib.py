@@ -34,6 +34,7 @@ import tensorflow as tf
 
 from albert_tf.tasks import all_tasks  # pylint: disable=unused-import
 from albert_tf.tasks import export as tasks_export
+from albert_tf.tasks import export_request
 from tests.testing import tool_server
 from tests.testing import user_env
 from tests.testing.repo_paths import BOTCHAN, ROOT
@@ -141,7 +142,7 @@ def export_serving(task_cls, model, export_dir, spm_file, **settings):
 def export(export_dir, settings=None, **request):
   """export_savedmodel in process: `request` holds ExportRequest fields,
   `settings` the serving params flags."""
-  return tasks_export.export(tasks_export.ExportRequest(
+  return tasks_export.export(export_request.ExportRequest(
       export_dir=export_dir, settings=dict(settings or {}), **request))
 
 
