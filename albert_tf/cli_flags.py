@@ -30,8 +30,8 @@ from albert_tf.serving import lite_export
 from albert_tf.serving import preprocessing
 from albert_tf.tasks import all_tasks  # pylint: disable=unused-import
 from albert_tf.tasks import export as tasks_export
-from albert_tf.tasks import export_request
 from albert_tf.tasks import registry
+from albert_tf.tasks.export_request import ExportForm, ExportRequest
 from albert_toolkit import command_line
 
 FLAGS = flags.FLAGS
@@ -253,16 +253,16 @@ def fail(error: Exception):
   sys.exit(1)
 
 
-def export_request() -> export_request.ExportRequest:
+def export_request() -> ExportRequest:
   """export_savedmodel's flags as an ExportRequest."""
   same = ("export_dir", "export_kind", "task", "version", "params_override",
           "truncation", "max_first_segment_length", "representative_examples")
-  return export_request.ExportRequest(
+  return ExportRequest(
       model_dir=FLAGS.model_dir or "", checkpoint=FLAGS.checkpoint or "",
       random_init=bool(FLAGS.random_init),
       allow_random_head=bool(FLAGS.allow_random_head),
       config_files=config_sources(),
-      form=export_request.ExportForm(FLAGS.format, FLAGS.precision),
+      form=ExportForm(FLAGS.format, FLAGS.precision),
       settings=export_settings(all_export_flags()),
       **{name: FLAGS[name].value for name in same})
 

@@ -130,14 +130,13 @@ def test_export_checks_the_converted_vocabulary_and_casing(tmp_path):
                      match=r"^the vocabulary \(sha256\) is .* but checkpoint "
                      r".* has .*the weights belong to another vocabulary"):
     export_testlib.export(str(tmp_path / "x"), settings={
-        "vocab_file": str(other), "max_seq_length": 16}, **request)
+        "vocab_file": str(other)}, **request)
   with pytest.raises(ValueError, match=r"^do_lower_case is True in the given "
                      r"config but checkpoint .* has False"):
     export_testlib.export(str(tmp_path / "x"), settings={
-        "vocab_file": vocab, "do_lower_case": True, "max_seq_length": 16},
-                          **request)
+        "vocab_file": vocab, "do_lower_case": True}, **request)
   assert not (tmp_path / "x").exists()
   # No --do_lower_case: the checkpoint's casing.
   path = export_testlib.export(str(tmp_path / "x"), settings={
-      "vocab_file": vocab, "max_seq_length": 16}, **request)
+      "vocab_file": vocab}, **request)
   assert identity.read(path)["facts"]["do_lower_case"] is False

@@ -215,7 +215,7 @@ def test_a_best_metric_without_in_loop_evaluation_warns(caplog):
                cls=question_answering.SquadExperimentConfig)
   assert squad.trainer.best_metric == ""
   no_loop_eval = types.SimpleNamespace(in_loop_eval=False)
-  with caplog.at_level(logging.WARNING):
+  with caplog.at_level(logging.WARNING, logger="absl"):
     actions.check_task_best_metric(no_loop_eval, squad)
     assert not caplog.records
     actions.check_task_best_metric(no_loop_eval, load(

@@ -86,7 +86,7 @@ def test_record_of_a_first_start_that_failed_is_replaced(run_dir, train_file,
   assert line["changes"]["model.hidden_size"] == [32, 64]
   # The same command resumed: the warm start is not read again, and the
   # log says so.
-  with caplog.at_level(logging.INFO):
+  with caplog.at_level(logging.INFO, logger="absl"):
     assert run(config(train_file, **{"trainer.init_checkpoint": init,
                                      "trainer.train_steps": 3}),
                model_dir)["train"]["step"] == 3

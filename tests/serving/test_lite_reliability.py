@@ -232,7 +232,7 @@ def test_model_json_without_a_sha256_loads_with_a_warning(export, tmp_path,
   runs, bound to its file by size and signatures, and says so."""
   copy = _copy(export, tmp_path / "v")
   _edit_model_json(copy, lambda i: i.pop("sha256"))
-  with caplog.at_level(logging.WARNING):
+  with caplog.at_level(logging.WARNING, logger="absl"):
     model = lite.LiteModel(copy)
   assert "sha256" not in model.info
   assert any("records no sha256" in r.getMessage() for r in caplog.records)
