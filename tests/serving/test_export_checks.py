@@ -23,14 +23,6 @@ from tests.testing import export_testlib as lib
 pytestmark = pytest.mark.slow
 
 
-def _one_line_error(fn, *args, errors=ValueError, **kwargs):
-  with pytest.raises(errors) as e:
-    fn(*args, **kwargs)
-  message = str(e.value)
-  assert "\n" not in message, message
-  return message
-
-
 @pytest.fixture(scope="module")
 def encoder_export(tmp_path_factory):
   tmp = tmp_path_factory.mktemp("checks_encoder")
@@ -69,7 +61,7 @@ def files(tmp_path_factory):
 
 def test_random_init_with_a_checkpoint_is_refused(files, tmp_path):
   export_dir = str(tmp_path / "out")
-  message = _one_line_error(
+  message = lib.one_line_error(
       lib.export, export_dir, config_files=[files["config_file"]],
       checkpoint=str(tmp_path / "ckpt-1"), random_init=True,
       settings={"spm_model_file": files["spm"]})
@@ -78,7 +70,7 @@ def test_random_init_with_a_checkpoint_is_refused(files, tmp_path):
   run = tmp_path / "run"
   saved = tf.train.Checkpoint(v=tf.Variable(1.0)).save(
       str(run / "checkpoints" / "ckpt"))
-  message = _one_line_error(lib.export, export_dir, model_dir=str(run),
+  message = lib.one_line_error(lib.export, export_dir, model_dir=str(run),
                             random_init=True)
   assert message.startswith(f"--random_init with --model_dir {run}")
   assert saved in message
@@ -91,7 +83,7 @@ def test_squad_query_must_leave_room_for_the_context(files, tmp_path):
   params(max_seq_length=16, max_query_length=12).validate()  # one token left
   export_dir = str(tmp_path / "out")
   for doc_stride in (0, 4):
-    message = _one_line_error(
+    message = lib.one_line_error(
         lib.export, export_dir, config_files=[files["config_file"]],
         random_init=True, task="squad", settings=dict(
             spm_model_file=files["spm"], max_seq_length=16,
@@ -113,11 +105,11 @@ def test_a_bad_export_dir_fails_before_a_model_is_built(files, tmp_path,
   request = dict(config_files=[files["config_file"]], random_init=True,
                  settings={"spm_model_file": files["spm"]})
   for export_dir in (a_file, a_file / "under"):
-    message = _one_line_error(lib.export, str(export_dir), **request)
+    message = lib.one_line_error(lib.export, str(export_dir), **request)
     assert message == (f"--export_dir {export_dir}: {a_file} is not a "
                        "directory")
   if os.path.isdir("/proc"):  # a file system without new directories
-    message = _one_line_error(lib.export, "/proc/albert_export_x", **request)
+    message = lib.one_line_error(lib.export, "/proc/albert_export_x", **request)
     assert message.startswith("--export_dir /proc/albert_export_x: cannot "
                               "create a directory in /proc (")
   assert a_file.read_text() == ""
@@ -171,9 +163,9 @@ def test_flags_that_would_do_nothing_are_refused(files, tmp_path):
        "(the cap on the first segment); give both or neither"),
   ]
   for request, expected in cases:
-    assert _one_line_error(lib.export, export_dir,
+    assert lib.one_line_error(lib.export, export_dir,
                            **dict(base, **request)) == expected, request
-  message = _one_line_error(
+  message = lib.one_line_error(
       lib.export, export_dir, export_kind="preprocessing",
       **dict(base, settings=dict(spm, num_labels=5)))
   assert message.startswith("--num_labels does not apply to a preprocessing "

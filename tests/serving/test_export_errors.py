@@ -27,14 +27,6 @@ def setup(tmp_path_factory):
               config_file=config_file)
 
 
-def _one_line_error(fn, *args, errors=ValueError, **kwargs):
-  with pytest.raises(errors) as e:
-    fn(*args, **kwargs)
-  message = str(e.value)
-  assert "\n" not in message, message
-  return message
-
-
 def _exports(setup, spm_file, export_dir):
   """Every export that embeds a tokenizer, as (name, thunk)."""
   config = setup["config"]
@@ -59,7 +51,7 @@ def test_spm_model_of_another_size_is_refused(setup, tmp_path):
   id was another piece's."""
   export_dir = str(tmp_path / "out")
   for name, export in _exports(setup, setup["wrong"], export_dir):
-    message = _one_line_error(export)
+    message = lib.one_line_error(export)
     assert setup["wrong"] in message, name
     assert f"{VOCAB + 100} pieces" in message, name
     assert f"vocab_size is {VOCAB}" in message, name
@@ -70,9 +62,9 @@ def test_missing_spm_file_is_refused(setup, tmp_path):
   missing = str(tmp_path / "nowhere.model")
   export_dir = str(tmp_path / "out")
   for name, export in _exports(setup, missing, export_dir):
-    message = _one_line_error(export)
+    message = lib.one_line_error(export)
     assert message.startswith(missing + ":"), name
-  message = _one_line_error(
+  message = lib.one_line_error(
       lib.export, export_dir, config_files=[setup["config_file"]],
       random_init=True, settings={"spm_model_file": missing})
   assert message.startswith(missing + ":")
@@ -87,19 +79,19 @@ def test_existing_version_and_bad_checkpoint(setup, tmp_path):
   before = sorted(os.listdir(first))
   # An existing version fails before any model is built or loaded: even
   # with a checkpoint that does not exist, the version is what is reported.
-  message = _one_line_error(
+  message = lib.one_line_error(
       lib.export, export_dir, config_files=[setup["config_file"]],
       checkpoint="/no/such/ckpt", version=1,
       settings={"spm_model_file": setup["right"]})
   assert message.startswith(first + " already exists")
   assert sorted(os.listdir(first)) == before
   bad = str(tmp_path / "no_ckpt")
-  message = _one_line_error(
+  message = lib.one_line_error(
       lib.export, export_dir, config_files=[setup["config_file"]],
       checkpoint=bad)
   assert message.startswith(bad + ": no such checkpoint")
   missing_config = str(tmp_path / "albert_config.json")
-  message = _one_line_error(
+  message = lib.one_line_error(
       lib.export, export_dir, config_files=[missing_config],
       random_init=True, errors=(ValueError, FileNotFoundError))
   assert missing_config in message

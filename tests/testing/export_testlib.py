@@ -29,6 +29,7 @@ import os
 import sys
 import textwrap
 
+import pytest
 import sentencepiece as spm
 import tensorflow as tf
 
@@ -144,6 +145,16 @@ def export(export_dir, settings=None, **request):
   `settings` the serving params flags."""
   return tasks_export.export(export_request.ExportRequest(
       export_dir=export_dir, settings=dict(settings or {}), **request))
+
+
+def one_line_error(fn, *args, errors=ValueError, **kwargs):
+  """The message of the `errors` that `fn(*args, **kwargs)` raises, after
+  asserting it is one line."""
+  with pytest.raises(errors) as e:
+    fn(*args, **kwargs)
+  message = str(e.value)
+  assert "\n" not in message, message
+  return message
 
 
 def tiny_config(vocab_size=SPM_VOCAB_SIZE, **overrides):
