@@ -46,8 +46,8 @@ _CLAIM_ATTEMPTS = 100
 
 def check_export_dir(export_dir):
   """Fails in one line unless `export_dir` is a directory, or can be made
-  one, where this process can create entries (a file, a missing or
-  read-only parent failed in the save, after the model was built)."""
+  one, where this process can create entries: checked before a model is
+  built, where the save would fail only after it."""
   if "://" in export_dir:  # URL file systems: their own errors
     return
   path = os.path.abspath(export_dir)

@@ -88,7 +88,7 @@ def check_encoder_settings(request: ExportRequest, kind: str,
 
 def check_weights(request: ExportRequest) -> None:
   """--random_init only where no checkpoint would be restored: with one,
-  which weights were exported depended on the path taken."""
+  which weights are exported would depend on the path taken."""
   if not request.random_init:
     return
   if request.checkpoint:
