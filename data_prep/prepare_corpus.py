@@ -155,8 +155,8 @@ def cut_long(sentence, max_chars, stats):
   stats["long_sentences_split"] += 1
   pieces = []
   while len(sentence) > max_chars:
-    cut = sentence.rfind(" ", 0, max_chars + 1)
-    cut = cut if cut > 0 else max_chars
+    # A piece may be max_chars long: a space right after it also cuts there.
+    cut = min(text_reader.whitespace_cut(sentence, max_chars + 1), max_chars)
     pieces.append(sentence[:cut])
     sentence = sentence[cut:].lstrip(" ")
   return pieces + [sentence] if sentence else pieces

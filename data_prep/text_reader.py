@@ -36,6 +36,13 @@ _INVALID_UTF8 = re.compile("[\udc80-\udcff]")
 _BOM = "\ufeff"
 
 
+def whitespace_cut(text, limit):
+  """Where to cut `text` so the first part is shorter than `limit`: at its
+  last space before `limit`, else at `limit` (a word that long is cut)."""
+  cut = text.rfind(" ", 0, limit)
+  return cut if cut > 0 else limit
+
+
 def open_binary(path, opener=None):
   """Opens `path` for binary reading, transparently gunzipping.
 
@@ -194,8 +201,7 @@ def iter_clean_lines(path, stats, max_line_chars=100_000, progress=None,
         # Cut at the last space before max_line_chars (else at it); a line
         # read so far is cut once it reaches max_line_chars, once per read.
         while len(text) > max_line_chars - (not complete):
-          cut = text.rfind(" ", 0, max_line_chars)
-          cut = cut if cut > 0 else max_line_chars
+          cut = whitespace_cut(text, max_line_chars)
           yield text[:cut]
           text = text[cut:]
           if not complete:
