@@ -177,13 +177,22 @@ def check(path: str, model: Optional[Mapping[str, Any]] = None,
   return identity
 
 
-def default_casing(path: str, settings: Dict[str, Any]) -> None:
-  """Sets settings["do_lower_case"], when not given, to the casing
+def recorded_facts(path: str) -> Dict[str, Any]:
+  """The facts the identity of checkpoint `path` records ({} when it
+  carries none)."""
+  return (read(path) or {}).get("facts") or {}
+
+
+def with_recorded_casing(path: str, settings: Mapping[str, Any]
+                         ) -> Dict[str, Any]:
+  """`settings` with do_lower_case, when not given, taken from the casing
   checkpoint `path`'s identity records (an export without a run record)."""
+  settings = dict(settings)
   if path and "do_lower_case" not in settings:
-    recorded = ((read(path) or {}).get("facts") or {}).get("do_lower_case")
+    recorded = recorded_facts(path).get("do_lower_case")
     if recorded is not None:
       settings["do_lower_case"] = recorded
+  return settings
 
 
 class RunIdentity:

@@ -1,10 +1,10 @@
 """The one export path: a task's model, restored, exported with the task's
 serving module and params. `export` runs an `ExportRequest` (what
 export_savedmodel's flags say; checked first by export_request.py): from a
-run directory (--model_dir, or a
---checkpoint inside one) the task is rebuilt from the run record through the
-registry and exported by `export_run`, as `run_* --mode=export` is; else the
-task class and params come from the request (`task_for_flags`).
+run directory (--model_dir, or a --checkpoint inside one) the task is
+rebuilt from the run record through the registry and exported by
+`export_run`, as `run_* --mode=export` is; else the task class and params
+come from the request (`task_for_flags`).
 """
 
 import contextlib
@@ -303,8 +303,9 @@ def _export_of_flags(request: ExportRequest) -> str:
       request.settings.get("spm_model_file") or
       request.settings.get("vocab_file")))
   preprocessing_only = kind == export_lib.PREPROCESSING_EXPORT
-  identity_lib.default_casing(request.checkpoint, request.settings)
-  task_cls, params = task_for_flags(request.task, kind, request.settings)
+  task_cls, params = task_for_flags(
+      request.task, kind,
+      identity_lib.with_recorded_casing(request.checkpoint, request.settings))
   model_config, _ = checkpoint_config.model_config_for(
       request.config_files, request.params_override,
       checkpoint=request.checkpoint or None, record=None)

@@ -131,27 +131,27 @@ def export_hf(input_checkpoint: str, output_dir: str,
     variables = {n: v for n, v in variables.items() if n in values or
                  not cw.is_head(n)}  # the heads it holds
     cw.check_and_assign(variables, values, report.mapped, prefix)
-    vocab, lower = _vocabulary_beside(prefix)
-    dropout = ((identity.read(prefix) or {}).get("facts", {}).get(
-        hf_models.HF_CLASSIFIER_DROPOUT))
+    facts = identity.recorded_facts(prefix)
+    vocab, lower = _vocabulary_beside(prefix, facts)
+    dropout = facts.get(hf_models.HF_CLASSIFIER_DROPOUT)
     if dropout is not None:  # a converted checkpoint's config.json value
       extra["classifier_dropout_prob"] = dropout
   tensors = hf.to_hf(_values(model), config, arch)
   path = hf_files.write_model(output_dir, tensors,
-                        hf.hf_config_from_albert(config, arch, extra))
+                              hf.hf_config_from_albert(config, arch, extra))
   if vocab:
     hf_vocab.write_tokenizer(output_dir, vocab, lower,
-                              config.max_position_embeddings)
+                             config.max_position_embeddings)
   return path, arch
 
 
-def _vocabulary_beside(prefix: str) -> Tuple[str, bool]:
+def _vocabulary_beside(prefix: str, facts: Dict[str, Any]
+                       ) -> Tuple[str, bool]:
   """(the tokenizer file next to checkpoint `prefix`, its lower-casing) of
-  a checkpoint without a run: the one its identity names by sha256 (a
-  converted checkpoint's), else the only one there (lower-cased: such a
-  checkpoint records no casing). Two candidates and nothing to choose by,
-  or none with the recorded sha256, are refused."""
-  facts = (identity.read(prefix) or {}).get("facts", {})
+  a checkpoint without a run: the one its identity's `facts` name by
+  sha256 (a converted checkpoint's), else the only one there (lower-cased:
+  such a checkpoint records no casing). Two candidates and nothing to
+  choose by, or none with the recorded sha256, are refused."""
   found = conversion.tokenizer_files(prefix)
   sha = facts.get(identity.VOCAB_SHA256)
   if sha:
