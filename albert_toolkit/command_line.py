@@ -103,8 +103,9 @@ def _fail(message: str):
 def parse_flags(argv: Sequence[str], known_only: bool = False) -> List[str]:
   """The `flags_parser` of `absl.app.run`: parses `argv` into FLAGS and exits
   with one line on an unknown flag, a bad value, a word that is not a flag,
-  a flag given twice or a NaN/infinite float. Returns [program] (with `known_only`: [program]
-  + the arguments left for another parser, e.g. Beam's options)."""
+  a flag given twice or a NaN/infinite float. Returns [program] (with
+  `known_only`: [program] + the arguments left for another parser, e.g.
+  Beam's options)."""
   adopt_tool_flags(flags.FLAGS)
   try:
     rest = flags.FLAGS(list(argv), known_only=known_only)
@@ -113,8 +114,9 @@ def parse_flags(argv: Sequence[str], known_only: bool = False) -> List[str]:
     _fail(_repeated_error(flags.FLAGS) or str(e))
   if not known_only and len(rest) > 1:
     _fail(stray_words_error(rest[1:]))
-  if repeated_flags(flags.FLAGS):
-    _fail(_repeated_error(flags.FLAGS))
+  repeated = _repeated_error(flags.FLAGS)
+  if repeated:
+    _fail(repeated)
   bad = non_finite_flags(flags.FLAGS)
   if bad:
     _fail(f"{', '.join(bad)}: not a finite number")
