@@ -25,11 +25,12 @@ import unicodedata
 
 import numpy as np
 
-PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
-SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)
-CONTINUATION = "##"
-# The original release's WordpieceTokenizer default (Model Garden's is 400).
-MAX_INPUT_CHARS_PER_WORD = 200
+from albert_toolkit import wordpiece_vocab
+from albert_toolkit.wordpiece_vocab import CONTINUATION
+from albert_toolkit.wordpiece_vocab import MAX_INPUT_CHARS_PER_WORD
+from albert_toolkit.wordpiece_vocab import SPECIAL_TOKENS
+from albert_toolkit.wordpiece_vocab import UNK
+
 
 # The original's "Chinese character" blocks (CJK Unified Ideographs, its
 # extensions A-E, the compatibility ideographs and their supplement).
@@ -151,45 +152,6 @@ def _split_word(chars, spans, words):
     words.append(("".join(cur), cur_spans))
 
 
-def load_vocab(vocab_file, text=None):
-  """The tokens of a vocabulary file (one a line, the first field of it; an
-  empty line is the token " ", as in the original), in id order.
-
-  text: the file's contents (str or bytes), read by the caller (e.g. from
-  gs://); `vocab_file` then only names it. ValueError naming the file and
-  line for a file that is not UTF-8 text or repeats a token.
-  """
-  if text is None:
-    try:
-      with open(vocab_file, "rb") as f:
-        text = f.read()
-    except OSError as e:
-      raise FileNotFoundError(
-          f"WordPiece vocabulary {vocab_file}: {e.strerror}") from None
-  if isinstance(text, bytes):
-    try:
-      text = text.decode("utf-8")
-    except UnicodeDecodeError as e:
-      line = text[:e.start].count(b"\n") + 1
-      raise ValueError(f"{vocab_file}:{line}: not UTF-8 text (a WordPiece "
-                       "vocabulary has one token a line)") from None
-  lines = text.split("\n")
-  if lines[-1] == "":
-    lines.pop()  # the final newline
-  tokens, seen = [], {}
-  for number, line in enumerate(lines, 1):
-    fields = line.split()
-    token = fields[0] if fields else " "
-    if token in seen:
-      raise ValueError(f"{vocab_file}:{number}: token {token!r} repeats line "
-                       f"{seen[token]}; every id must be one token")
-    seen[token] = number
-    tokens.append(token)
-  if not tokens or tokens == [" "]:
-    raise ValueError(f"{vocab_file}: empty WordPiece vocabulary")
-  return tokens
-
-
 class WordPieceTokenizer:
   """The original's FullTokenizer over a WordPiece vocabulary.
 
@@ -219,14 +181,11 @@ class WordPieceTokenizer:
     self.vocab_file = self.vocab_path = vocab_file
     self.do_lower_case = do_lower_case
     self.max_input_chars_per_word = max_input_chars_per_word
-    self._tokens = load_vocab(vocab_file, vocab_text)
+    self._tokens = (wordpiece_vocab.read_tokens(vocab_file)
+                    if vocab_text is None else
+                    wordpiece_vocab.parse_tokens(vocab_text, vocab_file))
     self.vocab = {t: i for i, t in enumerate(self._tokens)}
     self.vocab_size = len(self._tokens)
-    missing = [t for t in SPECIAL_TOKENS if t not in self.vocab]
-    if missing:
-      raise ValueError(f"WordPiece vocabulary {vocab_file} has no "
-                       f"{missing[0]} token (a BERT vocabulary has "
-                       f"{', '.join(SPECIAL_TOKENS)})")
     self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
         self.vocab[t] for t in SPECIAL_TOKENS)
     self._longest = max(len(t) for t in self._tokens)

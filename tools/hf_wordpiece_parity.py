@@ -31,6 +31,7 @@ import transformers
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
     __file__))))
+from albert_toolkit import wordpiece_vocab  # pylint: disable=g-import-not-at-top,wrong-import-position
 from data_prep import wordpiece  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 TABLE = [
@@ -75,8 +76,9 @@ def make_fixture(vocab_txt, directory):
   its ids on TABLE."""
   with open(vocab_txt, encoding="utf-8") as f:
     tokens = [line.rstrip("\n") for line in f]
-  rest = [t for t in tokens if t not in wordpiece.SPECIAL_TOKENS]
-  tokens = [wordpiece.PAD] + rest + list(wordpiece.SPECIAL_TOKENS[1:])
+  rest = [t for t in tokens if t not in wordpiece_vocab.SPECIAL_TOKENS]
+  tokens = ([wordpiece_vocab.PAD] + rest +
+            list(wordpiece_vocab.SPECIAL_TOKENS[1:]))
   tok = transformers.BertTokenizer(vocab={t: i for i, t in enumerate(tokens)},
                                    do_lower_case=True)
   tok.save_pretrained(directory)

@@ -22,6 +22,15 @@ import os
 
 from albert_toolkit import output_files
 from albert_toolkit import text_files
+from albert_toolkit import wordpiece_vocab
+from albert_toolkit.wordpiece_vocab import CLS
+from albert_toolkit.wordpiece_vocab import CONTINUATION
+from albert_toolkit.wordpiece_vocab import MASK
+from albert_toolkit.wordpiece_vocab import MAX_INPUT_CHARS_PER_WORD
+from albert_toolkit.wordpiece_vocab import PAD
+from albert_toolkit.wordpiece_vocab import SEP
+from albert_toolkit.wordpiece_vocab import SPECIAL_TOKENS
+from albert_toolkit.wordpiece_vocab import UNK
 from albert_tf.checkpoints.hf_tokenizer_json import bool_field
 from albert_tf.checkpoints.hf_tokenizer_json import json_field
 
@@ -30,11 +39,7 @@ TOKENIZER_JSON = "tokenizer.json"
 TOKENIZER_CONFIG = "tokenizer_config.json"
 SPECIAL_TOKENS_MAP = "special_tokens_map.json"
 SPIECE_MODEL = "spiece.model"
-PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
-SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)
-CONTINUATION = "##"
-# The original release's (and our) longest word; transformers' is 100.
-MAX_INPUT_CHARS_PER_WORD = 200
+# transformers' longest word (ours is the original's, 200).
 HF_MAX_INPUT_CHARS_PER_WORD = 100
 
 
@@ -125,20 +130,17 @@ def is_wordpiece(hf_dir):
 
 
 def _vocab_txt_tokens(path, text):
-  """The tokens of vocab.txt (transformers' rule: a line is a token)."""
-  try:
-    lines = text.decode("utf-8").split("\n")
-  except UnicodeDecodeError as e:
-    raise ValueError(f"{path}: not UTF-8 text (byte {e.start})") from None
-  if lines and lines[-1] == "":
-    lines.pop()
-  for number, line in enumerate(lines, 1):
-    token = line.rstrip("\r")
-    if not token or token != token.strip() or len(token.split()) != 1:
-      raise ValueError(f"{path}:{number}: token {token!r} is empty or holds "
-                       "whitespace; our vocabulary reader takes a line's "
-                       "first field, so the ids would shift")
-  return tuple(line.rstrip("\r") for line in lines)
+  """The tokens of vocab.txt by our rule (albert_toolkit/wordpiece_vocab.py),
+  refused where transformers' rule (the whole line is the token) reads a
+  line otherwise: the ids would shift or name other pieces."""
+  tokens = wordpiece_vocab.parse_tokens(text, path)
+  lines = text.decode("utf-8").split("\n")
+  for number, (token, line) in enumerate(zip(tokens, lines), 1):
+    if line.rstrip("\r") != token:
+      raise ValueError(f"{path}:{number}: line {line!r} is token {token!r} "
+                       "for the original's reader, but the whole line for "
+                       "transformers'; one token a line, no whitespace")
+  return tuple(tokens)
 
 
 def _json_tokens(path, tokenizer):
@@ -279,16 +281,11 @@ def read_wordpiece(hf_dir, vocab_size=None):
                        f"{json_lower} but {config_path} do_lower_case is "
                        f"{lower}; transformers would use the json's")
     if tokens is None:
-      tokens, source = json_tokens, json_path
-      vocab_text = "".join(t + "\n" for t in tokens).encode("utf-8")
+      source = json_path
+      vocab_text = "".join(t + "\n" for t in json_tokens).encode("utf-8")
+      tokens = tuple(wordpiece_vocab.parse_tokens(vocab_text, json_path))
   if tokens is None:
     raise ValueError(f"{hf_dir}: no {VOCAB_TXT} or WordPiece {TOKENIZER_JSON}")
-  missing = [t for t in SPECIAL_TOKENS if t not in tokens]
-  if missing:
-    raise ValueError(f"{source}: no {missing[0]} token (a BERT vocabulary "
-                     f"has {', '.join(SPECIAL_TOKENS)})")
-  if len(set(tokens)) != len(tokens):
-    raise ValueError(f"{source}: a token repeats; every id must be one token")
   if vocab_size is not None and len(tokens) != vocab_size:
     raise ValueError(f"{source}: {len(tokens)} tokens but config.json "
                      f"vocab_size is {vocab_size}; not the model's tokenizer "
@@ -377,9 +374,6 @@ def write_wordpiece(hf_dir, vocab_file, do_lower_case, model_max_length=512):
   with open(vocab_file, "rb") as f:
     text = f.read()
   tokens = _vocab_txt_tokens(vocab_file, text)
-  missing = [t for t in SPECIAL_TOKENS if t not in tokens]
-  if missing:
-    raise ValueError(f"{vocab_file}: no {missing[0]} token")
   output_files.atomic_write(os.path.join(hf_dir, VOCAB_TXT), text)
   output_files.write_json(os.path.join(hf_dir, TOKENIZER_CONFIG),
                           tokenizer_config(do_lower_case, model_max_length))

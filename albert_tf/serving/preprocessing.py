@@ -46,6 +46,7 @@ import tensorflow_text as tf_text
 
 from albert_tf.serving import wordpiece
 from albert_tf.serving.unicode_classes import char_class
+from albert_toolkit import wordpiece_vocab
 from data_prep import tokenization
 
 TRUNCATION_MODES = ("longest_first", "first_fixed")
@@ -299,14 +300,16 @@ class WordPiecePreprocessor(TextPreprocessor):
   def _load(self, vocab_file):
     self.tokens = wordpiece.read_vocab(vocab_file)
     ids = {t: i for i, t in enumerate(self.tokens)}
-    self.cls_id, self.sep_id = ids["[CLS]"], ids["[SEP]"]
-    self.unk_id = ids[wordpiece.UNKNOWN]
+    self.cls_id = ids[wordpiece_vocab.CLS]
+    self.sep_id = ids[wordpiece_vocab.SEP]
+    self.unk_id = ids[wordpiece_vocab.UNK]
     self.pad_id = wordpiece.PAD_ID
     self.vocab_file = tf.saved_model.Asset(vocab_file)
     self._tokenizer = tf_text.FastBertTokenizer(
-        vocab=self.tokens, suffix_indicator=wordpiece.SUFFIX,
+        vocab=wordpiece.tokenizer_vocab(self.tokens),
+        suffix_indicator=wordpiece_vocab.CONTINUATION,
         max_bytes_per_word=wordpiece.MAX_BYTES_PER_WORD,
-        token_out_type=tf.int64, unknown_token=wordpiece.UNKNOWN,
+        token_out_type=tf.int64, unknown_token=wordpiece_vocab.UNK,
         fast_bert_normalizer_model_buffer=wordpiece.normalizer_model(
             bool(self.do_lower_case)))
     self._piece_tables = wordpiece.piece_tables(self.tokens)

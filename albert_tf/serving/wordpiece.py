@@ -10,7 +10,7 @@ BERT's `BasicTokenizer` + `WordpieceTokenizer` are, per text:
      then NFD with the nonspacing marks (Mn) dropped;
   4. split off every punctuation character (ASCII non-alphanumerics and P*);
   5. greedy longest-match WordPiece per word ("##" marks a continuation);
-     a word of more than `MAX_CHARS_PER_WORD` characters, or one the
+     a word of more than `MAX_INPUT_CHARS_PER_WORD` characters, or one the
      vocabulary cannot cover, is one [UNK].
 
 Here: TF Text's `FastBertNormalizer` runs steps 1 and 3's per-character part
@@ -46,15 +46,13 @@ import tensorflow as tf
 
 from albert_tf.serving import lite_tokenizer
 from albert_tf.serving.unicode_classes import char_class
+from albert_toolkit import wordpiece_vocab
+from albert_toolkit.wordpiece_vocab import CONTINUATION
+from albert_toolkit.wordpiece_vocab import MAX_INPUT_CHARS_PER_WORD
 
-SUFFIX = "##"
-UNKNOWN = "[UNK]"
 PAD_ID = 0  # The original's packing pads with id 0 whatever token it is.
-REQUIRED_TOKENS = ("[CLS]", "[SEP]", UNKNOWN)
-# The original release's WordpieceTokenizer(max_input_chars_per_word=200).
-MAX_CHARS_PER_WORD = 200
 # FastWordpieceTokenizer's limit is in UTF-8 bytes: 4 per character at most.
-MAX_BYTES_PER_WORD = 4 * MAX_CHARS_PER_WORD
+MAX_BYTES_PER_WORD = 4 * MAX_INPUT_CHARS_PER_WORD
 _SIGMA, _FINAL_SIGMA = "\u03a3", "\u03c2"
 # FastBertNormalizerModel value bits (tensorflow_text fast_bert_normalizer.h).
 _CHANGED = 0x40000000
@@ -65,39 +63,17 @@ _LENGTH_BITS = 6
 
 
 def read_vocab(vocab_file):
-  """The tokens of a BERT vocabulary file (one a line; id = line number).
+  """The tokens of a BERT vocabulary file (a local path or a URL
+  `tf.io.gfile` reads), by albert_toolkit/wordpiece_vocab.py's rule.
 
   Raises ValueError in one line naming the file (and line) when it is
-  missing, has a blank line, a token with whitespace inside, a token twice
-  (the original and Model Garden number those differently), or lacks
-  [CLS], [SEP] or [UNK].
+  missing or the rule refuses it.
   """
   if not vocab_file or not tf.io.gfile.exists(vocab_file):
     raise ValueError(f"{vocab_file}: no such WordPiece vocabulary file "
                      "(--vocab_file)")
   with tf.io.gfile.GFile(vocab_file, "rb") as f:
-    data = f.read()
-  try:
-    lines = data.decode("utf-8").splitlines()
-  except UnicodeDecodeError as e:
-    raise ValueError(f"{vocab_file}: not UTF-8 text (byte {e.start}); not a "
-                     "WordPiece vocabulary") from e
-  tokens, seen = [], {}
-  for number, line in enumerate(lines, 1):
-    token = line.strip()
-    if not token or len(token.split()) != 1:
-      raise ValueError(f"{vocab_file}:{number}: a WordPiece vocabulary has "
-                       f"one token a line, got {line!r}")
-    if token in seen:
-      raise ValueError(f"{vocab_file}:{number}: token {token!r} again (first "
-                       f"on line {seen[token]})")
-    seen[token] = number
-    tokens.append(token)
-  missing = [t for t in REQUIRED_TOKENS if t not in seen]
-  if missing:
-    raise ValueError(f"{vocab_file}: no {', '.join(missing)} token (a BERT "
-                     "WordPiece vocabulary has [CLS], [SEP] and [UNK])")
-  return tokens
+    return wordpiece_vocab.parse_tokens(f.read(), vocab_file)
 
 
 def check_vocab(vocab_file, vocab_size=None):
@@ -111,13 +87,27 @@ def check_vocab(vocab_file, vocab_size=None):
   return tokens
 
 
+def tokenizer_vocab(tokens):
+  """`tokens` as TF Text's tokenizer takes them: a blank line's token " "
+  (which the original never produces from text, and TF Text would match
+  across a space) becomes a bracketed stand-in, which text cannot produce
+  either (brackets are words of their own); every id stays."""
+  if wordpiece_vocab.BLANK_LINE_TOKEN not in tokens:
+    return list(tokens)
+  stand_in = "[blank_line]"
+  while stand_in in tokens:
+    stand_in += "_"
+  return [stand_in if t == wordpiece_vocab.BLANK_LINE_TOKEN else t
+          for t in tokens]
+
+
 def piece_text(token):
   """(text as a span's first piece, text after another piece) of a token:
   a "##" piece joins the previous one, any other is a new word."""
   if token in ("[CLS]", "[SEP]", "[PAD]", "[MASK]"):
     return "", ""
-  if token.startswith(SUFFIX) and len(token) > len(SUFFIX):
-    return token[len(SUFFIX):], token[len(SUFFIX):]
+  if token.startswith(CONTINUATION) and len(token) > len(CONTINUATION):
+    return token[len(CONTINUATION):], token[len(CONTINUATION):]
   return token, " " + token
 
 
@@ -270,22 +260,22 @@ def graph_pre_rules(text, lower):
 def piece_tables(tokens):
   """int32 constants [vocab]: 1 for a "##" piece, each piece's characters
   (without "##")."""
-  suffix = [int(t.startswith(SUFFIX) and len(t) > len(SUFFIX))
+  suffix = [int(t.startswith(CONTINUATION) and len(t) > len(CONTINUATION))
             for t in tokens]
-  chars = [len(t) - len(SUFFIX) * s for t, s in zip(tokens, suffix)]
+  chars = [len(t) - len(CONTINUATION) * s for t, s in zip(tokens, suffix)]
   return tf.constant(suffix, tf.int32), tf.constant(chars, tf.int32)
 
 
 def long_words_unknown(ids, is_suffix, chars, unknown_id):
   """Ragged ids [batch, (n)] -> [batch, (n')] with each word (a piece and
-  the "##" pieces after it) of more than `MAX_CHARS_PER_WORD` characters
-  made one [UNK], as the original's `WordpieceTokenizer`."""
+  the "##" pieces after it) of more than `MAX_INPUT_CHARS_PER_WORD`
+  characters made one [UNK], as the original's `WordpieceTokenizer`."""
   values = tf.cast(ids.flat_values, tf.int32)  # [n]
   starts = 1 - tf.gather(is_suffix, values)  # [n]: 1 where a word starts
   word = tf.cumsum(starts) - 1  # [n]: its word's index
   total = tf.math.unsorted_segment_sum(
       tf.gather(chars, values), word, tf.size(values))  # [n] per word
-  long = tf.gather(total, word) > MAX_CHARS_PER_WORD  # [n]
+  long = tf.gather(total, word) > MAX_INPUT_CHARS_PER_WORD  # [n]
   keep = (starts > 0) | ~long
   new_values = tf.boolean_mask(tf.where(long, unknown_id, values), keep)
   ends = tf.concat([tf.zeros([1], tf.int64),

@@ -27,6 +27,7 @@ from albert_tf.tasks import all_tasks  # noqa: F401 (registers the tasks)
 from albert_tf.tasks import hf_export
 from albert_tf.tasks import hf_models
 from albert_toolkit import output_files
+from albert_toolkit import wordpiece_vocab
 from data_prep import wordpiece
 from tests.testing import converted_testlib as converted
 from tests.testing import export_testlib
@@ -58,7 +59,7 @@ def _tokenizer_json(tokens, lower, strip_accents=None):
   ids = {t: i for i, t in enumerate(tokens)}
   return {
       "version": "1.0", "truncation": None, "padding": None,
-      "added_tokens": [_special(ids[t], t) for t in wordpiece.SPECIAL_TOKENS],
+      "added_tokens": [_special(ids[t], t) for t in wordpiece_vocab.SPECIAL_TOKENS],
       "normalizer": {"type": "BertNormalizer", "clean_text": True,
                      "handle_chinese_chars": True,
                      "strip_accents": strip_accents, "lowercase": lower},
@@ -196,7 +197,7 @@ def _hf_reference(tok_json, tmp_path):
 def test_recorded_vocab_gives_the_tokenizer_json_ids(tmp_path, lower):
   # Specials not at 0-4 (bert-base-chinese: [PAD] 0, [UNK] 100, ...).
   tokens = (["[PAD]"] + [t for t in TOKENS if t not in
-                         wordpiece.SPECIAL_TOKENS] + ["[UNK]", "[CLS]",
+                         wordpiece_vocab.SPECIAL_TOKENS] + ["[UNK]", "[CLS]",
                                                        "[SEP]", "[MASK]"])
   hf_dir, out = str(tmp_path / "hf"), str(tmp_path / "ours")
   _hf_dir(hf_dir, lower=lower, tokens=tokens, num_labels=2)
@@ -232,9 +233,12 @@ def _edit_json(name, edit):
   return apply
 
 
-def _bad_vocab_line(directory):
-  with open(os.path.join(directory, "vocab.txt"), "a", encoding="utf-8") as f:
-    f.write("a b\n")
+def _vocab_line(line):
+  def apply(directory):
+    with open(os.path.join(directory, "vocab.txt"), "a",
+              encoding="utf-8") as f:
+      f.write(line + "\n")
+  return apply
 
 
 def _spiece_beside(directory):
@@ -264,7 +268,11 @@ def _spiece_beside(directory):
      "tokenizer.json: field model.vocab differs from "),
     (_edit_json("config.json", lambda c: c.update(vocab_size=7)),
      f"vocab.txt: {len(TOKENS)} tokens but config.json vocab_size is 7"),
-    (_bad_vocab_line, "vocab.txt:"),
+    # Lines transformers reads otherwise than the original (and we) do.
+    (_vocab_line("zz\t-1.5"), f"vocab.txt:{len(TOKENS) + 1}: line "
+     "'zz\\t-1.5' is token 'zz' for the original's reader, but the whole "
+     "line for transformers'"),
+    (_vocab_line(""), f"vocab.txt:{len(TOKENS) + 1}: line '' is token ' ' "),
     # tokenizer.json steps that change the ids.
     (_edit_json("tokenizer.json", lambda c: c.update(normalizer=None)),
      "tokenizer.json: field normalizer is null; "),

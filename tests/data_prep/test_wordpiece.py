@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from albert_toolkit import wordpiece_vocab
 from data_prep import pretraining_instances as pi
 from data_prep import tokenization
 from data_prep import wordpiece
@@ -48,7 +49,7 @@ def reference(vocab_file, lower):
   ref = mg_tokenization.FullTokenizer(vocab_file, do_lower_case=lower)
   # The original release's limit (Model Garden's default is 400).
   ref.wordpiece_tokenizer.max_input_chars_per_word = (
-      wordpiece.MAX_INPUT_CHARS_PER_WORD)
+      wordpiece_vocab.MAX_INPUT_CHARS_PER_WORD)
   return ref
 
 
@@ -132,7 +133,7 @@ def test_exactly_one_vocabulary(spm, vocab, problem):
 def test_bad_vocabularies(tmp_path):
   no_mask = tmp_path / "no_mask.txt"
   no_mask.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n", encoding="utf-8")
-  with pytest.raises(ValueError, match=f"{no_mask} has no \\[MASK\\] token"):
+  with pytest.raises(ValueError, match=f"{no_mask}: no \\[MASK\\] token"):
     wordpiece.WordPieceTokenizer(str(no_mask))
   dup = tmp_path / "dup.txt"
   dup.write_text("[PAD]\nhello\nx\nhello\n", encoding="utf-8")

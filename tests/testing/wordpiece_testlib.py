@@ -2,7 +2,7 @@
 
 import os
 
-from data_prep import wordpiece
+from albert_toolkit import wordpiece_vocab
 
 # Characters of the test texts (each CJK character is a token, as in
 # vocab_chinese.txt; "##" + a character is a continuation only for Latin).
@@ -18,7 +18,7 @@ PUNCT = list(".,!?;:()[]{}'\"-#@$%^&*，。！？、：；（）《》“”…"
 
 def tokens(extra=()):
   """The vocabulary's tokens, in id order."""
-  out = list(wordpiece.SPECIAL_TOKENS) + ["[unused1]", "[unused2]"]
+  out = list(wordpiece_vocab.SPECIAL_TOKENS) + ["[unused1]", "[unused2]"]
   out += ["<S>", "<T>"]
   out += list(CHINESE) + list(EXTENSION) + ENGLISH + PUNCT + list(extra)
   seen = set()
