@@ -19,6 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 HEAD_PREFIXES = ("mlm_head/", "sop_head/")
+SOP_PREFIX = HEAD_PREFIXES[1]
 
 
 class CheckpointConversionError(ValueError):
@@ -82,12 +83,13 @@ def head_variables(pretrainer) -> Dict[str, tf.Variable]:
   return out
 
 
-def model_variables(model, with_heads: Optional[bool] = None
-                    ) -> Dict[str, tf.Variable]:
+def model_variables(model, with_heads: Optional[bool] = None,
+                    mlm_only: bool = False) -> Dict[str, tf.Variable]:
   """Canonical name -> variable for an AlbertEncoder, an AlbertPretrainer or
   any model with an `encoder` attribute (then only the encoder's variables).
 
   `with_heads`: None = the pretraining heads when the model has them.
+  `mlm_only`: of the heads, the MLM head's only (a masked-LM model).
   """
   encoder = getattr(model, "encoder", model)
   if not hasattr(encoder, "transformer") or not hasattr(encoder, "embeddings"):
@@ -100,7 +102,8 @@ def model_variables(model, with_heads: Optional[bool] = None
   if with_heads:
     if not has_heads:
       raise TypeError(f"{type(model).__name__} has no pretraining heads")
-    out.update(head_variables(model))
+    out.update({n: v for n, v in head_variables(model).items()
+                if not (mlm_only and n.startswith(SOP_PREFIX))})
   return out
 
 

@@ -14,7 +14,6 @@ import tensorflow as tf
 
 from albert_tf.checkpoints import canonical_weights as cw
 from albert_tf.checkpoints import model_garden_checkpoint as mg
-from albert_tf.checkpoints import object_layout
 from albert_tf.checkpoints import paths
 from albert_tf.checkpoints import tf1_checkpoint
 from albert_tf.checkpoints.canonical_weights import CheckpointConversionError
@@ -104,20 +103,43 @@ def tokenizer_files(prefix: str):
 # --- Writing ------------------------------------------------------------------
 
 
+def check_mlm_only_layout(layout: str) -> None:
+  """A masked-LM model (MLM head, no SOP head) fits every layout but Model
+  Garden's, whose pretraining layout holds the two heads together."""
+  if layout == "model_garden":
+    raise CheckpointConversionError(
+        "--to=model_garden: its pretraining layout holds the MLM and SOP "
+        "heads together, and this model has no SOP head (a masked-LM model; "
+        "use --to=albert_tf or tf1)")
+
+
 def write_weights(model, output_prefix: str, layout: str,
                   global_step: Optional[int] = None,
-                  extra: Optional[dict] = None) -> str:
+                  extra: Optional[dict] = None, mlm_only: bool = False) -> str:
   """Writes `model`'s weights (an AlbertEncoder or AlbertPretrainer) in
-  `layout`; returns the checkpoint path. `extra`: more objects of an
-  albert_tf checkpoint (its identity)."""
+  `layout`; returns the checkpoint path.
+
+  Args:
+    model: the model.
+    output_prefix: the checkpoint's path prefix.
+    layout: one of LAYOUTS.
+    global_step: the step a tf1 checkpoint records.
+    extra: more objects of an albert_tf checkpoint (its identity).
+    mlm_only: an AlbertPretrainer written without its SOP head (a
+      masked-LM model's weights).
+  """
+  if mlm_only:
+    check_mlm_only_layout(layout)
   config = cw.model_config(model)
-  variables = cw.model_variables(model)
+  variables = cw.model_variables(model, mlm_only=mlm_only)
   with_heads = any(cw.is_head(n) for n in variables)
   directory = os.path.dirname(os.path.abspath(output_prefix))
   tf.io.gfile.makedirs(directory)
   if layout == "albert_tf":
-    path = object_layout.checkpoint_for(model, **(extra or {})).write(
-        output_prefix)
+    parts = cw.model_parts(model)
+    if mlm_only:
+      del parts["sop_head"]
+    path = tf.train.Checkpoint(**parts, **(extra or {})).write(output_prefix)
     paths.write_checkpoint_state(directory, os.path.basename(path))
     return path
   values = {n: v.numpy() for n, v in variables.items()}
@@ -219,6 +241,11 @@ def convert(input_checkpoint: str, output_dir: str, from_layout: str,
   target = target or build_target()
   with_heads = model == "pretrainer" or (
       model == "auto" and any(cw.is_head(n) for n in values))
+  # A masked-LM model's checkpoint: the MLM head without the SOP head.
+  mlm_only = model == "auto" and with_heads and not any(
+      n.startswith(cw.SOP_PREFIX) for n in values)
+  if mlm_only:
+    check_mlm_only_layout(to_layout)
   if not with_heads:
     for name in [n for n in values if cw.is_head(n)]:
       report.skipped[report.mapped.pop(name)] = (
@@ -226,15 +253,15 @@ def convert(input_checkpoint: str, output_dir: str, from_layout: str,
       del values[name]
     target = getattr(target, "encoder", target)
   # Checks every target variable is filled with the right shape.
-  cw.check_and_assign(cw.model_variables(target), values, report.mapped,
-                      prefix)
+  cw.check_and_assign(cw.model_variables(target, mlm_only=mlm_only), values,
+                      report.mapped, prefix)
   output_prefix = os.path.join(
       output_dir, output_name or DEFAULT_OUTPUT_NAMES[to_layout])
   if replaced:
     log(f"--overwrite: replacing checkpoint {', '.join(replaced)} in "
         f"{output_dir} with {output_prefix}")
   path = write_weights(target, output_prefix, to_layout,
-                       global_step=global_step)
+                       global_step=global_step, mlm_only=mlm_only)
   _replace_old_checkpoints(replaced, path)
   write_config(config, output_dir, to_layout)
   vocab = ([spm_model_file] if spm_model_file else find_vocab_files(prefix))

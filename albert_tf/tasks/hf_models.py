@@ -188,32 +188,19 @@ def _write_pretrained(model, config, out: hf_vocab.Output, to_layout, values,
   checkpoints: ckpt (+ albert_config.json)."""
   heads = hf_files.ARCHITECTURES[model.architecture][0]
   target = AlbertPretrainer(config) if heads else AlbertEncoder(config)
-  variables = cw.model_variables(target)
-  if heads == ("mlm",):  # no SOP head: the parts it has
-    variables = {n: v for n, v in variables.items()
-                 if not n.startswith("sop_head/")}
+  mlm_only = heads == ("mlm",)  # AlbertForMaskedLM: no SOP head
+  variables = cw.model_variables(target, mlm_only=mlm_only)
   _assign(variables, values, report, model.directory)
-  if heads == ("mlm",) and to_layout == "model_garden":
-    raise CheckpointConversionError(
-        f"--to={to_layout}: its pretraining layout holds the MLM and SOP "
-        "heads together; AlbertForMaskedLM has no SOP head (use "
-        "--to=albert_tf or tf1)")
+  if mlm_only:
+    conversion.check_mlm_only_layout(to_layout)
   out.replace()
   output_dir = out.directory
   prefix = os.path.join(output_dir, conversion.DEFAULT_OUTPUT_NAMES[to_layout])
   # Ours carries its identity (the other layouts have no place for it).
   extra = ({identity.IDENTITY_NAME: _identity(model, config, out)}
            if to_layout == "albert_tf" else {})
-  if heads != ("mlm",):
-    path = conversion.write_weights(target, prefix, to_layout, extra=extra)
-  elif to_layout == "albert_tf":
-    os.makedirs(output_dir, exist_ok=True)
-    path = tf.train.Checkpoint(encoder=target.encoder,
-                               mlm_head=target.mlm_head, **extra).write(prefix)
-    paths.write_checkpoint_state(output_dir, os.path.basename(path))
-  else:  # tf1
-    path = tf1_checkpoint.write_tf1_checkpoint(
-        {n: v.numpy() for n, v in variables.items()}, prefix, config)
+  path = conversion.write_weights(target, prefix, to_layout, extra=extra,
+                                  mlm_only=mlm_only)
   conversion.write_config(config, output_dir, to_layout)
   return path
 

@@ -16,8 +16,10 @@ import pytest
 import tensorflow as tf
 from safetensors import numpy as safetensors_numpy
 
+from albert_tf.checkpoints import conversion
 from albert_tf.checkpoints import hf_files
 from albert_tf.checkpoints import restore as restore_lib
+from albert_tf.checkpoints.canonical_weights import CheckpointConversionError
 from albert_tf.core import run_record
 from albert_tf.modeling.albert_config import AlbertConfig
 from albert_tf.modeling.models import downstream_models
@@ -189,6 +191,22 @@ def test_masked_lm_and_bare_model(tmp_path, spm_file, vocab_size):
   assert sorted(written) == sorted(tensors)  # no pooler, no decoder copy
   for name, value in tensors.items():
     np.testing.assert_array_equal(written[name], value, err_msg=name)
+  # Through the original's layout and back: a masked-LM model (no SOP head)
+  # fits every layout but Model Garden's, refused before writing.
+  tf1_dir, again = str(tmp_path / "mlm_tf1"), str(tmp_path / "mlm_again")
+  hf_models.import_hf(hf_dir, tf1_dir, to_layout="tf1")
+  conversion.convert(tf1_dir, again, "tf1", "albert_tf", log=None)
+  with pytest.raises(CheckpointConversionError, match=(
+      "^--to=model_garden: its pretraining layout holds the MLM and SOP "
+      "heads together, and this model has no SOP head")):
+    conversion.convert(tf1_dir, str(tmp_path / "mg"), "tf1", "model_garden")
+  assert not os.path.exists(tmp_path / "mg")
+  _, again_model = converted.our_model(again)
+  np.testing.assert_allclose(again_model(feed)["mlm_logits"], ref["mlm"],
+                             atol=1e-5)
+  assert hf_export.export_hf(again, back + "_again")[1] == "AlbertForMaskedLM"
+  assert safetensors_numpy.load_file(os.path.join(
+      back + "_again", "model.safetensors")).keys() == tensors.keys()
   base = hf_testlib.hf_config("AlbertModel", vocab_size)
   base_dir = str(tmp_path / "base")
   base_tensors = hf_testlib.write_hf_dir(base_dir, base, spm_file)
