@@ -286,7 +286,22 @@ def map_hf(model: HfModel, config
         f"{source}: {len(missing)} weight(s) of {model.architecture} missing: "
         f"{cw.summarize_names(missing, 4)}")
   _check_tied(tensors, values, source)
+  _check_untied_config(model, tensors, values)
   return report, values
+
+
+def _check_untied_config(model, tensors, values):
+  """An MLM head whose config.json unties the decoder (`tie_word_embeddings:
+  false`) but stores none: transformers starts that decoder from random
+  weights, our tied one would be another model, silently."""
+  if (model.config.get("tie_word_embeddings") is False and
+      DECODER_WEIGHT not in tensors and
+      any(name.startswith("mlm_head/") for name in values)):
+    raise hf_files.refuse(
+        os.path.join(model.directory, CONFIG_NAME), "tie_word_embeddings",
+        False, f"{WEIGHTS_NAME} holds no {DECODER_WEIGHT}, so transformers "
+        "would start the MLM decoder from random weights (albert_tf ties it "
+        "to the word embeddings)")
 
 
 def _check_tied(tensors, values, source):

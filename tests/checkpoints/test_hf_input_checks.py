@@ -14,6 +14,7 @@ from safetensors import numpy as safetensors_numpy
 
 from albert_tf.checkpoints import hf_files
 from albert_tf.checkpoints import restore as restore_lib
+from albert_tf.checkpoints.canonical_weights import CheckpointConversionError
 from albert_tf.modeling.albert_config import AlbertConfig
 from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
 from albert_tf.tasks import all_tasks  # noqa: F401 (registers the tasks)
@@ -115,6 +116,36 @@ def test_no_architectures_with_a_classifier_is_refused(tmp_path):
           "classifier.weight fits AlbertForSequenceClassification or "
           "AlbertForMultipleChoice") in message
   assert not os.path.exists(tmp_path / "out")
+
+
+# --- An untied MLM decoder ----------------------------------------------------
+
+
+def test_an_untied_decoder_that_is_not_stored_is_refused(tmp_path):
+  """`tie_word_embeddings: false` with no stored decoder: transformers starts
+  the decoder from random weights, so our tied head would be another model.
+  Stored and equal to the embeddings it converts; without an MLM head the
+  field does not matter."""
+  config = hf_testlib.hf_config("AlbertForMaskedLM", VOCAB,
+                                tie_word_embeddings=False)
+  tensors = _write(tmp_path / "hf", config)
+  with pytest.raises(CheckpointConversionError) as e:
+    hf_models.import_hf(str(tmp_path / "hf"), str(tmp_path / "ours"))
+  assert str(e.value) == (
+      f"{tmp_path / 'hf' / 'config.json'}: tie_word_embeddings=False: "
+      "model.safetensors holds no predictions.decoder.weight, so transformers "
+      "would start the MLM decoder from random weights (albert_tf ties it to "
+      "the word embeddings)")
+  tensors["predictions.decoder.weight"] = tensors[
+      "albert.embeddings.word_embeddings.weight"]
+  _write(tmp_path / "stored", config, tensors=tensors)
+  hf_models.import_hf(str(tmp_path / "stored"), str(tmp_path / "ours"))
+  assert any(k.startswith("mlm_head/")
+             for k in converted.stored_tensors(str(tmp_path / "ours")))
+  encoder_only = hf_testlib.hf_config("AlbertModel", VOCAB,
+                                      tie_word_embeddings=False)
+  _write(tmp_path / "encoder", encoder_only)
+  hf_models.import_hf(str(tmp_path / "encoder"), str(tmp_path / "enc_ours"))
 
 
 @pytest.mark.parametrize("arch", ["AlbertForTokenClassification",
