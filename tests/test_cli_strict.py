@@ -147,6 +147,12 @@ def test_override_values_are_read_one_by_one():
   assert load("{trainer: {train_steps: 7}}").trainer.train_steps == 7
   with pytest.raises(ValueError, match=r"model is given both a value and "):
     load("model=3,model.hidden_size=4")
+  # Within one string a key given twice is refused (across strings the
+  # later string wins, above).
+  with pytest.raises(ValueError, match=r"^--params_override 'trainer.train_"
+                     r"steps=3,trainer.train_steps=4': trainer.train_steps "
+                     r"is given twice"):
+    load("trainer.train_steps=3,trainer.train_steps=4")
   with pytest.raises(ValueError) as e:
     load("trainer: [")
   assert "\n" not in str(e.value) and "nor YAML" in str(e.value)

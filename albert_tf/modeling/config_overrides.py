@@ -109,6 +109,9 @@ def _set(values: Dict[str, Any], dotted: str, value: Any, source: str):
                        "both a value and fields")
   if isinstance(node.get(field), dict):
     raise ValueError(f"{source}: {dotted} is given both a value and fields")
+  if field in node:
+    raise ValueError(f"{source}: {dotted} is given twice (which one is "
+                     "meant?)")
   node[field] = value
 
 
