@@ -12,6 +12,7 @@ from albert_tf.checkpoints import paths
 from albert_tf.core import base_task
 from albert_tf.serving import export_lib
 from albert_tf.serving import lite_export
+from albert_tf.tasks import pretraining
 
 
 @dataclasses.dataclass
@@ -69,19 +70,23 @@ def check_preprocessing_only(request: ExportRequest, kind: str) -> None:
                        f"only, not {kind}")
 
 
+# The kinds whose signatures take ids of any length, not text.
+IDS_IN_KINDS = (base_task.ENCODER_EXPORT, pretraining.PRETRAINING_EXPORT)
+
+
 def check_encoder_settings(request: ExportRequest, kind: str,
                             has_tokenizer: bool) -> None:
-  """The encoder export takes ids of any length: text settings it would
-  accept and ignore are refused (do_lower_case is recorded beside a
-  tokenizer file, the TF-Hub convention)."""
-  if kind != base_task.ENCODER_EXPORT:
+  """The encoder and pretraining exports take ids of any length: text
+  settings they would accept and ignore are refused (do_lower_case is
+  recorded beside a tokenizer file, the TF-Hub convention)."""
+  if kind not in IDS_IN_KINDS:
     return
   if "max_seq_length" in request.settings:
-    raise ValueError("--max_seq_length does not apply to an encoder export "
-                     "(its signature takes ids of any length up to "
+    raise ValueError(f"--max_seq_length does not apply to the {kind} export "
+                     "(its signatures take ids of any length up to "
                      "max_position_embeddings)")
   if "do_lower_case" in request.settings and not has_tokenizer:
-    raise ValueError("--do_lower_case does not apply to an encoder export "
+    raise ValueError(f"--do_lower_case does not apply to the {kind} export "
                      "without --spm_model_file or --vocab_file (it is "
                      "recorded beside the tokenizer file)")
 

@@ -165,7 +165,7 @@ def test_export_from_run_dir_needs_no_retyping_and_refuses_other_model(
                        f"{run_dir}"),
                       # The run's export is an encoder's: ids of any length.
                       ("--max_seq_length=32", "--max_seq_length does not "
-                       "apply to an encoder export")):
+                       "apply to the encoder export")):
     bad = tool("albert_tf.export_savedmodel", f"--model_dir={run_dir}",
                f"--export_dir={tmp_path / 'bad'}", flag)
     assert bad.returncode == 1

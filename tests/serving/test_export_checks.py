@@ -142,10 +142,13 @@ def test_flags_that_would_do_nothing_are_refused(files, tmp_path):
   spm = {"spm_model_file": files["spm"]}
   cases = [
       (dict(settings=dict(spm, max_seq_length=8)),
-       "--max_seq_length does not apply to an encoder export (its signature "
-       "takes ids of any length up to max_position_embeddings)"),
+       "--max_seq_length does not apply to the encoder export (its signatures "
+       "take ids of any length up to max_position_embeddings)"),
+      (dict(export_kind="pretraining", settings=dict(spm, max_seq_length=8)),
+       "--max_seq_length does not apply to the pretraining export (its "
+       "signatures take ids of any length up to max_position_embeddings)"),
       (dict(settings={"do_lower_case": False}),
-       "--do_lower_case does not apply to an encoder export without "
+       "--do_lower_case does not apply to the encoder export without "
        "--spm_model_file or --vocab_file (it is recorded beside the "
        "tokenizer file)"),
       (dict(task="squad", settings=dict(
