@@ -142,8 +142,8 @@ def run_experiment(task, config, model_dir: str, mode: str = "train",
                    record: Any = run_record.UNREAD) -> Dict[str, Any]:
   """Runs `mode` of `task`; returns a dict of what each step produced.
 
-  export_fn: `export_fn(task, model, export_dir, record)` for mode export
-    (the run's RunRecord).
+  export_fn: `export_fn(task, model, export_dir, record, checkpoint)` for
+    mode export (the run's RunRecord, the checkpoint restored).
   record: the run record of `model_dir` the caller read already (None: it
     has none), so it is read once.
   """
@@ -194,5 +194,6 @@ def run_experiment(task, config, model_dir: str, mode: str = "train",
     elif mode == "predict":
       result["predict"] = task.predict(trainer, output_dir)
     else:
-      result["export"] = export_fn(task, trainer.model, export_dir, record)
+      result["export"] = export_fn(task, trainer.model, export_dir, record,
+                                   result["checkpoint"])
   return result

@@ -173,11 +173,13 @@ def export_run(task: base_task.Task, model, kind: str, export_dir: str,
 
 
 def run_exporter(settings: Optional[Mapping[str, Any]] = None):
-  """`export_fn(task, model, export_dir, record)` of run_experiment's export
-  mode: the task's default export of the run's restored model."""
-  def export_fn(task, model, export_dir, record):
+  """`export_fn(task, model, export_dir, record, checkpoint)` of
+  run_experiment's export mode: the task's default export of the run's
+  restored model, saying which checkpoint it came from."""
+  def export_fn(task, model, export_dir, record, checkpoint):
+    form = ExportForm(source=weights_source(checkpoint))
     return export_run(task, model, type(task).default_export_kind,
-                      export_dir, record.facts, settings)
+                      export_dir, record.facts, settings, form=form)
   return export_fn
 
 
@@ -233,13 +235,17 @@ def _export_preprocessing(request: ExportRequest, params, model_config):
       version=request.version)
 
 
+def weights_source(checkpoint: Optional[str]) -> Dict[str, Any]:
+  """What an export says its weights came from: the checkpoint and its
+  identity, or random initialisation (None)."""
+  if not checkpoint:
+    return {"random_init": True}
+  return {"checkpoint": checkpoint, "identity": identity_lib.read(checkpoint)}
+
+
 def _form(request: ExportRequest, checkpoint: Optional[str]) -> ExportForm:
   """The request's format and precision; the weights' source."""
-  source = {"random_init": True}
-  if checkpoint:
-    source = {"checkpoint": checkpoint,
-              "identity": identity_lib.read(checkpoint)}
-  return dataclasses.replace(request.form, source=source)
+  return dataclasses.replace(request.form, source=weights_source(checkpoint))
 
 
 def _calibration_examples(task, count: int) -> List[Dict[str, Any]]:

@@ -5,6 +5,7 @@ run's export refuses a random head and any setting that disagrees with the
 run, and takes the settable ones (--max_windows for both SQuAD heads,
 --label_names renamed in order)."""
 
+import json
 import os
 import random
 import sys
@@ -161,6 +162,16 @@ def test_both_paths_export_the_same_model(run):
                                       err_msg=f"{case} {key}")
   if case == "squad_xlnet":
     assert "null_score" in out_a["serving_default"]
+  # Both say which checkpoint they came from, with its identity.
+  source_a, source_b = (_export_info(p)["source"] for p in (by_tool, by_mode))
+  assert source_a == source_b, case
+  assert source_a["checkpoint"].endswith("ckpt-2") and source_a["identity"]
+
+
+def _export_info(path):
+  with open(os.path.join(path, "assets", "export.json"),
+            encoding="utf-8") as f:
+    return json.load(f)
 
 
 def test_a_run_refuses_a_random_head_and_disagreeing_settings(run):
