@@ -59,7 +59,8 @@ def _tokenizer_json(tokens, lower, strip_accents=None):
   ids = {t: i for i, t in enumerate(tokens)}
   return {
       "version": "1.0", "truncation": None, "padding": None,
-      "added_tokens": [_special(ids[t], t) for t in wordpiece_vocab.SPECIAL_TOKENS],
+      "added_tokens": [_special(ids[t], t)
+                       for t in wordpiece_vocab.SPECIAL_TOKENS],
       "normalizer": {"type": "BertNormalizer", "clean_text": True,
                      "handle_chinese_chars": True,
                      "strip_accents": strip_accents, "lowercase": lower},

@@ -299,7 +299,8 @@ def test_every_code_point(tmp_path, lower):
   but where Python's Unicode tables (Unicode 14 in Python 3.11) leave c
   unassigned and the tokenizer's newer ICU tables make it punctuation."""
   path = tmp_path / "xy.txt"
-  path.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nx\ny\n##y\n[MASK]\n", encoding="utf-8")
+  path.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nx\ny\n##y\n[MASK]\n",
+                  encoding="utf-8")
   tok = reference(str(path), lower)
   graph = preprocessing.WordPiecePreprocessor(str(path), do_lower_case=lower)
   chars = [chr(cp) for cp in range(sys.maxunicode + 1)
