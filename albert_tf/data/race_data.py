@@ -14,10 +14,12 @@ otherwise the option follows the question after a space. The question+option
 part keeps at most `max_qa_length` tokens (the original's 128) and the
 article fills the rest of `max_seq_length`.
 
-A file that is not valid JSON, misses a field, has a question without 4
-options, or an answer other than A-D raises `RaceFormatError` naming the file
-(and question index), unless `skip_malformed=True`: such files/questions are
-then skipped and counted (`ReadStats`).
+A file that is not valid JSON or not an object, misses a field or holds
+one of another type, has a question without 4 options (each text), an answer
+other than A-D, no answers where the split is trained or scored, or the id
+of another file, raises `RaceFormatError` naming the file (and question
+index), unless `skip_malformed=True`: such files/questions are then skipped
+and counted (`ReadStats`).
 """
 
 import dataclasses
@@ -66,8 +68,40 @@ def _bad(stats, skip, message):
   logging.warning("Skipping: %s", message)
 
 
-def read_file(path, level, skip_malformed=False, stats=None):
-  """Examples of one RACE JSON file."""
+# The fields of a file and their JSON types ("answers" may be left out).
+_FIELD_TYPES = (("article", str), ("questions", list), ("options", list),
+                ("answers", list))
+
+
+def _field_problem(data, require_answers):
+  """What is wrong with the fields of a file's object (None: nothing)."""
+  if not isinstance(data, dict):
+    return f"expected a JSON object, got a {type(data).__name__}"
+  missing = [k for k, _ in _FIELD_TYPES
+             if k not in data and (k != "answers" or require_answers)]
+  if missing:
+    return (f"missing field(s) {missing}" + (
+        " (this split is trained or scored against its answers)"
+        if missing == ["answers"] else ""))
+  for name, kind in _FIELD_TYPES:
+    if name in data and not isinstance(data[name], kind):
+      return (f"field {name} is a {type(data[name]).__name__}, expected a "
+              f"{'string' if kind is str else 'list'}")
+  return None
+
+
+def read_file(path, level, skip_malformed=False, stats=None,
+              require_answers=False):
+  """Examples of one RACE JSON file.
+
+  Args:
+    path: the file.
+    level: "middle" or "high".
+    skip_malformed: skip (and count) what is malformed instead of raising.
+    stats: ReadStats to add to.
+    require_answers: a file without answers is malformed (the split is
+      trained or scored against them).
+  """
   stats = stats if stats is not None else ReadStats()
   stats.files += 1
   try:
@@ -76,10 +110,9 @@ def read_file(path, level, skip_malformed=False, stats=None):
   except (json.JSONDecodeError, UnicodeDecodeError) as e:
     _bad(stats, skip_malformed, f"{path}: not valid JSON: {e}")
     return []
-  missing = [k for k in ("article", "questions", "options")
-             if k not in data]
-  if missing:
-    _bad(stats, skip_malformed, f"{path}: missing field(s) {missing}")
+  problem = _field_problem(data, require_answers)
+  if problem:
+    _bad(stats, skip_malformed, f"{path}: {problem}")
     return []
   questions, options = data["questions"], data["options"]
   answers = data.get("answers")
@@ -94,10 +127,15 @@ def read_file(path, level, skip_malformed=False, stats=None):
   for q, question in enumerate(questions):
     stats.questions += 1
     opts = options[q]
-    if not isinstance(opts, list) or len(opts) != NUM_CHOICES:
+    if not isinstance(question, str):
       _bad(stats, skip_malformed,
-           f"{path}: question {q}: expected {NUM_CHOICES} options, got "
-           f"{opts!r}")
+           f"{path}: question {q}: expected a string, got {question!r}")
+      continue
+    if (not isinstance(opts, list) or len(opts) != NUM_CHOICES or
+        not all(isinstance(o, str) for o in opts)):
+      _bad(stats, skip_malformed,
+           f"{path}: question {q}: expected {NUM_CHOICES} option strings, "
+           f"got {opts!r}")
       continue
     label = None
     if answers is not None:
@@ -108,16 +146,18 @@ def read_file(path, level, skip_malformed=False, stats=None):
         continue
       label = ANSWER_LETTERS.index(answer)
     out.append(RaceExample(f"{level}/{file_id}-{q}", level, data["article"],
-                           question, [str(o) for o in opts], label))
+                           question, list(opts), label))
   return out
 
 
 def read_examples(data_dir, split, levels=LEVELS, skip_malformed=False,
-                  stats=None):
+                  stats=None, require_answers=False):
   """All questions of `split` ("train", "dev", "test") under `data_dir`.
 
   `data_dir` is the RACE directory (holding train/ dev/ test/). Files are read
-  in sorted order so feature caches and predictions are stable.
+  in sorted order so feature caches and predictions are stable. Two files
+  with one id (the predictions are keyed by it) are malformed.
+  `require_answers`: as in `read_file`.
   """
   stats = stats if stats is not None else ReadStats()
   files = [(level, path) for level in levels for path in sorted(
@@ -125,8 +165,17 @@ def read_examples(data_dir, split, levels=LEVELS, skip_malformed=False,
   if not files:
     raise FileNotFoundError(
         f"no RACE files under {data_dir}/{split}/{{{','.join(levels)}}}/*.txt")
-  examples = [example for level, path in files
-              for example in read_file(path, level, skip_malformed, stats)]
+  examples, owner = [], {}
+  for level, path in files:
+    read = read_file(path, level, skip_malformed, stats, require_answers)
+    taken = next((e.example_id for e in read if e.example_id in owner), None)
+    if taken:
+      _bad(stats, skip_malformed,
+           f"{path}: question id {taken} is also one of "
+           f"{owner[taken]}'s (its field id); every file needs its own id")
+      continue
+    owner.update((e.example_id, path) for e in read)
+    examples.extend(read)
   if stats.skipped:
     logging.warning("RACE %s: skipped %d malformed files/questions", split,
                     stats.skipped)

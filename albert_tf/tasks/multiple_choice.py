@@ -64,9 +64,11 @@ class RaceTask(finetune_lib.FinetuneTask):
     return race_data.feature_spec(self.data.max_seq_length)
 
   def read_examples(self, split):
+    # Training and evaluation need answers; predictions do not.
     return race_data.read_examples(
         self.data.data_dir, split,
-        skip_malformed=self.data.skip_malformed_rows)
+        skip_malformed=self.data.skip_malformed_rows,
+        require_answers=split in (self.train_split, self.eval_split))
 
   def cached_records(self, split, examples=None):
     d = self.data

@@ -57,23 +57,55 @@ def test_question_with_option():
 
 @pytest.mark.parametrize("content,message", [
     ("{not json", "not valid JSON"),
-    ({"article": "a", "questions": ["q"]}, r"missing field\(s\) \['options'\]"),
+    ({"article": "a", "questions": ["q"]},
+     r"missing field\(s\) \['options', 'answers'\] \(pass"),
     ({"article": "a", "questions": ["q"], "options": [["a", "b", "c"]],
-      "answers": ["A"]}, "question 0: expected 4 options"),
+      "answers": ["A"]}, "question 0: expected 4 option strings"),
     ({"article": "a", "questions": ["q"], "options": [["a", "b", "c", "d"]],
       "answers": ["E"]}, "question 0: answer 'E' is not one of A-D"),
+    # Other JSON types: one line each (they were tracebacks, or "None" and
+    # one-character questions).
+    ("5", "expected a JSON object, got a int"),
+    (dict(good("x"), article=None), "field article is a NoneType, expected "
+     "a string"),
+    (dict(good("x"), questions="What?"), "field questions is a str, "
+     "expected a list"),
+    (dict(good("x"), options=[["a", "b", "c", None], ["a", "b", "c", "d"]]),
+     r"question 0: expected 4 option strings, got \['a', 'b', 'c', None\]"),
+    (dict(good("x"), questions=[3, "q"]), "question 0: expected a string, "
+     "got 3"),
+    # Trained on, so its answers are needed.
+    ({k: v for k, v in good("x").items() if k != "answers"},
+     r"missing field\(s\) \['answers'\] \(this split is trained or scored "
+     "against its answers\)"),
+    # The id of another file: the predictions are keyed by it.
+    (good("ok.txt"), "question id high/ok.txt-0 is also one of .*ok.txt's "
+     r"\(its field id\); every file needs its own id"),
 ])
 def test_malformed_files(tmp_path, content, message):
   root = str(tmp_path)
+  write_race(root, "train", "high", "a_ok.txt", good("ok.txt"))
   path = write_race(root, "train", "high", "bad.txt", content)
-  write_race(root, "train", "high", "ok.txt", good("ok.txt"))
   with pytest.raises(race_data.RaceFormatError,
                      match=f"{re.escape(path)}: .*{message}"):
-    race_data.read_examples(root, "train")
+    race_data.read_examples(root, "train", require_answers=True)
   stats = race_data.ReadStats()
   examples = race_data.read_examples(root, "train", skip_malformed=True,
-                                     stats=stats)
-  assert stats.skipped == 1 and len(examples) == 2
+                                     stats=stats, require_answers=True)
+  # The good file's questions are kept; the bad file's first question is
+  # skipped and counted (a second question, if it has one, is kept).
+  ids = [e.example_id for e in examples]
+  assert stats.skipped == 1 and ids[:2] == ["high/ok.txt-0", "high/ok.txt-1"]
+  assert ids[2:] in ([], ["high/x-1"])
+
+
+def test_answers_only_where_needed(tmp_path):
+  """A file without answers is read for predictions (label None)."""
+  root = str(tmp_path)
+  write_race(root, "test", "high", "1.txt", {
+      k: v for k, v in good("1.txt").items() if k != "answers"})
+  examples = race_data.read_examples(root, "test")
+  assert [e.label for e in examples] == [None, None]
 
 
 def test_features(tokenizer):
