@@ -1,9 +1,11 @@
 """CoNLL token-classification files: sentences, IOB2 labels, features,
 prediction files.
 
-A file holds one word a line, "word ... label" (columns split on
-whitespace: the word first, the label last), a blank line between
-sentences; "-DOCSTART-" lines are skipped. Labels are IOB2: "O",
+A file holds one word a line, "word ... label" (columns split at spaces
+and tabs: the word first, the label last), a blank line between sentences;
+"-DOCSTART-" lines are skipped. LF, CRLF and a bare CR each end a line; a
+line holding another control character or a line separator (which some
+readers take for a line end, others for a space) is refused, naming it. Labels are IOB2: "O",
 "B-TYPE", "I-TYPE". A file read for prediction needs the words only.
 
 Each word is tokenized alone (as the serving export does); a word of which
@@ -23,6 +25,7 @@ serving module (serving/token_module.py) chooses the same way in-graph.
 import dataclasses
 import itertools
 import re
+import unicodedata
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
@@ -33,6 +36,8 @@ from albert_toolkit import output_files
 DOCSTART = "-DOCSTART-"
 IGNORE = -1  # the label id of positions the loss and predictions skip
 _IOB2 = re.compile(r"^(O|[BI]-\S+)$")
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+_COLUMN_SEPARATOR = re.compile(r"[ \t]+")
 
 
 @dataclasses.dataclass
@@ -56,31 +61,47 @@ def _decoded(path: str, number: int, raw: bytes) -> str:
   return text[1:] if number == 1 and text.startswith("\ufeff") else text
 
 
+def _columns(path: str, number: int, line: str) -> List[str]:
+  """The columns of a line (stripped of spaces and tabs): split at spaces
+  and tabs; a control character or a line/paragraph separator inside it is
+  a one-line error."""
+  odd = next((c for c in line if c != "\t" and
+              unicodedata.category(c) in ("Cc", "Zl", "Zp")), None)
+  if odd is not None:
+    raise ValueError(f"{path}:{number}: U+{ord(odd):04X} inside the line "
+                     "(a control character or line separator); columns are "
+                     "split at spaces and tabs, lines end at LF, CRLF or CR")
+  return _COLUMN_SEPARATOR.split(line) if line.strip() else []
+
+
 def read_sentences(path: str, labelled: bool = True) -> List[Sentence]:
   """The sentences of CoNLL file `path`; with `labelled`, each line needs a
   label column holding an IOB2 label (else a one-line error naming the
   line)."""
   sentences, current = [], None
   with open(path, "rb") as f:
-    for number, raw in enumerate(f, 1):
-      line = _decoded(path, number, raw).strip()
-      columns = line.split()
-      if not columns or columns[0] == DOCSTART:
-        current = None
-        continue
-      if current is None:
-        current = Sentence(path, number, [], [], [] if labelled else None)
-        sentences.append(current)
-      if labelled:
-        if len(columns) < 2:
-          raise ValueError(f"{path}:{number}: {line!r} has no label column "
-                           "(\"word ... label\")")
-        if not _IOB2.match(columns[-1]):
-          raise ValueError(f"{path}:{number}: label {columns[-1]!r} is not "
-                           "IOB2 (O, B-TYPE or I-TYPE)")
-        current.labels.append(columns[-1])
-      current.lines.append(line)
-      current.words.append(columns[0])
+    raws = _LINE_END.split(f.read())
+  if raws[-1] == b"":
+    raws.pop()  # the final line end
+  for number, raw in enumerate(raws, 1):
+    line = _decoded(path, number, raw).strip(" \t")
+    columns = _columns(path, number, line)
+    if not columns or columns[0] == DOCSTART:
+      current = None
+      continue
+    if current is None:
+      current = Sentence(path, number, [], [], [] if labelled else None)
+      sentences.append(current)
+    if labelled:
+      if len(columns) < 2:
+        raise ValueError(f"{path}:{number}: {line!r} has no label column "
+                         "(\"word ... label\")")
+      if not _IOB2.match(columns[-1]):
+        raise ValueError(f"{path}:{number}: label {columns[-1]!r} is not "
+                         "IOB2 (O, B-TYPE or I-TYPE)")
+      current.labels.append(columns[-1])
+    current.lines.append(line)
+    current.words.append(columns[0])
   return sentences
 
 

@@ -187,6 +187,25 @@ def test_reader_refuses_by_file_and_line(tmp_path):
   assert test[0].words == ["Peter", "runs"] and test[0].labels is None
 
 
+def test_line_ends_and_columns(tmp_path):
+  """LF, CRLF and a bare CR each end a line (a CR-only file was one word);
+  columns split at spaces and tabs only, so a no-break space stays inside
+  its word; a vertical tab or a line separator inside a line is refused
+  (it hid a word and gave another word's label)."""
+  path = tmp_path / "mixed.txt"
+  path.write_bytes("EU NNP B-ORG\rrejects\tVBZ O\r\n\r10\u00a0000 CD O\n"
+                   " \t\nend O".encode("utf-8"))
+  sentences = conll_data.read_sentences(str(path))
+  assert [(s.line, s.words, s.labels) for s in sentences] == [
+      (1, ["EU", "rejects"], ["B-ORG", "O"]),
+      (4, ["10\u00a0000"], ["O"]), (6, ["end"], ["O"])]
+  for odd, name in (("\x0b", "000B"), ("\u2028", "2028"), ("\x85", "0085")):
+    with pytest.raises(ValueError, match=(
+        rf"train\.txt:2: U\+{name} inside the line \(a control character or "
+        "line separator\)")):
+      _sentences(tmp_path, f"a O\nEU B-ORG{odd}rejects O\n")
+
+
 def test_only_each_words_first_piece_is_labelled(tmp_path, tmp_path_factory):
   tokenizer = finetune_testlib.tokenizer(tmp_path_factory)
   _, sentences = _sentences(tmp_path, "Zyxwqk B-PER\nsat O\n")
