@@ -16,14 +16,16 @@ Tasks (directory = the GLUE download's task directory, e.g. `glue/MNLI`):
   wnli   train.tsv dev.tsv / test.tsv                       sentence1/2    0 1
 
 Columns are found by header name where the file has a header (so extra or
-reordered columns are fine); CoLA's train/dev files have none and use the
-fixed layout `source, label, original label, sentence`. Files are split on
-tabs only (GLUE's TSVs are not quoted: quotes are literal text).
+reordered columns are fine; a name given twice is refused); CoLA's
+train/dev files have none and use the fixed layout `source, label, original
+label, sentence`. Rows end at LF (or CRLF), as the original's reader reads
+them: a bare CR is text inside a field. Fields are split on tabs only
+(GLUE's TSVs are not quoted: quotes are literal text).
 
 Malformed rows (wrong number of fields, unknown label, empty text, a score
-that is not a number) raise `GlueFormatError` naming the file and line,
-unless `skip_malformed=True`, in which case they are skipped and counted
-(`ReadStats`), the first few logged with their file and line.
+that is not a number from 0 to 5) raise `GlueFormatError` naming the file
+and line, unless `skip_malformed=True`, in which case they are skipped and
+counted (`ReadStats`), the first few logged with their file and line.
 """
 
 import dataclasses
@@ -132,9 +134,9 @@ def _lines(path):
   are not UTF-8 come through as surrogates (`not_utf8` finds them), so the
   error names the line, not a position in a decoded chunk."""
   with open(path, encoding="utf-8-sig", errors="surrogateescape",
-            newline="") as f:
+            newline="\n") as f:
     for number, line in enumerate(f, start=1):
-      yield number, line.rstrip("\r\n")
+      yield number, line.removesuffix("\n").removesuffix("\r")
 
 
 def not_utf8(line):
@@ -143,6 +145,20 @@ def not_utf8(line):
   bad = _ESCAPED_BYTE.search(line)
   return bad and (f"not UTF-8 (byte 0x{ord(bad.group()) - 0xDC00:02x}); "
                   "save the file as UTF-8")
+
+
+# STS-B's similarity scores.
+SCORE_RANGE = (0.0, 5.0)
+
+
+def _score(raw):
+  """The float of a score, or None when it is not a number in SCORE_RANGE
+  (nan and inf included)."""
+  try:
+    value = float(raw)
+  except ValueError:
+    return None
+  return value if SCORE_RANGE[0] <= value <= SCORE_RANGE[1] else None
 
 
 def _bad(stats, skip, path, number, why):
@@ -182,6 +198,10 @@ def read_examples(task, data_dir, split, skip_malformed=False, stats=None):
       raise GlueFormatError(f"{path}:1: {not_utf8(header_line)}")
     header = header_line.split("\t")
     col = {name: i for i, name in enumerate(header)}
+    twice = next((n for n in header if header.count(n) > 1), None)
+    if twice is not None:
+      raise GlueFormatError(f"{path}:1: header names column {twice!r} "
+                            "twice; which one is meant?")
     needed = [spec.text_a] + ([spec.text_b] if spec.text_b else [])
     if not is_test:
       needed.append(spec.label_column)
@@ -190,9 +210,7 @@ def read_examples(task, data_dir, split, skip_malformed=False, stats=None):
       raise GlueFormatError(
           f"{path}:1: header lacks column(s) {missing}; found {header}")
     id_col = col.get(spec.id_column if spec.id_column in col else "index")
-    # MNLI's label is the *last* column (label1..label5 vary in number).
-    label_col = (len(header) - 1 if spec.label_column == "gold_label"
-                 else col.get(spec.label_column))
+    label_col = col.get(spec.label_column)
     width = len(header)
     a_col, b_col = col[spec.text_a], col.get(spec.text_b)
   else:  # CoLA train/dev
@@ -218,11 +236,11 @@ def read_examples(task, data_dir, split, skip_malformed=False, stats=None):
     if not is_test:
       raw = fields[label_col].strip()
       if spec.labels is None:
-        try:
-          label = float(raw)
-        except ValueError:
+        label = _score(raw)
+        if label is None:
           _bad(stats, skip_malformed, path, number,
-               f"score {raw!r} is not a number")
+               f"score {raw!r} is not a number from {SCORE_RANGE[0]} to "
+               f"{SCORE_RANGE[1]}")
           continue
       elif raw not in spec.labels:
         _bad(stats, skip_malformed, path, number,

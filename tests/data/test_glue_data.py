@@ -177,6 +177,25 @@ def test_mnli_mismatched_and_labels(tmp_path):
     glue_data.get_task("squad")
 
 
+def test_columns_by_name_and_rows_at_lf(tmp_path):
+  """MNLI's label is the gold_label column wherever it is (not the last
+  column); a header naming a column twice is refused; a bare CR is text in
+  a field (rows end at LF, as the original's reader reads them), so a row
+  is not cut in two."""
+  _write(str(tmp_path), {
+      "dev_matched.tsv": "index\tsentence1\tsentence2\tgold_label\tlabel1\n"
+                         "0\ta\tb\tentailment\tneutral\n"
+                         "1\tgood\rmovie\td\tcontradiction\tneutral\r\n"})
+  examples = glue_data.read_examples("mnli", str(tmp_path), "dev")
+  assert [(e.text_a, e.label) for e in examples] == [
+      ("a", "entailment"), ("good\rmovie", "contradiction")]
+  _write(str(tmp_path), {"train.tsv": "index\tsentence\tlabel\tsentence\n"
+                                      "0\tx\t1\ty\n"})
+  with pytest.raises(glue_data.GlueFormatError, match=(
+      r"train.tsv:1: header names column 'sentence' twice")):
+    glue_data.read_examples("sst-2", str(tmp_path), "train")
+
+
 def test_malformed_rows_error_names_file_and_line(tmp_path):
   _write(str(tmp_path), {
       "train.tsv": "index\tsentence1\tsentence2\tlabel\n"
@@ -204,6 +223,17 @@ def test_bad_score_and_missing_header_column(tmp_path):
                          "dev.tsv": "index\tsentence1\n0\tx\n"})
   with pytest.raises(glue_data.GlueFormatError, match=r"train.tsv:2: score"):
     glue_data.read_examples("sts-b", str(tmp_path), "train")
+  # Scores are 0 to 5: nan (which made every correlation NaN), inf and
+  # out-of-range ones are refused; 0 and 5 are kept.
+  rows = "".join(f"{i}\ta\tb\tc\td\te\tf\tx\ty\t{score}\n" for i, score in
+                 enumerate(["0", "nan", "inf", "-7", "5.0", "5.5"]))
+  _write(str(tmp_path), {"train.tsv": header + rows})
+  stats = glue_data.ReadStats()
+  kept = glue_data.read_examples("sts-b", str(tmp_path), "train",
+                                 skip_malformed=True, stats=stats)
+  assert [e.label for e in kept] == [0.0, 5.0]
+  assert stats.skipped == 4 and stats.examples_of_skips[0].endswith(
+      "train.tsv:3: score 'nan' is not a number from 0.0 to 5.0")
   with pytest.raises(glue_data.GlueFormatError,
                      match=r"dev.tsv:1: header lacks column"):
     glue_data.read_examples("sts-b", str(tmp_path), "dev")
