@@ -201,7 +201,13 @@ def convert_examples(examples, tokenizer, max_seq_length, max_qa_length=128):
     for option in example.options:
       qa = tokenizer.encode_ids(question_with_option(
           example.question, option))[-max_qa_length:]  # keeps the end
-      room = max(max_seq_length - len(qa) - 3, 0)
+      if len(qa) > max_seq_length - 3:  # [CLS] article [SEP] qa [SEP]
+        raise RaceFormatError(
+            f"question {example.example_id}: its question and an option are "
+            f"{len(qa)} tokens, more than data.max_seq_length - 3 "
+            f"({max_seq_length - 3}); lower data.max_qa_length (now "
+            f"{max_qa_length}) or raise data.max_seq_length")
+      room = max_seq_length - len(qa) - 3
       one = finetune_features.pack(tokenizer, article[:room], qa,
                                    max_seq_length)
       for name in packed:

@@ -30,6 +30,12 @@ class RaceDataConfig(finetune_lib.FinetuningDataConfig):
 class RaceExperimentConfig(finetune_lib.FinetuningExperimentConfig):
   data: RaceDataConfig = dataclasses.field(default_factory=RaceDataConfig)
 
+  def validate_data(self):
+    super().validate_data()
+    if self.data.max_qa_length < 1:
+      raise ValueError("data.max_qa_length must be >= 1, got "
+                       f"{self.data.max_qa_length}")
+
 
 @serving_params.view_of(RaceExperimentConfig)
 class MultipleChoiceServingParams(serving_params.ServingParams):

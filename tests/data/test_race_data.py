@@ -127,6 +127,14 @@ def test_features(tokenizer):
                 + [tokenizer.sep_id])
     assert ids[:len(expected)] == expected
     assert types[:len(expected)] == [0] * (room + 2) + [1] * (len(qa) + 1)
+  # A question and option that cannot fit beside [CLS] and two [SEP]s:
+  # named, with the settings to change (it was "N tokens do not fit").
+  qa = len(tokenizer.encode_ids("Tom goes to school by bike ."))
+  with pytest.raises(race_data.RaceFormatError, match=(
+      rf"^question middle/x-0: its question and an option are {qa} tokens, "
+      rf"more than data.max_seq_length - 3 \({qa - 1}\); lower "
+      r"data.max_qa_length \(now 128\) or raise data.max_seq_length$")):
+    list(race_data.convert_examples([example], tokenizer, qa + 2))
 
 
 def test_write_predictions(tmp_path):
