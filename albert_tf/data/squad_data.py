@@ -4,7 +4,8 @@ Alignment of answers to tokens: `squad_alignment`.
 
 Windows. A context longer than `max_seq_length - len(question) - 3` tokens is
 split into overlapping windows `[CLS] question [SEP] window [SEP]`, each
-starting `doc_stride` tokens after the previous one. A training window that
+starting `doc_stride` tokens after the previous one; `doc_stride` 0 keeps
+the first window only (the context cut). A training window that
 does not hold the whole answer is labelled (0, 0), the [CLS] position, like
 an unanswerable question. At prediction time a token only starts an answer
 in the window where it has the most context (min of left and right context,
@@ -131,10 +132,16 @@ def _locate_answer(context, text, start):
 
 
 def doc_windows(num_tokens, max_tokens, doc_stride):
-  """[(start, length)] windows covering num_tokens (original doc-stride)."""
+  """[(start, length)] windows covering num_tokens (original doc-stride);
+  doc_stride 0: the one window of the first max_tokens (the context cut, as
+  the export without windows)."""
   if max_tokens <= 0:
     raise ValueError("max_seq_length leaves no room for the context; reduce "
                      "max_query_length or raise max_seq_length")
+  if doc_stride < 0:
+    raise ValueError(f"doc_stride must be >= 0, got {doc_stride}")
+  if not doc_stride:
+    return [(0, min(max_tokens, num_tokens))]
   windows, start = [], 0
   while True:
     length = min(max_tokens, num_tokens - start)

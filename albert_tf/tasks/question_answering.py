@@ -26,11 +26,12 @@ class SquadDataConfig(finetune_lib.FinetuningDataConfig):
       "data.version_2_with_negative). squad_v2.0.yaml uses the original's "
       "head (task.squad_head=xlnet); the simple head takes "
       "task.with_answerability.")
-  # Windows over contexts longer than one sequence (0: truncate; the
-  # xlnet head needs windows).
+  # Windows over contexts longer than one sequence (0: one window, the
+  # context cut; the xlnet head's export needs windows).
   doc_stride: int = setting(128, serving=True, export=True,
                             flag="SQuAD: window stride over long contexts "
-                            "(data.doc_stride; 0 truncates).")
+                            "(data.doc_stride; 0 truncates: one window per "
+                            "question, the context cut to fit).")
   max_query_length: int = setting(64, serving=True, flag="SQuAD: question "
                                   "tokens kept (data.max_query_length).")
   n_best_size: int = setting(20, resume=SAFE)
@@ -72,6 +73,13 @@ class SquadExperimentConfig(finetune_lib.FinetuningExperimentConfig):
   task: SquadTaskConfig = dataclasses.field(default_factory=SquadTaskConfig)
   trainer: SquadTrainerConfig = dataclasses.field(
       default_factory=SquadTrainerConfig)
+
+  def validate_data(self):
+    """Raises ValueError naming the first bad data field."""
+    super().validate_data()
+    if self.data.doc_stride < 0:
+      raise ValueError(f"data.doc_stride must be >= 0 (0: one window per "
+                       f"question), got {self.data.doc_stride}")
 
 
 @serving_params.view_of(SquadExperimentConfig)
