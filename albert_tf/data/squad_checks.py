@@ -5,8 +5,10 @@ file and, where there is one, the JSON path or question id:
   * the file is JSON in UTF-8, UTF-16 or UTF-32 (as `json.loads` detects
     them from the bytes; the SQuAD files are UTF-8);
   * `is_impossible` is a JSON boolean: the string "false" is true in Python;
-  * question ids are unique: predictions and scores are keyed by id, so a
-    repeated id silently drops a question from the evaluation total;
+  * a question id is a JSON string or number, keyed as text
+    (`question_key`) by the predictions and the scorer alike; ids are
+    unique: a repeated id silently drops a question from the evaluation
+    total;
   * a training file whose answerable questions all lost their answer (not
     in its context) would train on unanswerable windows only.
 """
@@ -42,6 +44,24 @@ def is_impossible(qa, path, where):
     return bool(value)
   raise SquadFormatError(f"{path}: {where}.is_impossible is {value!r}; it "
                          "must be true or false (a JSON boolean)")
+
+
+def question_key(qas_id):
+  """The key of a question id in predictions and scores: its text (a file
+  may number its questions; the predictions' JSON keys are text)."""
+  return qas_id if isinstance(qas_id, str) else str(qas_id)
+
+
+def question_id(qa, path, where):
+  """The question's `id` as its key; a missing id or one that is not a
+  JSON string or number is refused."""
+  if not isinstance(qa, dict) or "id" not in qa:
+    raise SquadFormatError(f"{path}: {where}: missing field 'id'")
+  value = qa["id"]
+  if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+    raise SquadFormatError(f"{path}: {where}.id is {value!r}; a question id "
+                           "is a JSON string or number")
+  return question_key(value)
 
 
 def check_new_id(seen, qas_id, path, where):

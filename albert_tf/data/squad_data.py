@@ -78,7 +78,7 @@ def read_squad_examples(path, is_training, version_2_with_negative=False,
       context = _field(paragraph, "context", path, where_p)
       for q, qa in enumerate(_field(paragraph, "qas", path, where_p)):
         where = f"{where_p}.qas[{q}]"
-        qas_id = str(_field(qa, "id", path, where))
+        qas_id = squad_checks.question_id(qa, path, where)
         squad_checks.check_new_id(seen_ids, qas_id, path, where)
         question = _field(qa, "question", path, where)
         stats.questions += 1

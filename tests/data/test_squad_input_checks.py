@@ -1,9 +1,11 @@
 """A SQuAD file is checked before it is trained or scored on: the string
 "false" was read as is_impossible=true, a file whose answers are not in their
 contexts trained on negatives only, a repeated question id dropped a question
-from the evaluation total, and a UTF-16 file failed without its name."""
+from the evaluation total, numeric ids scored 0, and a UTF-16 file failed
+without its name."""
 
 import json
+import logging
 
 import pytest
 
@@ -89,3 +91,47 @@ def test_undecodable_file_is_an_error_naming_it(tmp_path):
   with pytest.raises(squad_data.SquadFormatError,
                      match=r"latin1.json: not UTF-8/16/32 text"):
     squad_data.read_squad_examples(str(path), False)
+
+
+def test_numeric_question_ids_are_scored(tmp_path):
+  """A dev file whose ids are JSON numbers scored every question 0: the
+  predictions are keyed by the id's text, the scorer looked up the number."""
+  path = write(tmp_path / "dev.json", [
+      qa(7), qa(8, answer="Carolina Panthers", start=28),
+      qa(9, answer=None, is_impossible=True)])
+  examples = squad_data.read_squad_examples(path, False, True)
+  assert [e.qas_id for e in examples] == ["7", "8", "9"]
+  predictions = {e.qas_id: (e.gold_answers or [""])[0] for e in examples}
+  with open(path, encoding="utf-8") as f:
+    data = json.load(f)["data"]
+  assert finetune_metrics.squad_metrics(data, dict(predictions, **{
+      "8": "x"})) == {"exact_match": pytest.approx(200 / 3),
+                      "f1": pytest.approx(200 / 3)}
+  null_odds = {"7": -1.0, "8": -1.0, "9": 1.0}
+  out = finetune_metrics.squad_metrics(data, predictions, null_odds)
+  assert (out["exact"], out["HasAns_exact"], out["NoAns_exact"]) == (
+      100.0, 100.0, 100.0)
+  # The threshold search sees the same keys: answering 7 and 8 is best.
+  assert (out["best_exact"], out["best_exact_thresh"]) == (100.0, -1.0)
+
+
+@pytest.mark.parametrize("value", [None, True, [1], {"id": 1}])
+def test_question_id_must_be_a_string_or_number(tmp_path, value):
+  path = write(tmp_path / "dev.json", [qa(value)])
+  with pytest.raises(squad_data.SquadFormatError) as e:
+    squad_data.read_squad_examples(path, False, True)
+  assert str(e.value) == (f"{path}: data[0].paragraphs[0].qas[0].id is "
+                          f"{value!r}; a question id is a JSON string or "
+                          "number")
+
+
+def test_a_question_without_prediction_is_warned_about(caplog):
+  data = [{"paragraphs": [{"context": CONTEXT, "qas": [
+      qa("q1"), qa("q2"), qa("q3")]}]}]
+  with caplog.at_level(logging.WARNING, logger="absl"):
+    out = finetune_metrics.squad_metrics(data, {"q1": "Denver Broncos"})
+  assert out == {"exact_match": pytest.approx(100 / 3),
+                 "f1": pytest.approx(100 / 3)}
+  assert [r.getMessage() for r in caplog.records] == [
+      "SQuAD scoring: 2 of 3 questions have no prediction (e.g. id 'q2'); "
+      "they score 0"]
