@@ -17,8 +17,9 @@ minus the best window's answerable logit; without one, the [CLS] span score
 minus the best span score (the original BERT rule). The answer is "" when
 null_odds > `null_score_diff_threshold`.
 
-Bad input: a question missing a field raises `SquadFormatError` naming the
-file and JSON path; a training answer whose text is not at its
+Bad input: a question missing a field, or with a field of the wrong type
+(`squad_checks`), raises `SquadFormatError` naming the file, JSON path and
+question id; a training answer whose text is not at its
 `answer_start` is looked up nearby in the context, and skipped and counted
 when absent (`ReadStats`).
 """
@@ -55,12 +56,6 @@ class ReadStats:
   realigned: int = 0
 
 
-def _field(obj, key, path, where):
-  if not isinstance(obj, dict) or key not in obj:
-    raise SquadFormatError(f"{path}: {where}: missing field {key!r}")
-  return obj[key]
-
-
 def read_squad_examples(path, is_training, version_2_with_negative=False,
                         stats=None):
   """Reads a SQuAD JSON file into SquadExamples.
@@ -69,45 +64,45 @@ def read_squad_examples(path, is_training, version_2_with_negative=False,
   """
   stats = stats if stats is not None else ReadStats()
   data = squad_checks.load_json(path)
-  articles = _field(data, "data", path, "top level")
+  articles = squad_checks.field(data, "data", path, "top level")
   examples, seen_ids = [], {}
   for a, article in enumerate(articles):
     for p, paragraph in enumerate(
-        _field(article, "paragraphs", path, f"data[{a}]")):
+        squad_checks.field(article, "paragraphs", path, f"data[{a}]")):
       where_p = f"data[{a}].paragraphs[{p}]"
-      context = _field(paragraph, "context", path, where_p)
-      for q, qa in enumerate(_field(paragraph, "qas", path, where_p)):
+      qas = squad_checks.field(paragraph, "qas", path, where_p)
+      for q, qa in enumerate(qas):
         where = f"{where_p}.qas[{q}]"
         qas_id = squad_checks.question_id(qa, path, where)
         squad_checks.check_new_id(seen_ids, qas_id, path, where)
-        question = _field(qa, "question", path, where)
+        context = squad_checks.text_field(paragraph, "context", path,
+                                          where_p, qas_id)
+        question = squad_checks.text_field(qa, "question", path, where,
+                                           qas_id)
         stats.questions += 1
         is_impossible = squad_checks.is_impossible(qa, path, where)
         if is_impossible and not version_2_with_negative:
           raise SquadFormatError(
               f"{path}: {where}: is_impossible question in a v1.1 run; pass "
               "--version_2_with_negative")
-        answers = qa.get("answers", [])
-        gold = [ans.get("text", "") for ans in answers]
+        gold = squad_checks.answer_texts(qa, path, where, qas_id)
         example = SquadExample(qas_id, question, context,
                                is_impossible=is_impossible,
                                gold_answers=gold)
         if is_training and not is_impossible:
-          if not answers:
+          if not gold:
             raise SquadFormatError(
                 f"{path}: {where}: answerable question without answers")
           stats.answerable += 1
-          answer = answers[0]
-          text = _field(answer, "text", path, f"{where}.answers[0]")
-          start = int(_field(answer, "answer_start", path,
-                             f"{where}.answers[0]"))
-          start = _locate_answer(context, text, start)
+          text = gold[0]
+          given = squad_checks.answer_start(qa, path, where, qas_id)
+          start = _locate_answer(context, text, given)
           if start is None:
             stats.skipped += 1
             logging.warning("%s: %s: answer %r not found in the context; "
                             "skipped", path, where, text)
             continue
-          if start != int(answer["answer_start"]):
+          if start != given:
             stats.realigned += 1
           example.answer_text, example.answer_start = text, start
         examples.append(example)

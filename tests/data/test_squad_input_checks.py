@@ -135,3 +135,55 @@ def test_a_question_without_prediction_is_warned_about(caplog):
   assert [r.getMessage() for r in caplog.records] == [
       "SQuAD scoring: 2 of 3 questions have no prediction (e.g. id 'q2'); "
       "they score 0"]
+
+
+def _paragraph_with(tmp_path, context=CONTEXT, **fields):
+  question = dict(qa("q1"), **fields)
+  path = tmp_path / "train.json"
+  path.write_text(json.dumps({"data": [{"paragraphs": [
+      {"context": context, "qas": [question]}]}]}), encoding="utf-8")
+  return str(path)
+
+
+Q = "data[0].paragraphs[0].qas[0]"
+
+
+@pytest.mark.parametrize("fields,context,message", [
+    ({}, None, "data[0].paragraphs[0].context (question 'q1') is None; it "
+     "must be a JSON string"),
+    ({"question": None}, CONTEXT, f"{Q}.question (question 'q1') is None; "
+     "it must be a JSON string"),
+    ({"answers": {"text": "Denver", "answer_start": 0}}, CONTEXT,
+     f"{Q}.answers (question 'q1') is {{'text': 'Denver', 'answer_start': "
+     "0}; it must be a list of {\"text\", \"answer_start\"} objects"),
+    ({"answers": ["Denver"]}, CONTEXT, f"{Q}.answers[0]: missing field "
+     "'text' (question 'q1')"),
+    ({"answers": [{"text": "Denver"}]}, CONTEXT, f"{Q}.answers[0]: missing "
+     "field 'answer_start' (question 'q1')"),
+    ({"answers": [{"text": 5, "answer_start": 0}]}, CONTEXT,
+     f"{Q}.answers[0].text (question 'q1') is 5; it must be a JSON string"),
+    ({"answers": [{"text": "Denver", "answer_start": "ten"}]}, CONTEXT,
+     f"{Q}.answers[0].answer_start (question 'q1') is 'ten'; it must be a "
+     "whole number (a character offset in the context)"),
+    ({"answers": [{"text": "Denver", "answer_start": 0.5}]}, CONTEXT,
+     f"{Q}.answers[0].answer_start (question 'q1') is 0.5; it must be a "
+     "whole number (a character offset in the context)"),
+])
+def test_a_malformed_field_is_one_line_naming_the_question(
+    tmp_path, fields, context, message):
+  """These crashed with AttributeError tracebacks while building features
+  (or, for "ten", said only "invalid literal for int()")."""
+  path = _paragraph_with(tmp_path, context, **fields)
+  with pytest.raises(squad_data.SquadFormatError) as e:
+    squad_data.read_squad_examples(path, True)
+  assert str(e.value) == f"{path}: {message}"
+
+
+def test_answer_start_is_only_read_for_training(tmp_path):
+  path = _paragraph_with(tmp_path, answers=[
+      {"text": "Denver Broncos", "answer_start": 0.0},
+      {"text": "Broncos", "answer_start": "ten"}])
+  example, = squad_data.read_squad_examples(path, True)
+  assert (example.answer_text, example.answer_start) == ("Denver Broncos", 0)
+  example, = squad_data.read_squad_examples(path, False)
+  assert example.gold_answers == ["Denver Broncos", "Broncos"]
