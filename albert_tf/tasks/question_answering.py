@@ -75,11 +75,31 @@ class SquadExperimentConfig(finetune_lib.FinetuningExperimentConfig):
       default_factory=SquadTrainerConfig)
 
   def validate_data(self):
-    """Raises ValueError naming the first bad data field."""
+    """Raises ValueError naming the first bad data field, or a setting that
+    would be read and ignored (SQuAD 2.0's in a v1.1 run, the xlnet head's
+    beam with the simple head)."""
     super().validate_data()
-    if self.data.doc_stride < 0:
+    d, t = self.data, self.task
+    if d.doc_stride < 0:
       raise ValueError(f"data.doc_stride must be >= 0 (0: one window per "
-                       f"question), got {self.data.doc_stride}")
+                       f"question), got {d.doc_stride}")
+    if not d.version_2_with_negative:
+      for name, value, default in (
+          ("data.null_score_diff_threshold", d.null_score_diff_threshold,
+           SquadDataConfig.null_score_diff_threshold),
+          ("task.with_answerability", t.with_answerability,
+           SquadTaskConfig.with_answerability)):
+        if value != default:
+          raise ValueError(
+              f"{name} (--{name.split('.')[1]}) is {value!r} but applies "
+              "only to SQuAD 2.0 (--version_2_with_negative); omit it")
+    xlnet = squad_heads.XlnetHead.name
+    if t.squad_head != xlnet:
+      for name in ("start_n_top", "end_n_top"):
+        if getattr(t, name) != getattr(SquadTaskConfig, name):
+          raise ValueError(
+              f"task.{name} is {getattr(t, name)} but applies only with "
+              f"task.squad_head={xlnet} (its beam); omit it")
 
 
 @serving_params.view_of(SquadExperimentConfig)
@@ -113,6 +133,14 @@ class SquadServingParams(serving_params.ServingParams):
     if "max_windows" in given and not self.doc_stride:
       raise ValueError("--max_windows applies to doc-stride windows only, "
                        "not --doc_stride=0 (one window per question)")
+    # The simple head's export answers with its best span (and
+    # answerable_probability): no threshold.
+    if ("null_score_diff_threshold" in given and
+        self.squad_head != squad_heads.XlnetHead.name):
+      raise ValueError("--null_score_diff_threshold applies to the export of "
+                       "the SQuAD 2.0 head (task.squad_head=xlnet) only, not "
+                       f"to the {self.squad_head} head's (its answers carry "
+                       "answerable_probability with the answerability head)")
 
 
 @registry.register_task
