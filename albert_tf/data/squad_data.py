@@ -20,8 +20,9 @@ null_odds > `null_score_diff_threshold`.
 Bad input: a question missing a field, or with a field of the wrong type
 (`squad_checks`), raises `SquadFormatError` naming the file, JSON path and
 question id; a training answer whose text is not at its
-`answer_start` is looked up nearby in the context, and skipped and counted
-when absent (`ReadStats`).
+`answer_start` is moved to the nearest occurrence of the text in the
+context, and skipped when absent or when `answer_start` is negative; each
+kind is counted (`ReadStats`) and logged.
 """
 
 import dataclasses
@@ -52,8 +53,9 @@ class SquadExample:
 class ReadStats:
   questions: int = 0
   answerable: int = 0  # training questions with an answer to align
-  skipped: int = 0
-  realigned: int = 0
+  skipped: int = 0  # answer not in the context, or a negative answer_start
+  negative_starts: int = 0  # of `skipped`
+  realigned: int = 0  # answer_start moved to the nearest occurrence
 
 
 def read_squad_examples(path, is_training, version_2_with_negative=False,
@@ -65,7 +67,7 @@ def read_squad_examples(path, is_training, version_2_with_negative=False,
   stats = stats if stats is not None else ReadStats()
   data = squad_checks.load_json(path)
   articles = squad_checks.field(data, "data", path, "top level")
-  examples, seen_ids = [], {}
+  examples, seen_ids, realigned_ids = [], {}, []
   for a, article in enumerate(articles):
     for p, paragraph in enumerate(
         squad_checks.field(article, "paragraphs", path, f"data[{a}]")):
@@ -96,6 +98,12 @@ def read_squad_examples(path, is_training, version_2_with_negative=False,
           stats.answerable += 1
           text = gold[0]
           given = squad_checks.answer_start(qa, path, where, qas_id)
+          if given < 0:  # not an offset (Python would count from the end)
+            stats.skipped += 1
+            stats.negative_starts += 1
+            logging.warning("%s: %s: answer_start %d is negative; skipped",
+                            path, where, given)
+            continue
           start = _locate_answer(context, text, given)
           if start is None:
             stats.skipped += 1
@@ -104,13 +112,27 @@ def read_squad_examples(path, is_training, version_2_with_negative=False,
             continue
           if start != given:
             stats.realigned += 1
+            realigned_ids.append(qas_id)
           example.answer_text, example.answer_start = text, start
         examples.append(example)
   squad_checks.check_answers_found(path, stats.answerable, stats.skipped)
-  if stats.skipped:
-    logging.warning("%s: skipped %d of %d questions whose answer is not in "
-                    "the context", path, stats.skipped, stats.questions)
+  _log_stats(path, stats, realigned_ids[:1])
   return examples
+
+
+def _log_stats(path, stats, realigned_ids):
+  """Warns of the training answers skipped and moved."""
+  if stats.skipped:
+    logging.warning("%s: skipped %d of %d questions: %d whose answer is "
+                    "not in the context, %d with a negative answer_start",
+                    path, stats.skipped, stats.questions,
+                    stats.skipped - stats.negative_starts,
+                    stats.negative_starts)
+  if stats.realigned:
+    logging.warning("%s: moved %d of %d answers to the occurrence of their "
+                    "text nearest their answer_start, which did not point "
+                    "at it (e.g. question %r)", path, stats.realigned,
+                    stats.answerable, realigned_ids[0])
 
 
 def _locate_answer(context, text, start):

@@ -187,3 +187,26 @@ def test_answer_start_is_only_read_for_training(tmp_path):
   assert (example.answer_text, example.answer_start) == ("Denver Broncos", 0)
   example, = squad_data.read_squad_examples(path, False)
   assert example.gold_answers == ["Denver Broncos", "Broncos"]
+
+
+def test_negative_answer_start_is_skipped_and_moves_are_reported(
+    tmp_path, caplog):
+  """A negative answer_start found its text through Python's negative
+  indexing (counted from the end) and was kept at that offset; moved
+  answers were counted but never reported."""
+  path = write(tmp_path / "train.json", [
+      qa("neg", answer="Carolina Panthers", start=-len("Carolina Panthers.")),
+      qa("moved", answer="Carolina", start=3), qa("ok")])
+  stats = squad_data.ReadStats()
+  with caplog.at_level(logging.WARNING, logger="absl"):
+    examples = squad_data.read_squad_examples(path, True, True, stats)
+  assert [(e.qas_id, e.answer_start) for e in examples] == [
+      ("moved", CONTEXT.index("Carolina")), ("ok", 0)]
+  assert (stats.skipped, stats.negative_starts, stats.realigned) == (1, 1, 1)
+  where = "data[0].paragraphs[0].qas[0]"
+  assert [r.getMessage() for r in caplog.records] == [
+      f"{path}: {where}: answer_start -18 is negative; skipped",
+      f"{path}: skipped 1 of 3 questions: 0 whose answer is not in the "
+      "context, 1 with a negative answer_start",
+      f"{path}: moved 1 of 3 answers to the occurrence of their text nearest "
+      "their answer_start, which did not point at it (e.g. question 'moved')"]
