@@ -4,7 +4,8 @@ Alignment of answers to tokens: `squad_alignment`.
 
 Windows. A context longer than `max_seq_length - len(question) - 3` tokens is
 split into overlapping windows `[CLS] question [SEP] window [SEP]`, each
-starting `doc_stride` tokens after the previous one. A training window that
+starting `doc_stride` tokens after the previous one; `doc_stride` 0 keeps
+the first window only (the context cut). A training window that
 does not hold the whole answer is labelled (0, 0), the [CLS] position, like
 an unanswerable question. At prediction time a token only starts an answer
 in the window where it has the most context (min of left and right context,
@@ -16,10 +17,12 @@ minus the best window's answerable logit; without one, the [CLS] span score
 minus the best span score (the original BERT rule). The answer is "" when
 null_odds > `null_score_diff_threshold`.
 
-Bad input: a question missing a field raises `SquadFormatError` naming the
-file and JSON path; a training answer whose text is not at its
-`answer_start` is looked up nearby in the context, and skipped and counted
-when absent (`ReadStats`).
+Bad input: a question missing a field, or with a field of the wrong type
+(`squad_checks`), raises `SquadFormatError` naming the file, JSON path and
+question id; a training answer whose text is not at its
+`answer_start` is moved to the nearest occurrence of the text in the
+context, and skipped when absent or when `answer_start` is negative; each
+kind is counted (`ReadStats`) and logged.
 """
 
 import dataclasses
@@ -50,14 +53,9 @@ class SquadExample:
 class ReadStats:
   questions: int = 0
   answerable: int = 0  # training questions with an answer to align
-  skipped: int = 0
-  realigned: int = 0
-
-
-def _field(obj, key, path, where):
-  if not isinstance(obj, dict) or key not in obj:
-    raise SquadFormatError(f"{path}: {where}: missing field {key!r}")
-  return obj[key]
+  skipped: int = 0  # answer not in the context, or a negative answer_start
+  negative_starts: int = 0  # of `skipped`
+  realigned: int = 0  # answer_start moved to the nearest occurrence
 
 
 def read_squad_examples(path, is_training, version_2_with_negative=False,
@@ -68,53 +66,73 @@ def read_squad_examples(path, is_training, version_2_with_negative=False,
   """
   stats = stats if stats is not None else ReadStats()
   data = squad_checks.load_json(path)
-  articles = _field(data, "data", path, "top level")
-  examples, seen_ids = [], {}
+  articles = squad_checks.field(data, "data", path, "top level")
+  examples, seen_ids, realigned_ids = [], {}, []
   for a, article in enumerate(articles):
     for p, paragraph in enumerate(
-        _field(article, "paragraphs", path, f"data[{a}]")):
+        squad_checks.field(article, "paragraphs", path, f"data[{a}]")):
       where_p = f"data[{a}].paragraphs[{p}]"
-      context = _field(paragraph, "context", path, where_p)
-      for q, qa in enumerate(_field(paragraph, "qas", path, where_p)):
+      qas = squad_checks.field(paragraph, "qas", path, where_p)
+      for q, qa in enumerate(qas):
         where = f"{where_p}.qas[{q}]"
-        qas_id = str(_field(qa, "id", path, where))
+        qas_id = squad_checks.question_id(qa, path, where)
         squad_checks.check_new_id(seen_ids, qas_id, path, where)
-        question = _field(qa, "question", path, where)
+        context = squad_checks.text_field(paragraph, "context", path,
+                                          where_p, qas_id)
+        question = squad_checks.text_field(qa, "question", path, where,
+                                           qas_id)
         stats.questions += 1
         is_impossible = squad_checks.is_impossible(qa, path, where)
         if is_impossible and not version_2_with_negative:
           raise SquadFormatError(
               f"{path}: {where}: is_impossible question in a v1.1 run; pass "
               "--version_2_with_negative")
-        answers = qa.get("answers", [])
-        gold = [ans.get("text", "") for ans in answers]
+        gold = squad_checks.answer_texts(qa, path, where, qas_id)
         example = SquadExample(qas_id, question, context,
                                is_impossible=is_impossible,
                                gold_answers=gold)
         if is_training and not is_impossible:
-          if not answers:
+          if not gold:
             raise SquadFormatError(
                 f"{path}: {where}: answerable question without answers")
           stats.answerable += 1
-          answer = answers[0]
-          text = _field(answer, "text", path, f"{where}.answers[0]")
-          start = int(_field(answer, "answer_start", path,
-                             f"{where}.answers[0]"))
-          start = _locate_answer(context, text, start)
+          text = gold[0]
+          given = squad_checks.answer_start(qa, path, where, qas_id)
+          if given < 0:  # not an offset (Python would count from the end)
+            stats.skipped += 1
+            stats.negative_starts += 1
+            logging.warning("%s: %s: answer_start %d is negative; skipped",
+                            path, where, given)
+            continue
+          start = _locate_answer(context, text, given)
           if start is None:
             stats.skipped += 1
             logging.warning("%s: %s: answer %r not found in the context; "
                             "skipped", path, where, text)
             continue
-          if start != int(answer["answer_start"]):
+          if start != given:
             stats.realigned += 1
+            realigned_ids.append(qas_id)
           example.answer_text, example.answer_start = text, start
         examples.append(example)
   squad_checks.check_answers_found(path, stats.answerable, stats.skipped)
-  if stats.skipped:
-    logging.warning("%s: skipped %d of %d questions whose answer is not in "
-                    "the context", path, stats.skipped, stats.questions)
+  _log_stats(path, stats, realigned_ids[:1])
   return examples
+
+
+def _log_stats(path, stats, realigned_ids):
+  """Warns of the training answers skipped and moved."""
+  if stats.skipped:
+    logging.warning("%s: skipped %d of %d questions: %d whose answer is "
+                    "not in the context, %d with a negative answer_start",
+                    path, stats.skipped, stats.questions,
+                    stats.skipped - stats.negative_starts,
+                    stats.negative_starts)
+  if stats.realigned:
+    logging.warning("%s: moved %d of %d answers to the occurrence of their "
+                    "text nearest their answer_start, which did not point "
+                    "at it (e.g. question %r)", path, stats.realigned,
+                    stats.answerable, realigned_ids[0])
 
 
 def _locate_answer(context, text, start):
@@ -131,10 +149,16 @@ def _locate_answer(context, text, start):
 
 
 def doc_windows(num_tokens, max_tokens, doc_stride):
-  """[(start, length)] windows covering num_tokens (original doc-stride)."""
+  """[(start, length)] windows covering num_tokens (original doc-stride);
+  doc_stride 0: the one window of the first max_tokens (the context cut, as
+  the export without windows)."""
   if max_tokens <= 0:
     raise ValueError("max_seq_length leaves no room for the context; reduce "
                      "max_query_length or raise max_seq_length")
+  if doc_stride < 0:
+    raise ValueError(f"doc_stride must be >= 0, got {doc_stride}")
+  if not doc_stride:
+    return [(0, min(max_tokens, num_tokens))]
   windows, start = [], 0
   while True:
     length = min(max_tokens, num_tokens - start)

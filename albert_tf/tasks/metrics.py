@@ -15,8 +15,11 @@ import collections
 import re
 import string
 
+from absl import logging
 import numpy as np
 from scipy import stats
+
+from albert_tf.data import squad_checks
 
 # --- Classification / regression --------------------------------------------
 
@@ -146,21 +149,28 @@ def gold_answers(qa):
 
 
 def _raw_scores(dataset, predictions):
-  """qid -> (EM, F1) of the raw predictions, qid -> has_answer."""
-  exact, f1, has_answer = {}, {}, {}
+  """qid -> (EM, F1) of the raw predictions, qid -> has_answer. Ids are
+  keyed as the reader keys them (`squad_checks.question_key`: a numeric id
+  is its text); a question without a prediction scores 0, with a warning."""
+  exact, f1, has_answer, missing = {}, {}, {}, []
   for article in dataset:
     for paragraph in article["paragraphs"]:
       for qa in paragraph["qas"]:
-        qid = qa["id"]
+        qid = squad_checks.question_key(qa["id"])
         golds = gold_answers(qa)
         # As the official v2 script: answerable if it lists answers, even
         # ones that normalise to "" (e.g. "The"), which then only match "".
         has_answer[qid] = bool(qa.get("answers"))
         if qid not in predictions:
+          missing.append(qid)
           continue
         pred = predictions[qid]
         exact[qid] = max(exact_match(pred, g) for g in golds)
         f1[qid] = max(token_f1(pred, g) for g in golds)
+  if missing:
+    logging.warning("SQuAD scoring: %d of %d questions have no prediction "
+                    "(e.g. id %r); they score 0", len(missing),
+                    len(has_answer), missing[0])
   return exact, f1, has_answer
 
 

@@ -26,11 +26,12 @@ class SquadDataConfig(finetune_lib.FinetuningDataConfig):
       "data.version_2_with_negative). squad_v2.0.yaml uses the original's "
       "head (task.squad_head=xlnet); the simple head takes "
       "task.with_answerability.")
-  # Windows over contexts longer than one sequence (0: truncate; the
-  # xlnet head needs windows).
+  # Windows over contexts longer than one sequence (0: one window, the
+  # context cut; the xlnet head's export needs windows).
   doc_stride: int = setting(128, serving=True, export=True,
                             flag="SQuAD: window stride over long contexts "
-                            "(data.doc_stride; 0 truncates).")
+                            "(data.doc_stride; 0 truncates: one window per "
+                            "question, the context cut to fit).")
   max_query_length: int = setting(64, serving=True, flag="SQuAD: question "
                                   "tokens kept (data.max_query_length).")
   n_best_size: int = setting(20, resume=SAFE)
@@ -73,6 +74,33 @@ class SquadExperimentConfig(finetune_lib.FinetuningExperimentConfig):
   trainer: SquadTrainerConfig = dataclasses.field(
       default_factory=SquadTrainerConfig)
 
+  def validate_data(self):
+    """Raises ValueError naming the first bad data field, or a setting that
+    would be read and ignored (SQuAD 2.0's in a v1.1 run, the xlnet head's
+    beam with the simple head)."""
+    super().validate_data()
+    d, t = self.data, self.task
+    if d.doc_stride < 0:
+      raise ValueError(f"data.doc_stride must be >= 0 (0: one window per "
+                       f"question), got {d.doc_stride}")
+    if not d.version_2_with_negative:
+      for name, value, default in (
+          ("data.null_score_diff_threshold", d.null_score_diff_threshold,
+           SquadDataConfig.null_score_diff_threshold),
+          ("task.with_answerability", t.with_answerability,
+           SquadTaskConfig.with_answerability)):
+        if value != default:
+          raise ValueError(
+              f"{name} (--{name.split('.')[1]}) is {value!r} but applies "
+              "only to SQuAD 2.0 (--version_2_with_negative); omit it")
+    xlnet = squad_heads.XlnetHead.name
+    if t.squad_head != xlnet:
+      for name in ("start_n_top", "end_n_top"):
+        if getattr(t, name) != getattr(SquadTaskConfig, name):
+          raise ValueError(
+              f"task.{name} is {getattr(t, name)} but applies only with "
+              f"task.squad_head={xlnet} (its beam); omit it")
+
 
 @serving_params.view_of(SquadExperimentConfig)
 class SquadServingParams(serving_params.ServingParams):
@@ -105,6 +133,14 @@ class SquadServingParams(serving_params.ServingParams):
     if "max_windows" in given and not self.doc_stride:
       raise ValueError("--max_windows applies to doc-stride windows only, "
                        "not --doc_stride=0 (one window per question)")
+    # The simple head's export answers with its best span (and
+    # answerable_probability): no threshold.
+    if ("null_score_diff_threshold" in given and
+        self.squad_head != squad_heads.XlnetHead.name):
+      raise ValueError("--null_score_diff_threshold applies to the export of "
+                       "the SQuAD 2.0 head (task.squad_head=xlnet) only, not "
+                       f"to the {self.squad_head} head's (its answers carry "
+                       "answerable_probability with the answerability head)")
 
 
 @registry.register_task

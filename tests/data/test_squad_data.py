@@ -5,11 +5,13 @@ import json
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from albert_tf.data import squad_answers
 from albert_tf.tasks import metrics as finetune_metrics
 from albert_tf.data import squad_alignment
 from albert_tf.data import squad_data
+from albert_tf.serving import preprocessing
 from tests.testing import finetune_testlib
 
 TRICKY = [
@@ -109,6 +111,55 @@ def test_windows_and_max_context():
   assert flags[1][3 - 2] and not flags[0][3] and not flags[2][0]
   with pytest.raises(ValueError, match="no room"):
     squad_data.doc_windows(5, 0, 2)
+
+
+def test_doc_stride_zero_is_one_window_of_the_first_tokens():
+  """--doc_stride=0 ("0 truncates") never returned: the windows did not
+  advance."""
+  assert squad_data.doc_windows(30, 20, 0) == [(0, 20)]
+  assert squad_data.doc_windows(5, 20, 0) == [(0, 5)]
+  assert squad_data.doc_windows(0, 20, 0) == [(0, 0)]
+  with pytest.raises(ValueError, match=r"^doc_stride must be >= 0, got -1$"):
+    squad_data.doc_windows(30, 20, -1)
+
+
+def test_doc_stride_zero_cuts_the_context_as_the_export(tokenizer,
+                                                        tmp_path_factory):
+  """Training, evaluation and prediction get one window per question: the
+  question and the first context tokens that fit, packed as the export
+  without windows (preprocessing "first_fixed") packs them."""
+  context = " ".join(finetune_testlib.botchan_sentences(40, 8, 12))
+  words = context.split()
+  near, far = words[2], words[-2]
+  seq, max_query = 32, 8
+  examples = [squad_data.SquadExample(q, "Which word comes here?", context,
+                                      w, context.index(w))
+              for q, w in (("near", near), ("far", far))]
+  room = seq - len(tokenizer.encode_ids(examples[0].question_text)) - 3
+  assert len(tokenizer.encode_ids(context)) > 4 * room
+  train = list(squad_data.convert_examples(examples, tokenizer, seq, 0,
+                                           max_query, is_training=True))
+  assert len(train) == 2
+  (near_feats, _), (far_feats, _) = train
+  assert near_feats["is_impossible"] == [0]
+  s, e = near_feats["start_positions"][0], near_feats["end_positions"][0]
+  ids = near_feats["input_word_ids"]
+  assert tokenizer.decode_ids(ids[s:e + 1]).strip() == near.lower()
+  # The far answer is cut off: the window is trained towards [CLS].
+  assert (far_feats["start_positions"], far_feats["is_impossible"]) == (
+      [0], [1])
+  evals = list(squad_data.convert_examples(examples, tokenizer, seq, 0,
+                                           max_query, is_training=False))
+  assert [m["window_start"] for _, m in evals] == [0, 0]
+  assert [m["window_length"] for _, m in evals] == [room, room]
+  assert all(all(m["max_context"]) for _, m in evals)
+  preprocessor = preprocessing.make_preprocessor(
+      finetune_testlib.spm_model(tmp_path_factory), seq_length=seq,
+      truncation="first_fixed", max_first_segment_length=max_query)
+  packed = preprocessor.preprocess([tf.constant([examples[0].question_text]),
+                                    tf.constant([context])])
+  for key, value in packed.items():
+    assert value.numpy()[0].tolist() == evals[0][0][key], key
 
 
 def test_answer_crossing_window_boundary(tokenizer):
