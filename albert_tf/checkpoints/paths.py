@@ -22,6 +22,8 @@ RUN_CHECKPOINT_SUBDIR = "checkpoints"
 # The released tarballs have no `checkpoint` state file, only this prefix.
 RELEASED_PREFIX = "model.ckpt-best"
 SAVED_MODEL_FILE = "saved_model.pb"
+# The checkpoint state file of a directory (tf.train's name for it).
+STATE_FILE = "checkpoint"
 
 # --- Checkpoints -------------------------------------------------------------
 
@@ -43,13 +45,17 @@ def latest_checkpoint(directory: str) -> Optional[str]:
   return tf.train.latest_checkpoint(directory)
 
 
+def checkpoint_state_text(prefix_basename: str) -> str:
+  """What `write_checkpoint_state` writes for this checkpoint name."""
+  return (f'model_checkpoint_path: "{prefix_basename}"\n'
+          f'all_model_checkpoint_paths: "{prefix_basename}"\n')
+
+
 def write_checkpoint_state(directory: str, prefix_basename: str) -> None:
   """Writes the `checkpoint` state file naming one checkpoint (relative), so
   `latest_checkpoint(directory)` finds it."""
-  output_files.atomic_write(
-      f"{directory}/checkpoint",
-      f'model_checkpoint_path: "{prefix_basename}"\n'
-      f'all_model_checkpoint_paths: "{prefix_basename}"\n')
+  output_files.atomic_write(f"{directory}/{STATE_FILE}",
+                            checkpoint_state_text(prefix_basename))
 
 
 def checkpoint_candidates(directory: str) -> List[str]:
