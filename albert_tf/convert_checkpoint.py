@@ -18,7 +18,8 @@ The model config is the run record's when the checkpoint is a run's
 either, --config_file gives it. The vocabulary (--spm_model_file or
 --vocab_file, else the run record's, else the SentencePiece model or
 WordPiece vocab*.txt next to the checkpoint) is copied to --output_dir with
-the config.
+the config. Everything is checked first and the outputs are moved in
+together at the end: a failed conversion leaves --output_dir as it was.
 """
 
 import os
@@ -54,8 +55,9 @@ def define_flags():
                       "module directory or a Hugging Face directory.")
   flags.DEFINE_string("output_dir", None, "Directory for the checkpoint, "
                       "albert_config.json and the SentencePiece model.")
-  flags.DEFINE_string("output_name", None, "Checkpoint prefix in "
-                      "--output_dir (default: model.ckpt for tf1, else ckpt).")
+  flags.DEFINE_string("output_name", None, "Checkpoint name in --output_dir, "
+                      "without a directory part (default: model.ckpt for "
+                      "tf1, else ckpt).")
   flags.DEFINE_string("albert_config_file", None,
                       "Deprecated alias of --config_file.")
   flags.DEFINE_string("spm_model_file", None, "SentencePiece model to copy "
@@ -67,9 +69,11 @@ def define_flags():
   flags.DEFINE_enum("model", "auto", ["auto", "pretrainer", "encoder"],
                     "pretrainer (+ MLM/SOP heads), encoder, or auto.")
   flags.DEFINE_bool("init_from_group0", False, "Every group from group_0.")
-  flags.DEFINE_integer("global_step", None, "--to=tf1: write global_step.")
-  flags.DEFINE_bool("overwrite", False, "Replace the checkpoint already in "
-                    "--output_dir (refused without this flag).")
+  flags.DEFINE_integer("global_step", None, "--to=tf1 only: write "
+                       "global_step.")
+  flags.DEFINE_bool("overwrite", False, "Replace the checkpoint, config and "
+                    "vocabulary already in --output_dir (refused without "
+                    "this flag).")
 
 
 def convert_hf(flag_values):
@@ -118,8 +122,12 @@ def main(argv):
       raise ValueError("give one of --spm_model_file and --vocab_file, not "
                        "both")
     facts = record.facts if record else {}
-    spm = (flag_values.spm_model_file or flag_values.vocab_file or
-           facts.get("spm_model_file") or facts.get("vocab_file") or None)
+    given = (("--spm_model_file", flag_values.spm_model_file),
+             ("--vocab_file", flag_values.vocab_file),
+             ("the run record's spm_model_file", facts.get("spm_model_file")),
+             ("the run record's vocab_file", facts.get("vocab_file")))
+    vocab_flag, spm = next(((f, v) for f, v in given if v),
+                           ("--spm_model_file", None))
     path, report = conversion.convert(
         flag_values.input_checkpoint, flag_values.output_dir,
         flag_values["from"].value, flag_values.to,
@@ -128,7 +136,7 @@ def main(argv):
         spm_model_file=spm,
         output_name=flag_values.output_name,
         global_step=flag_values.global_step,
-        overwrite=flag_values.overwrite)
+        overwrite=flag_values.overwrite, vocab_flag=vocab_flag)
   except cli_flags.USER_ERRORS as e:
     cli_flags.fail(e)
   print(report.summary())

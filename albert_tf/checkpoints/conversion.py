@@ -6,13 +6,14 @@ into a model in memory is `restore.restore(model, path)`.
 """
 
 import glob
+import json
 import os
-import shutil
 from typing import Optional, Tuple
 
 import tensorflow as tf
 
 from albert_tf.checkpoints import canonical_weights as cw
+from albert_tf.checkpoints import conversion_output as output
 from albert_tf.checkpoints import model_garden_checkpoint as mg
 from albert_tf.checkpoints import paths
 from albert_tf.checkpoints import tf1_checkpoint
@@ -153,12 +154,18 @@ def write_weights(model, output_prefix: str, layout: str,
                                   f"of {LAYOUTS}")
 
 
-def write_config(config, directory, layout):
+def config_text(config, layout) -> str:
+  """The albert_config.json written with a `layout` checkpoint."""
   values = config.to_json_dict()
   if layout == "tf1":  # Only the original's fields.
     values = {k: values[k] for k in ORIGINAL_CONFIG_FIELDS}
-  return output_files.write_json(
-      os.path.join(directory, albert_config.CONFIG_JSON_NAME), values)
+  return json.dumps(values, indent=2, sort_keys=True)
+
+
+def write_config(config, directory, layout):
+  return output_files.atomic_write(
+      os.path.join(directory, albert_config.CONFIG_JSON_NAME),
+      config_text(config, layout))
 
 
 def check_output_dir(prefix: str, output_dir: str, overwrite: bool):
@@ -184,15 +191,50 @@ def check_output_dir(prefix: str, output_dir: str, overwrite: bool):
   return existing
 
 
-def _replace_old_checkpoints(old_prefixes, new_prefix: str):
-  """Deletes the files of `old_prefixes` other than `new_prefix`'s: the
-  directory's config now describes the new checkpoint only."""
-  for old in old_prefixes:
-    if old == new_prefix:
-      continue
-    for path in tf.io.gfile.glob(glob.escape(old) + ".*"):
-      if path == old + ".index" or ".data-" in path[len(old):]:
-        tf.io.gfile.remove(path)
+def _check_request(output_dir, from_layout, to_layout, model, output_name,
+                   global_step):
+  """The checks of the arguments alone (nothing read)."""
+  for name, value in (("from", from_layout), ("to", to_layout)):
+    if value not in LAYOUTS:
+      raise CheckpointConversionError(f"--{name}={value!r}: expected one of "
+                                      f"{LAYOUTS}")
+  if model not in ("auto", "pretrainer", "encoder"):
+    raise CheckpointConversionError(f"model={model!r}: expected auto, "
+                                    "pretrainer or encoder")
+  if global_step is not None and to_layout != "tf1":
+    raise CheckpointConversionError(
+        f"--global_step={global_step}: only --to=tf1 records a step; "
+        f"--to={to_layout} has no place for it")
+  output.check_output_name(output_name)
+  output.check_output_dir_usable(output_dir)
+
+
+def _vocab_files(prefix, spm_model_file, vocab_flag):
+  """The vocabulary files to copy, each checked to be a readable file."""
+  if spm_model_file:
+    output.check_vocab_file(spm_model_file, vocab_flag)
+    return [spm_model_file]
+  found = find_vocab_files(prefix)
+  for path in found:
+    output.check_vocab_file(path, "vocabulary file")
+  return found
+
+
+def _check_outputs_free(output_dir, name, to_layout, config, vocab,
+                        overwrite):
+  """Refuses, without `overwrite`, a file written beside the checkpoint
+  `name` (config, state file, vocabulary) that would replace another."""
+  files = {albert_config.CONFIG_JSON_NAME: config_text(config, to_layout),
+           paths.STATE_FILE: paths.checkpoint_state_text(name)}
+  files = {n: text.encode("utf-8") for n, text in files.items()}
+  for source in vocab:
+    if os.path.basename(source) in files:
+      raise CheckpointConversionError(
+          f"vocabulary file {source}: its name is that of a file the "
+          "conversion writes; rename it")
+    files[os.path.basename(source)] = source
+  if not overwrite:
+    output.check_not_replacing(output_dir, name, files)
 
 
 def convert(input_checkpoint: str, output_dir: str, from_layout: str,
@@ -201,33 +243,34 @@ def convert(input_checkpoint: str, output_dir: str, from_layout: str,
             spm_model_file: Optional[str] = None,
             output_name: Optional[str] = None,
             global_step: Optional[int] = None,
-            overwrite: bool = False,
-            log=print) -> Tuple[str, cw.ConversionReport]:
+            overwrite: bool = False, log=print,
+            vocab_flag: str = "--spm_model_file"
+            ) -> Tuple[str, cw.ConversionReport]:
   """Converts one checkpoint; returns (output checkpoint path, report).
 
   `model`: "pretrainer" (encoder + MLM/SOP heads; fails when the source has
   no heads), "encoder", or "auto" (pretrainer when the source has the heads).
   Writes `albert_config.json` and copies the vocabulary (`spm_model_file`:
-  a SentencePiece model or WordPiece vocabulary; default: the one next to
-  the checkpoint) into `output_dir`, which may not hold the input; a
-  checkpoint already there is replaced only with `overwrite` (said through
-  `log`).
+  a SentencePiece model or WordPiece vocabulary, named `vocab_flag` in
+  errors; default: the one next to the checkpoint) into `output_dir`, which
+  may not hold the input; a checkpoint or another file already there is
+  replaced only with `overwrite` (said through `log`). Everything is
+  checked before anything is written, and the outputs are moved in together
+  at the end (conversion_output.py): a failure leaves `output_dir` as it was.
   """
-  for name, value in (("from", from_layout), ("to", to_layout)):
-    if value not in LAYOUTS:
-      raise CheckpointConversionError(f"--{name}={value!r}: expected one of "
-                                      f"{LAYOUTS}")
-  if model not in ("auto", "pretrainer", "encoder"):
-    raise CheckpointConversionError(f"model={model!r}: expected auto, "
-                                    "pretrainer or encoder")
+  _check_request(output_dir, from_layout, to_layout, model, output_name,
+                 global_step)
   prefix = paths.resolve_checkpoint(input_checkpoint)
+  replaced = check_output_dir(prefix, output_dir, overwrite)
   detected = detect_layout(prefix)
   if detected != from_layout:
     raise CheckpointConversionError(
         f"{prefix}: --from={from_layout} but the variable names are of the "
         f"{detected} layout")
-  replaced = check_output_dir(prefix, output_dir, overwrite)
   config = resolve_config(config, prefix)
+  name = output_name or DEFAULT_OUTPUT_NAMES[to_layout]
+  vocab = _vocab_files(prefix, spm_model_file, vocab_flag)
+  _check_outputs_free(output_dir, name, to_layout, config, vocab, overwrite)
   def build_target():
     return (AlbertEncoder(config) if model == "encoder" else
             AlbertPretrainer(config))
@@ -247,25 +290,23 @@ def convert(input_checkpoint: str, output_dir: str, from_layout: str,
   if mlm_only:
     check_mlm_only_layout(to_layout)
   if not with_heads:
-    for name in [n for n in values if cw.is_head(n)]:
-      report.skipped[report.mapped.pop(name)] = (
+    for head in [n for n in values if cw.is_head(n)]:
+      report.skipped[report.mapped.pop(head)] = (
           "pretraining head (target is the encoder only)")
-      del values[name]
+      del values[head]
     target = getattr(target, "encoder", target)
   # Checks every target variable is filled with the right shape.
   cw.check_and_assign(cw.model_variables(target, mlm_only=mlm_only), values,
                       report.mapped, prefix)
-  output_prefix = os.path.join(
-      output_dir, output_name or DEFAULT_OUTPUT_NAMES[to_layout])
-  if replaced:
-    log(f"--overwrite: replacing checkpoint {', '.join(replaced)} in "
-        f"{output_dir} with {output_prefix}")
-  path = write_weights(target, output_prefix, to_layout,
-                       global_step=global_step, mlm_only=mlm_only)
-  _replace_old_checkpoints(replaced, path)
-  write_config(config, output_dir, to_layout)
-  vocab = ([spm_model_file] if spm_model_file else find_vocab_files(prefix))
-  for source in vocab:
-    if os.path.abspath(os.path.dirname(source)) != os.path.abspath(output_dir):
-      shutil.copy(source, output_dir)
-  return path, report
+  with output.Staging(output_dir) as staging:
+    write_weights(target, os.path.join(staging.directory, name), to_layout,
+                  global_step=global_step, mlm_only=mlm_only)
+    write_config(config, staging.directory, to_layout)
+    for source in vocab:
+      tf.io.gfile.copy(source, os.path.join(staging.directory,
+                                            os.path.basename(source)))
+    if replaced and log:
+      log(f"--overwrite: replacing checkpoint {', '.join(replaced)} in "
+          f"{output_dir} with {os.path.join(output_dir, name)}")
+    staging.commit(replaced)
+  return os.path.join(output_dir, name), report

@@ -22,6 +22,8 @@ RUN_CHECKPOINT_SUBDIR = "checkpoints"
 # The released tarballs have no `checkpoint` state file, only this prefix.
 RELEASED_PREFIX = "model.ckpt-best"
 SAVED_MODEL_FILE = "saved_model.pb"
+# The checkpoint state file of a directory (tf.train's name for it).
+STATE_FILE = "checkpoint"
 
 # --- Checkpoints -------------------------------------------------------------
 
@@ -43,13 +45,17 @@ def latest_checkpoint(directory: str) -> Optional[str]:
   return tf.train.latest_checkpoint(directory)
 
 
+def checkpoint_state_text(prefix_basename: str) -> str:
+  """What `write_checkpoint_state` writes for this checkpoint name."""
+  return (f'model_checkpoint_path: "{prefix_basename}"\n'
+          f'all_model_checkpoint_paths: "{prefix_basename}"\n')
+
+
 def write_checkpoint_state(directory: str, prefix_basename: str) -> None:
   """Writes the `checkpoint` state file naming one checkpoint (relative), so
   `latest_checkpoint(directory)` finds it."""
-  output_files.atomic_write(
-      f"{directory}/checkpoint",
-      f'model_checkpoint_path: "{prefix_basename}"\n'
-      f'all_model_checkpoint_paths: "{prefix_basename}"\n')
+  output_files.atomic_write(f"{directory}/{STATE_FILE}",
+                            checkpoint_state_text(prefix_basename))
 
 
 def checkpoint_candidates(directory: str) -> List[str]:
@@ -88,12 +94,39 @@ def checkpoint_prefixes(directory: str) -> List[str]:
                 tf.io.gfile.glob(os.path.join(directory, "*.index")))
 
 
+def _same_directory(a: str, b: str) -> bool:
+  if "://" in a or "://" in b:
+    return a.rstrip("/") == b.rstrip("/")
+  return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _latest_inside(directory: str) -> Optional[str]:
+  """The state file's latest checkpoint, which must be in `directory`.
+
+  A copied directory's state file (TF1's Saver writes absolute paths) names
+  the original's checkpoint: the same-named checkpoint in `directory` is
+  used instead, and without one the directory is refused, so that a
+  directory never stands for another directory's checkpoint and config.
+  """
+  latest = latest_checkpoint(directory)
+  if not latest or _same_directory(os.path.dirname(latest), directory):
+    return latest
+  beside = os.path.join(directory, os.path.basename(latest))
+  if tf.io.gfile.exists(beside + ".index"):
+    return beside
+  raise CheckpointConversionError(
+      f"{directory}: its checkpoint state file names {latest}, a checkpoint "
+      "in another directory, and there is no "
+      f"{os.path.basename(latest)} here (a copied directory?); pass the "
+      "checkpoint prefix")
+
+
 def _prefix_in_directory(path: str) -> Optional[str]:
   """The checkpoint a directory designates, or None if it holds none."""
   hub = os.path.join(path, "variables", "variables")
   if tf.io.gfile.exists(hub + ".index"):
     return hub
-  latest = latest_checkpoint(path)
+  latest = _latest_inside(path)
   if latest:
     return latest
   prefixes = checkpoint_prefixes(path)
@@ -113,9 +146,11 @@ def resolve_checkpoint(path: str) -> str:
   """A checkpoint prefix from `path`.
 
   `path`: a prefix (`dir/ckpt-100`), its `.index` file, or a directory: its
-  `checkpoint` state file's latest, a TF-Hub module's `variables/variables`,
-  its only `*.index` prefix, `model.ckpt-best`, or (a run's model_dir) the
-  same inside its `checkpoints/` subdirectory.
+  `checkpoint` state file's latest (the same-named one in the directory when
+  the state file names another directory's; refused if there is none), a
+  TF-Hub module's `variables/variables`, its only `*.index` prefix,
+  `model.ckpt-best`, or (a run's model_dir) the same inside its
+  `checkpoints/` subdirectory.
   """
   if not path:
     raise CheckpointConversionError("no checkpoint path given")

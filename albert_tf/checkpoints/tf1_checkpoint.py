@@ -141,8 +141,9 @@ def to_tf1_name(name: str, inner_group_num: int) -> str:
 def from_tf1_name(name: str, config) -> Tuple[Optional[str], Optional[str]]:
   """Original name (no prefix) -> (canonical name, None) or (None, problem).
 
-  The problem is set for block variables whose group or inner group does not
-  exist in `config` (a wrong config), else unknown names give (None, None).
+  The problem (`group_G/inner_group_I`) is set for block variables whose
+  group or inner group does not exist in `config` (a wrong config), else
+  unknown names give (None, None).
   """
   if name in _FIXED_REVERSE:
     return _FIXED_REVERSE[name], None
@@ -151,9 +152,7 @@ def from_tf1_name(name: str, config) -> Tuple[Optional[str], Optional[str]]:
     return None, None
   group, inner = int(match.group(1)), int(match.group(2))
   if group >= config.num_hidden_groups or inner >= config.inner_group_num:
-    return None, (f"{name}: group_{group}/inner_group_{inner} does not exist "
-                  f"with num_hidden_groups={config.num_hidden_groups}, "
-                  f"inner_group_num={config.inner_group_num}")
+    return None, f"group_{group}/inner_group_{inner}"
   kind, suffix = _BLOCK_REVERSE[match.group(3)]
   k = group * config.inner_group_num + inner
   return f"transformer/{kind}_{k}/{suffix}", None
@@ -199,7 +198,7 @@ def map_tf1_names(path: str, stored, hub_prefix: str, config,
   report = cw.ConversionReport(layout="tf1" + (" (TF-Hub module/)"
                                                if hub_prefix else ""),
                                source=path)
-  misfits = []
+  misfits = {}  # stored name -> the block it needs
   for source in sorted(stored):
     if not source.startswith(hub_prefix):
       report.skipped[source] = "outside the TF-Hub module/ scope"
@@ -213,7 +212,7 @@ def map_tf1_names(path: str, stored, hub_prefix: str, config,
       continue
     canonical, problem = from_tf1_name(name, config)
     if problem:
-      misfits.append(problem)
+      misfits[source] = problem
     elif canonical is None:
       report.skipped[source] = "not an ALBERT model variable"
     elif canonical.startswith(cw.HEAD_PREFIXES) and not with_heads:
@@ -221,9 +220,14 @@ def map_tf1_names(path: str, stored, hub_prefix: str, config,
     else:
       report.mapped[canonical] = source
   if misfits:
+    blocks = sorted(set(misfits.values()))
     raise cw.CheckpointConversionError(
         f"{path}: {len(misfits)} variable(s) do not fit the config (wrong "
-        "albert_config.json?):\n" + "\n".join(f"  {m}" for m in misfits[:20]))
+        f"albert_config.json?): {cw.summarize_names(blocks, 4)} "
+        f"{'does' if len(blocks) == 1 else 'do'} not exist with "
+        f"num_hidden_groups={config.num_hidden_groups}, "
+        f"inner_group_num={config.inner_group_num} "
+        f"({cw.summarize_names(sorted(misfits), 2)})")
   found = {}
   for part, head in (heads or {}).items():
     variables = finetuned_head_variables(head)

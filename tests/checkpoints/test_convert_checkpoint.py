@@ -157,10 +157,17 @@ def test_wrong_config_names_both_variables(tmp_path):
   # A 2-group checkpoint with a 1-group config: group_1 has no place.
   prefix2 = save_original(str(tmp_path / "g2"), original_weights(TINY, 5),
                           TINY)
-  with pytest.raises(cw.CheckpointConversionError,
-                     match="group_1/inner_group_0 does not exist"):
+  with pytest.raises(cw.CheckpointConversionError) as e:
     cc.convert(prefix2, str(tmp_path / "out"), "tf1", "albert_tf",
                config=dict(TINY, num_hidden_groups=1))
+  # One line, however many variables (it listed 20, one a line).
+  block = "bert/encoder/transformer/group_1/inner_group_0/"
+  assert str(e.value) == (
+      f"{prefix2}: 32 variable(s) do not fit the config (wrong "
+      "albert_config.json?): group_1/inner_group_0, group_1/inner_group_1 "
+      "do not exist with num_hidden_groups=1, inner_group_num=2 "
+      f"({block}LayerNorm/beta, {block}LayerNorm/gamma, ... (32 in all))")
+  assert not os.path.exists(tmp_path / "out")
 
 
 def test_truncated_and_incomplete_checkpoints(tmp_path):
