@@ -20,6 +20,8 @@ import tensorflow as tf
 
 HEAD_PREFIXES = ("mlm_head/", "sop_head/")
 SOP_PREFIX = HEAD_PREFIXES[1]
+# Marks an object checkpoint key as an optimizer slot of the variable before.
+OPTIMIZER_SLOT = "/.OPTIMIZER_SLOT/"
 
 
 class CheckpointConversionError(ValueError):
@@ -245,7 +247,7 @@ def object_training_state_reason(key: str) -> Optional[str]:
   """Why an object-checkpoint key is not a model weight, or None."""
   if key == "_CHECKPOINTABLE_OBJECT_GRAPH":
     return "checkpoint metadata"
-  if "/.OPTIMIZER_SLOT/" in key or key.startswith("optimizer/"):
+  if OPTIMIZER_SLOT in key or key.startswith("optimizer/"):
     return "optimizer state"
   if key.split("/", 1)[0] in ("step", "global_step", "save_counter", "epoch"):
     return "training counter"

@@ -145,7 +145,11 @@ def _map_names(reader, prefix, layout, config, with_heads, model=None,
     model = AlbertPretrainer(config) if with_heads else AlbertEncoder(config)
   names_by_id = {id(v): n for n, v in
                  cw.model_variables(model, with_heads=with_heads).items()}
-  keys = object_layout.object_checkpoint_keys(cw.model_parts(model))
+  parts = cw.model_parts(model)
+  keys = object_layout.object_checkpoint_keys(parts)
+  # The encoder (and pretraining heads) read here: all of them or nothing.
+  object_layout.check_all_used(prefix, stored, keys,
+                               set(parts) if with_heads else {"encoder"})
   return cw.ConversionReport("albert_tf", prefix, mapped={
       names_by_id[id(v)]: k for k, v in sorted(keys.items())
       if id(v) in names_by_id and k in stored}), None, None

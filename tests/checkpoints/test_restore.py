@@ -188,3 +188,46 @@ def test_mis_shaped_head_fails_before_anything_is_assigned(tmp_path):
   assert "head/output_weights" in message and "[3, 16]" in message
   for old, new in zip(before, _weights(target)):
     np.testing.assert_array_equal(old, new)
+
+
+def test_a_checkpoint_of_more_blocks_than_the_config_is_refused(tmp_path):
+  """A 2-group x 2-block pretrainer's checkpoint restored into a 1 x 1
+  config: the model's own variables were all found, so the restore said
+  "encoder" and dropped 3 of the 4 blocks without a word."""
+  tf_keras.utils.set_random_seed(6)
+  big = lib.tiny_config(vocab_size=50, num_hidden_layers=4,
+                        num_hidden_groups=2, inner_group_num=2)
+  source = AlbertPretrainer(big)
+  step = tf.Variable(3, dtype=tf.int64)
+  # A training checkpoint: optimizer slots and counters are not the model's.
+  optimizer = tf_keras.optimizers.Adam()
+  optimizer.apply_gradients((tf.zeros_like(v), v)
+                            for v in source.trainable_variables)
+  path = object_layout.checkpoint_for(source, step=step,
+                                      optimizer=optimizer).write(
+                                          str(tmp_path / "big"))
+  block = "encoder/layer_with_weights-1/attention_layers/1"
+  for model, args in ((AlbertEncoder(CONFIG), {}),
+                      (AlbertPretrainer(CONFIG), {}),
+                      (AlbertEncoder(CONFIG), {"init_from_group0": True})):
+    before = _weights(model)
+    with pytest.raises(ValueError) as e:
+      restore(model, path, **args)
+    assert str(e.value) == (
+        f"{path}: 48 variable(s) of its encoder are not in the model (wrong "
+        f"config for this checkpoint?): {block}/key/bias, {block}/key/kernel"
+        f", {block}/layer_norm/beta, ... (48 in all)")
+    for old, new in zip(before, _weights(model)):
+      np.testing.assert_array_equal(old, new)
+  # Its own config takes every variable; the slots and counters stay out.
+  same = AlbertPretrainer(big)
+  restored_step = tf.Variable(0, dtype=tf.int64)
+  report = restore(same, path, step=restored_step)
+  assert report.restored == ["encoder", "mlm_head", "sop_head", "step"]
+  assert int(restored_step.numpy()) == 3
+  _assert_same(same, source)
+  # A classifier's head in the checkpoint is not asked for by parts=encoder.
+  classifier = dm.AlbertClassifier(AlbertEncoder(big), num_labels=2)
+  path = object_layout.checkpoint_for(classifier).write(str(tmp_path / "clf"))
+  report = restore(AlbertPretrainer(big), path, parts="encoder")
+  assert report.restored == ["encoder"]
