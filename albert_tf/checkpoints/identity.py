@@ -40,6 +40,10 @@ _LOWER_CASE = "do_lower_case"
 TRAINING_ONLY_MODEL_FIELDS = frozenset({
     "hidden_dropout_prob", "attention_probs_dropout_prob",
     "initializer_range", "gradient_checkpointing"})
+# Model fields a warm start with init_from_group0 may change: it fills the
+# config's groups from the checkpoint's group 0 (blocks by their index in
+# the group, so inner_group_num must match).
+GROUP0_FIELDS = frozenset({"num_hidden_groups"})
 
 
 def _saved_model_facts(directory: str) -> Dict[str, Any]:
@@ -124,9 +128,11 @@ def differences(recorded: Mapping[str, Any], given: Mapping[str, Any],
 
 
 def model_differences(recorded: Mapping[str, Any],
-                      given: Mapping[str, Any]):
-  """(field, recorded, given) of model fields that change the model."""
-  return differences(recorded, given, TRAINING_ONLY_MODEL_FIELDS)
+                      given: Mapping[str, Any], ignored=frozenset()):
+  """(field, recorded, given) of model fields that change the model (but
+  `ignored`)."""
+  return differences(recorded, given,
+                     TRAINING_ONLY_MODEL_FIELDS | frozenset(ignored))
 
 
 # Facts that say which model and tokenizer the weights belong to (the rest,
@@ -145,10 +151,11 @@ IDENTITY_FACTS = {
 
 def check(path: str, model: Optional[Mapping[str, Any]] = None,
           facts: Optional[Mapping[str, Any]] = None,
-          what: str = "") -> Optional[Dict[str, Any]]:
+          what: str = "", ignored=frozenset()) -> Optional[Dict[str, Any]]:
   """Refuses checkpoint `path` when its identity disagrees with `model` (a
-  model config dict) or with `facts` (task, vocab_sha256; a fact either side
-  lacks is not compared). Returns the identity (None: it has none).
+  model config dict; fields in `ignored` aside) or with `facts` (task,
+  vocab_sha256; a fact either side lacks is not compared). Returns the
+  identity (None: it has none).
 
   what: whose config / facts these are, for the error ("the run record of
   runs/a").
@@ -162,7 +169,7 @@ def check(path: str, model: Optional[Mapping[str, Any]] = None,
                     (f"checkpoint {path}", "its own record"))
   if model is not None and "model" in identity:  # an export has no record
     for field, saved, given in model_differences(identity["model"],
-                                                 model):
+                                                 model, ignored):
       raise ValueError(
           f"model.{field} is {given!r} in {source} but checkpoint {path} "
           f"was trained with {saved!r} (its own record); use the "
