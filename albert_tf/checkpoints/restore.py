@@ -27,11 +27,13 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.checkpoints import canonical_weights as cw
+from albert_tf.checkpoints import identity
 from albert_tf.checkpoints import model_garden_checkpoint as mg
 from albert_tf.checkpoints import object_layout
 from albert_tf.checkpoints import paths
 from albert_tf.checkpoints import tf1_checkpoint
 from albert_tf.checkpoints.canonical_weights import CheckpointConversionError
+from albert_tf.modeling import albert_config
 from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
 from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
 
@@ -178,6 +180,23 @@ def read_weights(prefix: str, config, layout: Optional[str] = None,
 # --- Sources -----------------------------------------------------------------
 
 
+def _check_exported_config(loaded, directory, config):
+  """Refuses an export whose config asset (`albert_config_file`) builds
+  another model than `config`: its variables would be copied by position
+  into a model that computes something else (same shapes, e.g. another
+  hidden_act or number of layers). An export without one is not checked."""
+  asset = getattr(loaded, identity.CONFIG_ASSET, None)
+  if asset is None:
+    return
+  path = asset.asset_path.numpy().decode("utf-8")
+  exported = albert_config.load_model_config([path]).as_dict()
+  for field, saved, given in identity.model_differences(exported,
+                                                        config.as_dict()):
+    raise CheckpointConversionError(
+        f"{directory}: model.{field} is {saved!r} in the export ({path}) "
+        f"but {given!r} in the model; not an encoder export of this config")
+
+
 def _restore_saved_model(model, directory: str, want_heads: bool,
                          allow_missing_heads: bool) -> RestoreReport:
   """Copies an encoder export's `.variables` (the encoder's, in order)."""
@@ -185,6 +204,7 @@ def _restore_saved_model(model, directory: str, want_heads: bool,
   all_parts, fresh = cw.check_heads(model, directory, want_heads, (),
                                     allow_missing_heads)
   loaded = tf.saved_model.load(directory)
+  _check_exported_config(loaded, directory, all_parts["encoder"].config)
   source = list(getattr(loaded, "variables", None) or [])
   target = list(all_parts["encoder"].variables)
   if len(source) != len(target):

@@ -121,8 +121,9 @@ def test_encoder_saved_model_export(tmp_path):
   assert report.layout == "saved_model"
   assert report.path == str(tmp_path / "hub" / "1")
   _assert_same(target.encoder, encoder)
-  with pytest.raises(ValueError, match=r"hub/1: variable \S+ has shape "
-                     r"\[50, 8\], the model's \S+ has \[50, 4\]"):
+  with pytest.raises(ValueError, match=r"hub/1: model.embedding_size is 8 "
+                     r"in the export \(\S+/hub/1/assets/albert_config.json\) "
+                     r"but 4 in the model"):
     restore(AlbertEncoder(lib.tiny_config(vocab_size=50, embedding_size=4)),
             str(tmp_path / "hub" / "1"))
 
@@ -231,3 +232,25 @@ def test_a_checkpoint_of_more_blocks_than_the_config_is_refused(tmp_path):
   path = object_layout.checkpoint_for(classifier).write(str(tmp_path / "clf"))
   report = restore(AlbertPretrainer(big), path, parts="encoder")
   assert report.restored == ["encoder"]
+
+
+def test_an_encoder_export_of_another_model_is_refused(tmp_path):
+  """Its variables were copied by position with shape checks only: a gelu
+  export filled a relu model of the same shapes."""
+  tf_keras.utils.set_random_seed(7)
+  version_dir = export_lib.export_encoder(AlbertEncoder(CONFIG),
+                                          str(tmp_path / "hub"))
+  relu = AlbertEncoder(lib.tiny_config(vocab_size=50, hidden_act="relu"))
+  before = _weights(relu)
+  with pytest.raises(ValueError) as e:
+    restore(relu, str(tmp_path / "hub"))
+  asset = os.path.join(version_dir, "assets", "albert_config.json")
+  assert str(e.value) == (
+      f"{version_dir}: model.hidden_act is 'gelu' in the export ({asset}) "
+      "but 'relu' in the model; not an encoder export of this config")
+  for old, new in zip(before, _weights(relu)):
+    np.testing.assert_array_equal(old, new)
+  # Dropout is not the model's computation at inference.
+  restore(AlbertEncoder(lib.tiny_config(vocab_size=50,
+                                        hidden_dropout_prob=0.5)),
+          version_dir)
