@@ -172,6 +172,10 @@ def read_weights(prefix: str, config, layout: Optional[str] = None,
   report, transforms, _ = _map_names(reader, prefix, layout, config,
                                      with_heads, model)
   values = cw.read_mapped(reader, report, transforms)
+  for part, why in report.lost.items():  # a head asked for, not representable
+    raise CheckpointConversionError(
+        f"{prefix}: cannot read its {part}: {why}; take the encoder alone "
+        "(convert_checkpoint --model=encoder)")
   if init_from_group0:
     cw.fill_from_group0(values, report.mapped, config)
   return values, report
