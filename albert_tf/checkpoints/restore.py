@@ -16,7 +16,9 @@ source and loads what was asked:
 `path` may be a checkpoint prefix, a directory (its latest checkpoint), a run
 directory (`<model_dir>/checkpoints/`), a TF-Hub module or a SavedModel base
 or version directory. Failures are CheckpointConversionError (a ValueError)
-naming the path and what is missing or mis-shaped.
+naming the path and what is missing, mis-shaped or has no place in the
+model (more blocks than the config builds, an export of another config, a
+Model Garden SOP head with an inner dense layer of its own).
 """
 
 import dataclasses
