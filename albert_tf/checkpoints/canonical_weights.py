@@ -12,7 +12,7 @@ translated checkpoint into a model's parts (`model_parts`) in one call.
 
 import collections
 import dataclasses
-from typing import Dict, List, Mapping, Optional
+from typing import Dict, List, Mapping, Optional, Tuple
 
 from absl import logging
 import numpy as np
@@ -20,6 +20,8 @@ import tensorflow as tf
 
 HEAD_PREFIXES = ("mlm_head/", "sop_head/")
 SOP_PREFIX = HEAD_PREFIXES[1]
+# Marks an object checkpoint key as an optimizer slot of the variable before.
+OPTIMIZER_SLOT = "/.OPTIMIZER_SLOT/"
 
 
 class CheckpointConversionError(ValueError):
@@ -128,22 +130,26 @@ def model_parts(model):
   return items
 
 
-def check_heads(model, path, want_heads, held, allow_missing_heads):
+def check_heads(model, path, want_heads, held, allow_missing_heads,
+                lost=None):
   """(model_parts(model), its heads left fresh): every head unless
   `want_heads`, else those `path` lacks (`held`: the parts it holds), which
-  is an error unless allowed."""
+  is an error unless allowed. `lost`: part -> why the source's cannot be
+  represented (named in the error and the warning)."""
   all_parts = model_parts(model)
   heads = [p for p in all_parts if p != "encoder"]
   missing = [h for h in heads if h not in held] if want_heads else []
+  why = "; ".join(f"{h}: {lost[h]}" for h in missing if h in (lost or {}))
   if missing and not allow_missing_heads:
+    problem = (f"cannot restore {why}" if why else
+               f"holds an encoder but not the {type(model).__name__} head "
+               f"({', '.join(missing)}): not a checkpoint of this model")
     raise CheckpointConversionError(
-        f"{path}: holds an encoder but not the {type(model).__name__} head "
-        f"({', '.join(missing)}): not a checkpoint of this model; restore "
-        "parts='encoder', or allow_missing_heads (--allow_random_head) to "
-        "keep fresh heads")
+        f"{path}: {problem}; restore parts='encoder', or allow_missing_heads "
+        "(--allow_random_head) to keep fresh heads")
   if missing:
-    logging.warning("%s has no %s; keeping their initial values", path,
-                    ", ".join(missing))
+    logging.warning("%s has no %s; keeping their initial values%s", path,
+                    ", ".join(missing), f" ({why})" if why else "")
   return all_parts, missing if want_heads else heads
 
 
@@ -155,12 +161,20 @@ class ConversionReport:
   skipped: source variable name -> reason it was not used.
   extras: arrays of known non-model variables kept aside (fine-tuned heads),
     by source name.
+  tied: a mapped source variable our model has no place for -> the
+    canonical name it must equal (else its part cannot be represented), each
+    with the reason it may be left out; read, then moved to `skipped`.
+  lost: part (e.g. sop_head) -> why the source's cannot be represented
+    (a `tied` variable differed); none of its variables is read.
   """
   layout: str
   source: str
   mapped: Dict[str, str] = dataclasses.field(default_factory=dict)
   skipped: Dict[str, str] = dataclasses.field(default_factory=dict)
   extras: Dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+  tied: Dict[str, Tuple[str, str, str]] = dataclasses.field(
+      default_factory=dict)
+  lost: Dict[str, str] = dataclasses.field(default_factory=dict)
 
   def summary(self) -> str:
     lines = [f"{self.source}: layout {self.layout}, {len(self.mapped)} "
@@ -245,7 +259,7 @@ def object_training_state_reason(key: str) -> Optional[str]:
   """Why an object-checkpoint key is not a model weight, or None."""
   if key == "_CHECKPOINTABLE_OBJECT_GRAPH":
     return "checkpoint metadata"
-  if "/.OPTIMIZER_SLOT/" in key or key.startswith("optimizer/"):
+  if OPTIMIZER_SLOT in key or key.startswith("optimizer/"):
     return "optimizer state"
   if key.split("/", 1)[0] in ("step", "global_step", "save_counter", "epoch"):
     return "training counter"
@@ -270,7 +284,24 @@ def read_mapped(reader, report: ConversionReport, transforms=None
   for name, transform in (transforms or {}).items():
     if name in values:
       values[name] = transform(values[name])
+  _settle_tied(values, report)
   return values
+
+
+def _settle_tied(values, report: ConversionReport) -> None:
+  """Takes `report.tied` out of `values`: each equal to its target is left
+  out (with its reason); one that differs makes its whole part `lost`."""
+  for name, (target, same, differs) in report.tied.items():
+    value, key = values.pop(name), report.mapped.pop(name)
+    if np.array_equal(value, values.get(target)):
+      report.skipped[key] = same
+    else:
+      report.skipped[key] = differs
+      report.lost[name.split("/", 1)[0]] = differs
+  for part, reason in report.lost.items():
+    for name in [n for n in values if n.startswith(part + "/")]:
+      report.skipped[report.mapped.pop(name)] = reason
+      del values[name]
 
 
 def load(model, reader, report: ConversionReport, with_heads: bool,
@@ -293,7 +324,7 @@ def load(model, reader, report: ConversionReport, with_heads: bool,
     held = {n.split("/", 1)[0] for n in variables} - {
         n.split("/", 1)[0] for n in variables if n not in values}
   all_parts, fresh = check_heads(model, report.source, want_heads, held,
-                                 allow_missing_heads)
+                                 allow_missing_heads, report.lost)
   check_and_assign({n: v for n, v in variables.items()
                     if n.split("/", 1)[0] not in fresh}, values,
                    report.mapped, report.source)

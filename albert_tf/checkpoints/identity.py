@@ -12,9 +12,9 @@ disagreement is refused naming the field.
 Checkpoints without one (older runs, releases, other layouts) read as None:
 the callers then fall back to the run record or the albert_config.json
 beside the checkpoint. An encoder SavedModel (export_savedmodel) reads as
-the vocabulary and casing its assets carry, checked the same way: warm
-start from an export of another vocabulary is refused as from a
-checkpoint.
+the model config, vocabulary and casing its assets carry, checked the same
+way: warm start from an export of another model or vocabulary is refused as
+from a checkpoint.
 """
 
 import json
@@ -26,26 +26,34 @@ import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
 from albert_tf.checkpoints import paths
+from albert_tf.modeling import albert_config
 from albert_toolkit import output_files
 
 # The object name in the checkpoint and the tensor key it is saved under.
 IDENTITY_NAME = "identity"
 _TENSOR_KEY = f"{IDENTITY_NAME}/.ATTRIBUTES/VARIABLE_VALUE"
-# What an encoder export names its vocabulary asset and casing variable
+# What an encoder export names its config and vocabulary assets (a
+# SentencePiece model or a WordPiece vocab.txt) and its casing variable
 # (albert_tf/serving/serving_modules.py: ModelModule, the TF-Hub names).
-_SPM_ASSET = "sp_model_file"
+CONFIG_ASSET = "albert_config_file"
+_VOCAB_ASSETS = ("sp_model_file", "vocab_file")
 _LOWER_CASE = "do_lower_case"
 # Model fields that do not change the inference graph or the weights'
 # meaning (a run may change them).
 TRAINING_ONLY_MODEL_FIELDS = frozenset({
     "hidden_dropout_prob", "attention_probs_dropout_prob",
     "initializer_range", "gradient_checkpointing"})
+# Model fields a warm start with init_from_group0 may change: it fills the
+# config's groups from the checkpoint's group 0 (blocks by their index in
+# the group, so inner_group_num must match).
+GROUP0_FIELDS = frozenset({"num_hidden_groups"})
 
 
 def _saved_model_facts(directory: str) -> Dict[str, Any]:
-  """The vocabulary and casing an encoder export carries (serving's
-  ModelModule: the `sp_model_file` asset, the `do_lower_case` variable);
-  read from saved_model.pb and its variables, without loading the graph."""
+  """The model config, vocabulary and casing an encoder export carries
+  (serving's ModelModule: the `albert_config_file` and `sp_model_file` or
+  `vocab_file` assets, the `do_lower_case` variable); read from
+  saved_model.pb and its variables, without loading the graph."""
   proto = saved_model_pb2.SavedModel()
   with tf.io.gfile.GFile(os.path.join(directory, "saved_model.pb"),
                          "rb") as f:
@@ -53,19 +61,29 @@ def _saved_model_facts(directory: str) -> Dict[str, Any]:
   meta = proto.meta_graphs[0]
   nodes = meta.object_graph_def.nodes
   children = {c.local_name: nodes[c.node_id] for c in nodes[0].children}
-  facts = {}
-  asset = children.get(_SPM_ASSET)
-  if asset is not None and asset.WhichOneof("kind") == "asset":
-    name = meta.asset_file_def[asset.asset.asset_file_def_index].filename
-    facts[VOCAB_SHA256] = output_files.file_sha256(
-        os.path.join(directory, "assets", name))
+
+  def asset_path(name):
+    node = children.get(name)
+    if node is None or node.WhichOneof("kind") != "asset":
+      return None
+    index = node.asset.asset_file_def_index
+    return os.path.join(directory, "assets",
+                        meta.asset_file_def[index].filename)
+
+  facts, found = {}, {"source": "SavedModel"}
+  for vocab in filter(None, map(asset_path, _VOCAB_ASSETS)):
+    facts[VOCAB_SHA256] = output_files.file_sha256(vocab)
   if children.get(_LOWER_CASE) is not None:
     reader = tf.train.load_checkpoint(
         os.path.join(directory, "variables", "variables"))
     key = f"{_LOWER_CASE}/.ATTRIBUTES/VARIABLE_VALUE"
     if reader.has_tensor(key):
       facts["do_lower_case"] = bool(reader.get_tensor(key))
-  return {"facts": facts, "source": "SavedModel"}
+  found["facts"] = facts
+  config_file = asset_path(CONFIG_ASSET)
+  if config_file:
+    found["config_file"] = config_file
+  return found
 
 
 # The fact naming the vocabulary the weights belong to: the sha256 of its
@@ -88,20 +106,27 @@ def current_facts(facts: Mapping[str, Any]) -> Dict[str, Any]:
 
 def read(path: str) -> Optional[Dict[str, Any]]:
   """The identity of checkpoint `path` (any form resolve_checkpoint takes)
-  or of the encoder SavedModel there (its vocabulary and casing, "source":
-  "SavedModel"), or None when it carries none."""
+  or of the encoder SavedModel there (its model config, vocabulary and
+  casing, "source": "SavedModel", "config_file": its config asset), or None
+  when it carries none."""
   try:
     kind, source = paths.resolve_source(path)
     if kind == "saved_model":
-      return _saved_model_facts(source)
-    prefix = source
-    reader = tf.train.load_checkpoint(prefix)
-    value = (reader.get_tensor(_TENSOR_KEY)
-             if reader.has_tensor(_TENSOR_KEY) else b"")
+      exported = _saved_model_facts(source)
+    else:
+      prefix = source
+      reader = tf.train.load_checkpoint(prefix)
+      value = (reader.get_tensor(_TENSOR_KEY)
+               if reader.has_tensor(_TENSOR_KEY) else b"")
   # No checkpoint (CheckpointConversionError is a ValueError), or an
   # unreadable file: the restore reports it.
   except (tf.errors.OpError, ValueError, IndexError, message.DecodeError):
     return None
+  if kind == "saved_model":
+    if "config_file" in exported:  # a bad one is an error naming the file
+      exported["model"] = albert_config.load_model_config(
+          [exported["config_file"]]).as_dict()
+    return exported
   text = value.decode("utf-8") if isinstance(value, bytes) else str(value)
   if not text:
     return None
@@ -124,9 +149,11 @@ def differences(recorded: Mapping[str, Any], given: Mapping[str, Any],
 
 
 def model_differences(recorded: Mapping[str, Any],
-                      given: Mapping[str, Any]):
-  """(field, recorded, given) of model fields that change the model."""
-  return differences(recorded, given, TRAINING_ONLY_MODEL_FIELDS)
+                      given: Mapping[str, Any], ignored=frozenset()):
+  """[(field, recorded, given)] of model fields that change the model (but
+  `ignored`)."""
+  return list(differences(recorded, given,
+                          TRAINING_ONLY_MODEL_FIELDS | frozenset(ignored)))
 
 
 # Facts that say which model and tokenizer the weights belong to (the rest,
@@ -145,10 +172,11 @@ IDENTITY_FACTS = {
 
 def check(path: str, model: Optional[Mapping[str, Any]] = None,
           facts: Optional[Mapping[str, Any]] = None,
-          what: str = "") -> Optional[Dict[str, Any]]:
+          what: str = "", ignored=frozenset()) -> Optional[Dict[str, Any]]:
   """Refuses checkpoint `path` when its identity disagrees with `model` (a
-  model config dict) or with `facts` (task, vocab_sha256; a fact either side
-  lacks is not compared). Returns the identity (None: it has none).
+  model config dict; fields in `ignored` aside) or with `facts` (task,
+  vocab_sha256; a fact either side lacks is not compared). Returns the
+  identity (None: it has none).
 
   what: whose config / facts these are, for the error ("the run record of
   runs/a").
@@ -157,12 +185,18 @@ def check(path: str, model: Optional[Mapping[str, Any]] = None,
   if identity is None:
     return None
   source = what or "the given config"
-  holder, record = ((f"SavedModel {path}", "its assets")
-                    if identity.get("source") == "SavedModel" else
+  exported = identity.get("source") == "SavedModel"
+  holder, record = ((f"SavedModel {path}", "its assets") if exported else
                     (f"checkpoint {path}", "its own record"))
-  if model is not None and "model" in identity:  # an export has no record
+  # An export without its config asset has no model to compare.
+  if model is not None and "model" in identity:
     for field, saved, given in model_differences(identity["model"],
-                                                 model):
+                                                 model, ignored):
+      if exported:
+        raise ValueError(
+            f"model.{field} is {given!r} in {source} but SavedModel {path} "
+            f"was exported with {saved!r} ({identity['config_file']}); use "
+            "the export's config")
       raise ValueError(
           f"model.{field} is {given!r} in {source} but checkpoint {path} "
           f"was trained with {saved!r} (its own record); use the "

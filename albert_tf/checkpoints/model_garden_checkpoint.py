@@ -7,7 +7,10 @@ block. Its attention kernels are EinsumDense shapes: query/key/value kernel
 `models.BertPretrainerV2` (MLM layer `masked_lm`); the original SOP head is
 written as a `next_sentence` `ClassificationHead` whose inner dense is a copy of
 the pooler (dense + tanh on [CLS], exactly the pooled output) and whose
-`logits` kernel is the SOP `output_weights` transposed ([H, 2]).
+`logits` kernel is the SOP `output_weights` transposed ([H, 2]). A head
+trained in Model Garden has an inner dense of its own, which our SOP head
+cannot represent: reading it is refused, the encoder and MLM head alone
+may still be taken.
 
 Checkpoints we write: `tf.train.Checkpoint(encoder=...)` (encoder only, as
 Model Garden's `tf2_albert_encoder_checkpoint_converter` writes) or
@@ -31,6 +34,15 @@ from albert_tf.checkpoints import paths
 
 LAYOUT = "model_garden"
 SOP_HEAD_NAME = "next_sentence"
+# The inner dense layer of the `next_sentence` head, and what becomes of it.
+SOP_DENSE = "pooler_dense"
+_SOP_DENSE_IS_POOLER = (f"Model Garden {SOP_HEAD_NAME} {SOP_DENSE} (equal to "
+                        "the encoder pooler, which the original SOP head "
+                        "uses)")
+_SOP_DENSE_DIFFERS = (
+    f"Model Garden's {SOP_HEAD_NAME} head has its own inner dense layer "
+    f"({SOP_DENSE} is not the encoder's pooler); ALBERT's SOP head reads the "
+    "pooled output and cannot represent it")
 
 
 def check_supported(config) -> None:
@@ -167,7 +179,8 @@ def map_model_garden_keys(path: str, stored, config,
   vmap = variable_map(encoder, pretrainer)
   by_id = {id(var): name for name, (var, _, _) in vmap.items()}
   sop_dense = _sop_head(pretrainer).dense
-  aux = {id(sop_dense.kernel), id(sop_dense.bias)}
+  # The SOP head's inner dense: ours has none, so it must be the pooler.
+  aux = {id(sop_dense.kernel): "kernel", id(sop_dense.bias): "bias"}
   # The tf.train.Checkpoint roots Model Garden checkpoints are written with.
   label, keys = object_layout.best_root([
       ("encoder", dict(encoder=encoder)),
@@ -178,10 +191,13 @@ def map_model_garden_keys(path: str, stored, config,
   report = cw.ConversionReport(layout=f"{LAYOUT} ({label})", source=path)
   for key in sorted(set(stored) & set(keys)):
     name = by_id.get(id(keys[key]), "")
-    if id(keys[key]) in aux:
-      report.skipped[key] = ("Model Garden next_sentence pooler_dense (the "
-                             "original SOP head uses the encoder pooler)")
-    elif name.startswith(cw.HEAD_PREFIXES) and not with_heads:
+    weight = aux.get(id(keys[key]))
+    if weight and with_heads:
+      name = f"{cw.SOP_PREFIX}{SOP_DENSE}/{weight}"
+      report.mapped[name] = key
+      report.tied[name] = (f"pooler/{weight}", _SOP_DENSE_IS_POOLER,
+                           _SOP_DENSE_DIFFERS)
+    elif weight or (name.startswith(cw.HEAD_PREFIXES) and not with_heads):
       report.skipped[key] = "pretraining head (target is the encoder only)"
     elif name:
       report.mapped[name] = key

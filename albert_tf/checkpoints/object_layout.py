@@ -17,6 +17,9 @@ import tensorflow as tf
 from albert_tf.checkpoints import canonical_weights as cw
 from albert_tf.checkpoints.canonical_weights import CheckpointConversionError
 
+# The suffix of a variable's key in an object checkpoint.
+_VALUE = "/.ATTRIBUTES/VARIABLE_VALUE"
+
 
 def checkpoint_for(model, **extra):
   """A tf.train.Checkpoint over `model`'s parts plus `extra` objects."""
@@ -38,7 +41,7 @@ def object_checkpoint_keys(root_items: Mapping[str, object]
   while queue:
     obj, path = queue.popleft()
     if isinstance(obj, tf.Variable):
-      out[f"{path}/.ATTRIBUTES/VARIABLE_VALUE"] = obj
+      out[path + _VALUE] = obj
       continue
     for name, child in tf.train.TrackableView(obj).children(obj).items():
       if id(child) not in seen:
@@ -81,22 +84,42 @@ def restore_model_parts(model, prefix, stored, with_heads,
   return list(parts), fresh
 
 
+def check_all_used(path, stored, keys, parts):
+  """Refuses a checkpoint whose `parts` hold variables the model has no
+  place for (`keys`: the model's checkpoint keys): more transformer blocks
+  or another head's layers than the config builds, which a partial read
+  would silently leave out. Optimizer slots are not model variables."""
+  unused = sorted(key[:-len(_VALUE)] if key.endswith(_VALUE) else key
+                  for key in stored
+                  if key.split("/", 1)[0] in parts and key not in keys and
+                  cw.OPTIMIZER_SLOT not in key)
+  if unused:
+    held = sorted({key.split("/", 1)[0] for key in unused})
+    raise CheckpointConversionError(
+        f"{path}: {len(unused)} variable(s) of its {', '.join(held)} are not "
+        "in the model (wrong config for this checkpoint?): "
+        f"{cw.summarize_names(unused, 3)}")
+
+
 def read_parts(parts, path, stored):
   """Reads `parts` from prefix `path` once every one is held with the
-  model's shapes (a failing read would leave the model half-assigned)."""
+  model's shapes and every variable they hold has its place in the model (a
+  failing read would leave the model half-assigned)."""
   missing = sorted(set(parts) - held_parts(stored))
   if missing:
     raise CheckpointConversionError(
         f"{path}: checkpoint has no {missing} (it holds "
         f"{sorted(held_parts(stored))})")
+  keys = object_checkpoint_keys(parts)
   mismatched = [f"{key} {stored[key]} in the checkpoint vs "
                 f"{var.shape.as_list()} in the model"
-                for key, var in object_checkpoint_keys(parts).items()
+                for key, var in keys.items()
                 if key in stored and list(stored[key]) != var.shape.as_list()]
   if mismatched:
     raise CheckpointConversionError(
         f"{path}: {len(mismatched)} shape mismatch(es) (wrong config for "
         f"this checkpoint?): {cw.summarize_names(mismatched, 4)}")
+  check_all_used(path, stored, keys, parts)
   try:
     status = tf.train.Checkpoint(**parts).read(path)
     status.expect_partial().assert_existing_objects_matched()

@@ -16,7 +16,9 @@ source and loads what was asked:
 `path` may be a checkpoint prefix, a directory (its latest checkpoint), a run
 directory (`<model_dir>/checkpoints/`), a TF-Hub module or a SavedModel base
 or version directory. Failures are CheckpointConversionError (a ValueError)
-naming the path and what is missing or mis-shaped.
+naming the path and what is missing, mis-shaped or has no place in the
+model (more blocks than the config builds, an export of another config, a
+Model Garden SOP head with an inner dense layer of its own).
 """
 
 import dataclasses
@@ -27,11 +29,13 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.checkpoints import canonical_weights as cw
+from albert_tf.checkpoints import identity
 from albert_tf.checkpoints import model_garden_checkpoint as mg
 from albert_tf.checkpoints import object_layout
 from albert_tf.checkpoints import paths
 from albert_tf.checkpoints import tf1_checkpoint
 from albert_tf.checkpoints.canonical_weights import CheckpointConversionError
+from albert_tf.modeling import albert_config
 from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
 from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
 
@@ -145,7 +149,11 @@ def _map_names(reader, prefix, layout, config, with_heads, model=None,
     model = AlbertPretrainer(config) if with_heads else AlbertEncoder(config)
   names_by_id = {id(v): n for n, v in
                  cw.model_variables(model, with_heads=with_heads).items()}
-  keys = object_layout.object_checkpoint_keys(cw.model_parts(model))
+  parts = cw.model_parts(model)
+  keys = object_layout.object_checkpoint_keys(parts)
+  # The encoder (and pretraining heads) read here: all of them or nothing.
+  object_layout.check_all_used(prefix, stored, keys,
+                               set(parts) if with_heads else {"encoder"})
   return cw.ConversionReport("albert_tf", prefix, mapped={
       names_by_id[id(v)]: k for k, v in sorted(keys.items())
       if id(v) in names_by_id and k in stored}), None, None
@@ -166,12 +174,33 @@ def read_weights(prefix: str, config, layout: Optional[str] = None,
   report, transforms, _ = _map_names(reader, prefix, layout, config,
                                      with_heads, model)
   values = cw.read_mapped(reader, report, transforms)
+  for part, why in report.lost.items():  # a head asked for, not representable
+    raise CheckpointConversionError(
+        f"{prefix}: cannot read its {part}: {why}; take the encoder alone "
+        "(convert_checkpoint --model=encoder)")
   if init_from_group0:
     cw.fill_from_group0(values, report.mapped, config)
   return values, report
 
 
 # --- Sources -----------------------------------------------------------------
+
+
+def _check_exported_config(loaded, directory, config):
+  """Refuses an export whose config asset (`albert_config_file`) builds
+  another model than `config`: its variables would be copied by position
+  into a model that computes something else (same shapes, e.g. another
+  hidden_act or number of layers). An export without one is not checked."""
+  asset = getattr(loaded, identity.CONFIG_ASSET, None)
+  if asset is None:
+    return
+  path = asset.asset_path.numpy().decode("utf-8")
+  exported = albert_config.load_model_config([path]).as_dict()
+  for field, saved, given in identity.model_differences(exported,
+                                                        config.as_dict()):
+    raise CheckpointConversionError(
+        f"{directory}: model.{field} is {saved!r} in the export ({path}) "
+        f"but {given!r} in the model; not an encoder export of this config")
 
 
 def _restore_saved_model(model, directory: str, want_heads: bool,
@@ -181,6 +210,7 @@ def _restore_saved_model(model, directory: str, want_heads: bool,
   all_parts, fresh = cw.check_heads(model, directory, want_heads, (),
                                     allow_missing_heads)
   loaded = tf.saved_model.load(directory)
+  _check_exported_config(loaded, directory, all_parts["encoder"].config)
   source = list(getattr(loaded, "variables", None) or [])
   target = list(all_parts["encoder"].variables)
   if len(source) != len(target):

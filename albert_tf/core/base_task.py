@@ -42,6 +42,7 @@ import tf_keras
 
 from albert_tf.checkpoints import identity
 from albert_tf.checkpoints import restore as restore_lib
+from albert_tf.core import checkpoint_config
 
 # The export kinds every task has (serving/export_lib.py writes them); a
 # task adds its own in `export_kinds`.
@@ -53,8 +54,11 @@ def warm_start(model, source: str, config, setting: str,
                facts: Mapping[str, Any], **restore_args) -> None:
   """The warm start of a fresh run: `source` (a checkpoint of any layout or
   an encoder SavedModel) is checked against the run's model config and
-  vocabulary `facts` (`identity.check`: refused in one line naming
-  `setting`), then restored into `model`.
+  vocabulary `facts` (`identity.check`; a checkpoint without an identity:
+  the config of its run record or the albert_config.json beside it), a
+  difference refused in one line naming `setting`; then restored into
+  `model`. With trainer.init_from_group0 only the number of groups may
+  differ.
 
   Args:
     model: the run's model.
@@ -67,8 +71,18 @@ def warm_start(model, source: str, config, setting: str,
       `allow_missing_heads`).
   """
   group0 = config.trainer.init_from_group0
-  identity.check(source, model=None if group0 else config.model.as_dict(),
-                 facts=facts, what=f"this run's config ({setting})")
+  ignored = identity.GROUP0_FIELDS if group0 else frozenset()
+  what, run_model = f"this run's config ({setting})", config.model.as_dict()
+  found = identity.check(source, model=run_model, facts=facts, what=what,
+                         ignored=ignored)
+  # A checkpoint without an identity: the config recorded beside it.
+  checked = (checkpoint_config.check_beside(source, run_model, what, ignored)
+             if found is None else "model" in found)
+  if not checked:
+    logging.warning("%s %s records no model config (no identity, run "
+                    "record or albert_config.json): the model config could "
+                    "not be checked, only the shapes of its weights", setting,
+                    source)
   report = restore_lib.restore(model, source, init_from_group0=group0,
                                **restore_args)
   logging.info("warm-started from %s: %s", setting, report.summary())

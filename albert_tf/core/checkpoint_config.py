@@ -1,5 +1,6 @@
 """Which model config a checkpoint is used with (export, convert:
-`model_config_for`), and where conversion outputs may not go.
+`model_config_for`; a warm start from a checkpoint without an identity:
+`check_beside`), and where conversion outputs may not go.
 """
 
 import os
@@ -20,6 +21,39 @@ def _beside_checkpoint(checkpoint: str) -> Optional[str]:
   except canonical_weights.CheckpointConversionError:
     return None
   return conversion.find_config_file(prefix)
+
+
+def recorded_beside(checkpoint: str):
+  """(model config dict, where it is) of a checkpoint without an identity:
+  the record of the run it belongs to, else the albert_config.json beside
+  it; None when neither is there."""
+  record = run_record.find_for_checkpoint(checkpoint)
+  if record is not None:
+    return (albert_config.load_model_config([record.model_dir]).as_dict(),
+            f"the run record of {record.model_dir}")
+  path = _beside_checkpoint(checkpoint)
+  if path is None:
+    return None
+  return (albert_config.load_model_config([path]).as_dict(),
+          f"{path} beside it")
+
+
+def check_beside(checkpoint: str, model, what: str,
+                 ignored=frozenset()) -> bool:
+  """Refuses a model config `model` (a dict; fields in `ignored` aside)
+  that differs from the one recorded beside `checkpoint` (a checkpoint
+  without an identity: `recorded_beside`), in one line naming the field,
+  both values and the file. False when nothing is recorded beside it."""
+  found = recorded_beside(checkpoint)
+  if found is None:
+    return False
+  recorded, where = found
+  for field, saved, given in identity.model_differences(recorded, model,
+                                                        ignored):
+    raise ValueError(
+        f"model.{field} is {given!r} in {what} but checkpoint {checkpoint} "
+        f"was trained with {saved!r} ({where}); use that config")
+  return True
 
 
 def model_config_for(sources, params_override: str = "",

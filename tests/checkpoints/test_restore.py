@@ -121,8 +121,9 @@ def test_encoder_saved_model_export(tmp_path):
   assert report.layout == "saved_model"
   assert report.path == str(tmp_path / "hub" / "1")
   _assert_same(target.encoder, encoder)
-  with pytest.raises(ValueError, match=r"hub/1: variable \S+ has shape "
-                     r"\[50, 8\], the model's \S+ has \[50, 4\]"):
+  with pytest.raises(ValueError, match=r"hub/1: model.embedding_size is 8 "
+                     r"in the export \(\S+/hub/1/assets/albert_config.json\) "
+                     r"but 4 in the model"):
     restore(AlbertEncoder(lib.tiny_config(vocab_size=50, embedding_size=4)),
             str(tmp_path / "hub" / "1"))
 
@@ -188,3 +189,68 @@ def test_mis_shaped_head_fails_before_anything_is_assigned(tmp_path):
   assert "head/output_weights" in message and "[3, 16]" in message
   for old, new in zip(before, _weights(target)):
     np.testing.assert_array_equal(old, new)
+
+
+def test_a_checkpoint_of_more_blocks_than_the_config_is_refused(tmp_path):
+  """A 2-group x 2-block pretrainer's checkpoint restored into a 1 x 1
+  config: the model's own variables were all found, so the restore said
+  "encoder" and dropped 3 of the 4 blocks without a word."""
+  tf_keras.utils.set_random_seed(6)
+  big = lib.tiny_config(vocab_size=50, num_hidden_layers=4,
+                        num_hidden_groups=2, inner_group_num=2)
+  source = AlbertPretrainer(big)
+  step = tf.Variable(3, dtype=tf.int64)
+  # A training checkpoint: optimizer slots and counters are not the model's.
+  optimizer = tf_keras.optimizers.Adam()
+  optimizer.apply_gradients((tf.zeros_like(v), v)
+                            for v in source.trainable_variables)
+  path = object_layout.checkpoint_for(source, step=step,
+                                      optimizer=optimizer).write(
+                                          str(tmp_path / "big"))
+  block = "encoder/layer_with_weights-1/attention_layers/1"
+  for model, args in ((AlbertEncoder(CONFIG), {}),
+                      (AlbertPretrainer(CONFIG), {}),
+                      (AlbertEncoder(CONFIG), {"init_from_group0": True})):
+    before = _weights(model)
+    with pytest.raises(ValueError) as e:
+      restore(model, path, **args)
+    assert str(e.value) == (
+        f"{path}: 48 variable(s) of its encoder are not in the model (wrong "
+        f"config for this checkpoint?): {block}/key/bias, {block}/key/kernel"
+        f", {block}/layer_norm/beta, ... (48 in all)")
+    for old, new in zip(before, _weights(model)):
+      np.testing.assert_array_equal(old, new)
+  # Its own config takes every variable; the slots and counters stay out.
+  same = AlbertPretrainer(big)
+  restored_step = tf.Variable(0, dtype=tf.int64)
+  report = restore(same, path, step=restored_step)
+  assert report.restored == ["encoder", "mlm_head", "sop_head", "step"]
+  assert int(restored_step.numpy()) == 3
+  _assert_same(same, source)
+  # A classifier's head in the checkpoint is not asked for by parts=encoder.
+  classifier = dm.AlbertClassifier(AlbertEncoder(big), num_labels=2)
+  path = object_layout.checkpoint_for(classifier).write(str(tmp_path / "clf"))
+  report = restore(AlbertPretrainer(big), path, parts="encoder")
+  assert report.restored == ["encoder"]
+
+
+def test_an_encoder_export_of_another_model_is_refused(tmp_path):
+  """Its variables were copied by position with shape checks only: a gelu
+  export filled a relu model of the same shapes."""
+  tf_keras.utils.set_random_seed(7)
+  version_dir = export_lib.export_encoder(AlbertEncoder(CONFIG),
+                                          str(tmp_path / "hub"))
+  relu = AlbertEncoder(lib.tiny_config(vocab_size=50, hidden_act="relu"))
+  before = _weights(relu)
+  with pytest.raises(ValueError) as e:
+    restore(relu, str(tmp_path / "hub"))
+  asset = os.path.join(version_dir, "assets", "albert_config.json")
+  assert str(e.value) == (
+      f"{version_dir}: model.hidden_act is 'gelu' in the export ({asset}) "
+      "but 'relu' in the model; not an encoder export of this config")
+  for old, new in zip(before, _weights(relu)):
+    np.testing.assert_array_equal(old, new)
+  # Dropout is not the model's computation at inference.
+  restore(AlbertEncoder(lib.tiny_config(vocab_size=50,
+                                        hidden_dropout_prob=0.5)),
+          version_dir)

@@ -1,8 +1,9 @@
-"""Warm start from an encoder SavedModel checks the vocabulary and casing
-its assets carry (checkpoints/identity.py), as a checkpoint's identity is
-checked: an export of a model with another SentencePiece model or other
-lower-casing was accepted silently, the same weights as a checkpoint were
-refused."""
+"""Warm start from an encoder SavedModel checks the model config,
+vocabulary and casing its assets carry (checkpoints/identity.py), as a
+checkpoint's identity is checked: an export of another model (its
+assets/albert_config.json), of another SentencePiece model or WordPiece
+vocabulary, or of other lower-casing was accepted silently, the same
+weights as a checkpoint were refused."""
 
 import os
 
@@ -92,3 +93,38 @@ def test_an_export_of_the_runs_vocabulary_and_casing_warm_starts(setup):
       model.encoder(inputs)["pooled_output"].numpy(),
       pretrainer.encoder(inputs)["pooled_output"].numpy(), rtol=1e-5,
       atol=1e-6)
+
+
+def test_an_export_of_another_model_is_refused(setup):
+  """A relu run from a gelu export: the same shapes, so the variables were
+  copied by position and the run went ahead."""
+  config, _, exports, _, _ = setup
+  base = os.path.dirname(exports["cased"])
+  asset = os.path.join(exports["cased"], "assets", "albert_config.json")
+  assert config().model.hidden_act == "gelu"
+  relu = config(lower=False, model={"hidden_act": "relu"},
+                task={"init_saved_model": base})
+  assert _error(relu) == (
+      "model.hidden_act is 'relu' in this run's config "
+      f"(task.init_saved_model) but SavedModel {base} was exported with "
+      f"'gelu' ({asset}); use the export's config")
+  # Dropout does not change the model.
+  _warm_start(config(lower=False, model={"hidden_dropout_prob": 0.3},
+                     task={"init_saved_model": base}))
+
+
+def test_an_export_of_a_wordpiece_vocabulary_is_compared(setup, tmp_path):
+  config, pretrainer, _, spm_a, _ = setup
+  vocab = tmp_path / "vocab.txt"
+  special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+  vocab.write_text("".join(f"{t}\n" for t in special + [
+      f"w{i}" for i in range(config().model.vocab_size - 5)]),
+                   encoding="utf-8")
+  export = export_lib.export_encoder(pretrainer.encoder,
+                                     str(tmp_path / "wp"),
+                                     vocab_file=str(vocab))
+  assert _error(config(task={"init_saved_model": export})) == (
+      f"the vocabulary (sha256) is {output_files.file_sha256(spm_a)!r} in "
+      f"this run's config (task.init_saved_model) but SavedModel {export} "
+      f"has {output_files.file_sha256(str(vocab))!r} (its assets); the "
+      "weights belong to another vocabulary")
