@@ -42,19 +42,6 @@ def setup(tmp_path_factory):
   return config, pretrainer, exports, spm_a, spm_b
 
 
-def _warm_start(config):
-  task = sentence_prediction.ClassifierTask(config, "")
-  model = task.build_model()
-  task.initialize(model)
-  return model
-
-
-def _error(config):
-  with pytest.raises(ValueError) as info:
-    _warm_start(config)
-  return str(info.value)
-
-
 def test_an_export_of_another_vocabulary_is_refused(setup):
   config, _, exports, spm_a, spm_b = setup
   version_dir = exports["other_vocab"]
@@ -66,7 +53,7 @@ def test_an_export_of_another_vocabulary_is_refused(setup):
       (base, "task.init_saved_model", {"task": {"init_saved_model": base}}),
       (version_dir, "trainer.init_checkpoint",
        {"trainer": {"init_checkpoint": version_dir}})):
-    assert _error(config(**source)) == (
+    assert finetune_testlib.warm_start_error(config(**source)) == (
         f"the vocabulary (sha256) is {sha_a!r} in this run's config "
         f"({setting}) but SavedModel {path} has {sha_b!r} (its assets); the "
         "weights belong to another vocabulary")
@@ -75,7 +62,7 @@ def test_an_export_of_another_vocabulary_is_refused(setup):
 def test_an_export_of_other_lower_casing_is_refused(setup):
   config, _, exports, _, _ = setup
   base = os.path.dirname(exports["cased"])
-  assert _error(config(task={"init_saved_model": base})) == (
+  assert finetune_testlib.warm_start_error(config(task={"init_saved_model": base})) == (
       "do_lower_case is True in this run's config (task.init_saved_model) "
       f"but SavedModel {base} has False (its assets); lower-casing is part "
       "of the tokenisation the weights were trained with; set "
@@ -87,7 +74,7 @@ def test_an_export_of_the_runs_vocabulary_and_casing_warm_starts(setup):
   ids = np.array([[2, 10, 11, 3, 12, 3, 0, 0]], np.int32)
   inputs = {"input_word_ids": ids, "input_mask": (ids > 0).astype(np.int32),
             "input_type_ids": np.zeros_like(ids)}
-  model = _warm_start(config(lower=False, task={
+  model = finetune_testlib.warm_started_classifier(config(lower=False, task={
       "init_saved_model": os.path.dirname(exports["cased"])}))
   np.testing.assert_allclose(
       model.encoder(inputs)["pooled_output"].numpy(),
@@ -104,12 +91,12 @@ def test_an_export_of_another_model_is_refused(setup):
   assert config().model.hidden_act == "gelu"
   relu = config(lower=False, model={"hidden_act": "relu"},
                 task={"init_saved_model": base})
-  assert _error(relu) == (
+  assert finetune_testlib.warm_start_error(relu) == (
       "model.hidden_act is 'relu' in this run's config "
       f"(task.init_saved_model) but SavedModel {base} was exported with "
       f"'gelu' ({asset}); use the export's config")
   # Dropout does not change the model.
-  _warm_start(config(lower=False, model={"hidden_dropout_prob": 0.3},
+  finetune_testlib.warm_started_classifier(config(lower=False, model={"hidden_dropout_prob": 0.3},
                      task={"init_saved_model": base}))
 
 
@@ -123,7 +110,7 @@ def test_an_export_of_a_wordpiece_vocabulary_is_compared(setup, tmp_path):
   export = export_lib.export_encoder(pretrainer.encoder,
                                      str(tmp_path / "wp"),
                                      vocab_file=str(vocab))
-  assert _error(config(task={"init_saved_model": export})) == (
+  assert finetune_testlib.warm_start_error(config(task={"init_saved_model": export})) == (
       f"the vocabulary (sha256) is {output_files.file_sha256(spm_a)!r} in "
       f"this run's config (task.init_saved_model) but SavedModel {export} "
       f"has {output_files.file_sha256(str(vocab))!r} (its assets); the "

@@ -40,19 +40,6 @@ def _glue(tmp_path, spm, model=None, **trainer):
   return config
 
 
-def _warm_start(config):
-  task = sentence_prediction.ClassifierTask(config, "")
-  model = task.build_model()
-  task.initialize(model)
-  return model
-
-
-def _error(config):
-  with pytest.raises(ValueError) as info:
-    _warm_start(config)
-  return str(info.value)
-
-
 def _saved(directory, config, layout="tf1", beside=True):
   """A checkpoint of a pretrainer of `config` in `layout`, with (`beside`)
   its albert_config.json as a release or a conversion writes it; returns
@@ -72,7 +59,7 @@ def _model(config, **values):
 def test_a_release_of_another_model_is_refused(tmp_path, spm):
   config = _glue(tmp_path, spm)
   prefix, _ = _saved(str(tmp_path / "relu"), _model(config, **RELU))
-  assert _error(_glue(tmp_path, spm, init_checkpoint=prefix)) == (
+  assert finetune_testlib.warm_start_error(_glue(tmp_path, spm, init_checkpoint=prefix)) == (
       "model.hidden_act is 'gelu' in this run's config "
       f"(trainer.init_checkpoint) but checkpoint {prefix} was trained with "
       f"'relu' ({tmp_path}/relu/albert_config.json beside it); use that "
@@ -88,7 +75,7 @@ def test_groups_and_blocks_swapped_are_refused(tmp_path, spm):
       config, num_hidden_groups=2, inner_group_num=2, **layers), "albert_tf")
   run = _glue(tmp_path, spm, dict(layers, inner_group_num=4),
               init_checkpoint=os.path.dirname(prefix))
-  assert _error(run) == (
+  assert finetune_testlib.warm_start_error(run) == (
       "model.inner_group_num is 4 in this run's config "
       f"(trainer.init_checkpoint) but checkpoint {tmp_path}/g2 was trained "
       f"with 2 ({tmp_path}/g2/albert_config.json beside it); use that config")
@@ -102,7 +89,7 @@ def test_the_run_record_of_a_checkpoint_without_an_identity(tmp_path, spm):
   path = object_layout.checkpoint_for(AlbertPretrainer(relu.model)).write(
       os.path.join(run_dir, "checkpoints", "ckpt-2"))
   assert identity.read(path) is None
-  assert _error(_glue(tmp_path, spm, init_checkpoint=path)) == (
+  assert finetune_testlib.warm_start_error(_glue(tmp_path, spm, init_checkpoint=path)) == (
       "model.hidden_act is 'gelu' in this run's config "
       f"(trainer.init_checkpoint) but checkpoint {path} was trained with "
       f"'relu' (the run record of {run_dir}); use that config")
@@ -114,7 +101,7 @@ def test_nothing_beside_warm_starts_and_says_it_was_not_checked(
   prefix, pretrainer = _saved(str(tmp_path / "bare"), config.model,
                               beside=False)
   with caplog.at_level(logging.WARNING, logger="absl"):
-    model = _warm_start(_glue(tmp_path, spm, init_checkpoint=prefix))
+    model = finetune_testlib.warm_started_classifier(_glue(tmp_path, spm, init_checkpoint=prefix))
   assert (f"trainer.init_checkpoint {prefix} records no model config (no "
           "identity, run record or albert_config.json): the model config "
           "could not be checked, only the shapes of its weights"
@@ -140,7 +127,7 @@ def test_init_from_group0_may_change_the_number_of_groups_only(tmp_path,
       (release, released, f"{tmp_path}/g1/albert_config.json beside it",
        "that config"),
       (stamped, run, "its own record", "the checkpoint's run or its config")):
-    grown = _warm_start(_glue(tmp_path, spm, dict(two, num_hidden_groups=2),
+    grown = finetune_testlib.warm_started_classifier(_glue(tmp_path, spm, dict(two, num_hidden_groups=2),
                               init_checkpoint=path, init_from_group0=True))
     group0 = source.encoder.transformer.attention_layers[0].query.kernel
     for layer in grown.encoder.transformer.attention_layers:
@@ -151,7 +138,7 @@ def test_init_from_group0_may_change_the_number_of_groups_only(tmp_path,
       run_config = _glue(tmp_path, spm, dict(two, num_hidden_groups=2,
                                              **{field: value}),
                          init_checkpoint=path, init_from_group0=True)
-      assert _error(run_config) == (
+      assert finetune_testlib.warm_start_error(run_config) == (
           f"model.{field} is {value!r} in this run's config "
           f"(trainer.init_checkpoint) but checkpoint {path} was trained with "
           f"{saved} ({holder}); use {use}")

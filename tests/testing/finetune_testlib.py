@@ -10,6 +10,7 @@ import os
 import random
 
 from albert_tf.core import experiment_config
+from albert_tf.tasks import sentence_prediction
 from data_prep import tokenization
 from data_prep import train_sentencepiece
 from tests.testing.repo_paths import BOTCHAN
@@ -135,3 +136,21 @@ def write_race_split(root, split, rng, sentences, num_files):
       json.dump({"id": f"{level}{i}.txt", "article": rng.choice(sentences),
                  "questions": questions, "options": options,
                  "answers": answers}, f)
+
+
+def warm_started_classifier(config):
+  """The model of a classifier run of `config`, warm-started as a run
+  starts (from its trainer.init_checkpoint or task.init_saved_model)."""
+  task = sentence_prediction.ClassifierTask(config, "")
+  model = task.build_model()
+  task.initialize(model)
+  return model
+
+
+def warm_start_error(config):
+  """The message of the ValueError refusing `warm_started_classifier`."""
+  try:
+    warm_started_classifier(config)
+  except ValueError as e:
+    return str(e)
+  raise AssertionError("the warm start was not refused")
