@@ -175,13 +175,15 @@ def _check_hf_output(output_dir: str, overwrite: bool, source: str):
       source if os.path.isdir(source) else os.path.dirname(source)):
     raise CheckpointConversionError(
         f"--output_dir {output_dir} holds the input; use another directory")
+  # A model there, or files of a user's that the export would write over.
   held = [n for n in (hf_files.CONFIG_NAME, hf_files.WEIGHTS_NAME,
-                      hf_files.INDEX_NAME)
+                      hf_files.INDEX_NAME) + hf_vocab.HF_TOKENIZER_FILES
           if os.path.isfile(os.path.join(output_dir, n))]
   if held and not overwrite:
     raise CheckpointConversionError(
-        f"--output_dir {output_dir} already holds a model ({', '.join(held)})"
-        "; use another directory, or pass --overwrite to replace it")
+        f"--output_dir {output_dir} already holds a model or files the "
+        f"conversion writes ({', '.join(held)}); use another directory, or "
+        "pass --overwrite to replace them")
   if os.path.isfile(os.path.join(output_dir, hf_files.INDEX_NAME)):
     # A stale index beside the new model.safetensors would be read instead.
     os.remove(os.path.join(output_dir, hf_files.INDEX_NAME))

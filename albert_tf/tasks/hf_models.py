@@ -238,16 +238,20 @@ def _check_output(output_dir: str, overwrite: bool, source: str) -> bool:
     raise CheckpointConversionError(
         f"--output_dir {output_dir} is in the run directory "
         f"{record.model_dir}; use another directory")
+  # A model there, or files of a user's that the import would write over
+  # (its vocabulary, the checkpoint state file).
   held = [n for n in (hf_files.CONFIG_NAME, hf_files.WEIGHTS_NAME,
                       run_record.RECORD_NAME,
-                      albert_config.CONFIG_JSON_NAME)
+                      albert_config.CONFIG_JSON_NAME, hf_vocab.SPM_NAME,
+                      hf_vocab.WORDPIECE_NAME, paths.STATE_FILE)
           if os.path.isfile(os.path.join(output_dir, n))]
   held += paths.checkpoint_prefixes(output_dir) if os.path.isdir(
       output_dir) else []
   if held and not overwrite:
     raise CheckpointConversionError(
-        f"--output_dir {output_dir} already holds a model ({', '.join(held)})"
-        "; use another directory, or pass --overwrite to replace it")
+        f"--output_dir {output_dir} already holds a model or files the "
+        f"conversion writes ({', '.join(held)}); use another directory, or "
+        "pass --overwrite to replace them")
   return bool(held) and record is not None
 
 

@@ -39,6 +39,13 @@ def _read_tokenizer(hf_dir: str, vocab_size: int):
     raise CheckpointConversionError(str(e)) from None
 
 
+# The tokenizer files `write_tokenizer` may write (either kind's).
+HF_TOKENIZER_FILES = (hf_tokenizer.SPIECE_MODEL, hf_wordpiece.VOCAB_TXT,
+                      hf_tokenizer.TOKENIZER_JSON,
+                      hf_tokenizer.TOKENIZER_CONFIG,
+                      hf_tokenizer.SPECIAL_TOKENS_MAP)
+
+
 def write_tokenizer(hf_dir: str, vocab_path: str, do_lower_case: bool,
                     model_max_length: int = 512) -> None:
   """The tokenizer files transformers' AutoTokenizer reads: spiece.model

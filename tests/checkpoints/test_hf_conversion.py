@@ -376,6 +376,19 @@ def test_output_dir_and_torch_refusals(tmp_path, spm_file, vocab_size):
   hf_export.export_hf(out, back)
   with pytest.raises(ValueError, match="already holds a model"):
     hf_export.export_hf(out, back)
+  # A directory holding only a file the conversion writes (a user's
+  # vocabulary, tokenizer config): refused, the file kept.
+  for name, convert in (("spiece.model", hf_models.import_hf),
+                        ("tokenizer_config.json", hf_export.export_hf)):
+    mine = tmp_path / f"mine_{name}"
+    mine.mkdir()
+    (mine / name).write_text("mine")
+    source = hf_dir if convert is hf_models.import_hf else out
+    with pytest.raises(ValueError, match=(
+        f"already holds a model or files the conversion writes \\({name}\\); "
+        "use another directory, or pass --overwrite to replace them")):
+      convert(source, str(mine))
+    assert os.listdir(mine) == [name] and (mine / name).read_text() == "mine"
   with pytest.raises(ValueError, match="to=model_garden: that layout has no"):
     hf_models.import_hf(hf_dir, str(tmp_path / "mg"),
                         to_layout="model_garden")
