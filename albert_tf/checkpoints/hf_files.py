@@ -21,6 +21,15 @@ CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 INDEX_NAME = "model.safetensors.index.json"
 TORCH_WEIGHTS_NAME = "pytorch_model.bin"
+# Its tokenizer files: AlbertTokenizer's SentencePiece model, BertTokenizer's
+# WordPiece vocabulary, the fast tokenizers' json, and their settings.
+SPIECE_MODEL = "spiece.model"
+VOCAB_TXT = "vocab.txt"
+TOKENIZER_JSON = "tokenizer.json"
+TOKENIZER_CONFIG = "tokenizer_config.json"
+SPECIAL_TOKENS_MAP = "special_tokens_map.json"
+TOKENIZER_FILES = (SPIECE_MODEL, VOCAB_TXT, TOKENIZER_JSON, TOKENIZER_CONFIG,
+                   SPECIAL_TOKENS_MAP)
 MODEL_TYPE = "albert"
 # Architecture -> (its heads, whether its AlbertModel has the pooler).
 ARCHITECTURES = {

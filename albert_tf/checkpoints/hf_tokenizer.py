@@ -20,17 +20,17 @@ import sentencepiece as spm
 from albert_toolkit import output_files
 from albert_toolkit import text_files
 from albert_tf.checkpoints import hf_tokenizer_json
+from albert_tf.checkpoints.hf_files import CONFIG_NAME
+from albert_tf.checkpoints.hf_files import SPECIAL_TOKENS_MAP
+from albert_tf.checkpoints.hf_files import SPIECE_MODEL
+from albert_tf.checkpoints.hf_files import TOKENIZER_CONFIG
+from albert_tf.checkpoints.hf_files import TOKENIZER_JSON
 from albert_tf.checkpoints.hf_tokenizer_json import bool_field
 from albert_tf.checkpoints.hf_tokenizer_json import json_field
 from albert_tf.checkpoints.hf_tokenizer_json import PAD_ID
 from albert_tf.checkpoints.hf_tokenizer_json import SPECIAL_PIECES
 from albert_tf.checkpoints.hf_tokenizer_json import UNK_ID
 
-SPIECE_MODEL = "spiece.model"
-TOKENIZER_JSON = "tokenizer.json"
-TOKENIZER_CONFIG = "tokenizer_config.json"
-SPECIAL_TOKENS_MAP = "special_tokens_map.json"
-MODEL_CONFIG = "config.json"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,7 +67,7 @@ def _load(source, spm_model, vocab_size):
   pieces = sp.get_piece_size()
   if vocab_size is not None and pieces != vocab_size:
     raise ValueError(
-        f"{source}: {pieces} pieces but {MODEL_CONFIG} vocab_size is "
+        f"{source}: {pieces} pieces but {CONFIG_NAME} vocab_size is "
         f"{vocab_size}; not the model's tokenizer (every token id would be "
         "another piece's)")
   found = tuple(sp.id_to_piece(i) if i < pieces else None
@@ -83,7 +83,7 @@ def _load(source, spm_model, vocab_size):
 def _vocab_size(hf_dir):
   """config.json's vocab_size, or None when there is no config.json or it
   leaves the field out (the converter checks transformers' default)."""
-  path = os.path.join(hf_dir, MODEL_CONFIG)
+  path = os.path.join(hf_dir, CONFIG_NAME)
   if not os.path.exists(path):
     return None
   config = text_files.read_json_object(path)

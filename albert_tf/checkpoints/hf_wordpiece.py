@@ -31,14 +31,15 @@ from albert_toolkit.wordpiece_vocab import PAD
 from albert_toolkit.wordpiece_vocab import SEP
 from albert_toolkit.wordpiece_vocab import SPECIAL_TOKENS
 from albert_toolkit.wordpiece_vocab import UNK
+from albert_tf.checkpoints.hf_files import CONFIG_NAME
+from albert_tf.checkpoints.hf_files import SPECIAL_TOKENS_MAP
+from albert_tf.checkpoints.hf_files import SPIECE_MODEL
+from albert_tf.checkpoints.hf_files import TOKENIZER_CONFIG
+from albert_tf.checkpoints.hf_files import TOKENIZER_JSON
+from albert_tf.checkpoints.hf_files import VOCAB_TXT
 from albert_tf.checkpoints.hf_tokenizer_json import bool_field
 from albert_tf.checkpoints.hf_tokenizer_json import json_field
 
-VOCAB_TXT = "vocab.txt"
-TOKENIZER_JSON = "tokenizer.json"
-TOKENIZER_CONFIG = "tokenizer_config.json"
-SPECIAL_TOKENS_MAP = "special_tokens_map.json"
-SPIECE_MODEL = "spiece.model"
 # transformers' longest word (ours is the original's, 200).
 HF_MAX_INPUT_CHARS_PER_WORD = 100
 
@@ -66,14 +67,13 @@ SENTENCEPIECE_CLASSES = ("AlbertTokenizer", "AlbertTokenizerFast")
 WORDPIECE_CLASSES = ("BertTokenizer", "BertTokenizerFast")
 # A class defined by tokenizer.json alone (its model says the kind).
 JSON_CLASS = "PreTrainedTokenizerFast"
-MODEL_CONFIG = "config.json"
 
 
 def tokenizer_class(hf_dir):
   """(tokenizer_class, the file giving it) as AutoTokenizer looks it up:
   tokenizer_config.json's, else config.json's; (None, None) when neither
   names one."""
-  for name in (TOKENIZER_CONFIG, MODEL_CONFIG):
+  for name in (TOKENIZER_CONFIG, CONFIG_NAME):
     path = os.path.join(hf_dir, name)
     if os.path.exists(path):
       value = text_files.read_json_object(path).get("tokenizer_class")

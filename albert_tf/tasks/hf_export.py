@@ -177,7 +177,7 @@ def _check_hf_output(output_dir: str, overwrite: bool, source: str):
         f"--output_dir {output_dir} holds the input; use another directory")
   # A model there, or files of a user's that the export would write over.
   held = [n for n in (hf_files.CONFIG_NAME, hf_files.WEIGHTS_NAME,
-                      hf_files.INDEX_NAME) + hf_vocab.HF_TOKENIZER_FILES
+                      hf_files.INDEX_NAME) + hf_files.TOKENIZER_FILES
           if os.path.isfile(os.path.join(output_dir, n))]
   if held and not overwrite:
     raise CheckpointConversionError(

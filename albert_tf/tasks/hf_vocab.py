@@ -23,8 +23,8 @@ from albert_tf.serving import wordpiece
 from albert_toolkit import output_files
 from data_prep import tokenization
 
-SPM_NAME = "spiece.model"
-WORDPIECE_NAME = hf_wordpiece.VOCAB_TXT
+SPM_NAME = hf_files.SPIECE_MODEL
+WORDPIECE_NAME = hf_files.VOCAB_TXT
 
 
 def _read_tokenizer(hf_dir: str, vocab_size: int):
@@ -37,13 +37,6 @@ def _read_tokenizer(hf_dir: str, vocab_size: int):
     return hf_tokenizer.read_tokenizer(hf_dir)
   except ValueError as e:
     raise CheckpointConversionError(str(e)) from None
-
-
-# The tokenizer files `write_tokenizer` may write (either kind's).
-HF_TOKENIZER_FILES = (hf_tokenizer.SPIECE_MODEL, hf_wordpiece.VOCAB_TXT,
-                      hf_tokenizer.TOKENIZER_JSON,
-                      hf_tokenizer.TOKENIZER_CONFIG,
-                      hf_tokenizer.SPECIAL_TOKENS_MAP)
 
 
 def write_tokenizer(hf_dir: str, vocab_path: str, do_lower_case: bool,
