@@ -48,6 +48,16 @@ def refuse(path: str, field: str, value, why: str):
   return CheckpointConversionError(f"{path}: {field}={value!r}: {why}")
 
 
+def check_not_held(output_dir: str, held, overwrite: bool) -> None:
+  """Refuses, without `overwrite`, an output directory that holds `held`
+  (a model there, or files of a user's the conversion would write over)."""
+  if held and not overwrite:
+    raise CheckpointConversionError(
+        f"--output_dir {output_dir} already holds a model or files the "
+        f"conversion writes ({', '.join(held)}); use another directory, or "
+        "pass --overwrite to replace them")
+
+
 @dataclasses.dataclass
 class HfModel:
   """A Hugging Face ALBERT directory read: its config.json (a dict), its

@@ -179,11 +179,7 @@ def _check_hf_output(output_dir: str, overwrite: bool, source: str):
   held = [n for n in (hf_files.CONFIG_NAME, hf_files.WEIGHTS_NAME,
                       hf_files.INDEX_NAME) + hf_files.TOKENIZER_FILES
           if os.path.isfile(os.path.join(output_dir, n))]
-  if held and not overwrite:
-    raise CheckpointConversionError(
-        f"--output_dir {output_dir} already holds a model or files the "
-        f"conversion writes ({', '.join(held)}); use another directory, or "
-        "pass --overwrite to replace them")
+  hf_files.check_not_held(output_dir, held, overwrite)
   if os.path.isfile(os.path.join(output_dir, hf_files.INDEX_NAME)):
     # A stale index beside the new model.safetensors would be read instead.
     os.remove(os.path.join(output_dir, hf_files.INDEX_NAME))

@@ -247,11 +247,7 @@ def _check_output(output_dir: str, overwrite: bool, source: str) -> bool:
           if os.path.isfile(os.path.join(output_dir, n))]
   held += paths.checkpoint_prefixes(output_dir) if os.path.isdir(
       output_dir) else []
-  if held and not overwrite:
-    raise CheckpointConversionError(
-        f"--output_dir {output_dir} already holds a model or files the "
-        f"conversion writes ({', '.join(held)}); use another directory, or "
-        "pass --overwrite to replace them")
+  hf_files.check_not_held(output_dir, held, overwrite)
   return bool(held) and record is not None
 
 
