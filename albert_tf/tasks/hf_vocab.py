@@ -63,7 +63,7 @@ def checked_tokenizer(hf_dir: str, config):
     return tokenizer
   if tokenizer.keep_accents:
     raise CheckpointConversionError(
-        f"{os.path.join(hf_dir, 'tokenizer_config.json')}: keep_accents="
+        f"{os.path.join(hf_dir, hf_files.TOKENIZER_CONFIG)}: keep_accents="
         "true; albert_tf's tokenization drops accents (the original's)")
   try:
     pieces = sentencepiece.SentencePieceProcessor(
