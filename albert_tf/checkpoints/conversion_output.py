@@ -146,10 +146,12 @@ class Staging:
 
   def commit(self, replaced: List[str]) -> None:
     """Moves every staged file into `output_dir`, then deletes the files of
-    the `replaced` checkpoint prefixes the move did not replace."""
+    the `replaced` checkpoint prefixes the move did not replace: index,
+    data and a TF1 `.meta` graph, which would not describe the new weights."""
     old = [p for prefix in replaced
            for p in tf.io.gfile.glob(glob.escape(prefix) + ".*")
-           if p == prefix + ".index" or ".data-" in p[len(prefix):]]
+           if p in (prefix + ".index", prefix + ".meta") or
+           ".data-" in p[len(prefix):]]
     names = sorted(tf.io.gfile.listdir(self.directory), key=_move_order)
     for name in names:
       tf.io.gfile.rename(os.path.join(self.directory, name),

@@ -316,6 +316,7 @@ def test_replacing_a_checkpoint_needs_overwrite_and_says_so(tmp_path):
       TINY, seed=5), TINY)
   out = tmp_path / "out"
   cc.convert(prefix, str(out), "tf1", "albert_tf", output_name="old")
+  (out / "old.meta").write_bytes(b"the old checkpoint's TF1 graph")
   before = _files(out)
   with pytest.raises(cc.CheckpointConversionError,
                      match=rf"--output_dir {out} already holds checkpoint "
@@ -328,9 +329,11 @@ def test_replacing_a_checkpoint_needs_overwrite_and_says_so(tmp_path):
                        log=said.append)
   assert said == [f"--overwrite: replacing checkpoint {out}/old in {out} "
                   f"with {out}/model.ckpt"]
-  # One checkpoint, the one the config and state file describe.
+  # One checkpoint, the one the config and state file describe; the old
+  # one's graph went with it.
   assert [p[:-len(".index")] for p in tf.io.gfile.glob(f"{out}/*.index")] == [
       path]
+  assert not (out / "old.meta").exists()
   assert tf.train.latest_checkpoint(str(out)) == path
 
 
