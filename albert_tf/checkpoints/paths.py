@@ -70,15 +70,16 @@ def checkpoint_candidates(directory: str) -> List[str]:
 
 
 def _in_directory(path: str, directory: str) -> str:
-  """A state file's entry as a path. Versions before paths.absolute wrote
-  `runs/a/checkpoints/ckpt-10` for a relative run directory, which TF reads
-  as `<directory>/runs/a/checkpoints/ckpt-10`: such an entry is the file of
-  that name in `directory`."""
+  """A state file's entry as a path: the checkpoint of that name in
+  `directory` when there is one. A copied or moved run directory whose
+  state file holds absolute paths (TF1's Saver writes them) then resumes
+  from its own files, not the original's; and versions before
+  paths.absolute wrote `runs/a/checkpoints/ckpt-10` for a relative run
+  directory, which TF reads as `<directory>/runs/a/checkpoints/ckpt-10`."""
   if not os.path.isabs(path) and "://" not in path:
     path = os.path.join(directory, path)
   beside = os.path.join(directory, os.path.basename(path))
-  if (beside != path and not tf.io.gfile.exists(path + ".index") and
-      tf.io.gfile.exists(beside + ".index")):
+  if beside != path and tf.io.gfile.exists(beside + ".index"):
     return beside
   return path
 

@@ -4,6 +4,7 @@ directory again), from the same and from another working directory, through
 the command-line tools as a user types them."""
 
 import os
+import shutil
 import sys
 
 import pytest
@@ -73,3 +74,29 @@ def test_state_file_of_an_older_version_still_resumes(tmp_path):
   assert run_restore.resume(
       tf.train.Checkpoint(v=tf.Variable(0.0)), str(directory)) == str(
           directory / "ckpt-4")
+
+
+def test_a_copied_run_resumes_from_its_own_checkpoints(tmp_path):
+  """A state file with absolute paths (TF1's Saver writes them), copied with
+  its run directory: the copy resumed from the original's checkpoint while
+  that still existed, and wrote its own beside it."""
+  original = tmp_path / "original"
+  original.mkdir()
+  checkpoint = tf.train.Checkpoint(v=tf.Variable(1.0))
+  for step in (2, 4):
+    checkpoint.save_counter.assign(step)
+    checkpoint.v.assign(float(step))
+    checkpoint.write(str(original / f"ckpt-{step}"))
+  (original / "checkpoint").write_text(
+      f'model_checkpoint_path: "{original}/ckpt-4"\n'
+      f'all_model_checkpoint_paths: "{original}/ckpt-2"\n'
+      f'all_model_checkpoint_paths: "{original}/ckpt-4"\n')
+  copy = tmp_path / "copy"
+  shutil.copytree(original, copy)
+  checkpoint.v.assign(99.0)  # the original run goes on in its directory
+  checkpoint.write(str(original / "ckpt-4"))
+  assert paths.checkpoint_candidates(str(copy)) == [
+      str(copy / "ckpt-4"), str(copy / "ckpt-2")]
+  restored = tf.train.Checkpoint(v=tf.Variable(0.0))
+  assert run_restore.resume(restored, str(copy)) == str(copy / "ckpt-4")
+  assert restored.v.numpy() == 4.0
