@@ -21,6 +21,7 @@ from albert_tf.checkpoints.canonical_weights import CheckpointConversionError
 from albert_tf.checkpoints.restore import detect_layout
 from albert_tf.checkpoints.restore import LAYOUTS
 from albert_tf.checkpoints.restore import read_weights
+from albert_tf.modeling import activations
 from albert_tf.modeling import albert_config
 from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
 from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
@@ -154,11 +155,24 @@ def write_weights(model, output_prefix: str, layout: str,
                                   f"of {LAYOUTS}")
 
 
+def check_config_for(config, layout) -> None:
+  """Refuses a model the `layout`'s own code could not run: for tf1, an
+  activation the original's code does not have."""
+  if layout == "tf1" and config.hidden_act not in activations.ORIGINAL_NAMES:
+    known = ", ".join(sorted(set(activations.ORIGINAL_NAMES.values())))
+    raise CheckpointConversionError(
+        f"--to=tf1: hidden_act {config.hidden_act!r} is not in the original's "
+        f"code, which has {known} (its gelu is the tanh approximation); keep "
+        "this model in albert_tf or hf")
+
+
 def config_text(config, layout) -> str:
   """The albert_config.json written with a `layout` checkpoint."""
+  check_config_for(config, layout)
   values = config.to_json_dict()
-  if layout == "tf1":  # Only the original's fields.
+  if layout == "tf1":  # Only the original's fields, under its names.
     values = {k: values[k] for k in ORIGINAL_CONFIG_FIELDS}
+    values["hidden_act"] = activations.ORIGINAL_NAMES[values["hidden_act"]]
   return json.dumps(values, indent=2, sort_keys=True)
 
 

@@ -25,6 +25,12 @@ ACTIVATIONS = {
 }
 
 
+# Ours -> the name of the same function in the original's
+# `modeling.get_activation`, which knows only these four.
+ORIGINAL_NAMES = {"gelu": "gelu", "gelu_new": "gelu", "relu": "relu",
+                  "tanh": "tanh", "linear": "linear"}
+
+
 def get_activation(name: str):
   """Maps an activation name to a function; unknown names are a ValueError."""
   try:

@@ -193,6 +193,7 @@ def _write_pretrained(model, config, out: hf_vocab.Output, to_layout, values,
   _assign(variables, values, report, model.directory)
   if mlm_only:
     conversion.check_mlm_only_layout(to_layout)
+  conversion.check_config_for(config, to_layout)
   out.replace()
   output_dir = out.directory
   prefix = os.path.join(output_dir, conversion.DEFAULT_OUTPUT_NAMES[to_layout])
@@ -214,6 +215,7 @@ def _write_tf1_head(model, config, out: hf_vocab.Output, values, report) -> str:
   names = tf1_checkpoint.FINETUNED_HEAD_NAMES[TF1_HEADS[model.architecture]]
   head = dict(zip(names, (values[f"{hf.HEAD}/output_weights"],
                           values[f"{hf.HEAD}/output_bias"])))
+  conversion.check_config_for(config, "tf1")
   out.replace()
   output_dir = out.directory
   prefix = os.path.join(output_dir, conversion.DEFAULT_OUTPUT_NAMES["tf1"])

@@ -247,6 +247,30 @@ def test_classifier_to_the_original_tf1_layout(tmp_path, spm_file,
   with pytest.raises(ValueError, match="to=tf1: that layout has no"):
     hf_models.import_hf(tagger, str(tmp_path / "tagger_tf1"),
                         to_layout="tf1")
+  # HF's "gelu" is the exact GELU, which the original's code does not have:
+  # refused before anything is written (it refused to load such a config).
+  exact = str(tmp_path / "exact")
+  hf_testlib.write_hf_dir(exact, hf_testlib.hf_config(
+      "AlbertForSequenceClassification", vocab_size, "gelu", num_labels=3),
+      spm_file)
+  with pytest.raises(CheckpointConversionError) as e:
+    hf_models.import_hf(exact, str(tmp_path / "exact_tf1"), to_layout="tf1")
+  assert str(e.value) == (
+      "--to=tf1: hidden_act 'gelu_exact' is not in the original's code, which "
+      "has gelu, linear, relu, tanh (its gelu is the tanh approximation); "
+      "keep this model in albert_tf or hf")
+  assert not os.path.exists(tmp_path / "exact_tf1")
+  # Ours spelled gelu_new: the original's name for the same function.
+  ours = str(tmp_path / "ours_new")
+  conversion.convert(out, str(tmp_path / "ours"), "tf1", "albert_tf",
+                     log=None)
+  config_path = tmp_path / "ours" / "albert_config.json"
+  written = json.loads(config_path.read_text())
+  config_path.write_text(json.dumps(dict(written, hidden_act="gelu_new")))
+  conversion.convert(str(tmp_path / "ours"), ours, "albert_tf", "tf1",
+                     log=None)
+  assert json.loads((tmp_path / "ours_new" / "albert_config.json").read_text(
+      ))["hidden_act"] == "gelu"
 
 
 def test_sharded_index_is_read(tmp_path, spm_file, vocab_size):
