@@ -188,8 +188,11 @@ def convert_examples(examples, tokenizer, max_seq_length, doc_stride,
   `end_positions`, `is_impossible` (all windows, labels 0 at prediction).
   metadata: example_index, doc_offset (position of the first context token),
   window_start, window_length, max_context (list of bools).
+
+  With `doc_stride` 0 a training answer past the one window trains towards
+  [CLS] as unanswerable; how many did is logged once the examples are done.
   """
-  unique_id = 0
+  unique_id = cut = answered = 0
   for ex_index, example in enumerate(examples):
     q_ids = tokenizer.encode_ids(example.question_text)[:max_query_length]
     doc = squad_alignment.tokenize_with_offsets(tokenizer, example.context_text)
@@ -200,6 +203,9 @@ def convert_examples(examples, tokenizer, max_seq_length, doc_stride,
           example.answer_start + len(example.answer_text))
     windows = doc_windows(len(doc.ids), max_seq_length - len(q_ids) - 3,
                           doc_stride)
+    if answer is not None:
+      answered += 1
+      cut += answer[1] >= windows[-1][0] + windows[-1][1]
     doc_offset = len(q_ids) + 2
     for w, (w_start, w_len) in enumerate(windows):
       features = finetune_features.pack(
@@ -219,6 +225,12 @@ def convert_examples(examples, tokenizer, max_seq_length, doc_stride,
               "max_context": max_context_flags(windows, w)}
       unique_id += 1
       yield features, meta
+  if cut:
+    logging.warning("SQuAD training: %d of %d answers end past the one window "
+                    "of --doc_stride=0 (the question and the first context "
+                    "tokens that fit --max_seq_length) and train towards "
+                    "[CLS] as unanswerable; give --doc_stride for windows "
+                    "over the whole context", cut, answered)
 
 
 def example_metadata(examples, tokenizer):

@@ -2,6 +2,7 @@
 tokenizer's normalisation, doc-stride windows, answers from logits."""
 
 import json
+import logging
 
 import numpy as np
 import pytest
@@ -124,7 +125,8 @@ def test_doc_stride_zero_is_one_window_of_the_first_tokens():
 
 
 def test_doc_stride_zero_cuts_the_context_as_the_export(tokenizer,
-                                                        tmp_path_factory):
+                                                        tmp_path_factory,
+                                                        caplog):
   """Training, evaluation and prediction get one window per question: the
   question and the first context tokens that fit, packed as the export
   without windows (preprocessing "first_fixed") packs them."""
@@ -137,9 +139,15 @@ def test_doc_stride_zero_cuts_the_context_as_the_export(tokenizer,
               for q, w in (("near", near), ("far", far))]
   room = seq - len(tokenizer.encode_ids(examples[0].question_text)) - 3
   assert len(tokenizer.encode_ids(context)) > 4 * room
-  train = list(squad_data.convert_examples(examples, tokenizer, seq, 0,
-                                           max_query, is_training=True))
+  with caplog.at_level(logging.WARNING, logger="absl"):
+    train = list(squad_data.convert_examples(examples, tokenizer, seq, 0,
+                                             max_query, is_training=True))
   assert len(train) == 2
+  assert [r.getMessage() for r in caplog.records] == [
+      "SQuAD training: 1 of 2 answers end past the one window of "
+      "--doc_stride=0 (the question and the first context tokens that fit "
+      "--max_seq_length) and train towards [CLS] as unanswerable; give "
+      "--doc_stride for windows over the whole context"]
   (near_feats, _), (far_feats, _) = train
   assert near_feats["is_impossible"] == [0]
   s, e = near_feats["start_positions"][0], near_feats["end_positions"][0]
@@ -156,6 +164,14 @@ def test_doc_stride_zero_cuts_the_context_as_the_export(tokenizer,
   preprocessor = preprocessing.make_preprocessor(
       finetune_testlib.spm_model(tmp_path_factory), seq_length=seq,
       truncation="first_fixed", max_first_segment_length=max_query)
+  # With windows, the far answer has one of its own: nothing is cut.
+  caplog.clear()
+  with caplog.at_level(logging.WARNING, logger="absl"):
+    windowed = list(squad_data.convert_examples(
+        examples, tokenizer, seq, room // 2, max_query, is_training=True))
+  assert not caplog.records
+  assert sum(1 - f["is_impossible"][0] for f, m in windowed
+             if m["example_index"] == 1) >= 1
   packed = preprocessor.preprocess([tf.constant([examples[0].question_text]),
                                     tf.constant([context])])
   for key, value in packed.items():
