@@ -3,7 +3,8 @@ prediction files.
 
 A file holds one word a line, "word ... label" (columns split at spaces
 and tabs: the word first, the label last), a blank line between sentences;
-"-DOCSTART-" lines are skipped. LF, CRLF and a bare CR each end a line; a
+"-DOCSTART-" lines are not sentences (each is kept with the sentence after
+it, for the prediction file). LF, CRLF and a bare CR each end a line; a
 line holding another control character or a line separator (which some
 readers take for a line end, others for a space) is refused, naming it. Labels are IOB2: "O",
 "B-TYPE", "I-TYPE". A file read for prediction needs the words only.
@@ -47,6 +48,8 @@ class Sentence:
   lines: List[str]  # the file's lines, stripped
   words: List[str]
   labels: Optional[List[str]]  # None: read for prediction
+  # The -DOCSTART- lines between the previous sentence and this one.
+  docstarts: List[str] = dataclasses.field(default_factory=list)
 
 
 def _decoded(path: str, number: int, raw: bytes) -> str:
@@ -78,7 +81,7 @@ def read_sentences(path: str, labelled: bool = True) -> List[Sentence]:
   """The sentences of CoNLL file `path`; with `labelled`, each line needs a
   label column holding an IOB2 label (else a one-line error naming the
   line)."""
-  sentences, current = [], None
+  sentences, current, docstarts = [], None, []
   with open(path, "rb") as f:
     raws = _LINE_END.split(f.read())
   if raws[-1] == b"":
@@ -87,11 +90,15 @@ def read_sentences(path: str, labelled: bool = True) -> List[Sentence]:
     line = _decoded(path, number, raw).strip(" \t")
     columns = _columns(path, number, line)
     if not columns or columns[0] == DOCSTART:
+      if columns:
+        docstarts.append(line)
       current = None
       continue
     if current is None:
-      current = Sentence(path, number, [], [], [] if labelled else None)
+      current = Sentence(path, number, [], [], [] if labelled else None,
+                         docstarts)
       sentences.append(current)
+      docstarts = []
     if labelled:
       if len(columns) < 2:
         raise ValueError(f"{path}:{number}: {line!r} has no label column "
@@ -213,9 +220,12 @@ def feature_spec(max_seq_length):
 def write_predictions(path: str, sentences: Sequence[Sentence],
                       predicted: Sequence[Sequence[str]]) -> str:
   """A CoNLL file: each input line with its predicted label appended (the
-  last column), a blank line between sentences."""
+  last column; "O" on a -DOCSTART- line, as conlleval reads it), a blank
+  line between sentences and after a -DOCSTART- line."""
   lines = []
   for s, labels in zip(sentences, predicted):
+    for docstart in s.docstarts:
+      lines += [f"{docstart} O", ""]
     lines += [f"{line} {label}" for line, label in zip(s.lines, labels)]
     lines.append("")
   return output_files.atomic_write(path, "\n".join(lines))

@@ -88,6 +88,8 @@ def test_train_eval_predict_export_serve(tmp_path_factory):
   with open(os.path.join(model_dir, "predictions.txt"),
             encoding="utf-8") as f:
     blocks = f.read().strip("\n").split("\n\n")
+  # Line for line with dev.txt: its -DOCSTART- line too.
+  assert blocks.pop(0) == "-DOCSTART- -X- O O"
   rows = [[line.split() for line in block.split("\n")] for block in blocks]
   assert [[(r[0], r[2]) for r in s] for s in rows] == dev
   assert all(len(r) == 4 and r[1] == "X" and r[3] in labels
@@ -99,12 +101,13 @@ def test_train_eval_predict_export_serve(tmp_path_factory):
   assert again["f1"] == pytest.approx(results["f1"])
   # With a test.txt (words only) predict reads it instead.
   (data_dir / "test.txt").write_text(
+      "-DOCSTART- X\n\n" +
       "\n\n".join("\n".join(f"{w} X" for w, _ in s) for s in dev) + "\n")
   proc = generic.run_tool(*common, "--mode=predict")
   assert proc.returncode == 0, proc.stderr[-3000:]
   with open(os.path.join(model_dir, "predictions.txt"),
             encoding="utf-8") as f:
-    assert f.read() == "\n\n".join(
+    assert f.read() == "-DOCSTART- X O\n\n" + "\n\n".join(
         "\n".join(f"{w} X {p}" for (w, _), p in zip(s, labels_of_s))
         for s, labels_of_s in zip(dev, predicted)) + "\n"
 
@@ -204,6 +207,25 @@ def test_line_ends_and_columns(tmp_path):
         rf"train\.txt:2: U\+{name} inside the line \(a control character or "
         "line separator\)")):
       _sentences(tmp_path, f"a O\nEU B-ORG{odd}rejects O\n")
+
+
+def test_predictions_keep_the_documents_line_for_line(tmp_path):
+  """predictions.txt dropped the -DOCSTART- lines, so it did not line up
+  with the file it labels."""
+  text = ("-DOCSTART- -X- -X- O\n\nEU NNP B-ORG\nrejects VBZ O\n\n"
+          "-DOCSTART- -X- -X- O\n\nPeter NNP B-PER\n\nruns VBZ O\n")
+  _, sentences = _sentences(tmp_path, text, name="dev.txt")
+  assert [s.words for s in sentences] == [["EU", "rejects"], ["Peter"],
+                                          ["runs"]]
+  out = conll_data.write_predictions(
+      str(tmp_path / "predictions.txt"), sentences,
+      [["B-ORG", "B-PER"], ["B-PER"], ["O"]])
+  with open(out, encoding="utf-8") as f:
+    written = f.read().split("\n")
+  assert written[:-1] == [
+      line + (" " + label if line else "") for line, label in zip(
+          text.split("\n"), ["O", "", "B-ORG", "B-PER", "", "O", "",
+                              "B-PER", "", "O"])]
 
 
 def test_only_each_words_first_piece_is_labelled(tmp_path, tmp_path_factory):
