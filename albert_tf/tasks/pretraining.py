@@ -93,9 +93,15 @@ class PretrainingExperimentConfig(experiment_config.ExperimentConfig):
           f"data.seq_length ({data.seq_length}) exceeds "
           f"model.max_position_embeddings "
           f"({self.model.max_position_embeddings})")
-    for name in ("seq_length", "max_predictions_per_seq", "global_batch_size"):
+    for name in ("seq_length", "max_predictions_per_seq", "global_batch_size",
+                 "cycle_length"):
       if getattr(data, name) <= 0:
         raise ValueError(f"data.{name} must be > 0, got {getattr(data, name)}")
+    # 0: the global batch size; no shuffling.
+    for name in ("eval_batch_size", "shuffle_buffer_size"):
+      if getattr(data, name) < 0:
+        raise ValueError(f"data.{name} must be >= 0, got "
+                         f"{getattr(data, name)}")
     for name in ("masked_lm_prob", "mask_id"):
       if getattr(data, name) is not None and not data.dynamic_masking:
         raise ValueError(

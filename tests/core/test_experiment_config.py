@@ -49,6 +49,25 @@ def test_wrong_type_overrides_name_field_and_override(override, message):
   assert "\n" not in str(e.value)
 
 
+@pytest.mark.parametrize("override,message", [
+    ("data.cycle_length=0", "data.cycle_length must be > 0, got 0"),
+    ("data.shuffle_buffer_size=-1",
+     "data.shuffle_buffer_size must be >= 0, got -1"),
+    ("data.eval_batch_size=-3", "data.eval_batch_size must be >= 0, got -3"),
+])
+def test_input_pipeline_sizes_out_of_range_are_refused(override, message):
+  """They passed the loader and ended in TensorFlow tracebacks, the eval
+  batch size only at the first evaluation, after the training."""
+  with pytest.raises(ValueError) as e:
+    load(override)
+  assert str(e.value) == message
+  # Zero is a setting of its own for these two: the global batch size, and
+  # no shuffling.
+  config = load("data.eval_batch_size=0,data.shuffle_buffer_size=0")
+  assert (config.data.eval_batch_size, config.data.shuffle_buffer_size) == (
+      0, 0)
+
+
 def test_yaml_bool_must_be_true_or_false(tmp_path):
   path = tmp_path / "bad.yaml"
   path.write_text('trainer:\n  save_data_position: "no"\n')
