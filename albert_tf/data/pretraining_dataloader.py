@@ -20,6 +20,7 @@ Usage with a distribution strategy:
 """
 
 import itertools
+import os
 from typing import Optional
 
 import numpy as np
@@ -35,7 +36,9 @@ TOKEN_ID_ERROR = "Token id out of range"
 
 
 def list_files(file_pattern):
-  """Comma-separated files/globs -> sorted file list; error if none match."""
+  """Comma-separated files/globs -> sorted file list; error if none match,
+  or if one file is matched twice (by two globs, or two paths to it), which
+  would train on it twice."""
   if isinstance(file_pattern, (list, tuple)):
     patterns = list(file_pattern)
   else:
@@ -52,6 +55,14 @@ def list_files(file_pattern):
     if not matched:
       raise FileNotFoundError(f"No pretraining data files match {p}")
     files.extend(matched)
+  seen = {}
+  for path in files:
+    key = path if "://" in path else os.path.realpath(path)
+    if key in seen:
+      raise ValueError(f"pretraining data file {path} is matched more than "
+                       f"once (also as {seen[key]}) by {file_pattern!r}; "
+                       "give each file once")
+    seen[key] = path
   return files
 
 

@@ -1,6 +1,8 @@
 """Tests for albert_tf.data.pretraining_dataloader on files written by data_prep."""
 
 
+import os
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -179,3 +181,23 @@ def test_missing_or_empty_patterns_are_clear_errors(tmp_path):
   missing = str(tmp_path / "nothing-*.tfrecord")
   with pytest.raises(FileNotFoundError, match="nothing-"):
     ip.list_files(missing)
+
+
+def test_a_file_matched_twice_is_refused(tmp_path):
+  """A glob and a path to one of its files trained on that file twice."""
+  for name in ("train-0", "train-1"):
+    (tmp_path / name).write_bytes(b"")
+  files = [str(tmp_path / "train-0"), str(tmp_path / "train-1")]
+  assert ip.list_files(f"{tmp_path}/train-*") == files
+  pattern = f"{tmp_path}/train-*,{tmp_path}/train-1"
+  with pytest.raises(ValueError) as e:
+    ip.list_files(pattern)
+  assert str(e.value) == (
+      f"pretraining data file {files[1]} is matched more than once (also as "
+      f"{files[1]}) by {pattern!r}; give each file once")
+  os.symlink(files[0], tmp_path / "link")
+  with pytest.raises(ValueError) as e:
+    ip.list_files(f"{tmp_path}/link,{files[0]}")
+  assert str(e.value).startswith(
+      f"pretraining data file {files[0]} is matched more than once (also as "
+      f"{tmp_path}/link)")
