@@ -208,10 +208,18 @@ def _append_change(model_dir: str, **line) -> None:
 
 
 def append_changes(model_dir: str, mode: str, check: ResumeCheck) -> None:
-  """One line per start that changed something."""
+  """One line per start that changed a setting (`data_position_reset`: by
+  a change of these settings; see also append_input_change)."""
   if check.changes:
     _append_change(model_dir, mode=mode, changes=check.changes,
                    data_position_reset=check.data_position_reset)
+
+
+def append_input_change(model_dir: str, mode: str, changed: str) -> None:
+  """The line of a start whose training files changed since the checkpoint
+  it resumes from: its saved data position was not restored."""
+  _append_change(model_dir, mode=mode, input_files_changed=changed,
+                 data_position_reset=True)
 
 
 # Where a run's checkpoints are.

@@ -47,13 +47,14 @@ def strategy_from_config(runtime) -> tf.distribute.Strategy:
 
 def _restore_data_position(task, config, model_dir: str, is_chief: bool,
                            check: run_record.ResumeCheck,
-                           training: bool) -> Callable[[int], bool]:
+                           mode: str) -> Callable[[int], bool]:
   """Whether the data position saved with the checkpoint of step N is
   restored (a function of N): not when a setting it depends on changed
   (`check`), nor (training) when the training files changed since the
   start that saved it (data regenerated under the same names). Called with
   the step a run starts from, it records this start's files
-  (data_position.py)."""
+  (data_position.py), and a reset they caused in the run's change log."""
+  training = mode in ("train", "train_and_eval")
   reset = check.data_position_reset
   if reset:
     changed = ", ".join(f"{k} {v[0]!r} -> {v[1]!r}"
@@ -74,6 +75,8 @@ def _restore_data_position(task, config, model_dir: str, is_chief: bool,
                       "resumes from was saved (%s): its saved data position "
                       "belongs to the old files; the input pipeline starts "
                       "over", changed)
+      if is_chief:
+        run_record.append_input_change(model_dir, mode, changed)
     return not (changed or reset)
   return keep
 
@@ -171,8 +174,7 @@ def run_experiment(task, config, model_dir: str, mode: str = "train",
   trainer = trainer_lib.Trainer(
       task, config, model_dir, strategy,
       restore_data_position=_restore_data_position(
-          task, config, model_dir, is_chief, check,
-          training=mode in ("train", "train_and_eval")))
+          task, config, model_dir, is_chief, check, mode))
   result = {}
   if mode == "train":
     result["train"] = trainer.train()

@@ -290,6 +290,14 @@ def test_resume_after_the_data_was_regenerated_in_place(tmp_path,
           f"from was saved ({train}: {os.path.getsize(big)} -> "
           f"{os.path.getsize(train)} bytes): its saved data position belongs "
           "to the old files; the input pipeline starts over") in caplog.text
+  # The run's change log says so (it said nothing, or "data_position_reset":
+  # false beside a setting changed at the same start).
+  with open(os.path.join(model_dir, run_record.CHANGES_NAME)) as f:
+    lines = [json.loads(line) for line in f]
+  assert [(l["mode"], l["data_position_reset"], l.get("input_files_changed"))
+          for l in lines][-1] == (
+              "train", True, f"{train}: {os.path.getsize(big)} -> "
+              f"{os.path.getsize(train)} bytes")
   # The next resume, on the same files, restores the position again.
   caplog.clear()
   run_to(9)
