@@ -129,17 +129,24 @@ def with_fingerprints(facts: Mapping[str, Any]) -> Dict[str, Any]:
   return facts
 
 
-def find_for_checkpoint(path: str) -> Optional[RunRecord]:
-  """The record of the run a checkpoint (prefix or directory) belongs to:
-  the checkpoint's directory or up to two levels above it (RUN/checkpoints/
-  ckpt-N, RUN/best/ckpt)."""
+def run_dir_of_checkpoint(path: str) -> Optional[str]:
+  """The directory of the run a checkpoint (prefix or directory) belongs
+  to: the checkpoint's directory or up to two levels above it holding a
+  run record (RUN/checkpoints/ckpt-N, RUN/best/ckpt); None: no run's."""
   directory = os.path.abspath(path if os.path.isdir(path)
                               else os.path.dirname(path))
   for _ in range(3):
     if os.path.isfile(os.path.join(directory, RECORD_NAME)):
-      return read(directory)
+      return directory
     directory = os.path.dirname(directory)
   return None
+
+
+def find_for_checkpoint(path: str) -> Optional[RunRecord]:
+  """The record of the run a checkpoint belongs to (run_dir_of_checkpoint),
+  or None."""
+  directory = run_dir_of_checkpoint(path)
+  return read(directory) if directory else None
 
 
 def refuse(field: str, recorded, given, source: str, hint: str = ""):
@@ -177,8 +184,14 @@ def _same_spm(record: RunRecord, new_path: str) -> bool:
   return recorded is not None and output_files.file_sha256(new_path) == recorded
 
 
-def check_resume(record: RunRecord, config) -> ResumeCheck:
-  """Compares a new start's config with the record; raises on unsafe changes."""
+_RESUME_HINT = ("only run-length, interval, eval and device settings may "
+                "change on resume (docs/reliability.md)")
+
+
+def check_resume(record: RunRecord, config,
+                 hint: str = _RESUME_HINT) -> ResumeCheck:
+  """Compares a new start's config with the record; raises on unsafe
+  changes, with `hint` after the field's values."""
   rules = settings.resume_rules(type(config))
   check = ResumeCheck()
   for field, before, after in identity.differences(
@@ -192,9 +205,7 @@ def check_resume(record: RunRecord, config) -> ResumeCheck:
     elif rule == settings.SAME_VOCAB and _same_spm(record, after):
       pass  # moved, same content
     else:
-      raise refuse(field, before, after, record.model_dir,
-                   "only run-length, interval, eval and device settings may "
-                   "change on resume (docs/reliability.md)")
+      raise refuse(field, before, after, record.model_dir, hint)
     check.changes[field] = [before, after]
   return check
 

@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from albert_tf.checkpoints import paths
 from albert_tf.core import actions
+from albert_tf.core import run_record
 
 
 def restore_first_readable(candidates: Sequence[str], restore: Callable,
@@ -101,6 +102,20 @@ def restore_given_or_newest(restore: Callable[[str], Any], model_dir: str,
               "" if checkpoint else f" (all of {model_dir})"))
 
 
+def check_checkpoint_run(path: str, model_dir: str, config) -> None:
+  """Refuses checkpoint `path` of another run than `model_dir` unless that
+  run's settings are `config`'s up to what a resume may change: two runs of
+  one model, task and vocabulary pass the identity check, yet their weights
+  may mean other labels or text inputs. A checkpoint outside any run has
+  its identity only."""
+  owner = run_record.run_dir_of_checkpoint(path)
+  if owner is None or os.path.realpath(owner) == os.path.realpath(model_dir):
+    return
+  run_record.check_resume(
+      run_record.read(owner), config,
+      hint=f"checkpoint {path} belongs to that run; use --model_dir={owner}")
+
+
 def restore_run(task, model, check: Callable[[str], Any], model_dir: str = "",
                 checkpoint: Optional[str] = None,
                 step: Optional[tf.Variable] = None,
@@ -111,9 +126,12 @@ def restore_run(task, model, check: Callable[[str], Any], model_dir: str = "",
   `check(path)` unless it is the run's (`identity.check` against the run
   record: its model config, task and vocabulary), loaded through the task
   (`Task.restore_for_inference`: a task may read layouts of its own).
-  Returns (path, RestoreReport)."""
+  A given checkpoint of another run must have been trained with this
+  run's settings (`check_checkpoint_run`). Returns (path, RestoreReport)."""
   def restore(path):
     check(path)
+    if checkpoint and model_dir:
+      check_checkpoint_run(path, model_dir, task.config)
     return task.restore_for_inference(
         model, path, step=step, allow_missing_heads=allow_missing_heads)
   return restore_given_or_newest(restore, model_dir, checkpoint)

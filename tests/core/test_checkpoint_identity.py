@@ -82,6 +82,31 @@ def test_export_refuses_another_runs_checkpoint(runs):
   assert not os.path.exists(base / "x")
 
 
+def test_a_checkpoint_of_a_run_with_other_settings_is_refused(
+    runs, train_file, tmp_path):
+  """Two runs of one model, task and vocabulary: an export of run A with
+  run B's checkpoint passed the identity check and served B's weights
+  under A's settings (for fine-tuning: another run's labels or text
+  inputs). A run's checkpoint evaluated in a directory of its own, with
+  the run's settings, stays possible."""
+  a, _, _ = runs
+  other = str(tmp_path / "other")
+  run(config(train_file, **{"optimizer.learning_rate": 0.5}), other)
+  mine = run_record.read(a).config["optimizer"]["learning_rate"]
+  error = _export_error(lambda: export_testlib.export(
+      str(tmp_path / "x"), model_dir=a, checkpoint=ckpt(other)))
+  assert error == (
+      f"optimizer.learning_rate is {mine!r} but the run record of {other} "
+      f"has 0.5; checkpoint {ckpt(other)} belongs to that run; use "
+      f"--model_dir={other}")
+  assert not os.path.exists(tmp_path / "x")
+  c = config(train_file)
+  result = train_lib.run_experiment(pretraining.PretrainingTask(c), c,
+                                    str(tmp_path / "eval"), "eval",
+                                    checkpoint=ckpt(a))
+  assert result["checkpoint"] == ckpt(a)
+
+
 def test_eval_refuses_another_models_checkpoint(runs, train_file, tmp_path):
   _, b, _ = runs
   c = config(train_file)
