@@ -84,8 +84,9 @@ def run(input_files, output_paths, run_cfg, pipeline_args=(),
   """
   options, runner_name, beam_args = beam_options.pipeline_options(
       pipeline_args, num_workers)
-  summary_file = pretraining_config.check_files(input_files, output_paths,
-                                              summary_file, run_cfg)
+  summary_file = pretraining_config.check_files(
+      input_files, output_paths, summary_file, run_cfg,
+      beam_pipeline.match_any)
   model_bytes, vocab_size = _load_model(run_cfg)
   run_cfg.check_vocab_size(vocab_size)
   # Claimed as the local tool claims them, before anything is deleted: a

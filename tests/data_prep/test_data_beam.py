@@ -316,3 +316,20 @@ def test_a_dead_runs_claim_is_taken_over(spm_corpus, tmp_path, capfd):
   assert result["instances"] == len(read_records(out[0])) > 0
   assert sorted(os.listdir(tmp_path)) == [
       "d.tfrecord", "d.tfrecord" + output_files.SUMMARY_SUFFIX]
+
+
+
+def test_shards_of_another_count_are_refused_as_in_the_local_tool(
+    spm_corpus, tmp_path):
+  """The pipeline wrote beside shards of another count without a word
+  (tests/data_prep/test_data_shard_sets.py: the local tool)."""
+  model, corpus = spm_corpus
+  out = tmp_path / "es"
+  out.mkdir()
+  (out / "t-00000-of-00002").write_bytes(b"an earlier run's shard")
+  with pytest.raises(ValueError, match=(
+      rf"^--output_file {out}/t@48: 1 file\(s\) of another shard count are "
+      rf"there \({out}/t-00000-of-00002\); .* \(rm {out}/t-\*-of-00002\*\)")):
+    bpd.run([corpus], tfrecord_io.expand_output_files(f"{out}/t@48"),
+            run_cfg(model), IN_MEMORY)
+  assert os.listdir(out) == ["t-00000-of-00002"]
