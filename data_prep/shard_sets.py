@@ -5,6 +5,9 @@ by create_pretraining_data and the Beam pipeline.
     earlier run) are refused before anything is written: a glob such as
     `PATH-*` would read both sets and train on the corpus twice. They are
     not deleted: the user did not name them.
+  * A shard that would hold no record is refused after the run, before any
+    output is renamed to its final name: the trainer refuses an empty input
+    file, and fewer files than the name's `-of-NNNNN` would be a wrong set.
 """
 
 import glob
@@ -13,6 +16,9 @@ import re
 from albert_toolkit import output_files
 
 _SHARD = re.compile(r"^(.*)-(\d{5,})-of-(\d{5,})$")
+# A record goes to a Beam shard by hash: with at least this many records a
+# shard on average, an empty shard is vanishingly unlikely (N * e**-20).
+_RECORDS_PER_HASHED_SHARD = 20
 
 
 def shard_set(output_paths):
@@ -78,3 +84,33 @@ def check_no_other_shard_counts(output_paths, match=None):
       f"shard count are there ({_describe(others)}); a glob such as "
       f"{base}-* would read both sets, every instance twice; delete them "
       f"(rm {remove}) or choose another --output_file; nothing written")
+
+
+def check_no_empty_shards(records_per_file, instances, hashed=False):
+  """Raises ValueError (one line: how many files, the instance count and a
+  shard count to use) if an output would hold no record.
+
+  Args:
+    records_per_file: final output path -> records written to it.
+    instances: the run's instance count.
+    hashed: records go to shards by hash (the Beam pipeline), not
+      round-robin (create_pretraining_data).
+  """
+  paths = list(records_per_file)
+  empty = [p for p in paths if not records_per_file[p]]
+  if not empty:
+    return
+  found = shard_set(paths)
+  if hashed:
+    fit = max(1, instances // _RECORDS_PER_HASHED_SHARD)
+    advice = (f"records go to files by hash: give about one per "
+              f"{_RECORDS_PER_HASHED_SHARD} instances, {fit}")
+  else:
+    fit = instances
+    advice = f"give at most {fit}"
+  advice += (f" shards (--output_file={found[0]}@{fit})" if found else
+             " output files")
+  raise ValueError(
+      f"{len(empty)} of the {len(paths)} output files would hold no record "
+      f"(first: {empty[0]}): the run made {instances} instances, and the "
+      f"trainer refuses an empty file; {advice}; nothing written")

@@ -333,3 +333,31 @@ def test_shards_of_another_count_are_refused_as_in_the_local_tool(
     bpd.run([corpus], tfrecord_io.expand_output_files(f"{out}/t@48"),
             run_cfg(model), IN_MEMORY)
   assert os.listdir(out) == ["t-00000-of-00002"]
+
+
+def test_a_shard_without_records_is_refused_as_in_the_local_tool(
+    spm_corpus, tmp_path):
+  """The pipeline created the shards no record hashed to, and wrote a run
+  without instances: empty files the trainer refuses
+  (tests/data_prep/test_data_shard_sets.py: the local tool)."""
+  model, corpus = spm_corpus
+  with open(corpus, encoding="utf-8") as f:
+    small = tmp_path / "pairs.txt"
+    small.write_text("".join(f.readlines()[:8]), encoding="utf-8")
+  out = tmp_path / "es"
+  with pytest.raises(ValueError, match=(
+      r"^\d+ of the 48 output files would hold no record \(first: .*\): the "
+      r"run made \d+ instances, and the trainer refuses an empty file; "
+      r"records go to files by hash: give about one per 20 instances, 1 "
+      rf"shards \(--output_file={out}/t@1\); nothing written$")):
+    bpd.run([str(small)], tfrecord_io.expand_output_files(f"{out}/t@48"),
+            run_cfg(model), IN_MEMORY, progress_interval=0)
+  assert os.listdir(out) == []
+  blank = tmp_path / "blank.txt"
+  blank.write_text("\n\n")
+  with pytest.raises(ValueError, match=(
+      rf"^no instances: the input \({blank}\) holds no text; nothing "
+      "written$")):
+    bpd.run([str(blank)], [str(out / "t")], run_cfg(model), IN_MEMORY,
+            progress_interval=0)
+  assert os.listdir(out) == []

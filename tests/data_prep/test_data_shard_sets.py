@@ -1,5 +1,6 @@
 """Sets of output shards (`PATH@N`): shards of another count left beside
-them. Each test fails on the code before its fix."""
+them, and shards that would hold no record. Each test fails on the code
+before its fix."""
 
 import os
 
@@ -60,3 +61,45 @@ def test_shards_of_another_count_are_refused_and_kept(spm_corpus, tmp_path):
   for path in two + [two[0] + ".summary.json"]:
     os.remove(path)
   cpd.run([corpus], three, run_cfg(model), progress_interval=0)
+
+
+def test_a_shard_without_records_is_refused_before_writing(spm_corpus,
+                                                           tmp_path):
+  """With fewer instances than shards the tool wrote zero-record shards
+  (exit 0), which the trainer then refused: `t-00042-of-00048: empty input
+  file (no records)`."""
+  model, corpus = spm_corpus
+  with open(corpus, encoding="utf-8") as f:
+    small = tmp_path / "pairs.txt"
+    small.write_text("".join(f.readlines()[:8]), encoding="utf-8")
+  out = tmp_path / "es"
+  many = tfrecord_io.expand_output_files(f"{out}/t@48")
+  with pytest.raises(ValueError) as e:
+    cpd.run([str(small)], many, run_cfg(model), progress_interval=0)
+  message = str(e.value)
+  instances = int(message.split("the run made ")[1].split()[0])
+  assert 0 < instances < 48
+  assert message == (
+      f"{48 - instances} of the 48 output files would hold no record "
+      f"(first: {many[instances]}): the run made {instances} instances, and "
+      f"the trainer refuses an empty file; give at most {instances} shards "
+      f"(--output_file={out}/t@{instances}); nothing written")
+  assert os.listdir(out) == []
+  proc = run_tool("create_pretraining_data", f"--input_file={small}",
+                  f"--output_file={out}/t@48", *instance_flags(model))
+  assert error_line(proc) == f"create_pretraining_data: error: {message}"
+  assert os.listdir(out) == []
+  # The suggested count works: every shard holds a record.
+  fit = tfrecord_io.expand_output_files(f"{out}/t@{instances}")
+  summary = cpd.run([str(small)], fit, run_cfg(model), progress_interval=0)
+  assert sorted(summary["records_per_file"].values()) == [1] * instances
+  with pytest.raises(ValueError, match=(
+      r"^2 of the 3 output files would hold no record \(first: b\): the run "
+      r"made 1 instances, .*; give at most 1 output files; nothing written$")):
+    shard_sets.check_no_empty_shards({"a": 1, "b": 0, "c": 0}, 1)
+  with pytest.raises(ValueError, match=(
+      r"records go to files by hash: give about one per 20 instances, 5 "
+      r"shards \(--output_file=t@5\); nothing written$")):
+    shard_sets.check_no_empty_shards(
+        dict.fromkeys(tfrecord_io.expand_output_files("t@48"), 2) |
+        {"t-00007-of-00048": 0}, 100, hashed=True)
