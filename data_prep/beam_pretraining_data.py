@@ -29,10 +29,12 @@ from apache_beam.io.filesystems import FileSystems
 
 from data_prep import beam_options
 from data_prep import beam_pipeline
+from data_prep import create_pretraining_data as cpd
 from albert_toolkit import command_line
 from albert_toolkit import output_files
 from data_prep import pretraining_config
 from data_prep import pretraining_summary
+from data_prep import shard_sets
 from data_prep import text_reader
 from albert_toolkit import tfrecord_io
 
@@ -54,18 +56,24 @@ def _load_model(run_cfg):
   return data, run_cfg.tokenizer(data).vocab_size
 
 
-def _finalize(temp_dir, output_paths, compression):
-  """Temporary shards -> final names (empty shards created). Returns counts."""
+def _finalize(temp_dir, input_files, output_paths):
+  """Temporary shards -> final names. Returns (records per file, stats).
+
+  Refuses, before any rename, a run that made no instance or left a shard
+  without a record (as the local tool does).
+  """
   with FileSystems.open(f"{temp_dir}/{beam_pipeline.RESULT}") as f:
     result = json.loads(f.read().decode())
   counts = {int(k): v for k, v in result["counts"].items()}
-  for i in range(len(output_paths)):
-    if i not in counts:  # a shard no record hashed to
-      beam_pipeline.write_shard((i, []), temp_dir, compression)
+  stats = collections.Counter(result["stats"])
+  if not stats["instances"]:
+    raise ValueError(cpd.no_instances_message(input_files, stats))
+  records_per_file = {p: counts.get(i, 0) for i, p in enumerate(output_paths)}
+  shard_sets.check_no_empty_shards(records_per_file, stats["instances"],
+                                   hashed=True)
   FileSystems.rename([f"{temp_dir}/shard-{i:05d}"
                       for i in range(len(output_paths))], list(output_paths))
-  return ({p: counts.get(i, 0) for i, p in enumerate(output_paths)},
-          collections.Counter(result["stats"]))
+  return records_per_file, stats
 
 
 def _delete(path):
@@ -84,8 +92,9 @@ def run(input_files, output_paths, run_cfg, pipeline_args=(),
   """
   options, runner_name, beam_args = beam_options.pipeline_options(
       pipeline_args, num_workers)
-  summary_file = pretraining_config.check_files(input_files, output_paths,
-                                              summary_file, run_cfg)
+  summary_file = pretraining_config.check_files(
+      input_files, output_paths, summary_file, run_cfg,
+      beam_pipeline.match_any)
   model_bytes, vocab_size = _load_model(run_cfg)
   run_cfg.check_vocab_size(vocab_size)
   # Claimed as the local tool claims them, before anything is deleted: a
@@ -108,7 +117,8 @@ def run(input_files, output_paths, run_cfg, pipeline_args=(),
             max_lines_per_document, progress_interval,
             beam_options.direct_workers(options, runner_name),
             beam_options.partitions(options, runner_name))
-      records_per_file, stats = _finalize(temp_dir, output_paths, compression)
+      records_per_file, stats = _finalize(temp_dir, input_files,
+                                          output_paths)
     finally:
       beam_options.release(pipeline)  # before the temporary shards go
       _delete(temp_dir)

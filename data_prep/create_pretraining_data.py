@@ -37,6 +37,7 @@ from data_prep import pretraining_config
 from data_prep import pretraining_instances as pi
 from data_prep import pretraining_summary
 from data_prep import sentence_tokens
+from data_prep import shard_sets
 from data_prep import text_reader
 from albert_toolkit import tfrecord_io
 
@@ -179,13 +180,15 @@ def run(input_files, output_files, run_cfg, num_workers=1, compression="NONE",
     _write_all(blocks, writers, run_cfg, stats, progress, num_workers,
                shuffle_buffer_size)
     if not stats["instances"]:
-      raise ValueError(_no_instances(input_files, stats))
+      raise ValueError(no_instances_message(input_files, stats))
+    records_per_file = {final: w.count
+                        for final, w in zip(output_files, writers)}
+    shard_sets.check_no_empty_shards(records_per_file, stats["instances"])
     for w in writers:
       w.close()
     progress.maybe_report(stats, final=True)
     summary = pretraining_summary.build(
-        stats, input_files,
-        {final: w.count for final, w in zip(output_files, writers)}, run_cfg,
+        stats, input_files, records_per_file, run_cfg,
         tok.vocab_size, time.time() - start,
         {"compression": compression, "num_workers": num_workers,
          "shuffle_buffer_size": shuffle_buffer_size,
@@ -200,8 +203,14 @@ def run(input_files, output_files, run_cfg, num_workers=1, compression="NONE",
   return summary
 
 
-def _no_instances(input_files, stats):
-  """The error for a run that made no instance (nothing is written)."""
+def no_instances_message(input_files, stats):
+  """The error for a run that made no instance (nothing is written): the
+  local tool's and the Beam pipeline's.
+
+  Args:
+    input_files: the corpus files read.
+    stats: the run's counts (documents_read, documents_used).
+  """
   shown = ", ".join(input_files[:3]) + (
       f" and {len(input_files) - 3} more" if len(input_files) > 3 else "")
   if not stats["documents_read"]:

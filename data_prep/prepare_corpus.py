@@ -9,6 +9,8 @@ documents separated by blank lines. What ends a document is chosen with
   regex       a line matching --doc_regex starts a new document (e.g. chapter
               headings); blank lines only end paragraphs;
   file        each input file is one document.
+The end of an input file ends a document with every choice: no document
+spans two files.
 
 Example (the novel used by the tests, split at its chapter headings):
   python -m data_prep.prepare_corpus --input_file=botchan.txt \
@@ -84,7 +86,8 @@ def define_flags():
                       "Output text file (gzip-compressed if it ends in .gz).")
   flags.DEFINE_enum("doc_boundary", d.doc_boundary, DOC_BOUNDARIES,
                     "What ends a document: a blank line, a line matching "
-                    "--doc_regex, or the end of each input file.")
+                    "--doc_regex, or the end of each input file (the end of "
+                    "a file ends a document with every choice).")
   flags.DEFINE_string("doc_regex", d.doc_regex,
                       "With --doc_boundary=regex: a line matching this Python "
                       "regex starts a new document.")
@@ -195,8 +198,13 @@ class CorpusWriter:
     self._stats["sentences"] += len(sentences)
 
   def end_document(self, count_empty=True):
-    """Ends the current document; `count_empty`: an empty one is counted
-    (false where no boundary was seen: the end of a file or of the run)."""
+    """Ends the current document.
+
+    Args:
+      count_empty: an empty document is counted as empty_documents (false
+        where the document was not opened by a boundary line, e.g. the start
+        or the end of a file).
+    """
     if self._doc and (self._opened_doc or len(self._doc) >= self._min):
       self._write(self._doc)
     elif self._doc:
@@ -248,12 +256,16 @@ def prepare(input_files, output_file, config: Optional[CorpusConfig] = None):
   try:
     for path in input_files:
       stats["files"] += 1
+      # Only the stretch between two boundary lines of one file is an empty
+      # document; the text before a file's first one is not.
+      after_boundary_line = False
       for line in text_reader.iter_clean_lines(path, stats,
                                                c.max_line_chars):
         stripped = line.strip()
         if pattern is not None and stripped and pattern.search(stripped):
           flush_paragraph()
-          writer.end_document()
+          writer.end_document(count_empty=after_boundary_line)
+          after_boundary_line = True
           stats["boundary_lines"] += 1
           if not c.drop_boundary_lines:
             writer.add_sentences([" ".join(stripped.split())])
@@ -261,7 +273,8 @@ def prepare(input_files, output_file, config: Optional[CorpusConfig] = None):
         if not stripped:
           flush_paragraph()
           if c.doc_boundary == "blank_line":
-            writer.end_document()
+            writer.end_document(count_empty=after_boundary_line)
+            after_boundary_line = True
           continue
         para.append(stripped)
         para_chars += len(stripped)
@@ -270,9 +283,9 @@ def prepare(input_files, output_file, config: Optional[CorpusConfig] = None):
         elif para_chars > c.max_paragraph_chars:
           flush_paragraph(final=False)
       flush_paragraph()
-      if c.doc_boundary in ("file", "blank_line"):
-        # An empty file is an empty document only where files are documents.
-        writer.end_document(count_empty=c.doc_boundary == "file")
+      # A document never spans two files (sentence pairs would join books).
+      # An empty file is an empty document only where files are documents.
+      writer.end_document(count_empty=c.doc_boundary == "file")
     flush_paragraph()
     writer.close()
     if not stats["sentences"]:

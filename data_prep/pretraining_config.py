@@ -17,6 +17,7 @@ from absl import flags
 from albert_toolkit import output_files
 from data_prep import flag_config
 from data_prep import pretraining_instances as pi
+from data_prep import shard_sets
 from albert_toolkit import tfrecord_io
 from data_prep import tokenization
 
@@ -143,11 +144,14 @@ def _check_output_file(spec):
   return True
 
 
-def check_files(input_files, output_paths, summary_file, run_cfg):
+def check_files(input_files, output_paths, summary_file, run_cfg,
+                match=None):
   """Checks every output (the shards and the summary) against every input
   (the corpus files and the vocabulary), before anything is opened or
   deleted (output_files.check_disjoint: one-line ValueError naming both
-  flags). Returns the summary's path: `summary_file`, else
+  flags), and refuses shards of another count beside `PATH@N`'s
+  (shard_sets.check_no_other_shard_counts; `match`: its file matcher).
+  Returns the summary's path: `summary_file`, else
   <first output>.summary.json."""
   summary_flag = "--summary_file" if summary_file else "the summary"
   summary_file = summary_file or output_paths[0] + output_files.SUMMARY_SUFFIX
@@ -156,6 +160,7 @@ def check_files(input_files, output_paths, summary_file, run_cfg):
       inputs=[("--spm_model_file", run_cfg.spm_model_file),
               ("--vocab_file", run_cfg.vocab_file)],
       outputs=[(summary_flag, summary_file)])
+  shard_sets.check_no_other_shard_counts(output_paths, match)
   return summary_file
 
 

@@ -134,6 +134,16 @@ def iter_clean_lines(path, stats, max_line_chars=100_000, progress=None,
   line terminators, repairs counted in `stats`; longer lines than
   `max_line_chars` are split at whitespace. `progress(bytes read since its
   last call)`, if given, is called as the file is read (for the ETA)."""
+  for _, text in iter_numbered_lines(path, stats, max_line_chars, progress,
+                                     opener):
+    yield text
+
+
+def iter_numbered_lines(path, stats, max_line_chars=100_000, progress=None,
+                        opener=None):
+  """iter_clean_lines as (line number, text) pairs: the 1-based number of
+  the input line the text comes from (the pieces of a split line share
+  it), for messages naming file:line."""
   if max_line_chars < 1:  # 0 would loop forever on the first long line
     raise ValueError(f"max_line_chars must be >= 1, got {max_line_chars}")
   f, raw = open_binary(path, opener)
@@ -202,7 +212,7 @@ def iter_clean_lines(path, stats, max_line_chars=100_000, progress=None,
         # read so far is cut once it reaches max_line_chars, once per read.
         while len(text) > max_line_chars - (not complete):
           cut = whitespace_cut(text, max_line_chars)
-          yield text[:cut]
+          yield lineno + 1, text[:cut]
           text = text[cut:]
           if not complete:
             break
@@ -212,9 +222,9 @@ def iter_clean_lines(path, stats, max_line_chars=100_000, progress=None,
         pending = ""
         lineno += 1
         in_huge = False
-        yield text
+        yield lineno, text
       if pending:
-        yield pending
+        yield lineno + 1, pending
     if invalid_lines:  # most likely an 8-bit encoding (bytes dropped)
       sys.stderr.write(
           f"warning: input file {path} is not UTF-8: {invalid_lines} line(s) "

@@ -57,7 +57,7 @@ class SentencePieceConfig:
   # Sentences sampled for training (0: all).
   input_sentence_size: int = 10000000
   shuffle_input_sentence: bool = True
-  # Longer sentences (bytes) are skipped by the trainer.
+  # Longer sentences (UTF-8 bytes) are left out of training (counted).
   max_sentence_length: int = 4192
   num_threads: int = 2
   # Initial seed vocabulary of the unigram trainer.
@@ -73,7 +73,8 @@ class SentencePieceConfig:
       raise ValueError(f"model_type: unknown {self.model_type!r}; expected "
                        f"one of {MODEL_TYPES}")
     for name, minimum in (("vocab_size", 8), ("num_threads", 1),
-                          ("input_sentence_size", 0)):
+                          ("input_sentence_size", 0),
+                          ("max_sentence_length", 1)):
       if getattr(self, name) < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got "
                          f"{getattr(self, name)}")
@@ -113,8 +114,8 @@ def define_flags():
   flags.DEFINE_bool("shuffle_input_sentence", d.shuffle_input_sentence,
                     "Sample sentences at random when input_sentence_size applies.")
   flags.DEFINE_integer("max_sentence_length", d.max_sentence_length,
-                       "Longer training sentences are skipped by the trainer "
-                       "(bytes).")
+                       "Longer training sentences (UTF-8 bytes) are left out "
+                       "of training, counted and reported.", lower_bound=1)
   flags.DEFINE_integer("num_threads", d.num_threads, "Trainer threads.",
                        lower_bound=1)
   flags.DEFINE_integer("seed_sentencepiece_size", d.seed_sentencepiece_size,
@@ -127,14 +128,40 @@ def define_flags():
                        "Seed for SentencePiece's sentence sampling.")
 
 
-def _sentences(input_files, normalize, lower, stats):
+class _TooLong:
+  """Sentences over max_sentence_length bytes: SentencePiece skips them with
+  only a log line, so they are kept out here, counted and reported."""
+
+  def __init__(self, max_bytes):
+    self.max_bytes = max_bytes
+    self.count = 0
+    self.first = None  # "file:line" of the first one
+
+  def check(self, line, path, lineno):
+    """True if `line` is too long (then counted)."""
+    # Cheap first: a line of n characters has at most 4n UTF-8 bytes.
+    if 4 * len(line) <= self.max_bytes or (
+        len(line.encode("utf-8", "surrogatepass")) <= self.max_bytes):
+      return False
+    self.count += 1
+    self.first = self.first or f"{path}:{lineno}"
+    return True
+
+  def warning(self):
+    return (f"warning: {self.count} sentence(s) longer than "
+            f"--max_sentence_length={self.max_bytes} bytes left out of "
+            f"training (first: {self.first}); raise --max_sentence_length "
+            "to train on them")
+
+
+def _sentences(input_files, normalize, lower, stats, too_long):
   for path in input_files:
-    for line in text_reader.iter_clean_lines(path, stats):
+    for lineno, line in text_reader.iter_numbered_lines(path, stats):
       if normalize:
         line = tokenization.normalize_text(line, lower=lower)
       elif lower:
         line = line.lower()
-      if line.strip():
+      if line.strip() and not too_long.check(line, path, lineno):
         stats["sentences"] += 1
         yield line
 
@@ -155,11 +182,19 @@ class _Feed:
       self.error = e
 
 
-def _train_error(error, feed, input_files, stats):
+def _train_error(error, feed, input_files, stats, too_long):
   """The one-line error for a failed SentencePiece run: the reader's, or
-  no text at all, naming the files; else SentencePiece's own."""
+  no text at all (or only over-long lines), naming the files; else
+  SentencePiece's own."""
   if feed.error is not None:
     return feed.error
+  if not stats["sentences"] and too_long.count:
+    return ValueError(
+        f"no text to train on: all {too_long.count} non-blank lines of "
+        f"{', '.join(input_files)} are longer than --max_sentence_length="
+        f"{too_long.max_bytes} bytes (first: {too_long.first}); raise "
+        "--max_sentence_length or split the lines (prepare_corpus "
+        "--max_line_chars)")
   if not stats["sentences"]:
     return ValueError(
         f"no text to train on: {', '.join(input_files)} "
@@ -186,9 +221,10 @@ def train(input_files, model_prefix,
   tmp_prefix = output_files.temp_path(model_prefix)
   staged.temp_paths = [tmp_prefix + ".model", tmp_prefix + ".vocab"]
   stats = collections.Counter()
+  too_long = _TooLong(c.max_sentence_length)
   spm.set_random_generator_seed(c.random_seed)
   feed = _Feed(_sentences(input_files, c.normalize_input, c.do_lower_case,
-                          stats))
+                          stats, too_long))
   try:
     spm.SentencePieceTrainer.train(
         model_prefix=tmp_prefix,
@@ -202,7 +238,7 @@ def train(input_files, model_prefix,
            if k not in _NOT_TRAINER_ARGS})
   except RuntimeError as e:
     staged.abort()
-    error = _train_error(e, feed, input_files, stats)
+    error = _train_error(e, feed, input_files, stats, too_long)
     if error is e:
       raise
     raise error from None
@@ -210,6 +246,8 @@ def train(input_files, model_prefix,
     staged.abort()
     raise
   staged.commit()
+  if too_long.count:
+    sys.stderr.write(too_long.warning() + "\n")
   sys.stderr.write(f"[train_sentencepiece] {stats['sentences']} sentences -> "
                    f"{model_prefix}.model, {model_prefix}.vocab\n")
   return model_prefix + ".model"

@@ -316,3 +316,48 @@ def test_a_dead_runs_claim_is_taken_over(spm_corpus, tmp_path, capfd):
   assert result["instances"] == len(read_records(out[0])) > 0
   assert sorted(os.listdir(tmp_path)) == [
       "d.tfrecord", "d.tfrecord" + output_files.SUMMARY_SUFFIX]
+
+
+
+def test_shards_of_another_count_are_refused_as_in_the_local_tool(
+    spm_corpus, tmp_path):
+  """The pipeline wrote beside shards of another count without a word
+  (tests/data_prep/test_data_shard_sets.py: the local tool)."""
+  model, corpus = spm_corpus
+  out = tmp_path / "es"
+  out.mkdir()
+  (out / "t-00000-of-00002").write_bytes(b"an earlier run's shard")
+  with pytest.raises(ValueError, match=(
+      rf"^--output_file {out}/t@48: 1 file\(s\) of another shard count are "
+      rf"there \({out}/t-00000-of-00002\); .* \(rm {out}/t-\*-of-00002\*\)")):
+    bpd.run([corpus], tfrecord_io.expand_output_files(f"{out}/t@48"),
+            run_cfg(model), IN_MEMORY)
+  assert os.listdir(out) == ["t-00000-of-00002"]
+
+
+def test_a_shard_without_records_is_refused_as_in_the_local_tool(
+    spm_corpus, tmp_path):
+  """The pipeline created the shards no record hashed to, and wrote a run
+  without instances: empty files the trainer refuses
+  (tests/data_prep/test_data_shard_sets.py: the local tool)."""
+  model, corpus = spm_corpus
+  with open(corpus, encoding="utf-8") as f:
+    small = tmp_path / "pairs.txt"
+    small.write_text("".join(f.readlines()[:8]), encoding="utf-8")
+  out = tmp_path / "es"
+  with pytest.raises(ValueError, match=(
+      r"^\d+ of the 48 output files would hold no record \(first: .*\): the "
+      r"run made \d+ instances, and the trainer refuses an empty file; "
+      r"records go to files by hash: give about one per 20 instances, 1 "
+      rf"shards \(--output_file={out}/t@1\); nothing written$")):
+    bpd.run([str(small)], tfrecord_io.expand_output_files(f"{out}/t@48"),
+            run_cfg(model), IN_MEMORY, progress_interval=0)
+  assert os.listdir(out) == []
+  blank = tmp_path / "blank.txt"
+  blank.write_text("\n\n")
+  with pytest.raises(ValueError, match=(
+      rf"^no instances: the input \({blank}\) holds no text; nothing "
+      "written$")):
+    bpd.run([str(blank)], [str(out / "t")], run_cfg(model), IN_MEMORY,
+            progress_interval=0)
+  assert os.listdir(out) == []

@@ -104,10 +104,47 @@ def test_empty_documents_are_counted_once(tmp_path):
   src.write_text("One.\n\n\n\nTwo.\n\n")  # two extra blank lines
   stats = prepare_corpus.prepare([str(src)], str(tmp_path / "o.txt"))
   assert stats["documents"] == 2 and stats["empty_documents"] == 2
+  # k blank lines in a row enclose k - 1 empty documents, at the start and
+  # the end of a file too (the file's edges enclose none).
+  src.write_text("\n\nOne.\n\n\nTwo.\n\n\n")
+  stats = prepare_corpus.prepare([str(src), str(src)], str(tmp_path / "b.txt"))
+  assert stats["documents"] == 4 and stats["empty_documents"] == 6
   stats = prepare_corpus.prepare([str(src), str(src)], str(tmp_path / "f.txt"),
                                  prepare_corpus.CorpusConfig(
                                      doc_boundary="file"))
   assert stats["documents"] == 2 and "empty_documents" not in stats
+
+
+def test_the_end_of_a_file_ends_a_document_with_every_boundary(tmp_path):
+  """With --doc_boundary=regex the second file's text joined the first
+  file's last chapter (sentence pairs spanned two books), and a heading on
+  a file's first line counted an empty document."""
+  a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+  a.write_text("CHAPTER 1\nAlpha one. Alpha two.")
+  b.write_text("Beta one from another book. Beta two.")
+  for boundary in prepare_corpus.DOC_BOUNDARIES:
+    out = tmp_path / f"{boundary}.txt"
+    stats = prepare_corpus.prepare(
+        [str(a), str(b)], str(out),
+        prepare_corpus.CorpusConfig(doc_boundary=boundary,
+                                    doc_regex="^CHAPTER"))
+    # Elsewhere the heading is a wrapped line of the first paragraph.
+    first = (["CHAPTER 1", "Alpha one."] if boundary == "regex"
+             else ["CHAPTER 1 Alpha one."])
+    assert _docs(out) == [first + ["Alpha two."],
+                          ["Beta one from another book.", "Beta two."]]
+    assert stats["documents"] == 2 and "empty_documents" not in stats
+  # Two headings in a row (their lines dropped) enclose an empty document;
+  # the text before a file's first heading is a document of its own.
+  a.write_text("Preface here.\nCHAPTER 1\nCHAPTER 2\nText.\n")
+  stats = prepare_corpus.prepare(
+      [str(a), str(b)], str(tmp_path / "d.txt"),
+      prepare_corpus.CorpusConfig(doc_boundary="regex", doc_regex="^CHAPTER",
+                                  drop_boundary_lines=True))
+  assert _docs(tmp_path / "d.txt") == [
+      ["Preface here."], ["Text."],
+      ["Beta one from another book.", "Beta two."]]
+  assert stats["documents"] == 3 and stats["empty_documents"] == 1
 
 
 def test_text_without_sentence_ends_is_cut_at_max_line_chars(tmp_path):

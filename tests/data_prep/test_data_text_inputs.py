@@ -66,6 +66,64 @@ def test_train_sentencepiece_names_a_file_that_is_not_text(spm_corpus,
       "non-blank line"]
 
 
+def test_train_sentencepiece_counts_sentences_over_the_length_limit(
+    tmp_path, capfd):
+  """SentencePiece skips sentences over --max_sentence_length bytes with a
+  log line only: the tool reported them as trained on, and a corpus of only
+  long lines stopped with `Internal: ... [!sentences_.empty()]`."""
+  limit = 200
+  rng = random.Random(0)
+  words = ["abc", "bad", "cab", "dab", "ace", "bead", "deed", "ebb"]
+
+  def line(n):
+    text = ""
+    while len(text) < n:
+      text += rng.choice(words) + " "
+    return text[:n - 1] + "e"  # n characters, no space at either end
+
+  lines = ["", "  "] + [line(rng.randrange(20, 120)) for _ in range(60)]
+  lines[10] = line(limit)            # exactly `limit` bytes: kept
+  lines[12] = line(limit + 1)        # one byte over
+  lines[20] = "\u0436" * 101         # 101 characters, 202 bytes (UTF-8)
+  lines[30] = line(5 * limit)
+  text = tmp_path / "corpus.txt"
+  text.write_text("\n".join(lines) + "\n", encoding="utf-8")
+  too_long = [l for l in lines if len(l.encode()) > limit]
+  kept = [l for l in lines if l.strip() and len(l.encode()) <= limit]
+  assert len(too_long) == 3 and len(lines[10].encode()) == limit
+  config = train_sentencepiece.SentencePieceConfig(
+      vocab_size=30, num_threads=1, max_sentence_length=limit)
+  train_sentencepiece.train([str(text)], str(tmp_path / "m"), config)
+  err = capfd.readouterr().err.splitlines()
+  assert err == [
+      f"warning: 3 sentence(s) longer than --max_sentence_length={limit} "
+      f"bytes left out of training (first: {text}:13); raise "
+      "--max_sentence_length to train on them",
+      f"[train_sentencepiece] {len(kept)} sentences -> {tmp_path}/m.model, "
+      f"{tmp_path}/m.vocab"]
+  only_long = tmp_path / "long.txt"
+  only_long.write_text("\n\n".join(too_long) + "\n", encoding="utf-8")
+  proc = run_tool("train_sentencepiece", f"--input_file={only_long}",
+                  f"--model_prefix={tmp_path / 'n'}", "--vocab_size=30",
+                  f"--max_sentence_length={limit}")
+  assert proc.returncode == 1
+  assert proc.stderr.strip().splitlines() == [
+      "train_sentencepiece: error: no text to train on: all 3 non-blank "
+      f"lines of {only_long} are longer than --max_sentence_length={limit} "
+      f"bytes (first: {only_long}:1); raise --max_sentence_length or split "
+      "the lines (prepare_corpus --max_line_chars)"]
+  assert not os.path.exists(tmp_path / "n.model")
+  # The pieces of a line split by the reader carry its number.
+  split = tmp_path / "split.txt"
+  split.write_text("a\n" + "xy " * 100 + "\n\nb")
+  numbered = list(text_reader.iter_numbered_lines(str(split),
+                                                  collections.Counter(),
+                                                  max_line_chars=100))
+  assert [n for n, _ in numbered] == [1, 2, 2, 2, 2, 3, 4]
+  assert [t for _, t in numbered] == list(text_reader.iter_clean_lines(
+      str(split), collections.Counter(), max_line_chars=100))
+
+
 def _documents(path, stats, **kw):
   return list(text_reader.iter_documents([str(path)], stats, **kw))
 
