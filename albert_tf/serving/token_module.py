@@ -114,7 +114,9 @@ class TokenClassificationModule(task_modules.TaskServingModule):
     before = tf.math.cumsum(pieces.row_lengths(), exclusive=True)  # [W]
     first = before - tf.gather(sentence.row_starts(), rows)  # [W]
     piece = tf.cast(first, tf.int32)[:, None]  # [W, 1]
-    w = tf.range(tf.cast(tf.reduce_max(tf.concat([k, [0]], 0)),
+    # K >= 1 even when no text has words (no windows at all): ARG_MAX
+    # refuses an empty axis; the column is then invalid for every word.
+    w = tf.range(tf.cast(tf.reduce_max(tf.concat([k, [1]], 0)),
                          tf.int32))[None, :]  # [1, K]
     w_start = w * stride  # [1, K]
     w_length = tf.minimum(
