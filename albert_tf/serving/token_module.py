@@ -1,7 +1,9 @@
 """The TF Serving module of a token classifier: a label per word.
 
   serving_default(text [batch]) / serve_examples: the words of each text are
-    its whitespace-separated tokens; each is tokenized alone (as the
+    its tokens between Unicode White_Space characters (TF Text's
+    WhitespaceTokenizer: U+001C..U+001F, which str.split() splits on, are
+    not White_Space); each is tokenized alone (as the
     training data was; a word of which normalisation leaves no piece is the
     one piece `<unk>`) and labelled with its first piece's label. A text with
     more pieces than seq_length - 2 is split into windows and each word

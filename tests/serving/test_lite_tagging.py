@@ -83,6 +83,12 @@ def test_tflite_runs_and_equals_the_saved_model(setup):
       assert out["num_words"].tolist() == [0] * len(texts)
       for key in ("label", "word_start", "word_end"):
         assert out[key].shape == (len(texts), 0), key
+  # Words split at Unicode White_Space (docs/serving.md): U+001C, which
+  # str.split() splits on, stays inside a word.
+  texts = np.array(["a\x1cb c"], dtype=object)
+  for out in (_saved_labels(setup["saved"], texts),
+              lite_model("serving_default", text=texts)):
+    assert out["num_words"].tolist() == [2]
 
 
 @pytest.mark.slow
