@@ -145,6 +145,15 @@ def run_export_flags(task_cls) -> Dict[str, settings.Setting]:
           if s.export and s.path not in config_fields}
 
 
+def config_export_flags(task_cls) -> Dict[str, settings.Setting]:
+  """The config fields' flags an export of a run may change
+  (`setting(export=True)`: label names, decoding). With --mode=export they
+  are the export's settings, as export_savedmodel takes them, not changes
+  of the run's recorded config."""
+  return {name: s for name, s in settings.flagged(task_cls.config_cls).items()
+          if s.export}
+
+
 def define_export_flags():
   """Flags of export_savedmodel (a run record answers most of them)."""
   define_config_flags()
@@ -230,12 +239,12 @@ def flag_value(name: str):
   return FLAGS[name].value if name in FLAGS else None
 
 
-def flag_overrides(config_cls) -> Dict[str, Any]:
+def flag_overrides(config_cls, skip=()) -> Dict[str, Any]:
   """Nested {section: {field: value}} of the flags of `config_cls`'s
-  settings that are set."""
+  settings that are set, but the flags named in `skip`."""
   out = {}
   for name, s in settings.flagged(config_cls).items():
-    value = flag_value(name)
+    value = flag_value(name) if name not in skip else None
     if value is None or value == "":
       continue
     *sections, key = s.path.split(".")
@@ -293,6 +302,8 @@ def run_training(task_cls):
   if export_given and FLAGS.mode != "export":
     fail(ValueError(f"--{sorted(export_given)[0]} applies to --mode=export "
                     f"only (--mode={FLAGS.mode})"))
+  exported = config_export_flags(task_cls) if FLAGS.mode == "export" else {}
+  export_given.update(export_settings(exported))
   for name, modes in MODE_FLAGS.items():
     if flag_value(name) is not None and FLAGS.mode not in modes:
       fail(ValueError(f"--{name} applies to --mode={' or '.join(modes)} "
@@ -316,7 +327,7 @@ def run_training(task_cls):
     config = experiment_config.load_experiment_config(
         task_cls.config_cls, recipe + list(FLAGS.config_file),
         FLAGS.params_override,
-        flag_overrides(task_cls.config_cls),
+        flag_overrides(task_cls.config_cls, skip=exported),
         base=base.config if base else None,
         base_source=f"{FLAGS.model_dir}/{run_record.CONFIG_NAME}")
     task = task_cls(config, FLAGS.model_dir)

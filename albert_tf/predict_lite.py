@@ -116,8 +116,10 @@ def predict(model, rows, signature, batch_size, source="input"):
     try:
       outputs = model(signature, **columns)
     except ValueError as e:
+      hint = (", or use --batch_size=1"
+              if isinstance(e, lite.RaggedInputError) else "")
       raise ValueError(f"{source}: rows {first + 1}-{first + len(batch)}: "
-                       f"{e}") from e
+                       f"{e}{hint}") from e
     out.extend(serving_client.rows_from_arrays(outputs))
     done = first + len(batch)
     elapsed = time.time() - start

@@ -7,7 +7,10 @@ only when --protocol=grpc.
 The text fields are read from the model's metadata (the string inputs of the
 signature) unless --fields names them: the first gets --text, the second
 --text_b (e.g. `text_a,text_b` for a pair classifier, `question,context`
-for SQuAD).
+for SQuAD). A command that does not fit the model's inputs (a signature
+without text inputs such as serve_ids, --text_b for a one-text model, more
+than two fields, a second field without one --text_b per --text) exits 2
+with one line, before any predict request.
 
 Examples (run as a script, which does not import TensorFlow):
 
@@ -29,6 +32,10 @@ DEFAULT_TIMEOUT = 30.0
 
 class ServingError(RuntimeError):
   """The server answered with an error (message from its JSON `error`)."""
+
+
+class UsageError(ValueError):
+  """The command does not fit the model's inputs (the CLI exits 2)."""
 
 
 # --- REST ---------------------------------------------------------------------
@@ -89,25 +96,59 @@ def predict_rest(server, model_name, instances=None, inputs=None,
                     body, timeout=timeout)
 
 
-def string_inputs(metadata, signature_name="serving_default"):
-  """Names of the DT_STRING inputs of a signature, from metadata JSON."""
+def signature_inputs(metadata, signature_name="serving_default"):
+  """{input name: dtype ("DT_STRING", ...)} of a signature, from metadata
+  JSON."""
   try:
     sig = metadata["metadata"]["signature_def"]["signature_def"][
         signature_name]
   except KeyError:
     raise ServingError(f"metadata has no signature {signature_name!r}"
                        ) from None
-  return sorted(name for name, info in sig["inputs"].items()
-                if info.get("dtype") == "DT_STRING")
+  return {name: info.get("dtype") for name, info in sig["inputs"].items()}
 
 
-def build_rest_request(fields, texts, texts_b=None, request_format="instances"):
-  """Texts -> `instances` (list of dicts) or `inputs` (dict of lists)."""
+def string_inputs(metadata, signature_name="serving_default"):
+  """Names of the DT_STRING inputs of a signature, from metadata JSON."""
+  return sorted(name for name, dtype in
+                signature_inputs(metadata, signature_name).items()
+                if dtype == "DT_STRING")
+
+
+def text_columns(fields, texts, texts_b=None, named_by="--fields names"):
+  """{field: texts}: --text for the first field, --text_b for the second.
+
+  Raises UsageError (one line) when a text would be dropped or missing:
+  more than two fields, --text_b for a one-field model, a second field
+  without one --text_b per --text.
+
+  Args:
+    fields: the text input names, in packing order.
+    texts, texts_b: the --text and --text_b values (texts_b may be None).
+    named_by: where `fields` came from, for the message ("--fields names",
+      "signature 'serving_default' takes").
+  """
+  fields = list(fields)
+  if len(fields) > 2:
+    raise UsageError(f"{named_by} {len(fields)} text inputs "
+                     f"({', '.join(fields)}); the client fills at most two "
+                     "(--text, --text_b)")
+  if len(fields) == 1 and texts_b:
+    raise UsageError(f"--text_b given but {named_by} one text input "
+                     f"({fields[0]}); drop --text_b")
   columns = {fields[0]: list(texts)}
   if len(fields) > 1:
-    if texts_b is None or len(texts_b) != len(texts):
-      raise ValueError(f"model takes {fields}: give one --text_b per --text")
+    if not texts_b or len(texts_b) != len(texts):
+      raise UsageError(f"model takes {fields}: give one --text_b per --text")
     columns[fields[1]] = list(texts_b)
+  return columns
+
+
+def build_rest_request(fields, texts, texts_b=None, request_format="instances",
+                       named_by="--fields names"):
+  """Texts -> `instances` (list of dicts) or `inputs` (dict of lists);
+  `text_columns` checks them."""
+  columns = text_columns(fields, texts, texts_b, named_by)
   if request_format == "inputs":
     return {"inputs": columns}
   if request_format == "instances":
@@ -214,29 +255,39 @@ def format_rows(texts, rows):
   return "\n".join(lines)
 
 
+def metadata_fields(metadata, signature_name="serving_default"):
+  """The text inputs of a signature in packing order; UsageError when it
+  takes none (e.g. serve_ids: ids, which this client does not send)."""
+  inputs = signature_inputs(metadata, signature_name)
+  names = sorted(n for n, dtype in inputs.items() if dtype == "DT_STRING")
+  if not names:
+    raise UsageError(f"signature {signature_name!r} takes no text inputs "
+                     f"(its inputs: {', '.join(sorted(inputs))}); the client "
+                     "sends texts only")
+  # Order the known pairs as the model packs them.
+  order = {"text": 0, "text_a": 0, "question": 0, "context": 1, "text_b": 1}
+  return sorted(names, key=lambda n: (order.get(n, 2), n))
+
+
 def run(server, model_name, texts, texts_b=None, protocol="rest",
         fields=None, signature_name="serving_default",
         request_format="instances", version=None, timeout=DEFAULT_TIMEOUT):
   """Sends the texts; returns the list of per-example result dicts."""
   if protocol == "grpc":
     if not fields:
-      raise ValueError("--fields is required with --protocol=grpc (e.g. "
+      raise UsageError("--fields is required with --protocol=grpc (e.g. "
                        "text, or text_a,text_b)")
-    columns = {fields[0]: list(texts)}
-    if len(fields) > 1:
-      columns[fields[1]] = list(texts_b or [])
+    columns = text_columns(fields, texts, texts_b)
     return rows_from_arrays(predict_grpc(server, model_name, columns,
                                          signature_name, version, timeout))
   if protocol != "rest":
     raise ValueError(f"protocol must be rest or grpc, got {protocol!r}")
+  named_by = "--fields names"
   if not fields:
-    names = string_inputs(model_metadata(server, model_name, version,
-                                         timeout), signature_name)
-    # Order the known pairs as the model packs them.
-    order = {"text": 0, "text_a": 0, "question": 0, "context": 1,
-             "text_b": 1}
-    fields = sorted(names, key=lambda n: (order.get(n, 2), n))
-  body = build_rest_request(fields, texts, texts_b, request_format)
+    fields = metadata_fields(model_metadata(server, model_name, version,
+                                            timeout), signature_name)
+    named_by = f"signature {signature_name!r} takes"
+  body = build_rest_request(fields, texts, texts_b, request_format, named_by)
   response = predict_rest(server, model_name, signature_name=signature_name,
                           version=version, timeout=timeout, **body)
   return rows_from_response(response)
@@ -289,6 +340,9 @@ def main(fl, extra_args=()):
                signature_name=fl.signature_name,
                request_format=fl.request_format, version=fl.model_version,
                timeout=fl.timeout)
+  except UsageError as e:  # the command, not the server
+    sys.stderr.write(f"error: {e}\n")
+    return 2
   except (ServingError, ValueError, ImportError) as e:
     sys.stderr.write(f"error: {e}\n")
     return 1

@@ -11,6 +11,7 @@ import os
 import re
 from typing import List, Optional
 
+from absl import logging
 import tensorflow as tf
 
 from albert_tf.checkpoints.canonical_weights import CheckpointConversionError
@@ -189,17 +190,44 @@ def resolve_source(path: str):
 # --- SavedModel versions -----------------------------------------------------
 
 
-def existing_versions(export_dir: str) -> List[int]:
-  """Sorted integer version subdirectories of `export_dir` (complete or not)."""
+# TF Serving reads a version directory's name as an int64: a larger number
+# is never loaded.
+MAX_VERSION = 2**63 - 1
+
+
+def _integer_names(export_dir: str) -> List[int]:
+  """The numbers of the integer-named subdirectories of `export_dir`."""
   if not tf.io.gfile.isdir(export_dir):
     return []
   names = tf.io.gfile.listdir(export_dir)
-  return sorted(int(n.rstrip("/")) for n in names if re.fullmatch(r"\d+/?", n))
+  return [int(n.rstrip("/")) for n in names if re.fullmatch(r"\d+/?", n)]
+
+
+def existing_versions(export_dir: str) -> List[int]:
+  """Sorted integer version subdirectories of `export_dir` (complete or
+  not), those TF Serving can read: numbers above MAX_VERSION are left out."""
+  return sorted(v for v in _integer_names(export_dir) if v <= MAX_VERSION)
 
 
 def next_version(export_dir: str) -> int:
-  """1 + the largest existing version (1 for a new directory)."""
+  """1 + the largest existing version (1 for a new directory).
+
+  Directories numbered above MAX_VERSION are passed over with a warning (TF
+  Serving does not load them); after MAX_VERSION itself there is no next
+  version: ValueError, one line.
+
+  Args:
+    export_dir: the directory holding the version directories.
+  """
+  too_large = sorted(v for v in _integer_names(export_dir) if v > MAX_VERSION)
+  if too_large:
+    logging.warning("%s: version directories %s are above %d, which TF "
+                    "Serving does not read (int64); passed over", export_dir,
+                    ", ".join(map(str, too_large)), MAX_VERSION)
   versions = existing_versions(export_dir)
+  if versions and versions[-1] == MAX_VERSION:
+    raise ValueError(f"{export_dir}: version {MAX_VERSION} exists, the "
+                     "largest TF Serving reads (int64); pass a free --version")
   return versions[-1] + 1 if versions else 1
 
 

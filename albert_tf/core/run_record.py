@@ -184,14 +184,23 @@ def _same_spm(record: RunRecord, new_path: str) -> bool:
   return recorded is not None and output_files.file_sha256(new_path) == recorded
 
 
-_RESUME_HINT = ("only run-length, interval, eval and device settings may "
-                "change on resume (docs/reliability.md)")
+def _refusal_hint(config, mode: Optional[str]) -> str:
+  """What may change instead: on resume, or in a run's export (whose
+  settable fields the run tools pass to the export, not the config)."""
+  if mode != "export":
+    return ("only run-length, interval, eval and device settings may change "
+            "on resume (docs/reliability.md)")
+  settable = sorted(s.flag_name for s in settings.walk(type(config))
+                    if s.export and s.flag is not None)
+  return ("--mode=export keeps the run's settings"
+          + (f" but {', '.join('--' + n for n in settable)}"
+             if settable else "") + " (docs/serving.md)")
 
 
-def check_resume(record: RunRecord, config,
-                 hint: str = _RESUME_HINT) -> ResumeCheck:
-  """Compares a new start's config with the record; raises on unsafe
-  changes, with `hint` after the field's values."""
+def check_resume(record: RunRecord, config, mode: Optional[str] = None,
+                 hint: Optional[str] = None) -> ResumeCheck:
+  """Compares a new start's config with the record; raises on unsafe changes
+  (the message says what `mode` may change, or gives `hint`)."""
   rules = settings.resume_rules(type(config))
   check = ResumeCheck()
   for field, before, after in identity.differences(
@@ -205,7 +214,8 @@ def check_resume(record: RunRecord, config,
     elif rule == settings.SAME_VOCAB and _same_spm(record, after):
       pass  # moved, same content
     else:
-      raise refuse(field, before, after, record.model_dir, hint)
+      raise refuse(field, before, after, record.model_dir,
+                   hint or _refusal_hint(config, mode))
     check.changes[field] = [before, after]
   return check
 
@@ -277,13 +287,14 @@ def _new_record(model_dir: str, config, facts: Mapping[str, Any],
 
 
 def prepare(model_dir: str, config, facts: Mapping[str, Any],
-            is_chief: bool = True, record: Any = UNREAD
-            ) -> Tuple[RunRecord, ResumeCheck]:
+            is_chief: bool = True, record: Any = UNREAD,
+            mode: Optional[str] = None) -> Tuple[RunRecord, ResumeCheck]:
   """First start: write the record (chief). Later: check the config (the
   caller logs the changes with `append_changes` once it accepts them). A
   record that does not bind (see `binding`) is replaced by the chief.
   `record`: the record of `model_dir` the caller read (None: none), else
-  it is read here. Returns (the run's record, the check)."""
+  it is read here; `mode`: the run tool's, for refusals. Returns (the run's
+  record, the check)."""
   if record is UNREAD:
     record = read(model_dir)
   if record is not None and not binding(record):
@@ -309,4 +320,4 @@ def prepare(model_dir: str, config, facts: Mapping[str, Any],
     raise refuse(f"{what} (sha256)", recorded_spm, given_spm,
                  model_dir, f"{given} is another vocabulary than the run's; "
                  "use data made with the run's")
-  return record, check_resume(record, config)
+  return record, check_resume(record, config, mode)

@@ -168,7 +168,8 @@ def run_experiment(task, config, model_dir: str, mode: str = "train",
   actions.check_task_best_metric(task, config)
   is_chief = distribute_utils.is_chief(strategy)
   record, check = run_record.prepare(model_dir, config, task.record_facts(),
-                                     is_chief=is_chief, record=record)
+                                     is_chief=is_chief, record=record,
+                                     mode=mode)
   if is_chief:  # only changes this start accepted
     run_record.append_changes(model_dir, mode, check)
   trainer = trainer_lib.Trainer(

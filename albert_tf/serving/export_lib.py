@@ -29,6 +29,7 @@ import uuid
 import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
+from albert_tf.checkpoints import paths
 from albert_tf.checkpoints.paths import next_version
 from albert_tf.modeling import albert_config
 from albert_tf.serving import preprocessing
@@ -69,8 +70,10 @@ def version_dir(export_dir, version=None):
   check_export_dir(export_dir)
   if version is None:
     version = next_version(export_dir)
-  if int(version) < 0:
-    raise ValueError(f"version must be a non-negative integer, got {version}")
+  if not 0 <= int(version) <= paths.MAX_VERSION:
+    raise ValueError(f"--version must be an integer from 0 to "
+                     f"{paths.MAX_VERSION} (TF Serving reads versions as "
+                     f"int64), got {version}")
   final = os.path.join(export_dir, str(int(version)))
   if tf.io.gfile.exists(final):
     raise ValueError(f"{final} already exists; pass another --version or "

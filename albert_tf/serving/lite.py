@@ -54,6 +54,11 @@ except ImportError:  # LiteRT not installed: TensorFlow's interpreter.
 _IDS = ("input_word_ids", "input_mask", "input_type_ids")
 
 
+class RaggedInputError(ValueError):
+  """An input whose rows differ in length: a call holds one shape per
+  input."""
+
+
 def interpreter(tflite_path=None, model_content=None, num_threads=None):
   """An interpreter of the .tflite with TF Text's kernels registered."""
   return _litert.InterpreterWithCustomOps(
@@ -220,8 +225,9 @@ class LiteModel:
           f"signature {signature!r} takes {', '.join(sorted(specs))}"
           + (f"; unknown: {', '.join(unknown)}" if unknown else "")
           + (f"; missing: {', '.join(missing)}" if missing else ""))
+    # input_word_ids first: an error names it before the mask and types.
     arrays = {name: self._array(name, inputs[name], *specs[name])
-              for name in specs}
+              for name in sorted(specs, key=lambda n: n != _IDS[0])}
     batch = {name: a.shape[0] for name, a in arrays.items()}
     if len(set(batch.values())) > 1:
       raise ValueError(f"inputs of {signature!r} must have the same batch "
@@ -235,8 +241,16 @@ class LiteModel:
 
   def _array(self, name, value, dtype, shape):
     text = dtype == np.object_ or dtype.kind in "SU"  # a string input
-    array = np.asarray(value, dtype=object if text else None)
     spec = f"{'strings' if text else np.dtype(dtype).name} {list(shape)}"
+    ragged = RaggedInputError(f"{name}: the rows of one call must share one "
+                              f"length ({spec}); pad them to one length")
+    try:
+      array = np.asarray(value, dtype=object if text else None)
+    except ValueError:  # NumPy: "inhomogeneous shape"
+      raise ragged from None
+    if text and array.ndim < len(shape) and any(
+        isinstance(x, (list, tuple, np.ndarray)) for x in array.reshape(-1)):
+      raise ragged  # strings of rows of different lengths: lists in a row
     if not text and (array.dtype.kind not in "iu" or
                      array.dtype.itemsize > 8):
       raise ValueError(f"{name} must hold integers ({spec}), got "

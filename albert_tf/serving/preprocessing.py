@@ -127,6 +127,27 @@ def _gather_rows(ids, index):
   return tf.gather(values, tf.where(valid, flat, size))
 
 
+def check_first_segment_cap(cap, seq_length,
+                            name="--max_first_segment_length",
+                            second="the second segment"):
+  """Refuses a cap on segment A that packs no B: `[CLS] A [SEP] B [SEP]`
+  needs 1 <= cap <= seq_length - 4 for B to keep at least one token.
+
+  Args:
+    cap: the most tokens segment A keeps (a SQuAD question, ...).
+    seq_length: the packed length, [CLS] and [SEP]s included.
+    name: the flag the cap comes from, for the message.
+    second: what segment B holds, for the message.
+  """
+  if cap < 1:
+    raise ValueError(f"{name} must be >= 1, got {cap}")
+  if cap > seq_length - 4:
+    raise ValueError(
+        f"--max_seq_length {seq_length} leaves no room for {second} after "
+        f"{name} {cap} (at most {seq_length - 4}); reduce {name} or raise "
+        "--max_seq_length")
+
+
 def truncated_lengths(len_a, len_b, budget, mode="longest_first",
                       max_first_segment_length=None):
   """Per-row lengths (a', b') after cutting a pair to `budget` tokens.
@@ -171,6 +192,8 @@ class TextPreprocessor(tf.Module):
                        f"{truncation!r}")
     if seq_length < 3:
       raise ValueError(f"seq_length must be >= 3, got {seq_length}")
+    if truncation == "first_fixed" and max_first_segment_length is not None:
+      check_first_segment_cap(max_first_segment_length, seq_length)
     self.seq_length = seq_length
     self.do_lower_case = do_lower_case
     self.truncation = truncation

@@ -70,6 +70,20 @@ def check_rank(tensor, rank, name, shape_doc):
   return after([check], tensor)
 
 
+def same_shape_checks(features):
+  """Asserts that `input_mask` and `input_type_ids` have the shape of
+  `input_word_ids` (any rank: a reshape of mismatched inputs would mix rows).
+
+  Args:
+    features: dict holding the three id inputs.
+  """
+  ids = features["input_word_ids"]
+  return [tf.debugging.assert_equal(
+      tf.shape(features[name]), tf.shape(ids),
+      message=f"{name} must have the same shape as input_word_ids")
+          for name in ("input_mask", "input_type_ids")]
+
+
 def check_model_inputs(features, max_seq_length, vocab_size, type_vocab_size):
   """Asserts on int32 encoder inputs; returns them after the checks ran.
 
@@ -89,11 +103,7 @@ def check_model_inputs(features, max_seq_length, vocab_size, type_vocab_size):
       tf.debugging.assert_positive(
           seq_length, message="input_word_ids: sequence length must be >= 1 "
           "(the first position is [CLS])"),
-  ]
-  for name in ("input_mask", "input_type_ids"):
-    checks.append(tf.debugging.assert_equal(
-        tf.shape(features[name]), tf.shape(ids),
-        message=f"{name} must have the same shape as input_word_ids"))
+  ] + same_shape_checks(features)
   for name, limit, size in (("input_word_ids", "vocab_size", vocab_size),
                             ("input_type_ids", "type_vocab_size",
                              type_vocab_size)):

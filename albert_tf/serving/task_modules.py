@@ -231,10 +231,12 @@ class MultipleChoiceModule(TaskServingModule):
     features = {k: self.check_rank(features[k], 3, k,
                                    "[batch, num_choices, seq]")
                 for k in INPUT_NAMES}
-    check = tf.debugging.assert_equal(
+    checks = [tf.debugging.assert_equal(
         tf.shape(features["input_word_ids"])[1], num_choices,
-        message=f"input_word_ids must have shape [batch, {num_choices}, seq]")
-    features = serving_modules.after([check], features)
+        message=f"input_word_ids must have shape [batch, {num_choices}, seq]")]
+    if self.in_graph_checks:  # before the reshape below can mix rows
+      checks += serving_modules.same_shape_checks(features)
+    features = serving_modules.after(checks, features)
     seq_length = tf.shape(features["input_word_ids"])[-1]
     flat = super().checked_ids({k: tf.reshape(v, [-1, seq_length])
                                 for k, v in features.items()})  # [b * c, seq]

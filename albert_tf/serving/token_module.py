@@ -1,7 +1,9 @@
 """The TF Serving module of a token classifier: a label per word.
 
   serving_default(text [batch]) / serve_examples: the words of each text are
-    its whitespace-separated tokens; each is tokenized alone (as the
+    its tokens between Unicode White_Space characters (TF Text's
+    WhitespaceTokenizer: U+001C..U+001F, which str.split() splits on, are
+    not White_Space); each is tokenized alone (as the
     training data was; a word of which normalisation leaves no piece is the
     one piece `<unk>`) and labelled with its first piece's label. A text with
     more pieces than seq_length - 2 is split into windows and each word
@@ -114,7 +116,9 @@ class TokenClassificationModule(task_modules.TaskServingModule):
     before = tf.math.cumsum(pieces.row_lengths(), exclusive=True)  # [W]
     first = before - tf.gather(sentence.row_starts(), rows)  # [W]
     piece = tf.cast(first, tf.int32)[:, None]  # [W, 1]
-    w = tf.range(tf.cast(tf.reduce_max(tf.concat([k, [0]], 0)),
+    # K >= 1 even when no text has words (no windows at all): ARG_MAX
+    # refuses an empty axis; the column is then invalid for every word.
+    w = tf.range(tf.cast(tf.reduce_max(tf.concat([k, [1]], 0)),
                          tf.int32))[None, :]  # [1, K]
     w_start = w * stride  # [1, K]
     w_length = tf.minimum(

@@ -8,6 +8,7 @@ import os
 from albert_tf.core.settings import DATA_POSITION, SAFE, setting
 from albert_tf.data import squad_checks
 from albert_tf.data import squad_data
+from albert_tf.serving import preprocessing
 from albert_tf.serving import serving_params
 from albert_tf.tasks import finetuning as finetune_lib
 from albert_tf.tasks import registry
@@ -120,13 +121,11 @@ class SquadServingParams(serving_params.ServingParams):
         raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
     if self.doc_stride < 0:
       raise ValueError(f"doc_stride must be >= 0, got {self.doc_stride}")
-    # As squad_data.doc_windows: [CLS] question [SEP] >= 1 token [SEP].
-    if self.max_query_length > self.max_seq_length - 4:
-      raise ValueError(
-          f"--max_seq_length {self.max_seq_length} leaves no room for the "
-          f"context after --max_query_length {self.max_query_length} (at "
-          f"most {self.max_seq_length - 4}); reduce --max_query_length or "
-          "raise --max_seq_length")
+    # As squad_data.doc_windows: the question is packed as a capped first
+    # segment, the context needs at least one token.
+    preprocessing.check_first_segment_cap(
+        self.max_query_length, self.max_seq_length, "--max_query_length",
+        "the context")
 
 
   def check_given(self, given):

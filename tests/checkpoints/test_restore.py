@@ -155,6 +155,31 @@ def test_versions(tmp_path):
     paths.resolve_saved_model(os.path.join(base, "4"))
 
 
+def test_versions_stay_within_int64(tmp_path, caplog):
+  """TF Serving reads versions as int64: --version=2**63 was accepted, and
+  the automatic versions after it counted on past int64."""
+  base = str(tmp_path / "models")
+  too_large = str(2**63)
+  for name in ("2", too_large):
+    os.makedirs(os.path.join(base, name))
+  open(os.path.join(base, too_large, "saved_model.pb"), "wb").close()
+  assert paths.existing_versions(base) == [2]
+  with caplog.at_level("WARNING"):
+    assert paths.next_version(base) == 3
+  assert f"version directories {too_large} are above" in caplog.text
+  assert paths.latest_version_dir(base) is None  # TF Serving's view too
+  for bad in (2**63, -1):
+    message = lib.one_line_error(export_lib.version_dir, base, bad)
+    assert message == ("--version must be an integer from 0 to "
+                       f"{2**63 - 1} (TF Serving reads versions as int64), "
+                       f"got {bad}")
+  assert export_lib.version_dir(base, 2**63 - 1).endswith(str(2**63 - 1))
+  os.makedirs(os.path.join(base, str(2**63 - 1)))
+  message = lib.one_line_error(paths.next_version, base)
+  assert message == (f"{base}: version {2**63 - 1} exists, the largest TF "
+                     "Serving reads (int64); pass a free --version")
+
+
 def test_pretraining_warm_start_from_an_encoder_checkpoint(tmp_path):
   """PretrainingTask.initialize: the encoder from an encoder-only
   checkpoint, MLM/SOP heads the source lacks stay fresh."""

@@ -105,6 +105,45 @@ def test_errors_are_reported(served):
     serving_client.model_status(served["url"], "other_model")
 
 
+def test_texts_that_do_not_fit_the_model_are_refused(served):
+  """A signature without text inputs raised IndexError; a --text_b for a
+  one-text model and a third --fields name were dropped without a word."""
+  url, usage = served["url"], serving_client.UsageError
+  with pytest.raises(usage) as e:
+    serving_client.run(url, "albert_clf", ["hello"],
+                       signature_name="serve_ids")
+  assert str(e.value) == (
+      "signature 'serve_ids' takes no text inputs (its inputs: input_mask, "
+      "input_type_ids, input_word_ids); the client sends texts only")
+  with pytest.raises(usage) as e:
+    serving_client.run(url, "albert_clf", ["hello"], ["world"])
+  assert str(e.value) == ("--text_b given but signature 'serving_default' "
+                          "takes one text input (text); drop --text_b")
+  for protocol in ("rest", "grpc"):  # refused before any request
+    with pytest.raises(usage) as e:
+      serving_client.run("localhost:1", "m", ["x"], ["y"], protocol=protocol,
+                         fields=["a", "b", "c"])
+    assert str(e.value) == ("--fields names 3 text inputs (a, b, c); the "
+                            "client fills at most two (--text, --text_b)")
+    with pytest.raises(usage, match="^--text_b given but --fields names one "
+                       r"text input \(text\); drop --text_b$"):
+      serving_client.run("localhost:1", "m", ["x"], ["y"], protocol=protocol,
+                         fields=["text"])
+    with pytest.raises(usage, match="give one --text_b per --text"):
+      serving_client.run("localhost:1", "m", ["x"], protocol=protocol,
+                         fields=["text_a", "text_b"])
+  # The CLI: one line, exit 2 (the command, not the server, is wrong).
+  proc = subprocess.run(
+      [lib.PYTHON, os.path.join(ROOT, "clients", "serving_client.py"),
+       f"--server={url}", "--model_name=albert_clf", "--text=hello",
+       "--text_b=world"], capture_output=True, text=True, timeout=60,
+      env=user_env.environ())
+  assert (proc.returncode, proc.stdout) == (2, "")
+  assert proc.stderr == ("error: --text_b given but signature "
+                         "'serving_default' takes one text input (text); "
+                         "drop --text_b\n")
+
+
 def test_grpc_without_serving_api_explains():
   try:
     import tensorflow_serving  # pylint: disable=g-import-not-at-top,unused-import

@@ -13,6 +13,7 @@ from albert_tf.checkpoints import identity
 from albert_tf.checkpoints import object_layout
 from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
 from albert_tf.serving import export_lib
+from albert_tf.serving import preprocessing
 from albert_tf.serving import serving_params
 from albert_tf.tasks import export as tasks_export
 from albert_tf.tasks import question_answering
@@ -93,6 +94,33 @@ def test_squad_query_must_leave_room_for_the_context(files, tmp_path):
         "--max_query_length 13 (at most 12); reduce --max_query_length or "
         "raise --max_seq_length")
   assert not os.path.exists(export_dir)
+
+
+def test_first_segment_cap_must_leave_room_for_the_second(files, tmp_path):
+  """A cap below 1 or above max_seq_length - 4 used to export, and packed
+  pairs without segment A or without B (one [SEP], [CLS] of type 1)."""
+  export_dir = str(tmp_path / "out")
+  request = dict(export_kind="preprocessing", truncation="first_fixed",
+                 settings=dict(spm_model_file=files["spm"], max_seq_length=16))
+  for cap in (-3, 0):
+    message = lib.one_line_error(lib.export, export_dir,
+                                 max_first_segment_length=cap, **request)
+    assert message == f"--max_first_segment_length must be >= 1, got {cap}"
+  message = lib.one_line_error(lib.export, export_dir,
+                               max_first_segment_length=13, **request)
+  assert message == (
+      "--max_seq_length 16 leaves no room for the second segment after "
+      "--max_first_segment_length 13 (at most 12); reduce "
+      "--max_first_segment_length or raise --max_seq_length")
+  assert not os.path.exists(export_dir)
+  # The largest cap keeps one token of B: [CLS] 12 of A [SEP] 1 of B [SEP].
+  packed = preprocessing.make_preprocessor(
+      files["spm"], seq_length=16, truncation="first_fixed",
+      max_first_segment_length=12).preprocess(
+          [tf.constant(["the man went to school " * 4]),
+           tf.constant(["and then he came back home"])])
+  assert packed["input_mask"].numpy().tolist() == [[1] * 16]
+  assert packed["input_type_ids"].numpy().tolist() == [[0] * 14 + [1] * 2]
 
 
 def test_a_bad_export_dir_fails_before_a_model_is_built(files, tmp_path,

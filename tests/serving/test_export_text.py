@@ -253,6 +253,14 @@ out["choice_errors"] = dict(
     wrong_choices=err(lambda: ch.signatures["serving_default"](
         context=tf.constant(A[:2]),
         choices=tf.constant([c[:2] for c in CHOICES]))))
+mc_ids = dict(input_word_ids=tf.fill([1, 3, 8], 5),
+              input_mask=tf.ones([1, 3, 8], tf.int32),
+              input_type_ids=tf.zeros([1, 3, 8], tf.int32))
+for key, name, shape in (("mask_shape", "input_mask", [1, 2, 12]),
+                         ("types_batch", "input_type_ids", [3, 1, 8])):
+  bad = dict(mc_ids, **{name: tf.reshape(mc_ids[name], shape)})
+  out["choice_errors"][key] = err(
+      lambda: ch.signatures["serve_ids"](**bad))
 emit(out)
 """
 
@@ -331,3 +339,9 @@ def test_serving_exports_match_in_memory_models(setup):
   assert result["choice_text"]["choice"] == mc_logits.argmax(-1).tolist()
   assert "choices must have shape [batch, 3]" in (
       result["choice_errors"]["wrong_choices"])
+  # Ids of other shapes than input_word_ids were reshaped to [-1, seq] and
+  # mixed rows (another batch size too).
+  assert "input_mask must have the same shape as input_word_ids" in (
+      result["choice_errors"]["mask_shape"])
+  assert "input_type_ids must have the same shape as input_word_ids" in (
+      result["choice_errors"]["types_batch"])

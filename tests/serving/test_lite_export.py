@@ -12,6 +12,7 @@ from tensorflow.lite.python import schema_py_generated as schema
 import tensorflow_text  # pylint: disable=unused-import  (SavedModel text ops)
 import tf_keras
 
+from albert_tf import predict_lite
 from albert_tf.serving import lite
 from albert_tf.serving import lite_export
 from albert_tf.serving import preprocessing
@@ -285,6 +286,10 @@ def test_runner_rejects_bad_inputs_in_one_line(setup):
        "input_mask must have the shape of input_word_ids"),
       ("serve_ids", {k: np.tile(v, [1, 20]) for k, v in good.items()},
        "sequence length 80 > max_position_embeddings = 32"),
+      # Rows of different lengths gave NumPy's "inhomogeneous shape".
+      ("serve_ids", dict(good, input_word_ids=[[2, 10, 3, 0], [2, 3]]),
+       r"^input_word_ids: the rows of one call must share one length "
+       r"\(int32 \[-1, -1\]\); pad them to one length$"),
       ("serve_examples", {}, "no signature 'serve_examples'"),
   ]
   for signature, inputs, message in cases:
@@ -292,6 +297,23 @@ def test_runner_rejects_bad_inputs_in_one_line(setup):
       model(signature, **inputs)
     assert "\n" not in str(error.value)
   assert model("serve_ids", **good)["label"].shape == (1,)
+
+
+def test_predict_lite_id_rows_of_different_lengths(setup):
+  """JSON-lines id rows of different lengths in one batch gave NumPy's
+  "setting an array element with a sequence ... inhomogeneous shape"."""
+  model = lite.LiteModel(setup["classification"]["lite"], max_interpreters=1)
+  rows = [dict(input_word_ids=ids, input_mask=[1] * len(ids),
+               input_type_ids=[0] * len(ids))
+          for ids in ([2, 10, 3], [2, 10, 11, 3])]
+  with pytest.raises(ValueError) as error:
+    predict_lite.predict(model, rows, "serve_ids", 2, source="ids.jsonl")
+  assert str(error.value) == (
+      "ids.jsonl: rows 1-2: input_word_ids: the rows of one call must share "
+      "one length (int32 [-1, -1]); pad them to one length, or use "
+      "--batch_size=1")
+  out = predict_lite.predict(model, rows, "serve_ids", 1, source="ids.jsonl")
+  assert len(out) == 2 and all(r["label"] in LABELS for r in out)
 
 
 def _saved_error(path, signature, inputs):
@@ -320,6 +342,11 @@ def test_runner_checks_the_number_of_choices(setup):
       model(signature, **inputs)
     assert str(error.value).startswith(message)
     assert "\n" not in str(error.value)
+  with pytest.raises(lite.RaggedInputError, match=(
+      r"^choices: the rows of one call must share one length \(strings "
+      r"\[-1, -1\]\); pad them to one length$")):
+    model("serving_default", context=["c", "d"],
+          choices=[["a"] * CHOICES, ["b"] * (CHOICES - 1)])
   assert model.info["serving_params"]["num_choices"] == CHOICES
 
 

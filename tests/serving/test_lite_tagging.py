@@ -40,7 +40,7 @@ def _export(model, spm, directory, seq=SEQ, tflite=False):
 
 def _saved_labels(path, texts=TEXTS):
   out = tf.saved_model.load(path).signatures["serving_default"](
-      text=tf.constant(texts))
+      text=tf.constant(texts, tf.string))
   return {k: v.numpy() for k, v in out.items()}
 
 
@@ -63,7 +63,8 @@ def setup(tmp_path_factory):
 @pytest.mark.slow  # the module's exports and a TFLite conversion
 def test_tflite_runs_and_equals_the_saved_model(setup):
   saved = _saved_labels(setup["saved"])
-  got = lite.LiteModel(setup["lite"])("serving_default", text=TEXTS)
+  lite_model = lite.LiteModel(setup["lite"])
+  got = lite_model("serving_default", text=TEXTS)
   for key in ("label", "word_start", "word_end", "num_words"):
     np.testing.assert_array_equal(got[key], saved[key], err_msg=key)
   # Every word has a label, pieceless ones too; nothing past them.
@@ -73,6 +74,21 @@ def test_tflite_runs_and_equals_the_saved_model(setup):
     assert set(row[n:]) <= {b""}
   # The long text's words are labelled from several windows' positions.
   assert len(set(saved["label"][0][:saved["num_words"][0]])) > 1
+  # A batch without words, or without texts, has no words to label (it
+  # failed in an argmax over no windows).
+  for texts in (np.array(["", " \t"], dtype=object),
+                np.array([], dtype=object)):
+    for out in (_saved_labels(setup["saved"], texts),
+                lite_model("serving_default", text=texts)):
+      assert out["num_words"].tolist() == [0] * len(texts)
+      for key in ("label", "word_start", "word_end"):
+        assert out[key].shape == (len(texts), 0), key
+  # Words split at Unicode White_Space (docs/serving.md): U+001C, which
+  # str.split() splits on, stays inside a word.
+  texts = np.array(["a\x1cb c"], dtype=object)
+  for out in (_saved_labels(setup["saved"], texts),
+              lite_model("serving_default", text=texts)):
+    assert out["num_words"].tolist() == [2]
 
 
 @pytest.mark.slow

@@ -206,6 +206,37 @@ def test_label_names_are_renamed_in_order_only(run):
       text_a=tf.constant(["a"]), text_b=tf.constant(["b"]))
   label_id = int(out["label_id"][0])
   assert out["label"][0].numpy().decode() == ["yes", "no"][label_id]
+  # run_classifier --mode=export takes the same renaming and refusals (it
+  # refused any --label_names as a config change "on resume").
+  with open(os.path.join(model_dir, "run_record.json"), "rb") as f:
+    record = f.read()
+
+  def run_export(names, export_dir, *flags):
+    return tool_server.run(
+        [sys.executable, "-m", "albert_tf.run_classifier",
+         f"--model_dir={model_dir}", "--mode=export",
+         f"--export_dir={tmp / export_dir}", f"--label_names={names}",
+         *flags], cwd=ROOT, env=tool_server.tool_env(), capture_output=True,
+        text=True, timeout=600)
+  proc = run_export("not_entailment,entailment", "refused_by_mode")
+  assert proc.returncode == 1
+  assert "give the names in the recorded order" in (
+      proc.stderr.splitlines()[-1])
+  # Another setting: refused saying what an export may change.
+  proc = run_export("yes,no", "refused_by_mode", "--max_seq_length=16")
+  assert proc.returncode == 1
+  assert proc.stderr.splitlines()[-1] == (
+      f"ERROR: data.max_seq_length is 16 but the run record of {model_dir} "
+      "has 32; --mode=export keeps the run's settings but --label_names "
+      "(docs/serving.md)")
+  assert not os.path.exists(tmp / "refused_by_mode")
+  proc = run_export("yes,no", "renamed_by_mode")
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  by_mode = str(tmp / "renamed_by_mode" / "1")
+  assert _export_info(by_mode)["serving_params"]["label_names"] == [
+      "yes", "no"]
+  with open(os.path.join(model_dir, "run_record.json"), "rb") as f:
+    assert f.read() == record  # an export changes nothing of the run
 
 
 @pytest.mark.slow
