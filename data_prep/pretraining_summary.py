@@ -70,12 +70,13 @@ def build(stats, input_files, records_per_file, run_cfg, vocab_size, elapsed,
       "config": {**dataclasses.asdict(cfg), "random_seed": run_cfg.random_seed,
                  "dupe_factor": run_cfg.dupe_factor,
                  "do_lower_case": run_cfg.do_lower_case,
-                 # The vocabulary: its kind, file and content hash (the
-                 # spm_ keys: SentencePiece only, as older summaries).
+                 # The vocabulary: its kind, file (absolute: a reader may
+                 # run elsewhere) and content hash (the spm_ keys:
+                 # SentencePiece only, as older summaries).
                  "vocab_kind": run_cfg.vocab_kind,
-                 "vocab_file": run_cfg.vocab_file,
+                 "vocab_file": absolute(run_cfg.vocab_file),
                  "vocab_sha256": output_files.file_sha256(run_cfg.vocab_path),
-                 "spm_model_file": run_cfg.spm_model_file,
+                 "spm_model_file": absolute(run_cfg.spm_model_file),
                  "spm_model_sha256": output_files.file_sha256(run_cfg.spm_model_file),
                  "vocab_size": vocab_size,
                  "v2_feature_names": run_cfg.v2_feature_names,
@@ -112,6 +113,11 @@ def build(stats, input_files, records_per_file, run_cfg, vocab_size, elapsed,
       "elapsed_seconds": round(elapsed, 3),
       "instances_per_second": round(inst / elapsed, 1) if elapsed else None,
   }
+
+
+def absolute(path):
+  """`path` absolute (URLs and "" as they are)."""
+  return path if not path or "://" in path else os.path.abspath(path)
 
 
 def masking_ids(tok):

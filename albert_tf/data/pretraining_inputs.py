@@ -17,6 +17,7 @@ from albert_tf.data import pretraining_dataloader
 from albert_toolkit import output_files
 from albert_toolkit import tfrecord_io
 from data_prep import pretraining_summary
+from data_prep import summary_checks
 
 # Record counts are checked against the summary up to this much data (a
 # full read of larger inputs would delay every start).
@@ -66,46 +67,72 @@ def validate_pretraining_files(pattern: str, seq_length: int,
   return files
 
 
+# The way out of every summary check, in its error.
+_OVERRIDE = "or set data.allow_unverified_input=true"
+
+
 def check_summaries(files, config, what: str):
   """Each file against its data_prep summary: present, the file's instance
-  count, vocab_size vs model.vocab_size, the lengths vs the data config.
+  count, vocab_size vs model.vocab_size, the lengths vs the data config,
+  and the vocabulary file the summary names (still the one the data was
+  made with: `summary_checks.tokenizer_files`).
+
+  Args:
+    files: the input files (`validate_pretraining_files`).
+    config: the experiment config (model.vocab_size, the data lengths).
+    what: the config field the files come from, for errors.
 
   Returns [(file, summary path, summary)]. Raises ValueError naming the
   file and the field; data.allow_unverified_input=true skips this check.
   """
-  described = []
-  override = "or set data.allow_unverified_input=true"
+  described, vocabularies_checked = [], set()
   for path in files:
     summary_path, summary = pretraining_summary.find(path)
     if summary is None:
-      raise ValueError(f"{path}: no {os.path.basename(path)}{output_files.SUMMARY_SUFFIX}"
-                       " (data_prep's record of the file) in " + what +
-                       f"; regenerate with create_pretraining_data {override}")
-    for key, want in (
-        ("vocab_size", ("model.vocab_size", config.model.vocab_size)),
-        ("max_seq_length", ("data.seq_length", config.data.seq_length)),
-        ("max_predictions_per_seq", ("data.max_predictions_per_seq",
-                                     config.data.max_predictions_per_seq))):
-      got = pretraining_summary.value(summary, key)
-      if got is not None and got != want[1]:
-        raise ValueError(f"{summary_path}: {key} is {got} but {want[0]} is "
-                         f"{want[1]}; use matching data {override}")
-    if (summary.get("masked_tokens") == 0 and summary.get("instances")
-        and not config.data.dynamic_masking):
-      raise ValueError(f"{summary_path}: {path} holds no masked token (made "
-                       "with masked_lm_prob=0?): the masked LM would learn "
-                       f"nothing; regenerate the data {override}")
-    count = pretraining_summary.record_count(summary, summary_path,
-                                             path)
-    if not count:
-      raise ValueError(f"{summary_path}: lists no instances for {path} "
-                       f"{override}")
-    if os.path.getsize(path) <= _COUNT_CHECK_MAX_BYTES:
-      # One read: the count, unreadable records and token ids, named.
-      actual = pretraining_checks.scan_file(path, config.model.vocab_size)
-      if actual != count:
-        raise ValueError(f"{path}: {actual} records but {summary_path} "
-                         f"says {count} (truncated or replaced file?) "
-                         f"{override}")
+      raise ValueError(
+          f"{path}: no {os.path.basename(path)}{output_files.SUMMARY_SUFFIX}"
+          f" (data_prep's record of the file) in {what}; regenerate with "
+          f"create_pretraining_data {_OVERRIDE}")
+    _check_settings(path, summary_path, summary, config)
+    if summary_path not in vocabularies_checked:
+      try:
+        summary_checks.tokenizer_files(summary, summary_path)
+      except ValueError as e:
+        raise ValueError(f"{e} ({_OVERRIDE})") from None
+      vocabularies_checked.add(summary_path)
+    _check_count(path, summary_path, summary, config.model.vocab_size)
     described.append((path, summary_path, summary))
   return described
+
+
+def _check_settings(path, summary_path, summary, config):
+  """The summary's vocab_size and lengths against the config; masks."""
+  for key, want in (
+      ("vocab_size", ("model.vocab_size", config.model.vocab_size)),
+      ("max_seq_length", ("data.seq_length", config.data.seq_length)),
+      ("max_predictions_per_seq", ("data.max_predictions_per_seq",
+                                   config.data.max_predictions_per_seq))):
+    got = pretraining_summary.value(summary, key)
+    if got is not None and got != want[1]:
+      raise ValueError(f"{summary_path}: {key} is {got} but {want[0]} is "
+                       f"{want[1]}; use matching data {_OVERRIDE}")
+  if (summary.get("masked_tokens") == 0 and summary.get("instances")
+      and not config.data.dynamic_masking):
+    raise ValueError(f"{summary_path}: {path} holds no masked token (made "
+                     "with masked_lm_prob=0?): the masked LM would learn "
+                     f"nothing; regenerate the data {_OVERRIDE}")
+
+
+def _check_count(path, summary_path, summary, vocab_size):
+  """The file's records against the summary's count (one full read, which
+  also names an unreadable record or a token id >= vocab_size)."""
+  count = pretraining_summary.record_count(summary, summary_path, path)
+  if not count:
+    raise ValueError(f"{summary_path}: lists no instances for {path} "
+                     f"{_OVERRIDE}")
+  if os.path.getsize(path) <= _COUNT_CHECK_MAX_BYTES:
+    actual = pretraining_checks.scan_file(path, vocab_size)
+    if actual != count:
+      raise ValueError(f"{path}: {actual} records but {summary_path} "
+                       f"says {count} (truncated or replaced file?) "
+                       f"{_OVERRIDE}")

@@ -8,7 +8,6 @@ trainer), so the replicas' gradients add up to the single-device gradient.
 """
 
 import dataclasses
-import os
 from typing import Any, Dict, Optional
 
 from absl import logging
@@ -32,6 +31,7 @@ from albert_tf.serving import serving_params
 from albert_tf.serving import task_modules
 from albert_tf.tasks import registry
 from data_prep import pretraining_summary
+from data_prep import summary_checks
 
 _MODEL_INPUTS = INPUT_NAMES + ("masked_lm_positions",)
 
@@ -173,13 +173,10 @@ class PretrainingTask(base_task.Task):
     """The tokenizer of the data (spm_model_file or vocab_file,
     do_lower_case) from its summary, once validate_inputs has read it; else
     {}."""
-    for _, _, summary in self._described[:1]:
-      out = {"do_lower_case": pretraining_summary.value(summary,
-                                                        "do_lower_case")}
-      for key in ("spm_model_file", "vocab_file"):
-        path = pretraining_summary.value(summary, key)
-        out[key] = os.path.abspath(path) if path else ""
-      return out
+    for _, summary_path, summary in self._described[:1]:
+      return {"do_lower_case": pretraining_summary.value(summary,
+                                                         "do_lower_case"),
+              **summary_checks.tokenizer_files(summary, summary_path)}
     return {}
 
   def record_facts(self) -> Dict[str, Any]:

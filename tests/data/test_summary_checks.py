@@ -1,0 +1,143 @@
+"""The trainer trusts a data summary only when it describes the files.
+
+What used to go wrong: the trainer recorded and exported whatever
+vocabulary file was at the summary's (relative) path now, resolved against
+its own working directory; a stale summary of a rewritten file was read as
+the file's; files of different sentence-pair tasks, masking, compression or
+feature names were trained on together."""
+
+import json
+import os
+import shutil
+
+import pytest
+
+from albert_tf.core import experiment_config as ec
+from albert_tf.core import run_record
+from albert_tf.tasks import pretraining
+from albert_toolkit import output_files
+from data_prep import create_pretraining_data as cpd
+from data_prep import pretraining_config
+from data_prep import pretraining_instances as pi
+from tests.testing import pretrain_testutil as tu
+
+
+def other_model_same_size(model, path):
+  """The model with two pieces' strings swapped: same size, other ids."""
+  from sentencepiece import sentencepiece_model_pb2  # pylint: disable=g-import-not-at-top
+  proto = sentencepiece_model_pb2.ModelProto()
+  proto.ParseFromString(open(model, "rb").read())
+  a, b = proto.pieces[100], proto.pieces[200]
+  a.piece, b.piece = b.piece, a.piece
+  path.write_bytes(proto.SerializeToString())
+  return str(path)
+
+
+def make_data(tmp_path_factory, outputs, spm, **kw):
+  """create_pretraining_data (one dupe pass) on the test corpus."""
+  instance = {"max_seq_length": tu.SEQ, "max_predictions_per_seq": tu.PRED}
+  instance.update(kw.pop("instance", {}))
+  run_cfg = pretraining_config.RunConfig(
+      spm_model_file=spm, do_lower_case=True, dupe_factor=1,
+      instance=pi.InstanceConfig(**instance),
+      v2_feature_names=kw.pop("v2_feature_names", False))
+  return cpd.run([tu.worker_corpus(tmp_path_factory)], outputs, run_cfg,
+                 progress_interval=0, **kw)
+
+
+def task_for(train, eval_file="", **overrides):
+  config = ec.load_experiment_config(
+      pretraining.PretrainingExperimentConfig, [tu.TINY_RECIPE],
+      tu.tiny_overrides(train, eval_file, **overrides))
+  return pretraining.PretrainingTask(config)
+
+
+def read_summary(path):
+  with open(path, encoding="utf-8") as f:
+    return json.load(f)
+
+
+def write_summary(path, summary):
+  with open(path, "w", encoding="utf-8") as f:
+    json.dump(summary, f)
+
+
+def one_line_error(call):
+  with pytest.raises(ValueError) as info:
+    call()
+  message = str(info.value)
+  assert "\n" not in message
+  return message
+
+
+@pytest.fixture()
+def relative_data(tmp_path_factory, tmp_path, monkeypatch):
+  """data/train.tfrecord made with --spm_model_file=spm.model, relative
+  to data/ (the working directory then); the tests run in another one."""
+  _, spm = tu.worker_pretraining_data(tmp_path_factory)
+  data = tmp_path / "data"
+  data.mkdir()
+  shutil.copy(spm, data / "spm.model")
+  monkeypatch.chdir(data)
+  make_data(tmp_path_factory, ["train.tfrecord"], "spm.model")
+  (tmp_path / "elsewhere").mkdir()
+  monkeypatch.chdir(tmp_path / "elsewhere")
+  return data
+
+
+def test_the_vocabulary_is_recorded_and_found_from_any_directory(
+    relative_data):
+  """The summary held `spm.model` as given; a trainer started elsewhere
+  recorded another file or none (vocab_sha256 null)."""
+  train = str(relative_data / "train.tfrecord")
+  summary = read_summary(train + output_files.SUMMARY_SUFFIX)
+  model = str(relative_data / "spm.model")
+  assert summary["config"]["spm_model_file"] == model
+  task = task_for(train)
+  task.validate_inputs(training=True)
+  facts = run_record.with_fingerprints(task.record_facts())
+  assert facts["spm_model_file"] == model
+  assert facts["vocab_sha256"] == summary["config"]["vocab_sha256"]
+
+
+def test_a_replaced_vocabulary_file_is_refused(relative_data,
+                                               tmp_path_factory):
+  """Another model of the same size written over spm.model after data
+  prep: the run recorded its sha256, not the data's, without a warning."""
+  train = str(relative_data / "train.tfrecord")
+  summary_path = train + output_files.SUMMARY_SUFFIX
+  want = read_summary(summary_path)["config"]["vocab_sha256"]
+  model = relative_data / "spm.model"
+  _, spm = tu.worker_pretraining_data(tmp_path_factory)
+  other_model_same_size(spm, model)
+  got = output_files.file_sha256(str(model))
+  message = one_line_error(lambda: task_for(train).validate_inputs())
+  assert message == (
+      f"{model} is not the SentencePiece model the data was made with: its "
+      f"sha256 is {got[:12]}... but {summary_path} records {want[:12]}... "
+      "(the file was replaced; the same token id means another piece); "
+      "restore it or regenerate the data (or set "
+      "data.allow_unverified_input=true)")
+
+
+def test_an_older_summarys_relative_vocabulary_is_looked_for_beside_it(
+    relative_data):
+  """Older summaries recorded the path as given: it is found beside the
+  summary (checked by its sha256), and a missing file is an error, not a
+  run record with vocab_sha256 null."""
+  train = str(relative_data / "train.tfrecord")
+  summary_path = train + output_files.SUMMARY_SUFFIX
+  summary = read_summary(summary_path)
+  summary["config"]["spm_model_file"] = "spm.model"
+  write_summary(summary_path, summary)
+  task = task_for(train)
+  task.validate_inputs(training=True)
+  assert task.data_tokenizer()["spm_model_file"] == str(
+      relative_data / "spm.model")
+  os.remove(relative_data / "spm.model")
+  message = one_line_error(lambda: task_for(train).validate_inputs())
+  assert message == (
+      f"{summary_path}: the data was made with the SentencePiece model "
+      f"spm.model, but there is no file {relative_data}/spm.model or "
+      f"{os.getcwd()}/spm.model; restore it or regenerate the data (or set "
+      "data.allow_unverified_input=true)")
