@@ -9,6 +9,7 @@ options) with the functions below, passing its FlagValues in: nothing below
 """
 
 import dataclasses
+import os
 import typing
 
 from absl import app
@@ -105,7 +106,9 @@ def define_flags():
                        "Documents with more lines are cut into pieces (counted), "
                        "bounding memory per document.", lower_bound=1)
   flags.DEFINE_string("summary_file", None,
-                      "JSON summary path (default: <first output file>.summary.json).")
+                      "JSON summary path, in the directory of the outputs and "
+                      "named *.summary.json, where readers look for it "
+                      "(default: <first output file>.summary.json).")
   flags.DEFINE_float("progress_interval", 5.0,
                      "Seconds between progress lines on stderr (0 = none).",
                      lower_bound=0.0)
@@ -156,7 +159,43 @@ def check_files(input_files, output_paths, summary_file, run_cfg):
       inputs=[("--spm_model_file", run_cfg.spm_model_file),
               ("--vocab_file", run_cfg.vocab_file)],
       outputs=[(summary_flag, summary_file)])
+  check_summary_place(output_paths, summary_file, summary_flag)
   return summary_file
+
+
+def _directory(path):
+  if "://" in path:
+    return path.rsplit("/", 1)[0]
+  return os.path.realpath(os.path.dirname(os.path.abspath(path)))
+
+
+def check_summary_place(output_paths, summary_file, flag):
+  """Raises ValueError (one line naming the flag and the files) when a
+  reader could not find the summary: readers look for a file's summary
+  beside it, as a `*.summary.json` (pretraining_summary.find).
+
+  Args:
+    output_paths: the output files.
+    summary_file: the summary's path.
+    flag: how the summary was given, for the error ("--summary_file").
+  """
+  suffix = output_files.SUMMARY_SUFFIX
+  if not summary_file.endswith(suffix):
+    stem = os.path.splitext(summary_file)[0]
+    raise ValueError(f"{flag} {summary_file}: readers find a summary beside "
+                     f"the files by its name ending in {suffix}; name it "
+                     f"e.g. {stem}{suffix}")
+  where = _directory(summary_file)
+  for path in output_paths:
+    if _directory(path) == where:
+      continue
+    if flag == "--summary_file":
+      raise ValueError(f"--summary_file {summary_file} is not in the "
+                       f"directory of --output_file {path}: readers find a "
+                       "file's summary beside it; write it there")
+    raise ValueError(f"--output_file {output_paths[0]} and {path} are in "
+                     "different directories: readers find a file's summary "
+                     "beside it; write the outputs to one directory")
 
 
 def _check_lengths(values):

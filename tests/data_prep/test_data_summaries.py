@@ -1,0 +1,76 @@
+"""Where create_pretraining_data writes its summary, and which summaries a
+run that replaces outputs removes.
+
+What used to go wrong: `--summary_file=meta/train.json` was accepted but no
+reader ever found it (training then asked to regenerate the data); a
+summary of an earlier run that described a replaced output stayed beside
+it and readers took it for the new file's."""
+
+import os
+
+import pytest
+
+from albert_toolkit import output_files
+from data_prep import create_pretraining_data as cpd
+from data_prep import pretraining_config
+from data_prep import pretraining_instances as pi
+from tests.testing import beam_testlib
+
+
+@pytest.fixture(scope="module")
+def spm_corpus(tmp_path_factory):
+  return beam_testlib.small_corpus(tmp_path_factory, documents=3)
+
+
+def make(spm_corpus, outputs, summary_file=None, model=None):
+  spm, corpus = spm_corpus
+  run_cfg = pretraining_config.RunConfig(
+      spm_model_file=model or spm, do_lower_case=True, dupe_factor=1,
+      instance=pi.InstanceConfig(max_seq_length=64,
+                                 max_predictions_per_seq=10))
+  return cpd.run([corpus], [str(p) for p in outputs], run_cfg,
+                 summary_file=summary_file and str(summary_file),
+                 progress_interval=0)
+
+
+def names(directory):
+  return sorted(os.listdir(directory)) if os.path.isdir(directory) else []
+
+
+@pytest.mark.parametrize("summary, error", [
+    ("meta/train.json", "--summary_file {d}/meta/train.json: readers find a "
+     "summary beside the files by its name ending in .summary.json; name it "
+     "e.g. {d}/meta/train.summary.json"),
+    ("meta/train.summary.json", "--summary_file {d}/meta/train.summary.json "
+     "is not in the directory of --output_file {d}/out/a.tfrecord: readers "
+     "find a file's summary beside it; write it there"),
+    ("out/train.json", "--summary_file {d}/out/train.json: readers find a "
+     "summary beside the files by its name ending in .summary.json; name it "
+     "e.g. {d}/out/train.summary.json")])
+def test_a_summary_readers_cannot_find_is_refused(spm_corpus, tmp_path,
+                                                  summary, error):
+  with pytest.raises(ValueError) as info:
+    make(spm_corpus, [tmp_path / "out" / "a.tfrecord"], tmp_path / summary)
+  assert str(info.value) == error.format(d=tmp_path)
+  assert names(tmp_path) == []  # refused before anything is written
+
+
+def test_outputs_in_two_directories_are_refused(spm_corpus, tmp_path):
+  """The default summary is beside the first output only: the second
+  directory's files had none a reader could find."""
+  a, b = tmp_path / "x" / "a.tfrecord", tmp_path / "y" / "b.tfrecord"
+  with pytest.raises(ValueError) as info:
+    make(spm_corpus, [a, b])
+  assert str(info.value) == (
+      f"--output_file {a} and {b} are in different directories: readers "
+      "find a file's summary beside it; write the outputs to one directory")
+  assert names(tmp_path) == []
+
+
+def test_a_summary_named_and_placed_for_readers_is_written(spm_corpus,
+                                                           tmp_path):
+  out = tmp_path / "out"
+  summary = make(spm_corpus, [out / "a.tfrecord", out / "b.tfrecord"],
+                 out / "run.summary.json")
+  assert summary["summary_file"] == str(out / "run.summary.json")
+  assert names(out) == ["a.tfrecord", "b.tfrecord", "run.summary.json"]
