@@ -68,6 +68,12 @@ def _finalize(temp_dir, output_paths, compression):
           collections.Counter(result["stats"]))
 
 
+def _sizes(paths):
+  """{path: size in bytes} of files on any filesystem."""
+  return {path: FileSystems.match([path])[0].metadata_list[0].size_in_bytes
+          for path in paths}
+
+
 def _delete(path):
   if FileSystems.exists(path):
     FileSystems.delete([path])
@@ -108,6 +114,9 @@ def run(input_files, output_paths, run_cfg, pipeline_args=(),
             max_lines_per_document, progress_interval,
             beam_options.direct_workers(options, runner_name),
             beam_options.partitions(options, runner_name))
+      for stale in pretraining_summary.stale_summaries(output_paths,
+                                                       summary_file):
+        _delete(stale)  # before the outputs it describes are replaced
       records_per_file, stats = _finalize(temp_dir, output_paths, compression)
     finally:
       beam_options.release(pipeline)  # before the temporary shards go
@@ -116,7 +125,8 @@ def run(input_files, output_paths, run_cfg, pipeline_args=(),
         stats, input_files, records_per_file, run_cfg, vocab_size,
         time.time() - start,
         {"compression": compression, "docs_per_block": docs_per_block,
-         "runner": runner_name, "pipeline_args": beam_args})
+         "runner": runner_name, "pipeline_args": beam_args},
+        bytes_per_file=_sizes(output_paths))
     tmp = output_files.temp_path(summary_file)
     with FileSystems.create(tmp) as f:
       f.write(json.dumps(summary, indent=2, sort_keys=True).encode())

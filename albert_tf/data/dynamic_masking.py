@@ -76,6 +76,7 @@ def settings_for_files(files, given=None):
       raise ValueError(f"{path}: dynamic masking needs its data summary "
                        "(the masking settings and ids it was made with); "
                        "regenerate it with create_pretraining_data")
+    pretraining_summary.check_size(summary, summary_path, path)
     these = settings_from_summary(summary, summary_path)
     if settings is not None and these != settings:
       field = sorted(k for k in these if these[k] != settings[k])[0]

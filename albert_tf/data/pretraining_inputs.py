@@ -93,6 +93,7 @@ def check_summaries(files, config, what: str):
           f"{path}: no {os.path.basename(path)}{output_files.SUMMARY_SUFFIX}"
           f" (data_prep's record of the file) in {what}; regenerate with "
           f"create_pretraining_data {_OVERRIDE}")
+    _check_size(path, summary_path, summary, config.model.vocab_size)
     _check_settings(path, summary_path, summary, config)
     if summary_path not in vocabularies_checked:
       try:
@@ -103,6 +104,17 @@ def check_summaries(files, config, what: str):
     _check_count(path, summary_path, summary, config.model.vocab_size)
     described.append((path, summary_path, summary))
   return described
+
+
+def _check_size(path, summary_path, summary, vocab_size):
+  """A summary of the file as it was is not the file's. A cut or corrupt
+  file is named by its first bad record (or token id) first."""
+  try:
+    pretraining_summary.check_size(summary, summary_path, path)
+  except ValueError:
+    if os.path.getsize(path) <= _COUNT_CHECK_MAX_BYTES:
+      pretraining_checks.scan_file(path, vocab_size)
+    raise
 
 
 def _check_settings(path, summary_path, summary, config):

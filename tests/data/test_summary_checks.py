@@ -14,11 +14,14 @@ import pytest
 
 from albert_tf.core import experiment_config as ec
 from albert_tf.core import run_record
+from albert_tf.data import dynamic_masking
 from albert_tf.tasks import pretraining
 from albert_toolkit import output_files
 from data_prep import create_pretraining_data as cpd
 from data_prep import pretraining_config
+from data_prep import inspect_tfrecord
 from data_prep import pretraining_instances as pi
+from data_prep import pretraining_summary
 from tests.testing import pretrain_testutil as tu
 
 
@@ -141,3 +144,35 @@ def test_an_older_summarys_relative_vocabulary_is_looked_for_beside_it(
       f"spm.model, but there is no file {relative_data}/spm.model or "
       f"{os.getcwd()}/spm.model; restore it or regenerate the data (or set "
       "data.allow_unverified_input=true)")
+
+
+def test_a_summary_of_a_rewritten_file_is_not_trusted(tmp_path_factory,
+                                                      tmp_path):
+  """A summary left by a data prep that did not remove it, beside a file
+  rewritten since: readers took it for the new file's."""
+  _, spm = tu.worker_pretraining_data(tmp_path_factory)
+  b = tmp_path / "b.tfrecord"
+  make_data(tmp_path_factory, [str(b)], spm)
+  stale = f"{b}{output_files.SUMMARY_SUFFIX}"
+  kept = (open(stale, encoding="utf-8").read(), b.stat().st_size)
+  make_data(tmp_path_factory, [str(b)], spm,
+            instance={"masked_lm_prob": 0.2})
+  with open(stale, "w", encoding="utf-8") as f:
+    f.write(kept[0])
+  want = (f"{b} is {b.stat().st_size} bytes but {stale} describes a file "
+          f"of {kept[1]} bytes: the file changed after that summary was "
+          "written (rewritten or cut); regenerate the data (or remove the "
+          "stale summary)")
+  assert one_line_error(lambda: task_for(str(b)).validate_inputs()) == want
+  for reader in (lambda: inspect_tfrecord.check_model(str(b), spm, tu.VOCAB),
+                 lambda: dynamic_masking.settings_for_files([str(b)])):
+    with pytest.raises(ValueError) as info:
+      reader()
+    assert str(info.value) == want
+  # A summary beside it that describes the file as it is now is the one.
+  summary = read_summary(stale)
+  summary["bytes_per_file"] = {str(b): b.stat().st_size}
+  write_summary(tmp_path / f"new{output_files.SUMMARY_SUFFIX}", summary)
+  os.rename(stale, tmp_path / f"a.tfrecord{output_files.SUMMARY_SUFFIX}")
+  assert pretraining_summary.find(str(b))[0] == str(
+      tmp_path / f"new{output_files.SUMMARY_SUFFIX}")

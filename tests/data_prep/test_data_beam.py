@@ -95,6 +95,7 @@ def test_summary_matches_files_and_local_counts(local_and_beam, spm_corpus):
   with open(shards[0] + ".summary.json") as f:
     got = json.load(f)
   assert got["records_per_file"] == {s: len(read_records(s)) for s in shards}
+  assert got["bytes_per_file"] == {s: os.path.getsize(s) for s in shards}
   for key in ("instances", "documents_read", "documents_used", "tokens",
               "masked_tokens", "skipped_or_repaired", "pair_labels",
               "vocab_size", "max_seq_length", "max_predictions_per_seq",

@@ -14,6 +14,7 @@ from albert_toolkit import output_files
 from data_prep import create_pretraining_data as cpd
 from data_prep import pretraining_config
 from data_prep import pretraining_instances as pi
+from data_prep import pretraining_summary
 from tests.testing import beam_testlib
 
 
@@ -74,3 +75,74 @@ def test_a_summary_named_and_placed_for_readers_is_written(spm_corpus,
                  out / "run.summary.json")
   assert summary["summary_file"] == str(out / "run.summary.json")
   assert names(out) == ["a.tfrecord", "b.tfrecord", "run.summary.json"]
+
+
+def other_model(spm_corpus, directory):
+  """The SentencePiece model with two pieces swapped (same size)."""
+  from sentencepiece import sentencepiece_model_pb2  # pylint: disable=g-import-not-at-top
+  proto = sentencepiece_model_pb2.ModelProto()
+  proto.ParseFromString(open(spm_corpus[0], "rb").read())
+  a, b = proto.pieces[100], proto.pieces[200]
+  a.piece, b.piece = b.piece, a.piece
+  path = directory / "other.model"
+  path.write_bytes(proto.SerializeToString())
+  return str(path)
+
+
+def test_summary_records_each_files_size(spm_corpus, tmp_path):
+  out = [tmp_path / "a.tfrecord", tmp_path / "b.tfrecord"]
+  summary = make(spm_corpus, out)
+  assert summary["bytes_per_file"] == {
+      str(p): os.path.getsize(p) for p in out}
+
+
+@pytest.mark.parametrize("summary_name", [None, "st.summary.json"])
+def test_a_run_replacing_an_output_removes_the_summary_describing_it(
+    spm_corpus, tmp_path, capfd, summary_name):
+  """b.tfrecord made again with a.tfrecord (other model, other summary
+  name): b.tfrecord.summary.json of the first run stayed, and readers
+  preferred it."""
+  out = tmp_path / "st2"
+  a, b = out / "a.tfrecord", out / "b.tfrecord"
+  make(spm_corpus, [b])
+  capfd.readouterr()
+  summary_file = out / summary_name if summary_name else None
+  make(spm_corpus, [a, b], summary_file, other_model(spm_corpus, tmp_path))
+  err = capfd.readouterr().err
+  assert f"note: removing {b}.summary.json: it describes {b}, which this " \
+         "run replaces\n" in err
+  new = str(summary_file or f"{a}.summary.json")
+  assert names(out) == sorted(["a.tfrecord", "b.tfrecord",
+                               os.path.basename(new)])
+  assert pretraining_summary.find(str(b))[0] == new
+
+
+def test_a_summary_listing_other_files_too_is_removed_and_said(spm_corpus,
+                                                               tmp_path,
+                                                               capfd):
+  a, b = tmp_path / "a.tfrecord", tmp_path / "b.tfrecord"
+  make(spm_corpus, [a, b])
+  capfd.readouterr()
+  make(spm_corpus, [b])
+  assert (f"note: removing {a}.summary.json: it describes {b}, which this "
+          "run replaces; 1 more file(s) it lists are left without a "
+          "summary\n") in capfd.readouterr().err
+  assert names(tmp_path) == ["a.tfrecord", "b.tfrecord",
+                             "b.tfrecord.summary.json"]
+  assert pretraining_summary.find(str(a)) == (None, None)
+
+
+def test_a_failed_run_leaves_the_earlier_summaries(spm_corpus, tmp_path,
+                                                   monkeypatch):
+  """Removed at the end, with the renames: outputs not replaced keep
+  theirs."""
+  a, b = tmp_path / "a.tfrecord", tmp_path / "b.tfrecord"
+  make(spm_corpus, [b])
+  before = (tmp_path / "b.tfrecord.summary.json").read_bytes()
+
+  def fail(*args, **kwargs):
+    raise OSError("injected")
+  monkeypatch.setattr(pretraining_summary, "build", fail)
+  with pytest.raises(OSError, match="injected"):
+    make(spm_corpus, [a, b])
+  assert (tmp_path / "b.tfrecord.summary.json").read_bytes() == before
