@@ -29,42 +29,87 @@ def validate_pretraining_files(pattern: str, seq_length: int,
                                max_predictions_per_seq: int, what: str,
                                vocab_size: Optional[int] = None):
   """Checks that the files exist, are non-empty and match the config (and,
-  cheaply, that the first record's token ids are < vocab_size).
+  cheaply, that the first record's token ids are < vocab_size), and that
+  they have one compression and one set of features: the input pipeline
+  reads every file as it reads the first.
 
-  Raises ValueError/FileNotFoundError naming the file and the field.
+  Args:
+    pattern: comma-separated files or globs.
+    seq_length: the data config's sequence length.
+    max_predictions_per_seq: the data config's.
+    what: the config field the pattern comes from, for errors.
+    vocab_size: the model's, or None (not checked).
+
+  Returns the files. Raises ValueError/FileNotFoundError naming the file
+  and the field.
   """
   if not pattern:
     raise ValueError(f"{what} is empty: give the pretraining TFRecord files "
                      "(comma-separated files or globs)")
   files = pretraining_dataloader.list_files(pattern)
+  first = None
   for path in files:
-    try:
-      first = next(tfrecord_io.read_records(path), None)
-    except OSError as e:  # names the file and the record
-      raise ValueError(str(e)) from e
+    feats = _first_record(path, what)
+    _check_first_record(path, feats, seq_length, max_predictions_per_seq,
+                        vocab_size)
+    kind = (tfrecord_io.detect_compression(path) or "NONE", set(feats))
     if first is None:
-      raise ValueError(f"{path}: empty input file (no records) in {what}")
-    feats = tf.train.Example.FromString(first).features.feature
-    ids_key = "input_word_ids" if "input_word_ids" in feats else "input_ids"
-    for key, want, field in (
-        (ids_key, seq_length, "data.seq_length"),
-        ("masked_lm_positions", max_predictions_per_seq,
-         "data.max_predictions_per_seq")):
-      if key not in feats:
-        raise ValueError(f"{path}: not a pretraining file (no feature "
-                         f"{key!r}; has {sorted(feats)})")
-      got = len(feats[key].int64_list.value)
-      if got != want:
-        raise ValueError(
-            f"{path}: feature {key!r} has length {got} but {field} is "
-            f"{want}; regenerate the data or set {field}={got}")
-    ids = feats[ids_key].int64_list.value
-    if vocab_size is not None and ids and max(ids) >= vocab_size:
-      raise ValueError(
-          f"{path}: token id {max(ids)} in the first record but "
-          f"model.vocab_size is {vocab_size}; the data was made with a "
-          "larger SentencePiece model")
+      first = (path, kind)
+    elif kind != first[1]:
+      raise _mixed_kinds(what, first, (path, kind))
   return files
+
+
+def _first_record(path, what):
+  """The features of `path`'s first record."""
+  try:
+    first = next(tfrecord_io.read_records(path), None)
+  except OSError as e:  # names the file and the record
+    raise ValueError(str(e)) from e
+  if first is None:
+    raise ValueError(f"{path}: empty input file (no records) in {what}")
+  return tf.train.Example.FromString(first).features.feature
+
+
+def _check_first_record(path, feats, seq_length, max_predictions_per_seq,
+                        vocab_size):
+  ids_key = "input_word_ids" if "input_word_ids" in feats else "input_ids"
+  for key, want, field in (
+      (ids_key, seq_length, "data.seq_length"),
+      ("masked_lm_positions", max_predictions_per_seq,
+       "data.max_predictions_per_seq")):
+    if key not in feats:
+      raise ValueError(f"{path}: not a pretraining file (no feature "
+                       f"{key!r}; has {sorted(feats)})")
+    got = len(feats[key].int64_list.value)
+    if got != want:
+      raise ValueError(
+          f"{path}: feature {key!r} has length {got} but {field} is "
+          f"{want}; regenerate the data or set {field}={got}")
+  ids = feats[ids_key].int64_list.value
+  if vocab_size is not None and ids and max(ids) >= vocab_size:
+    raise ValueError(
+        f"{path}: token id {max(ids)} in the first record but "
+        f"model.vocab_size is {vocab_size}; the data was made with a "
+        "larger SentencePiece model")
+
+
+def _mixed_kinds(what, first, other):
+  """The error for two files of one input that differ in compression or
+  features: (path, (compression, feature names)) each."""
+  (path_a, (zip_a, names_a)), (path_b, (zip_b, names_b)) = first, other
+  if zip_a != zip_b:
+    differ = f"{path_a} has compression {zip_a} but {path_b} {zip_b}"
+  elif names_a - names_b:
+    differ = (f"{path_a} has features {sorted(names_a - names_b)} that "
+              f"{path_b} lacks (it has {sorted(names_b - names_a)})")
+  else:
+    differ = (f"{path_b} has features {sorted(names_b - names_a)} that "
+              f"{path_a} lacks")
+  return ValueError(
+      f"{what} mixes files the input pipeline cannot read together: "
+      f"{differ}; make them with the same create_pretraining_data flags "
+      "(--compression, --v2_feature_names) or use one kind")
 
 
 # The way out of every summary check, in its error.

@@ -176,3 +176,29 @@ def test_a_summary_of_a_rewritten_file_is_not_trusted(tmp_path_factory,
   os.rename(stale, tmp_path / f"a.tfrecord{output_files.SUMMARY_SUFFIX}")
   assert pretraining_summary.find(str(b))[0] == str(
       tmp_path / f"new{output_files.SUMMARY_SUFFIX}")
+
+
+@pytest.mark.parametrize("second, differ", [
+    ({"compression": "GZIP"}, "{a} has compression NONE but {b} GZIP"),
+    ({"v2_feature_names": True},
+     "{a} has features ['input_ids', 'segment_ids'] that {b} lacks (it has "
+     "['input_type_ids', 'input_word_ids'])")])
+def test_files_of_other_compression_or_feature_names_are_refused(
+    tmp_path_factory, tmp_path, second, differ):
+  """Read as the first file is: a GZIP file beside a plain one was
+  'corrupt input (no bad file found ...)' after ckpt-0 was saved, and v1
+  beside v2 names a 46-line traceback."""
+  _, spm = tu.worker_pretraining_data(tmp_path_factory)
+  a, b = str(tmp_path / "a.tfrecord"), str(tmp_path / "b.tfrecord")
+  make_data(tmp_path_factory, [a], spm)
+  make_data(tmp_path_factory, [b], spm, **second)
+  for key in ("input_path", "eval_input_path"):
+    task = task_for(a, **{f"data.{key}": f"{tmp_path}/*.tfrecord",
+                          "data.allow_unverified_input": "true"})
+    message = one_line_error(
+        lambda: task.validate_inputs(training=key == "input_path"))
+    assert message == (
+        f"data.{key} mixes files the input pipeline cannot read together: "
+        f"{differ.format(a=a, b=b)}; make them with the same "
+        "create_pretraining_data flags (--compression, --v2_feature_names) "
+        "or use one kind")
