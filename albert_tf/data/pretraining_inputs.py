@@ -10,6 +10,7 @@ beside it (`data_prep/pretraining_summary.py`) and reads it once in full
 import os
 from typing import Optional
 
+from absl import logging
 import tensorflow as tf
 
 from albert_tf.data import pretraining_checks
@@ -163,7 +164,14 @@ def _check_size(path, summary_path, summary, vocab_size):
 
 
 def _check_settings(path, summary_path, summary, config):
-  """The summary's vocab_size and lengths against the config; masks."""
+  """The summary's vocab_size and lengths against the config; masks and
+  sentence pairs to learn from."""
+  if pretraining_summary.value(summary, "sentence_pair_task") == "none":
+    raise ValueError(
+        f"{summary_path}: {path} was made with --sentence_pair_task=none "
+        "(single segments, pair label always 0): the sentence-order head "
+        "would learn a constant; regenerate it with "
+        f"--sentence_pair_task=sop (or nsp) {_OVERRIDE}")
   for key, want in (
       ("vocab_size", ("model.vocab_size", config.model.vocab_size)),
       ("max_seq_length", ("data.seq_length", config.data.seq_length)),
@@ -193,3 +201,50 @@ def _check_count(path, summary_path, summary, vocab_size):
       raise ValueError(f"{path}: {actual} records but {summary_path} "
                        f"says {count} (truncated or replaced file?) "
                        f"{_OVERRIDE}")
+
+
+def check_alike(described_by):
+  """Raises ValueError (one line naming two files, their summaries and
+  values) when the checked inputs mix vocabularies or lower-casing, or
+  sentence-pair tasks (training and evaluation together), or when the
+  files of one input were masked differently; warns when the evaluation
+  files were masked otherwise than the training files.
+
+  Args:
+    described_by: {config field ("input_path", "eval_input_path"):
+      [(file, summary path, summary)]} of the inputs checked so far.
+  """
+  every = [d for described in described_by.values() for d in described]
+  what = " and ".join(f"data.{k}" for k in sorted(described_by))
+  pretraining_summary.check_one_tokenizer(every, what)
+  summary_checks.check_same(
+      every, summary_checks.PAIR_TASK_KEYS, what,
+      "the sentence-pair head would learn (or be judged on) other labels "
+      "in each: use one kind's files (move the others away)")
+  for key, described in described_by.items():
+    summary_checks.check_same(
+        described, summary_checks.MASKING_KEYS, f"data.{key}",
+        "the masked tokens were chosen differently in each: use files "
+        "masked alike (move the others away)")
+  train = described_by.get("input_path")
+  held_out = described_by.get("eval_input_path")
+  found = train and held_out and summary_checks.first_difference(
+      [train[0], held_out[0]], summary_checks.MASKING_KEYS)
+  if found:
+    logging.warning(summary_checks.mixed_message(
+        "data.input_path and data.eval_input_path", found,
+        "the evaluation's masked-LM metrics measure another masking than "
+        "training's"))
+
+
+def data_facts(described_by):
+  """The run record's facts of the data's objective: the sentence-pair
+  task (of any checked input) and the masking settings (of the training
+  files; none without them)."""
+  every = [d for described in described_by.values() for d in described]
+  facts = summary_checks.data_facts(every[0][2],
+                                    summary_checks.PAIR_TASK_KEYS)
+  for _, _, summary in described_by.get("input_path", [])[:1]:
+    facts.update(summary_checks.data_facts(summary,
+                                           summary_checks.MASKING_KEYS))
+  return facts

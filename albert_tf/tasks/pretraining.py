@@ -138,7 +138,8 @@ class PretrainingTask(base_task.Task):
     self.global_batch_size = self.data.global_batch_size
     self.eval_batch_size = self.data.eval_batch_size or self.global_batch_size
     self._validated = set()
-    self._described = []  # (file, summary path, summary) of checked inputs
+    # Config field -> [(file, summary path, summary)] of the checked inputs.
+    self._described_by = {}
     seed = self.data.seed
     self.seed = config.runtime.seed if seed is None else seed
 
@@ -154,13 +155,16 @@ class PretrainingTask(base_task.Task):
       logging.warning("data.allow_unverified_input: %s not checked against "
                       "data_prep summaries", key)
     else:
-      self._described += pretraining_inputs.check_summaries(
+      self._described_by[key] = pretraining_inputs.check_summaries(
           files, self.config, f"data.{key}")
     self._validated.add(key)
-    # One vocabulary across every file (training and evaluation).
-    pretraining_summary.check_one_tokenizer(
-        self._described, " and ".join(f"data.{k}" for k in sorted(
-            self._validated)))
+    pretraining_inputs.check_alike(self._described_by)
+
+  @property
+  def _described(self):
+    """(file, summary path, summary) of every checked input file."""
+    return [d for described in self._described_by.values()
+            for d in described]
 
   def input_files(self, training):
     pattern = self.data.input_path if training else self.data.eval_input_path
@@ -180,11 +184,17 @@ class PretrainingTask(base_task.Task):
     return {}
 
   def record_facts(self) -> Dict[str, Any]:
-    """The task, without a tokenizer the data has not told yet."""
+    """The task, without a tokenizer the data has not told yet, and the
+    data's objective (its sentence-pair task and masking: a later start on
+    data made otherwise is refused)."""
     facts = super().record_facts()
     if not self._described:
       for key in ("spm_model_file", "vocab_file", "do_lower_case"):
         del facts[key]
+      return facts
+    facts[run_record.DATA_FACTS] = pretraining_inputs.data_facts(
+        self._described_by)
+    facts[run_record.DATA_SOURCE] = self._described[0][1]
     return facts
 
   def masking_settings(self):

@@ -49,9 +49,13 @@ def make_data(tmp_path_factory, outputs, spm, **kw):
 
 
 def task_for(train, eval_file="", **overrides):
+  """The tiny recipe's task on `train` (files may be comma-separated)."""
   config = ec.load_experiment_config(
       pretraining.PretrainingExperimentConfig, [tu.TINY_RECIPE],
-      tu.tiny_overrides(train, eval_file, **overrides))
+      tu.tiny_overrides("unused", "unused", **overrides))
+  config.data.input_path = overrides.get("data.input_path", train)
+  config.data.eval_input_path = overrides.get("data.eval_input_path",
+                                              eval_file or train)
   return pretraining.PretrainingTask(config)
 
 
@@ -202,3 +206,94 @@ def test_files_of_other_compression_or_feature_names_are_refused(
         f"{differ.format(a=a, b=b)}; make them with the same "
         "create_pretraining_data flags (--compression, --v2_feature_names) "
         "or use one kind")
+
+
+@pytest.fixture(scope="module")
+def pair_data(tmp_path_factory):
+  """d/{sop,nsp,none,sop_p20}.tfrecord: sentence-pair tasks and a masking."""
+  _, spm = tu.worker_pretraining_data(tmp_path_factory)
+  d = tmp_path_factory.mktemp("pairs")
+  for name, instance in (("sop", {}), ("nsp", {"sentence_pair_task": "nsp"}),
+                         ("none", {"sentence_pair_task": "none"}),
+                         ("sop_p20", {"masked_lm_prob": 0.2})):
+    make_data(tmp_path_factory, [str(d / f"{name}.tfrecord")], spm,
+              instance=instance)
+  return {name: str(d / f"{name}.tfrecord")
+          for name in ("sop", "nsp", "none", "sop_p20")}
+
+
+def validate_both(train, eval_file):
+  task = task_for(train, eval_file)
+  task.validate_inputs(training=True)
+  task.validate_inputs(training=False)
+  return task
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_single_segment_data_is_refused(pair_data, training):
+  """--sentence_pair_task=none data trained the sentence-order head on a
+  constant label and evaluated to sentence_order_accuracy 1.0."""
+  none = pair_data["none"]
+  task = task_for(pair_data["sop"], none) if not training else task_for(none)
+  message = one_line_error(lambda: task.validate_inputs(training=training))
+  assert message == (
+      f"{none}{output_files.SUMMARY_SUFFIX}: {none} was made with "
+      "--sentence_pair_task=none (single segments, pair label always 0): "
+      "the sentence-order head would learn a constant; regenerate it with "
+      "--sentence_pair_task=sop (or nsp) or set "
+      "data.allow_unverified_input=true")
+
+
+def test_files_of_two_sentence_pair_tasks_are_refused(pair_data):
+  sop, nsp = pair_data["sop"], pair_data["nsp"]
+  why = ("the sentence-pair head would learn (or be judged on) other labels "
+         "in each: use one kind's files (move the others away)")
+  message = one_line_error(
+      lambda: task_for(f"{nsp},{sop}").validate_inputs(training=True))
+  assert message == (
+      f"data.input_path mixes data made with different sentence_pair_task: "
+      f"{nsp} has 'nsp' ({nsp}{output_files.SUMMARY_SUFFIX}) but {sop} has "
+      f"'sop' ({sop}{output_files.SUMMARY_SUFFIX}); {why}")
+  # NSP training data judged on SOP evaluation data.
+  message = one_line_error(lambda: validate_both(nsp, sop))
+  assert message.startswith("data.eval_input_path and data.input_path mixes "
+                            "data made with different sentence_pair_task: ")
+
+
+def test_files_masked_differently_are_refused_in_one_input(pair_data,
+                                                           caplog):
+  sop, p20 = pair_data["sop"], pair_data["sop_p20"]
+  message = one_line_error(
+      lambda: task_for(f"{sop},{p20}").validate_inputs(training=True))
+  assert message == (
+      f"data.input_path mixes data made with different masked_lm_prob: "
+      f"{sop} has 0.15 ({sop}{output_files.SUMMARY_SUFFIX}) but {p20} has "
+      f"0.2 ({p20}{output_files.SUMMARY_SUFFIX}); the masked tokens were "
+      "chosen differently in each: use files masked alike (move the others "
+      "away)")
+  # Evaluation masked otherwise than training: said, not refused.
+  validate_both(sop, p20)
+  assert ("data.input_path and data.eval_input_path mixes data made with "
+          "different masked_lm_prob") in caplog.text
+
+
+@pytest.mark.parametrize("name, key, recorded, given", [
+    ("nsp", "sentence_pair_task", "'sop'", "'nsp'"),
+    ("sop_p20", "masked_lm_prob", "0.15", "0.2")])
+def test_resume_refuses_data_made_for_another_objective(
+    pair_data, tmp_path_factory, tmp_path, name, key, recorded, given):
+  """Data regenerated with another sentence-pair task or masking: the
+  resumed run only logged that the input pipeline starts over."""
+  run = str(tmp_path / "run")
+  shutil.copytree(tu.worker_tiny_run(tmp_path_factory), run)
+  data = pair_data[name]
+  config = tu.tiny_experiment(data, **{"trainer.train_steps": 4,
+                                       "trainer.save_data_position": False})
+  message = one_line_error(lambda: tu.run_tiny(config, run))
+  assert message == (
+      f"the data's {key} ({data}{output_files.SUMMARY_SUFFIX}) is {given} "
+      f"but the run record of {run} has {recorded}; the weights were "
+      "trained on data made with the recorded value; use such data, or "
+      "start a new --model_dir (trainer.init_checkpoint warm-starts from "
+      "this run)")
+  assert not os.path.exists(os.path.join(run, "checkpoints", "ckpt-4"))
