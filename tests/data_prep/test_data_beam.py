@@ -317,3 +317,18 @@ def test_a_dead_runs_claim_is_taken_over(spm_corpus, tmp_path, capfd):
   assert result["instances"] == len(read_records(out[0])) > 0
   assert sorted(os.listdir(tmp_path)) == [
       "d.tfrecord", "d.tfrecord" + output_files.SUMMARY_SUFFIX]
+
+
+def test_a_run_replacing_an_output_removes_the_summary_describing_it(
+    spm_corpus, tmp_path, capfd):
+  """As the local tool: b.tfrecord.summary.json of an earlier run stayed
+  beside the b.tfrecord this run wrote, and readers took it for its."""
+  model, corpus = spm_corpus
+  a, b = str(tmp_path / "a.tfrecord"), str(tmp_path / "b.tfrecord")
+  cpd.run([corpus], [b], run_cfg(model), progress_interval=0)
+  capfd.readouterr()
+  bpd.run([corpus], [a, b], run_cfg(model), IN_MEMORY, progress_interval=0)
+  assert (f"note: removing {b}.summary.json: it describes {b}, which this "
+          "run replaces\n") in capfd.readouterr().err
+  assert sorted(os.listdir(tmp_path)) == [
+      "a.tfrecord", "a.tfrecord.summary.json", "b.tfrecord"]
