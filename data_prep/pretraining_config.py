@@ -180,11 +180,14 @@ def check_summary_place(output_paths, summary_file, flag):
     flag: how the summary was given, for the error ("--summary_file").
   """
   suffix = output_files.SUMMARY_SUFFIX
+  name = os.path.basename(summary_file)
+  if not name.endswith(suffix):
+    name = os.path.splitext(name)[0] + suffix
+  # What to give instead: the name made readable, beside the outputs.
+  instead = os.path.join(os.path.dirname(output_paths[0]), name)
   if not summary_file.endswith(suffix):
-    stem = os.path.splitext(summary_file)[0]
-    raise ValueError(f"{flag} {summary_file}: readers find a summary beside "
-                     f"the files by its name ending in {suffix}; name it "
-                     f"e.g. {stem}{suffix}")
+    raise ValueError(f"{flag} {summary_file}: readers find a summary by its "
+                     f"name ending in {suffix}; give e.g. {flag}={instead}")
   where = _directory(summary_file)
   for path in output_paths:
     if _directory(path) == where:
@@ -192,7 +195,8 @@ def check_summary_place(output_paths, summary_file, flag):
     if flag == "--summary_file":
       raise ValueError(f"--summary_file {summary_file} is not in the "
                        f"directory of --output_file {path}: readers find a "
-                       "file's summary beside it; write it there")
+                       f"file's summary beside it; give e.g. "
+                       f"--summary_file={instead}")
     raise ValueError(f"--output_file {output_paths[0]} and {path} are in "
                      "different directories: readers find a file's summary "
                      "beside it; write the outputs to one directory")

@@ -39,15 +39,16 @@ def names(directory):
 
 
 @pytest.mark.parametrize("summary, error", [
-    ("meta/train.json", "--summary_file {d}/meta/train.json: readers find a "
-     "summary beside the files by its name ending in .summary.json; name it "
-     "e.g. {d}/meta/train.summary.json"),
+    ("meta/train.json", "--summary_file {d}/meta/train.json: readers find "
+     "a summary by its name ending in .summary.json; give e.g. "
+     "--summary_file={d}/out/train.summary.json"),
     ("meta/train.summary.json", "--summary_file {d}/meta/train.summary.json "
      "is not in the directory of --output_file {d}/out/a.tfrecord: readers "
-     "find a file's summary beside it; write it there"),
+     "find a file's summary beside it; give e.g. "
+     "--summary_file={d}/out/train.summary.json"),
     ("out/train.json", "--summary_file {d}/out/train.json: readers find a "
-     "summary beside the files by its name ending in .summary.json; name it "
-     "e.g. {d}/out/train.summary.json")])
+     "summary by its name ending in .summary.json; give e.g. "
+     "--summary_file={d}/out/train.summary.json")])
 def test_a_summary_readers_cannot_find_is_refused(spm_corpus, tmp_path,
                                                   summary, error):
   with pytest.raises(ValueError) as info:
