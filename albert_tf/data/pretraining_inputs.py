@@ -171,7 +171,7 @@ def _check_settings(path, summary_path, summary, config):
         f"{summary_path}: {path} was made with --sentence_pair_task=none "
         "(single segments, pair label always 0): the sentence-order head "
         "would learn a constant; regenerate it with "
-        f"--sentence_pair_task=sop (or nsp) {_OVERRIDE}")
+        "--sentence_pair_task=sop (or nsp)")
   for key, want in (
       ("vocab_size", ("model.vocab_size", config.model.vocab_size)),
       ("max_seq_length", ("data.seq_length", config.data.seq_length)),

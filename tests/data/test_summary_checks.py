@@ -240,8 +240,7 @@ def test_single_segment_data_is_refused(pair_data, training):
       f"{none}{output_files.SUMMARY_SUFFIX}: {none} was made with "
       "--sentence_pair_task=none (single segments, pair label always 0): "
       "the sentence-order head would learn a constant; regenerate it with "
-      "--sentence_pair_task=sop (or nsp) or set "
-      "data.allow_unverified_input=true")
+      "--sentence_pair_task=sop (or nsp)")
 
 
 def test_files_of_two_sentence_pair_tasks_are_refused(pair_data):
