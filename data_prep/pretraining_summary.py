@@ -2,10 +2,10 @@
 
 The summary is written last: its presence means every output file is complete.
 Its top-level `vocab_size`, `max_seq_length`, `max_predictions_per_seq`,
-`feature_names`, `compression` and `records_per_file` are what a trainer
-checks the files against its config; `config` (the instance settings) and
-`masking` (the model's ids) are what dynamic masking re-masks with
-(docs/data_prep.md lists every key).
+`feature_names`, `compression`, `records_per_file` and `bytes_per_file`
+are what a trainer checks the files against; `config` (the instance
+settings) and `masking` (the model's ids) are what dynamic masking re-masks
+with (docs/data_prep.md lists every key).
 """
 
 import dataclasses
@@ -290,8 +290,7 @@ def _describing(paths, keep):
         others = sum(1 for name in listed if not any(
             same_file(name, p, candidate) for p in paths))
         found[candidate] = (path, others)
-  return [(summary, path, others)
-          for summary, (path, others) in found.items()]
+  return [(stale, path, others) for stale, (path, others) in found.items()]
 
 
 def check_one_tokenizer(described, what):

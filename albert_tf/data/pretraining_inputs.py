@@ -25,7 +25,6 @@ from data_prep import summary_checks
 _COUNT_CHECK_MAX_BYTES = 1 << 30
 
 
-
 def validate_pretraining_files(pattern: str, seq_length: int,
                                max_predictions_per_seq: int, what: str,
                                vocab_size: Optional[int] = None):

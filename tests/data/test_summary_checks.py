@@ -24,6 +24,9 @@ from data_prep import pretraining_instances as pi
 from data_prep import pretraining_summary
 from tests.testing import pretrain_testutil as tu
 
+# Ten seconds or more in all: handed out first (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 
 def other_model_same_size(model, path):
   """The model with two pieces' strings swapped: same size, other ids."""
