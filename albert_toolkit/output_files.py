@@ -309,9 +309,14 @@ class StagedOutputs:
   def _release(self):
     self._claim.release()
 
-  def commit(self, summary=None):
-    """Renames every temporary file to its final name, then the summary."""
+  def commit(self, summary=None, stale=()):
+    """Renames every temporary file to its final name, then writes the
+    summary. `stale`: files removed first (summaries of an earlier run that
+    describe the outputs replaced now): a run killed in between leaves
+    files without a summary, never a summary of other files."""
     try:
+      for path in stale:
+        _remove(path)
       for tmp, final in zip(self.temp_paths, self.final_paths):
         os.replace(tmp, final)
       if self.summary_file and summary is not None:

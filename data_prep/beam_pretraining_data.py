@@ -56,11 +56,12 @@ def _load_model(run_cfg):
   return data, run_cfg.tokenizer(data).vocab_size
 
 
-def _finalize(temp_dir, input_files, output_paths):
+def _finalize(temp_dir, input_files, output_paths, stale_summaries):
   """Temporary shards -> final names. Returns (records per file, stats).
 
   Refuses, before any rename, a run that made no instance or left a shard
-  without a record (as the local tool does).
+  without a record (as the local tool does); then deletes the
+  `stale_summaries` of the outputs it replaces, before replacing them.
   """
   with FileSystems.open(f"{temp_dir}/{beam_pipeline.RESULT}") as f:
     result = json.loads(f.read().decode())
@@ -71,9 +72,17 @@ def _finalize(temp_dir, input_files, output_paths):
   records_per_file = {p: counts.get(i, 0) for i, p in enumerate(output_paths)}
   shard_sets.check_no_empty_shards(records_per_file, stats["instances"],
                                    hashed=True)
+  for stale in stale_summaries:
+    _delete(stale)
   FileSystems.rename([f"{temp_dir}/shard-{i:05d}"
                       for i in range(len(output_paths))], list(output_paths))
   return records_per_file, stats
+
+
+def _sizes(paths):
+  """{path: size in bytes} of files on any filesystem."""
+  return {path: FileSystems.match([path])[0].metadata_list[0].size_in_bytes
+          for path in paths}
 
 
 def _delete(path):
@@ -117,8 +126,9 @@ def run(input_files, output_paths, run_cfg, pipeline_args=(),
             max_lines_per_document, progress_interval,
             beam_options.direct_workers(options, runner_name),
             beam_options.partitions(options, runner_name))
-      records_per_file, stats = _finalize(temp_dir, input_files,
-                                          output_paths)
+      records_per_file, stats = _finalize(
+          temp_dir, input_files, output_paths,
+          pretraining_summary.stale_summaries(output_paths, summary_file))
     finally:
       beam_options.release(pipeline)  # before the temporary shards go
       _delete(temp_dir)
@@ -126,7 +136,8 @@ def run(input_files, output_paths, run_cfg, pipeline_args=(),
         stats, input_files, records_per_file, run_cfg, vocab_size,
         time.time() - start,
         {"compression": compression, "docs_per_block": docs_per_block,
-         "runner": runner_name, "pipeline_args": beam_args})
+         "runner": runner_name, "pipeline_args": beam_args},
+        bytes_per_file=_sizes(output_paths))
     tmp = output_files.temp_path(summary_file)
     with FileSystems.create(tmp) as f:
       f.write(json.dumps(summary, indent=2, sort_keys=True).encode())

@@ -156,7 +156,8 @@ def run(input_files, output_files, run_cfg, num_workers=1, compression="NONE",
   claimed (a second run writing them at once is refused); shards are written
   under temporary names and renamed at the end;
   a stale summary is deleted first and the new one written last
-  (output_files.py).
+  (output_files.py); the summaries of earlier runs that describe a
+  replaced output are removed just before the renames.
   """
   summary_file = pretraining_config.check_files(input_files, output_files,
                                               summary_file, run_cfg)
@@ -192,13 +193,16 @@ def run(input_files, output_files, run_cfg, num_workers=1, compression="NONE",
         tok.vocab_size, time.time() - start,
         {"compression": compression, "num_workers": num_workers,
          "shuffle_buffer_size": shuffle_buffer_size,
-         "docs_per_block": docs_per_block})
+         "docs_per_block": docs_per_block},
+        bytes_per_file={final: os.path.getsize(tmp) for tmp, final in zip(
+            staged.temp_paths, output_files)})
   except BaseException:
     for w in writers:
       w.discard()  # close() would fail again on a full disk
     staged.abort()
     raise
-  staged.commit(summary)
+  staged.commit(summary, pretraining_summary.stale_summaries(
+      output_files, summary_file))
   summary["summary_file"] = summary_file
   return summary
 

@@ -148,6 +148,7 @@ def check_model(path, spm_model_file, vocab_size, stream=sys.stderr,
     stream.write(f"inspect_tfrecord: warning: no summary for {path}: cannot "
                  f"check that {spm_model_file} is the model that wrote it\n")
     return
+  pretraining_summary.check_size(summary, summary_path, path)
   recorded = (pretraining_summary.value(summary, "vocab_file") or
               pretraining_summary.value(summary, "spm_model_file"))
   recorded_hash = pretraining_summary.vocab_sha256(summary)

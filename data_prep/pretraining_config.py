@@ -9,6 +9,7 @@ options) with the functions below, passing its FlagValues in: nothing below
 """
 
 import dataclasses
+import os
 import typing
 
 from absl import app
@@ -106,7 +107,9 @@ def define_flags():
                        "Documents with more lines are cut into pieces (counted), "
                        "bounding memory per document.", lower_bound=1)
   flags.DEFINE_string("summary_file", None,
-                      "JSON summary path (default: <first output file>.summary.json).")
+                      "JSON summary path, in the directory of the outputs and "
+                      "named *.summary.json, where readers look for it "
+                      "(default: <first output file>.summary.json).")
   flags.DEFINE_float("progress_interval", 5.0,
                      "Seconds between progress lines on stderr (0 = none).",
                      lower_bound=0.0)
@@ -160,8 +163,48 @@ def check_files(input_files, output_paths, summary_file, run_cfg,
       inputs=[("--spm_model_file", run_cfg.spm_model_file),
               ("--vocab_file", run_cfg.vocab_file)],
       outputs=[(summary_flag, summary_file)])
+  check_summary_place(output_paths, summary_file, summary_flag)
   shard_sets.check_no_other_shard_counts(output_paths, match)
   return summary_file
+
+
+def _directory(path):
+  if "://" in path:
+    return path.rsplit("/", 1)[0]
+  return os.path.realpath(os.path.dirname(os.path.abspath(path)))
+
+
+def check_summary_place(output_paths, summary_file, flag):
+  """Raises ValueError (one line naming the flag and the files) when a
+  reader could not find the summary: readers look for a file's summary
+  beside it, as a `*.summary.json` (pretraining_summary.find).
+
+  Args:
+    output_paths: the output files.
+    summary_file: the summary's path.
+    flag: how the summary was given, for the error ("--summary_file").
+  """
+  suffix = output_files.SUMMARY_SUFFIX
+  name = os.path.basename(summary_file)
+  if not name.endswith(suffix):
+    name = os.path.splitext(name)[0] + suffix
+  # What to give instead: the name made readable, beside the outputs.
+  instead = os.path.join(os.path.dirname(output_paths[0]), name)
+  if not summary_file.endswith(suffix):
+    raise ValueError(f"{flag} {summary_file}: readers find a summary by its "
+                     f"name ending in {suffix}; give e.g. {flag}={instead}")
+  where = _directory(summary_file)
+  for path in output_paths:
+    if _directory(path) == where:
+      continue
+    if flag == "--summary_file":
+      raise ValueError(f"--summary_file {summary_file} is not in the "
+                       f"directory of --output_file {path}: readers find a "
+                       f"file's summary beside it; give e.g. "
+                       f"--summary_file={instead}")
+    raise ValueError(f"--output_file {output_paths[0]} and {path} are in "
+                     "different directories: readers find a file's summary "
+                     "beside it; write the outputs to one directory")
 
 
 def _check_lengths(values):

@@ -2,10 +2,10 @@
 
 The summary is written last: its presence means every output file is complete.
 Its top-level `vocab_size`, `max_seq_length`, `max_predictions_per_seq`,
-`feature_names`, `compression` and `records_per_file` are what a trainer
-checks the files against its config; `config` (the instance settings) and
-`masking` (the model's ids) are what dynamic masking re-masks with
-(docs/data_prep.md lists every key).
+`feature_names`, `compression`, `records_per_file` and `bytes_per_file`
+are what a trainer checks the files against; `config` (the instance
+settings) and `masking` (the model's ids) are what dynamic masking re-masks
+with (docs/data_prep.md lists every key).
 """
 
 import dataclasses
@@ -56,8 +56,9 @@ def feature_names(v2_feature_names):
 
 
 def build(stats, input_files, records_per_file, run_cfg, vocab_size, elapsed,
-          extra_config):
-  """Summary dict. records_per_file: {final output path: record count}."""
+          extra_config, bytes_per_file=None):
+  """Summary dict. records_per_file: {final output path: record count};
+  bytes_per_file: {final output path: size in bytes}."""
   cfg = run_cfg.instance
   keys = (f"{prefix}{what}_{n}gram" for prefix in ("", "permute_")
           for n in range(1, cfg.ngram + 1)
@@ -70,12 +71,13 @@ def build(stats, input_files, records_per_file, run_cfg, vocab_size, elapsed,
       "config": {**dataclasses.asdict(cfg), "random_seed": run_cfg.random_seed,
                  "dupe_factor": run_cfg.dupe_factor,
                  "do_lower_case": run_cfg.do_lower_case,
-                 # The vocabulary: its kind, file and content hash (the
-                 # spm_ keys: SentencePiece only, as older summaries).
+                 # The vocabulary: its kind, file (absolute: a reader may
+                 # run elsewhere) and content hash (the spm_ keys:
+                 # SentencePiece only, as older summaries).
                  "vocab_kind": run_cfg.vocab_kind,
-                 "vocab_file": run_cfg.vocab_file,
+                 "vocab_file": absolute(run_cfg.vocab_file),
                  "vocab_sha256": output_files.file_sha256(run_cfg.vocab_path),
-                 "spm_model_file": run_cfg.spm_model_file,
+                 "spm_model_file": absolute(run_cfg.spm_model_file),
                  "spm_model_sha256": output_files.file_sha256(run_cfg.spm_model_file),
                  "vocab_size": vocab_size,
                  "v2_feature_names": run_cfg.v2_feature_names,
@@ -91,6 +93,8 @@ def build(stats, input_files, records_per_file, run_cfg, vocab_size, elapsed,
       "compression": compression,
       "records_per_file": dict(records_per_file),
       "output_files": dict(records_per_file),  # same, older key
+      # What tells a reader the summary still describes a file.
+      "bytes_per_file": dict(bytes_per_file or {}),
       "input_files": list(input_files),
       "documents_read": stats["documents_read"],
       "documents_used": stats["documents_used"],
@@ -112,6 +116,11 @@ def build(stats, input_files, records_per_file, run_cfg, vocab_size, elapsed,
       "elapsed_seconds": round(elapsed, 3),
       "instances_per_second": round(inst / elapsed, 1) if elapsed else None,
   }
+
+
+def absolute(path):
+  """`path` absolute (URLs and "" as they are)."""
+  return path if not path or "://" in path else os.path.abspath(path)
 
 
 def masking_ids(tok):
@@ -170,35 +179,118 @@ def same_file(listed, path, summary_path):
           os.path.basename(listed) == os.path.basename(path))
 
 
+def _listed(table, summary_path, path):
+  """`table`'s value for `path` ({file as listed: value}), or None."""
+  for name, value in table.items():
+    if same_file(name, path, summary_path):
+      return value
+  return None
+
+
 def record_count(summary, summary_path, path):
   """The number of records the summary gives for `path`, or None."""
-  for name, count in records_per_file(summary).items():
-    if same_file(name, path, summary_path):
-      return count if isinstance(count, int) else count.get("instances")
-  return None
+  count = _listed(records_per_file(summary), summary_path, path)
+  return count.get("instances") if isinstance(count, dict) else count
+
+
+def _load(candidate):
+  with open(candidate, encoding="utf-8") as f:
+    try:
+      return json.load(f)
+    except json.JSONDecodeError as e:
+      raise ValueError(f"{candidate}: corrupt summary ({e})") from None
+
+
+def _beside(path):
+  """The summaries in `path`'s directory, `<path>.summary.json` first."""
+  own = path + output_files.SUMMARY_SUFFIX
+  found = sorted(glob.glob(os.path.join(
+      glob.escape(os.path.dirname(path) or "."),
+      "*" + output_files.SUMMARY_SUFFIX)))
+  return [own] + [p for p in found if p != own]
+
+
+def recorded_size(summary, summary_path, path):
+  """The size in bytes the summary gives `path`, or None."""
+  return _listed(summary.get("bytes_per_file") or {}, summary_path, path)
 
 
 def find(path):
   """(summary path, summary dict) of the data_prep run that wrote `path`:
   `<path>.summary.json`, or a summary beside it listing `path` among its
-  output files. (None, None) when there is none; ValueError naming a
-  corrupt summary."""
-  own = path + output_files.SUMMARY_SUFFIX
-  candidates = [own] + sorted(
-      glob.glob(os.path.join(glob.escape(os.path.dirname(path) or "."),
-                             "*" + output_files.SUMMARY_SUFFIX)))
-  for candidate in candidates:
+  output files; of several, one that gives `path` its present size
+  (`check_size` refuses one that does not). (None, None) when there is
+  none; ValueError naming a corrupt summary."""
+  other_size = None
+  for candidate in _beside(path):
     if not os.path.isfile(candidate):
       continue
-    with open(candidate, encoding="utf-8") as f:
-      try:
-        summary = json.load(f)
-      except json.JSONDecodeError as e:
-        raise ValueError(f"{candidate}: corrupt summary ({e})") from None
-    if candidate == own or record_count(
-        summary, candidate, path) is not None:
+    summary = _load(candidate)
+    own = candidate == path + output_files.SUMMARY_SUFFIX
+    if not own and record_count(summary, candidate, path) is None:
+      continue
+    size = recorded_size(summary, candidate, path)
+    if size is None or size == os.path.getsize(path):
       return candidate, summary
-  return None, None
+    other_size = other_size or (candidate, summary)
+  return other_size or (None, None)
+
+
+def check_size(summary, summary_path, path):
+  """Raises ValueError (one line naming both files) when the summary gives
+  `path` another size than it has: it describes the file as it was."""
+  size = recorded_size(summary, summary_path, path)
+  actual = os.path.getsize(path)
+  if size is not None and size != actual:
+    raise ValueError(
+        f"{path} is {actual} bytes but {summary_path} describes a file of "
+        f"{size} bytes: the file changed after that summary was written "
+        "(rewritten or cut); regenerate the data (or remove the stale "
+        "summary)")
+
+
+def stale_summaries(outputs, keep, stream=None):
+  """The summaries of earlier runs that describe `outputs`, each said on
+  `stream` (stderr): a run that replaces the outputs removes them.
+
+  Args:
+    outputs: the run's output files.
+    keep: the run's own summary (written, not removed).
+    stream: where the notes go (default: sys.stderr).
+  """
+  found = _describing(outputs, keep)
+  for stale, output, others in found:
+    left = (f"; {others} more file(s) it lists are left without a summary"
+            if others else "")
+    (stream or sys.stderr).write(
+        f"note: removing {stale}: it describes {output}, which this run "
+        f"replaces{left}\n")
+  return [stale for stale, _, _ in found]
+
+
+def _describing(paths, keep):
+  """[(summary, a file of `paths` it describes, how many other files it
+  lists)] of the summaries beside `paths` (local files): the ones a run
+  that rewrites `paths` leaves stale. `keep`: the run's own summary."""
+  found = {}
+  for path in paths:
+    if "://" in path:
+      continue
+    for candidate in _beside(path):
+      if (candidate in found or not os.path.isfile(candidate) or
+          os.path.realpath(candidate) == os.path.realpath(keep)):
+        continue
+      try:
+        summary = _load(candidate)
+      except ValueError:  # corrupt: a reader refuses it, naming it
+        summary = {}
+      if (candidate == path + output_files.SUMMARY_SUFFIX or
+          record_count(summary, candidate, path) is not None):
+        listed = records_per_file(summary)
+        others = sum(1 for name in listed if not any(
+            same_file(name, p, candidate) for p in paths))
+        found[candidate] = (path, others)
+  return [(stale, path, others) for stale, (path, others) in found.items()]
 
 
 def check_one_tokenizer(described, what):

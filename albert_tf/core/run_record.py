@@ -9,7 +9,8 @@ file to a temporary name, then renamed):
                            and the config; labels, heads and lengths follow
                            from the config), the tokenizer the weights
                            belong to: spm_model_file or vocab_file (+ its
-                           sha256) and do_lower_case.
+                           sha256) and do_lower_case; the training data's
+                           facts the objective depends on (`DATA_FACTS`).
 
 Every later start (resume, eval, predict, export) compares its config with
 the record by the resume rule each config field declares (core/settings.py):
@@ -39,6 +40,13 @@ from albert_toolkit import owner_lock
 from albert_toolkit.output_files import atomic_write
 
 RECORD_NAME = "run_record.json"
+# The facts of the training data the weights' objective depends on (e.g.
+# pretraining's sentence-pair task and masking settings), a dict under
+# this key: a later start on data made otherwise is refused (a fact the
+# record or the start lacks is not compared). DATA_SOURCE names where
+# they were read (a data summary), for the error.
+DATA_FACTS = "data_facts"
+DATA_SOURCE = "data_facts_source"
 # A caller that has not read the record yet (`prepare(record=UNREAD)`).
 UNREAD = object()
 # Where a run keeps its best checkpoint (core.trainer writes it).
@@ -320,4 +328,21 @@ def prepare(model_dir: str, config, facts: Mapping[str, Any],
     raise refuse(f"{what} (sha256)", recorded_spm, given_spm,
                  model_dir, f"{given} is another vocabulary than the run's; "
                  "use data made with the run's")
+  check_data_facts(record, facts)
   return record, check_resume(record, config, mode)
+
+
+def check_data_facts(record: RunRecord, facts: Mapping[str, Any]) -> None:
+  """Raises (one line naming the fact and both values) when this start's
+  data was made otherwise than the run's (`DATA_FACTS`)."""
+  recorded = record.facts.get(DATA_FACTS) or {}
+  given = facts.get(DATA_FACTS) or {}
+  source = facts.get(DATA_SOURCE)
+  for key in sorted(set(recorded) & set(given)):
+    if recorded[key] != given[key]:
+      field = f"the data's {key}" + (f" ({source})" if source else "")
+      raise refuse(field, recorded[key], given[key],
+                   record.model_dir, "the weights were trained on data made "
+                   "with the recorded value; use such data, or start a new "
+                   "--model_dir (trainer.init_checkpoint warm-starts from "
+                   "this run)")

@@ -21,6 +21,7 @@ import tensorflow as tf
 
 from data_prep import pretraining_instances as pi
 from data_prep import pretraining_summary
+from data_prep import summary_checks
 from data_prep import tokenization
 
 # InstanceConfig fields (recorded under the summary's "config") that masking
@@ -48,7 +49,9 @@ def settings_from_summary(summary, summary_path):
   if not ids:  # older summaries: the ids of the model they name
     spm = config.get("spm_model_file")
     try:
-      ids = pretraining_summary.masking_ids(tokenization.FullTokenizer(spm))
+      ids = pretraining_summary.masking_ids(tokenization.FullTokenizer(
+          summary_checks.tokenizer_files(summary,
+                                         summary_path)["spm_model_file"]))
     except (OSError, ValueError) as e:
       raise ValueError(f"{summary_path}: records no masking ids and its "
                        f"SentencePiece model {spm!r} cannot be read ({e}); "
@@ -73,6 +76,7 @@ def settings_for_files(files, given=None):
       raise ValueError(f"{path}: dynamic masking needs its data summary "
                        "(the masking settings and ids it was made with); "
                        "regenerate it with create_pretraining_data")
+    pretraining_summary.check_size(summary, summary_path, path)
     these = settings_from_summary(summary, summary_path)
     if settings is not None and these != settings:
       field = sorted(k for k in these if these[k] != settings[k])[0]

@@ -8,7 +8,6 @@ trainer), so the replicas' gradients add up to the single-device gradient.
 """
 
 import dataclasses
-import os
 from typing import Any, Dict, Optional
 
 from absl import logging
@@ -21,8 +20,8 @@ from albert_tf.core import experiment_config
 from albert_tf.core import run_record
 from albert_tf.core.settings import DATA_POSITION, SAFE, setting
 from albert_tf.data import dynamic_masking
-from albert_tf.data import pretraining_checks
 from albert_tf.data import pretraining_dataloader
+from albert_tf.data import pretraining_inputs
 from albert_tf.modeling import losses
 from albert_tf.modeling.models.albert_pretrainer import AlbertPretrainer
 from albert_tf.modeling.networks.albert_encoder import AlbertEncoder
@@ -31,15 +30,10 @@ from albert_tf.serving import serving_modules
 from albert_tf.serving import serving_params
 from albert_tf.serving import task_modules
 from albert_tf.tasks import registry
-from albert_toolkit import output_files
 from data_prep import pretraining_summary
-from albert_toolkit import tfrecord_io
+from data_prep import summary_checks
 
 _MODEL_INPUTS = INPUT_NAMES + ("masked_lm_positions",)
-# data_prep/create_pretraining_data.py writes <first output>.summary.json.
-# Record counts are checked against the summary up to this much data (a
-# full read of larger inputs would delay every start).
-_COUNT_CHECK_MAX_BYTES = 1 << 30
 
 
 # --- Config ----------------------------------------------------------------
@@ -127,96 +121,6 @@ class PretrainingServingParams(serving_params.ServingParams):
     task_modules.sentence_fields(self.num_text_fields)  # raises if not 1/2
 
 
-# --- Input checks -----------------------------------------------------------
-
-
-def validate_pretraining_files(pattern: str, seq_length: int,
-                               max_predictions_per_seq: int, what: str,
-                               vocab_size: Optional[int] = None):
-  """Checks that the files exist, are non-empty and match the config (and,
-  cheaply, that the first record's token ids are < vocab_size).
-
-  Raises ValueError/FileNotFoundError naming the file and the field.
-  """
-  if not pattern:
-    raise ValueError(f"{what} is empty: give the pretraining TFRecord files "
-                     "(comma-separated files or globs)")
-  files = pretraining_dataloader.list_files(pattern)
-  for path in files:
-    try:
-      first = next(tfrecord_io.read_records(path), None)
-    except OSError as e:  # names the file and the record
-      raise ValueError(str(e)) from e
-    if first is None:
-      raise ValueError(f"{path}: empty input file (no records) in {what}")
-    feats = tf.train.Example.FromString(first).features.feature
-    ids_key = "input_word_ids" if "input_word_ids" in feats else "input_ids"
-    for key, want, field in (
-        (ids_key, seq_length, "data.seq_length"),
-        ("masked_lm_positions", max_predictions_per_seq,
-         "data.max_predictions_per_seq")):
-      if key not in feats:
-        raise ValueError(f"{path}: not a pretraining file (no feature "
-                         f"{key!r}; has {sorted(feats)})")
-      got = len(feats[key].int64_list.value)
-      if got != want:
-        raise ValueError(
-            f"{path}: feature {key!r} has length {got} but {field} is "
-            f"{want}; regenerate the data or set {field}={got}")
-    ids = feats[ids_key].int64_list.value
-    if vocab_size is not None and ids and max(ids) >= vocab_size:
-      raise ValueError(
-          f"{path}: token id {max(ids)} in the first record but "
-          f"model.vocab_size is {vocab_size}; the data was made with a "
-          "larger SentencePiece model")
-  return files
-
-
-def check_summaries(files, config, what: str):
-  """Each file against its data_prep summary: present, the file's instance
-  count, vocab_size vs model.vocab_size, the lengths vs the data config.
-
-  Returns [(file, summary path, summary)]. Raises ValueError naming the
-  file and the field; data.allow_unverified_input=true skips this check.
-  """
-  described = []
-  override = "or set data.allow_unverified_input=true"
-  for path in files:
-    summary_path, summary = pretraining_summary.find(path)
-    if summary is None:
-      raise ValueError(f"{path}: no {os.path.basename(path)}{output_files.SUMMARY_SUFFIX}"
-                       " (data_prep's record of the file) in " + what +
-                       f"; regenerate with create_pretraining_data {override}")
-    for key, want in (
-        ("vocab_size", ("model.vocab_size", config.model.vocab_size)),
-        ("max_seq_length", ("data.seq_length", config.data.seq_length)),
-        ("max_predictions_per_seq", ("data.max_predictions_per_seq",
-                                     config.data.max_predictions_per_seq))):
-      got = pretraining_summary.value(summary, key)
-      if got is not None and got != want[1]:
-        raise ValueError(f"{summary_path}: {key} is {got} but {want[0]} is "
-                         f"{want[1]}; use matching data {override}")
-    if (summary.get("masked_tokens") == 0 and summary.get("instances")
-        and not config.data.dynamic_masking):
-      raise ValueError(f"{summary_path}: {path} holds no masked token (made "
-                       "with masked_lm_prob=0?): the masked LM would learn "
-                       f"nothing; regenerate the data {override}")
-    count = pretraining_summary.record_count(summary, summary_path,
-                                             path)
-    if not count:
-      raise ValueError(f"{summary_path}: lists no instances for {path} "
-                       f"{override}")
-    if os.path.getsize(path) <= _COUNT_CHECK_MAX_BYTES:
-      # One read: the count, unreadable records and token ids, named.
-      actual = pretraining_checks.scan_file(path, config.model.vocab_size)
-      if actual != count:
-        raise ValueError(f"{path}: {actual} records but {summary_path} "
-                         f"says {count} (truncated or replaced file?) "
-                         f"{override}")
-    described.append((path, summary_path, summary))
-  return described
-
-
 # --- The task ---------------------------------------------------------------
 
 PRETRAINING_EXPORT = "pretraining"
@@ -240,7 +144,8 @@ class PretrainingTask(base_task.Task):
     self.global_batch_size = self.data.global_batch_size
     self.eval_batch_size = self.data.eval_batch_size or self.global_batch_size
     self._validated = set()
-    self._described = []  # (file, summary path, summary) of checked inputs
+    # Config field -> [(file, summary path, summary)] of the checked inputs.
+    self._described_by = {}
     seed = self.data.seed
     self.seed = config.runtime.seed if seed is None else seed
 
@@ -248,7 +153,7 @@ class PretrainingTask(base_task.Task):
     key = "input_path" if training else "eval_input_path"
     if key in self._validated:
       return
-    files = validate_pretraining_files(
+    files = pretraining_inputs.validate_pretraining_files(
         getattr(self.data, key), self.data.seq_length,
         self.data.max_predictions_per_seq, f"data.{key}",
         vocab_size=self.config.model.vocab_size)
@@ -256,12 +161,16 @@ class PretrainingTask(base_task.Task):
       logging.warning("data.allow_unverified_input: %s not checked against "
                       "data_prep summaries", key)
     else:
-      self._described += check_summaries(files, self.config, f"data.{key}")
+      self._described_by[key] = pretraining_inputs.check_summaries(
+          files, self.config, f"data.{key}")
     self._validated.add(key)
-    # One vocabulary across every file (training and evaluation).
-    pretraining_summary.check_one_tokenizer(
-        self._described, " and ".join(f"data.{k}" for k in sorted(
-            self._validated)))
+    pretraining_inputs.check_alike(self._described_by)
+
+  @property
+  def _described(self):
+    """(file, summary path, summary) of every checked input file."""
+    return [d for described in self._described_by.values()
+            for d in described]
 
   def input_files(self, training):
     pattern = self.data.input_path if training else self.data.eval_input_path
@@ -274,21 +183,24 @@ class PretrainingTask(base_task.Task):
     """The tokenizer of the data (spm_model_file or vocab_file,
     do_lower_case) from its summary, once validate_inputs has read it; else
     {}."""
-    for _, _, summary in self._described[:1]:
-      out = {"do_lower_case": pretraining_summary.value(summary,
-                                                        "do_lower_case")}
-      for key in ("spm_model_file", "vocab_file"):
-        path = pretraining_summary.value(summary, key)
-        out[key] = os.path.abspath(path) if path else ""
-      return out
+    for _, summary_path, summary in self._described[:1]:
+      return {"do_lower_case": pretraining_summary.value(summary,
+                                                         "do_lower_case"),
+              **summary_checks.tokenizer_files(summary, summary_path)}
     return {}
 
   def record_facts(self) -> Dict[str, Any]:
-    """The task, without a tokenizer the data has not told yet."""
+    """The task, without a tokenizer the data has not told yet, and the
+    data's objective (its sentence-pair task and masking: a later start on
+    data made otherwise is refused)."""
     facts = super().record_facts()
     if not self._described:
       for key in ("spm_model_file", "vocab_file", "do_lower_case"):
         del facts[key]
+      return facts
+    facts[run_record.DATA_FACTS] = pretraining_inputs.data_facts(
+        self._described_by)
+    facts[run_record.DATA_SOURCE] = self._described[0][1]
     return facts
 
   def masking_settings(self):

@@ -175,8 +175,10 @@ def _data_with_spm(train, spm, path):
   count = summary["output_files"][train]
   summary["output_files"] = summary["records_per_file"] = {path: count}
   summary["spm_model_file"] = spm
-  if "config" in summary:
+  if "config" in summary:  # the path and the content hash data prep records
     summary["config"]["spm_model_file"] = spm
+    summary["config"]["vocab_sha256"] = output_files.file_sha256(spm)
+    summary["config"]["spm_model_sha256"] = output_files.file_sha256(spm)
   with open(path + output_files.SUMMARY_SUFFIX, "w") as f:
     json.dump(summary, f)
   return path

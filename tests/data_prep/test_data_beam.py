@@ -95,6 +95,7 @@ def test_summary_matches_files_and_local_counts(local_and_beam, spm_corpus):
   with open(shards[0] + ".summary.json") as f:
     got = json.load(f)
   assert got["records_per_file"] == {s: len(read_records(s)) for s in shards}
+  assert got["bytes_per_file"] == {s: os.path.getsize(s) for s in shards}
   for key in ("instances", "documents_read", "documents_used", "tokens",
               "masked_tokens", "skipped_or_repaired", "pair_labels",
               "vocab_size", "max_seq_length", "max_predictions_per_seq",
@@ -318,7 +319,6 @@ def test_a_dead_runs_claim_is_taken_over(spm_corpus, tmp_path, capfd):
       "d.tfrecord", "d.tfrecord" + output_files.SUMMARY_SUFFIX]
 
 
-
 def test_shards_of_another_count_are_refused_as_in_the_local_tool(
     spm_corpus, tmp_path):
   """The pipeline wrote beside shards of another count without a word
@@ -361,3 +361,18 @@ def test_a_shard_without_records_is_refused_as_in_the_local_tool(
     bpd.run([str(blank)], [str(out / "t")], run_cfg(model), IN_MEMORY,
             progress_interval=0)
   assert os.listdir(out) == []
+
+
+def test_a_run_replacing_an_output_removes_the_summary_describing_it(
+    spm_corpus, tmp_path, capfd):
+  """As the local tool: b.tfrecord.summary.json of an earlier run stayed
+  beside the b.tfrecord this run wrote, and readers took it for its."""
+  model, corpus = spm_corpus
+  a, b = str(tmp_path / "a.tfrecord"), str(tmp_path / "b.tfrecord")
+  cpd.run([corpus], [b], run_cfg(model), progress_interval=0)
+  capfd.readouterr()
+  bpd.run([corpus], [a, b], run_cfg(model), IN_MEMORY, progress_interval=0)
+  assert (f"note: removing {b}.summary.json: it describes {b}, which this "
+          "run replaces\n") in capfd.readouterr().err
+  assert sorted(os.listdir(tmp_path)) == [
+      "a.tfrecord", "a.tfrecord.summary.json", "b.tfrecord"]

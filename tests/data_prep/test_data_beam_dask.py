@@ -92,11 +92,12 @@ def comparable(summary):
   """A summary without what differs between runners: timing, paths, the
   runner's name and options."""
   drop = {"elapsed_seconds", "instances_per_second", "summary_file",
-          "records_per_file", "output_files"}
+          "records_per_file", "output_files", "bytes_per_file"}
   out = {k: v for k, v in summary.items() if k not in drop}
   out["config"] = {k: v for k, v in summary["config"].items()
                    if k not in ("runner", "pipeline_args")}
   out["shard_counts"] = list(summary["records_per_file"].values())
+  out["shard_bytes"] = list(summary["bytes_per_file"].values())
   return out
 
 
