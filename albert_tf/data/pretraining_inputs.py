@@ -247,3 +247,26 @@ def data_facts(described_by):
     facts.update(summary_checks.data_facts(summary,
                                            summary_checks.MASKING_KEYS))
   return facts
+
+
+def warn_if_held_out_is_trained_on(files_by_field):
+  """Warns when evaluation files are also training files: the evaluation
+  then measures memorisation, not held-out data.
+
+  Args:
+    files_by_field: {config field ("input_path", "eval_input_path"): the
+      files it matched}.
+  """
+  train = files_by_field.get("input_path")
+  held_out = files_by_field.get("eval_input_path")
+  if not (train and held_out):
+    return
+  trained = {os.path.realpath(p) for p in train if "://" not in p} | {
+      p for p in train if "://" in p}
+  shared = [p for p in held_out if
+            (p if "://" in p else os.path.realpath(p)) in trained]
+  if shared:
+    logging.warning("data.eval_input_path shares %d of its %d files with "
+                    "data.input_path (e.g. %s): the evaluation measures data "
+                    "the model trains on, not held-out data", len(shared),
+                    len(held_out), shared[0])

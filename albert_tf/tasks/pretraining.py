@@ -146,6 +146,7 @@ class PretrainingTask(base_task.Task):
     self._validated = set()
     # Config field -> [(file, summary path, summary)] of the checked inputs.
     self._described_by = {}
+    self._files_by = {}  # config field -> the files it matched
     seed = self.data.seed
     self.seed = config.runtime.seed if seed is None else seed
 
@@ -164,7 +165,9 @@ class PretrainingTask(base_task.Task):
       self._described_by[key] = pretraining_inputs.check_summaries(
           files, self.config, f"data.{key}")
     self._validated.add(key)
+    self._files_by[key] = files
     pretraining_inputs.check_alike(self._described_by)
+    pretraining_inputs.warn_if_held_out_is_trained_on(self._files_by)
 
   @property
   def _described(self):

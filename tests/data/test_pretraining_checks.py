@@ -8,6 +8,7 @@ file and record (TensorFlow's own are a 40-line DataLossError and
 `indices[7,5] = 1500 is not in [0, 1000)`)."""
 
 import io
+import logging
 import shutil
 
 import pytest
@@ -48,6 +49,26 @@ def validate(pattern, **overrides):
       pretraining.PretrainingExperimentConfig, [tu.TINY_RECIPE],
       tu.tiny_overrides(pattern, **overrides))
   pretraining.PretrainingTask(config).validate_inputs(training=True)
+
+
+def test_evaluating_on_training_files_is_warned_about(shards, caplog):
+  """An eval_input_path naming a training shard was taken as held-out data
+  without a word."""
+  train = f"{shards}/train.tfrecord-*"
+  shard = f"{shards}/train.tfrecord-00001-of-00002"
+  config = ec.load_experiment_config(
+      pretraining.PretrainingExperimentConfig, [tu.TINY_RECIPE],
+      tu.tiny_overrides(train, shard))
+  task = pretraining.PretrainingTask(config)
+  with caplog.at_level(logging.WARNING, logger="absl"):
+    task.validate_inputs(training=True)
+    assert "held-out" not in caplog.text  # nothing to compare yet
+    task.validate_inputs(training=False)
+  assert [r.getMessage() for r in caplog.records
+          if "held-out" in r.getMessage()] == [
+              f"data.eval_input_path shares 1 of its 1 files with "
+              f"data.input_path (e.g. {shard}): the evaluation measures data "
+              "the model trains on, not held-out data"]
 
 
 def test_training_glob_skips_the_summary(shards):
