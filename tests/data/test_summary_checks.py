@@ -23,20 +23,10 @@ from data_prep import inspect_tfrecord
 from data_prep import pretraining_instances as pi
 from data_prep import pretraining_summary
 from tests.testing import pretrain_testutil as tu
+from tests.testing.botchan_testlib import other_model_same_size
 
 # Ten seconds or more in all: handed out first (tests/conftest.py).
 pytestmark = pytest.mark.slow
-
-
-def other_model_same_size(model, path):
-  """The model with two pieces' strings swapped: same size, other ids."""
-  from sentencepiece import sentencepiece_model_pb2  # pylint: disable=g-import-not-at-top
-  proto = sentencepiece_model_pb2.ModelProto()
-  proto.ParseFromString(open(model, "rb").read())
-  a, b = proto.pieces[100], proto.pieces[200]
-  a.piece, b.piece = b.piece, a.piece
-  path.write_bytes(proto.SerializeToString())
-  return str(path)
 
 
 def make_data(tmp_path_factory, outputs, spm, **kw):

@@ -19,6 +19,7 @@ from data_prep import pretraining_instances as pi
 from data_prep import text_reader
 from tests.testing.data_prep_tools import error_line, run_tool
 from tests.testing import beam_testlib
+from tests.testing.botchan_testlib import other_model_same_size
 
 
 @pytest.fixture(scope="module")
@@ -122,17 +123,6 @@ def test_full_disk_in_prepare_corpus(spm_corpus, tmp_path, name):
   assert (f"Cannot write output file {out}/{name}: No space left on device"
           in line), line
   assert os.listdir(out) == []
-
-
-def other_model_same_size(model, path):
-  """The model with two pieces' strings swapped: same size, other ids."""
-  from sentencepiece import sentencepiece_model_pb2  # pylint: disable=g-import-not-at-top
-  proto = sentencepiece_model_pb2.ModelProto()
-  proto.ParseFromString(open(model, "rb").read())
-  a, b = proto.pieces[100], proto.pieces[200]
-  a.piece, b.piece = b.piece, a.piece
-  path.write_bytes(proto.SerializeToString())
-  return str(path)
 
 
 def test_inspect_tfrecord_refuses_another_model(spm_corpus, data_dir,

@@ -24,3 +24,16 @@ def botchan_spm(tmp_path_factory, vocab_size=3000):
                               train_sentencepiece.SentencePieceConfig(
                                   vocab_size=vocab_size, num_threads=1))
   return str(model), str(corpus)
+
+
+def other_model_same_size(model, path):
+  """The SentencePiece model `model` with two pieces' strings swapped,
+  written to `path` (returned): the same size, other ids."""
+  from sentencepiece import sentencepiece_model_pb2  # pylint: disable=g-import-not-at-top
+  proto = sentencepiece_model_pb2.ModelProto()
+  with open(model, "rb") as f:
+    proto.ParseFromString(f.read())
+  a, b = proto.pieces[100], proto.pieces[200]
+  a.piece, b.piece = b.piece, a.piece
+  path.write_bytes(proto.SerializeToString())
+  return str(path)
