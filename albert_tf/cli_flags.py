@@ -56,6 +56,9 @@ MODE_FLAGS = {
     "init_checkpoint": _TRAINING_MODES,
     "init_from_group0": _TRAINING_MODES,
     "init_saved_model": _TRAINING_MODES,
+    # The end of training (continuous_eval waits for its checkpoint); an
+    # eval or export would log it as a change of the run.
+    "train_steps": _TRAINING_MODES + ("continuous_eval",),
 }
 
 

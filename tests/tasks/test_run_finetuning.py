@@ -100,7 +100,9 @@ def test_flags_are_the_named_tasks_and_others_are_refused(tmp_path):
       ("predict", "--export_dir=e", "--export_dir applies to --mode=export "
        "only (--mode=predict)"),
       ("eval", "--init_checkpoint=i", "--init_checkpoint applies to "
-       "--mode=train or train_and_eval only (--mode=eval)")):
+       "--mode=train or train_and_eval only (--mode=eval)"),
+      ("eval", "--train_steps=100", "--train_steps applies to --mode=train "
+       "or train_and_eval or continuous_eval only (--mode=eval)")):
     proc = run_tool("--task=sentence_prediction", f"--mode={mode}", flag,
                     f"--model_dir={tmp_path / 'r'}")
     assert proc.returncode == 1
