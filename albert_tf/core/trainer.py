@@ -223,7 +223,7 @@ class Trainer:
     except tf.errors.OpError as e:
       saved = self._save_after_error(e)
       data_error = actions.input_data_error(
-          e, lambda: self.task.input_files(training=True),
+          e, lambda: self.task.record_files(training=True),
           int(self.global_step.numpy()), saved, self.task.bad_input(e))
       if data_error is not None:
         raise data_error from e
