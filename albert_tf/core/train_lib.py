@@ -8,7 +8,8 @@ every later one, see run_record.py), the Trainer, and the mode:
   eval             the latest (or `checkpoint`) model: the task's evaluation
   train_and_eval   train (with in-loop evaluation when the task's
                    `in_loop_eval`), then the task's evaluation when its
-                   `evaluate_after_training`
+                   `evaluate_after_training` (skipped when a signal
+                   stopped the training)
   continuous_eval  evaluate each new checkpoint until the timeout
   predict          task predictions into output_dir
   export           a SavedModel of the restored model, by `export_fn`
@@ -137,6 +138,18 @@ def _evaluation(trainer, task, output_dir):
   return metrics
 
 
+def _stopped_early(train_result: Dict[str, Any]) -> bool:
+  """Whether a signal stopped the training (its evaluation would be of an
+  unfinished model, and would spend the grace period); logs the skip."""
+  if train_result.get("stopped") != "preempted":
+    return False
+  logging.warning("evaluation after training skipped: the run stopped at "
+                  "step %d (%s); it runs when the run completes (rerun the "
+                  "same command)", train_result.get("step", 0),
+                  train_result.get("signal", "preempted"))
+  return True
+
+
 def run_experiment(task, config, model_dir: str, mode: str = "train",
                    output_dir: Optional[str] = None,
                    checkpoint: Optional[str] = None,
@@ -186,7 +199,7 @@ def run_experiment(task, config, model_dir: str, mode: str = "train",
     else:
       result["train"] = trainer.train()
     check_trained(result["train"], config, model_dir)
-    if task.evaluate_after_training:
+    if task.evaluate_after_training and not _stopped_early(result["train"]):
       result["eval"] = _evaluation(trainer, task, output_dir)
   elif mode == "continuous_eval":
     result["eval"] = trainer.continuous_evaluate()

@@ -91,3 +91,35 @@ def test_a_race_run_names_the_files_it_reads(tmp_path):
       str(tmp_path / "train" / level / name)
       for level, name in (("middle", "1.txt"), ("high", "0.txt"),
                           ("high", "2.txt"))]
+
+
+class _SignalledAtOnce(actions.StopSignals):
+  """SIGTERM as if received during the first loop."""
+
+  def __enter__(self):
+    super().__enter__()
+    self.received = "SIGTERM"
+    return self
+
+
+def test_a_preempted_train_and_eval_skips_the_final_evaluation(
+    tmp_path, tmp_path_factory, monkeypatch, caplog):
+  """A train_and_eval stopped by SIGTERM ran the whole final evaluation of
+  the unfinished model (spending the grace period) and wrote its
+  eval_results.json."""
+  config = _sst2(tmp_path, tmp_path_factory, steps=3)
+  model_dir = str(tmp_path / "run")
+  monkeypatch.setattr(actions, "StopSignals", _SignalledAtOnce)
+  caplog.set_level(logging.WARNING)
+  result = _run(config, model_dir, "train_and_eval")
+  assert (result["train"]["stopped"], result["train"]["step"]) == (
+      "preempted", 1)
+  assert "eval" not in result
+  assert not os.path.exists(os.path.join(model_dir,
+                                         train_lib.EVAL_RESULTS_FILE))
+  assert ("evaluation after training skipped: the run stopped at step 1 "
+          "(SIGTERM); it runs when the run completes") in caplog.text
+  # The rerun completes the training, then evaluates.
+  monkeypatch.undo()
+  assert "eval" in _run(config, model_dir, "train_and_eval")
+  assert os.path.exists(os.path.join(model_dir, train_lib.EVAL_RESULTS_FILE))
