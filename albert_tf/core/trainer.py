@@ -71,11 +71,8 @@ class Trainer:
     base_trainer.configure_runtime(runtime, self.precision)
     tc = config.trainer
     self.accum_steps = tc.gradient_accumulation_steps
-    replicas = self.strategy.num_replicas_in_sync
-    if task.global_batch_size % (replicas * self.accum_steps):
-      raise ValueError(
-          f"global batch size {task.global_batch_size} is not divisible by "
-          f"{replicas} replica(s) x {self.accum_steps} accumulation step(s)")
+    base_trainer.check_batch_sizes(
+        task, self.strategy.num_replicas_in_sync, self.accum_steps)
     with self.strategy.scope():
       self.model = task.build_model()
       self.optimizer, self.schedule = base_trainer.build_optimizer(

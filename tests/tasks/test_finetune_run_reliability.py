@@ -1,6 +1,6 @@
 """Fine-tuning runs (docs/reliability.md, "Runs"): a resume after the
-training file was edited in place, a preempted train_and_eval, an
-evaluation batch the replicas cannot split."""
+training file was edited in place, a preempted train_and_eval, a batch the
+replicas cannot split (pretraining's too)."""
 
 import json
 import logging
@@ -8,14 +8,18 @@ import os
 import random
 
 import pytest
+import tensorflow as tf
 
 from albert_tf.core import actions
 from albert_tf.core import data_position
 from albert_tf.core import run_record
 from albert_tf.core import train_lib
+from albert_tf.core import trainer as trainer_lib
 from albert_tf.tasks import multiple_choice
+from albert_tf.tasks import pretraining
 from albert_tf.tasks import sentence_prediction
 from tests.testing import finetune_testlib
+from tests.testing import pretrain_testutil as tu
 
 HEADER = "sentence\tlabel\n"
 
@@ -34,7 +38,9 @@ def _sst2(tmp_path, tmp_path_factory, label="1", steps=2, **overrides):
       steps=steps, batch=4)
   config.trainer.steps_per_loop = 1
   config.trainer.checkpoint_interval = 1
-  config.override(overrides, is_strict=True)
+  for key, value in overrides.items():
+    section, name = key.split(".")
+    setattr(getattr(config, section), name, value)
   return config
 
 
@@ -123,3 +129,31 @@ def test_a_preempted_train_and_eval_skips_the_final_evaluation(
   monkeypatch.undo()
   assert "eval" in _run(config, model_dir, "train_and_eval")
   assert os.path.exists(os.path.join(model_dir, train_lib.EVAL_RESULTS_FILE))
+
+
+@pytest.mark.parametrize("field", ["data.eval_batch_size",
+                                   "data.global_batch_size"])
+def test_a_batch_the_replicas_cannot_split_is_refused_before_training(
+    tmp_path, tmp_path_factory, monkeypatch, field):
+  """An evaluation batch of 3 on 2 replicas failed only after the whole
+  training, with TensorFlow's message naming no field."""
+  config = _sst2(tmp_path, tmp_path_factory, **{field: 3})
+  model_dir = tmp_path / "run"
+  # Two replicas in this process (logical devices need a fresh one).
+  monkeypatch.setattr(type(tf.distribute.get_strategy()),
+                      "num_replicas_in_sync", property(lambda self: 2))
+  with pytest.raises(ValueError, match=rf"^{field} \(3\) is not divisible "
+                     r"by 2 replica\(s\)"):
+    _run(config, str(model_dir), "train_and_eval")
+  assert not (model_dir / "checkpoints").exists()
+
+
+def test_pretraining_checks_its_evaluation_batch_too(tmp_path, monkeypatch):
+  config = tu.tiny_experiment("unused.tfrecord", **{
+      "data.eval_batch_size": 3})
+  monkeypatch.setattr(type(tf.distribute.get_strategy()),
+                      "num_replicas_in_sync", property(lambda self: 2))
+  with pytest.raises(ValueError, match=r"^data\.eval_batch_size \(3\) is "
+                     r"not divisible by 2 replica\(s\)"):
+    trainer_lib.Trainer(pretraining.PretrainingTask(config), config,
+                        str(tmp_path))
