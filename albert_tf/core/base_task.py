@@ -192,15 +192,19 @@ class Task(abc.ABC):
 
   def input_files(self, training: bool) -> List[str]:
     """The input files: whose change resets the saved data position
-    (core/data_position.py), scanned to name a corrupt one after a data
-    error (default: none known)."""
+    (core/data_position.py; default: none known)."""
     del training
     return []
+
+  def record_files(self, training: bool) -> List[str]:
+    """The TFRecord files the input pipeline reads, scanned to name a
+    corrupt one after a data error (default: `input_files`)."""
+    return self.input_files(training)
 
   def bad_input(self, error: tf.errors.OpError) -> Optional[str]:
     """The bad input file (and record) a failed training loop's `error`
     names in the task's own reader's words, as one line; None when it names
-    none (the checked TFRecord reader's errors and a scan of `input_files`
+    none (the checked TFRecord reader's errors and a scan of `record_files`
     are the trainer's)."""
     del error
     return None

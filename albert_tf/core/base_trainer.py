@@ -41,6 +41,30 @@ def build_optimizer(optimizer_config, train_steps: int, precision: str):
       mixed_precision_policy=distribute_utils.policy_name(precision))
 
 
+def check_batch_sizes(task: base_task.Task, replicas: int,
+                      accum_steps: int) -> None:
+  """Refuses, before anything is built, a batch the replicas cannot split
+  evenly: the training batch (`task.global_batch_size`, also into
+  `accum_steps` micro-batches) and the evaluation batch
+  (`task.eval_batch_size`, used by evaluation and prediction).
+
+  Args:
+    task: the task, with its global and evaluation batch sizes.
+    replicas: the strategy's `num_replicas_in_sync`.
+    accum_steps: trainer.gradient_accumulation_steps.
+  """
+  if task.global_batch_size % (replicas * accum_steps):
+    raise ValueError(
+        f"data.global_batch_size ({task.global_batch_size}) is not divisible "
+        f"by {replicas} replica(s) x {accum_steps} gradient accumulation "
+        "step(s): make it a multiple of their product")
+  if task.eval_batch_size % replicas:
+    raise ValueError(
+        f"data.eval_batch_size ({task.eval_batch_size}) is not divisible by "
+        f"{replicas} replica(s): make it a multiple of {replicas} (0: "
+        "data.global_batch_size)")
+
+
 def add_sums(a, b):
   return {k: a[k] + b[k] for k in a}
 

@@ -59,13 +59,14 @@ def input_changed(model_dir: str, files: List[str], step: int,
   """How the training files differ from those the data position of the
   checkpoint of `step` (the one a run resumes from; 0: a fresh start)
   belongs to ("" when they do not, or when that is unknown: no checkpoint,
-  or one saved before this record existed). Appends this start's files
+  or one saved before this record existed or before its task named its
+  files). Appends this start's files
   when `record` (the chief)."""
   now = fingerprint(files)
   changed = ""
   if step:
     earlier = [e for e in _entries(model_dir) if e.get("from_step", 0) < step]
-    if earlier:
+    if earlier and earlier[-1].get("inputs"):  # {}: files not known then
       changed = _difference(earlier[-1].get("inputs", {}), now)
   if record:
     line = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -8,7 +8,8 @@ every later one, see run_record.py), the Trainer, and the mode:
   eval             the latest (or `checkpoint`) model: the task's evaluation
   train_and_eval   train (with in-loop evaluation when the task's
                    `in_loop_eval`), then the task's evaluation when its
-                   `evaluate_after_training`
+                   `evaluate_after_training` (skipped when a signal
+                   stopped the training)
   continuous_eval  evaluate each new checkpoint until the timeout
   predict          task predictions into output_dir
   export           a SavedModel of the restored model, by `export_fn`
@@ -28,6 +29,7 @@ import tensorflow as tf
 
 from albert_tf.checkpoints import paths
 from albert_tf.core import actions
+from albert_tf.core import base_trainer
 from albert_tf.core import data_position
 from albert_tf.core import distribute_utils
 from albert_tf.core import run_record
@@ -137,6 +139,18 @@ def _evaluation(trainer, task, output_dir):
   return metrics
 
 
+def _stopped_early(train_result: Dict[str, Any]) -> bool:
+  """Whether a signal stopped the training (its evaluation would be of an
+  unfinished model, and would spend the grace period); logs the skip."""
+  if train_result.get("stopped") != "preempted":
+    return False
+  logging.warning("evaluation after training skipped: the run stopped at "
+                  "step %d (%s); it runs when the run completes (rerun the "
+                  "same command)", train_result.get("step", 0),
+                  train_result.get("signal", "preempted"))
+  return True
+
+
 def run_experiment(task, config, model_dir: str, mode: str = "train",
                    output_dir: Optional[str] = None,
                    checkpoint: Optional[str] = None,
@@ -166,6 +180,8 @@ def run_experiment(task, config, model_dir: str, mode: str = "train",
   check_writable(mode, model_dir, output_dir, export_dir)
   # Before the run record, which would log a refused start's changes.
   actions.check_task_best_metric(task, config)
+  base_trainer.check_batch_sizes(task, strategy.num_replicas_in_sync,
+                                 config.trainer.gradient_accumulation_steps)
   is_chief = distribute_utils.is_chief(strategy)
   record, check = run_record.prepare(model_dir, config, task.record_facts(),
                                      is_chief=is_chief, record=record,
@@ -186,7 +202,7 @@ def run_experiment(task, config, model_dir: str, mode: str = "train",
     else:
       result["train"] = trainer.train()
     check_trained(result["train"], config, model_dir)
-    if task.evaluate_after_training:
+    if task.evaluate_after_training and not _stopped_early(result["train"]):
       result["eval"] = _evaluation(trainer, task, output_dir)
   elif mode == "continuous_eval":
     result["eval"] = trainer.continuous_evaluate()

@@ -71,11 +71,8 @@ class Trainer:
     base_trainer.configure_runtime(runtime, self.precision)
     tc = config.trainer
     self.accum_steps = tc.gradient_accumulation_steps
-    replicas = self.strategy.num_replicas_in_sync
-    if task.global_batch_size % (replicas * self.accum_steps):
-      raise ValueError(
-          f"global batch size {task.global_batch_size} is not divisible by "
-          f"{replicas} replica(s) x {self.accum_steps} accumulation step(s)")
+    base_trainer.check_batch_sizes(
+        task, self.strategy.num_replicas_in_sync, self.accum_steps)
     with self.strategy.scope():
       self.model = task.build_model()
       self.optimizer, self.schedule = base_trainer.build_optimizer(
@@ -223,7 +220,7 @@ class Trainer:
     except tf.errors.OpError as e:
       saved = self._save_after_error(e)
       data_error = actions.input_data_error(
-          e, lambda: self.task.input_files(training=True),
+          e, lambda: self.task.record_files(training=True),
           int(self.global_step.numpy()), saved, self.task.bad_input(e))
       if data_error is not None:
         raise data_error from e

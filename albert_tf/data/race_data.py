@@ -150,6 +150,13 @@ def read_file(path, level, skip_malformed=False, stats=None,
   return out
 
 
+def split_files(data_dir, split, levels=LEVELS):
+  """(level, path) of every file `read_examples` reads of `split`, in the
+  order it reads them."""
+  return [(level, path) for level in levels for path in sorted(
+      glob.glob(os.path.join(data_dir, split, level, "*.txt")))]
+
+
 def read_examples(data_dir, split, levels=LEVELS, skip_malformed=False,
                   stats=None, require_answers=False):
   """All questions of `split` ("train", "dev", "test") under `data_dir`.
@@ -160,8 +167,7 @@ def read_examples(data_dir, split, levels=LEVELS, skip_malformed=False,
   `require_answers`: as in `read_file`.
   """
   stats = stats if stats is not None else ReadStats()
-  files = [(level, path) for level in levels for path in sorted(
-      glob.glob(os.path.join(data_dir, split, level, "*.txt")))]
+  files = split_files(data_dir, split, levels)
   if not files:
     raise FileNotFoundError(
         f"no RACE files under {data_dir}/{split}/{{{','.join(levels)}}}/*.txt")

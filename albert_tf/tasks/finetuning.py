@@ -12,7 +12,7 @@ import abc
 import dataclasses
 import functools
 import os
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from absl import logging
 import numpy as np
@@ -220,6 +220,21 @@ class FinetuneTask(base_task.Task):
       finetune_features.write_records(
           out, convert(exs), metadata and (lambda: metadata(exs)))
     return finetune_features.cached_records(path, build)
+
+  def source_files(self, split: str) -> List[str]:
+    """The files `split`'s examples are read from (default: its
+    `split_path`): their fingerprint names the feature cache, and a change
+    of the training split's resets a resumed run's data position."""
+    return [self.split_path(split)]
+
+  def input_files(self, training):
+    return self.source_files(self.train_split if training
+                             else self.eval_split)
+
+  def record_files(self, training):
+    # The input pipeline reads the feature cache, not the source files.
+    return [self.cached_records(self.train_split if training
+                                else self.eval_split)[0]]
 
   def split_path(self, split: str) -> str:
     """Where `split`'s examples are read from, for messages (default: the

@@ -78,17 +78,15 @@ class RaceTask(finetune_lib.FinetuneTask):
 
   def cached_records(self, split, examples=None):
     d = self.data
-    files = []
-    for level in race_data.LEVELS:
-      directory = os.path.join(d.data_dir, split, level)
-      if os.path.isdir(directory):
-        files.extend(os.path.join(directory, n)
-                     for n in sorted(os.listdir(directory)))
     return self.cached_features(
-        f"race_{split}", split, files,
+        f"race_{split}", split, self.source_files(split),
         lambda exs: race_data.convert_examples(
             exs, self.tokenizer, d.max_seq_length, d.max_qa_length),
         examples, max_qa_length=d.max_qa_length, skip=d.skip_malformed_rows)
+
+  def source_files(self, split):
+    return [path for _, path in race_data.split_files(self.data.data_dir,
+                                                      split)]
 
   def check_data_files(self, training):
     split = self.train_split if training else self.eval_split

@@ -209,7 +209,7 @@ class SquadTask(finetune_lib.FinetuneTask):
 
     return self.cached_features(
         "squad_" + ("train" if is_training else "eval"), split,
-        [self.split_path(split)], features, examples, metadata,
+        self.source_files(split), features, examples, metadata,
         doc_stride=d.doc_stride, max_query_length=d.max_query_length,
         v2=self.v2)
 

@@ -122,7 +122,7 @@ class ClassifierTask(finetune_lib.FinetuneTask):
 
   def cached_records(self, split, examples=None):
     return self.cached_features(
-        f"{self.spec.name}_{split}", split, [self.split_path(split)],
+        f"{self.spec.name}_{split}", split, self.source_files(split),
         lambda exs: glue_data.convert_examples(
             exs, self.spec.name, self.tokenizer, self.data.max_seq_length),
         examples, skip=self.data.skip_malformed_rows)

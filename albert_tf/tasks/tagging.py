@@ -134,7 +134,7 @@ class TaggingTask(finetune_lib.FinetuneTask):
 
   def cached_records(self, split, examples=None):
     return self.cached_features(
-        f"tagging_{split}", split, [self.split_path(split)],
+        f"tagging_{split}", split, self.source_files(split),
         lambda exs: conll_data.convert_sentences(
             exs, self.tokenizer, {l: i for i, l in enumerate(self.labels)},
             self.data.max_seq_length),
