@@ -28,6 +28,7 @@ import tensorflow as tf
 
 from albert_tf.checkpoints import paths
 from albert_tf.core import actions
+from albert_tf.core import best_checkpoint
 from albert_tf.core import data_position
 from albert_tf.core import distribute_utils
 from albert_tf.core import run_record
@@ -165,7 +166,7 @@ def run_experiment(task, config, model_dir: str, mode: str = "train",
     task.validate_inputs(training=False)
   check_writable(mode, model_dir, output_dir, export_dir)
   # Before the run record, which would log a refused start's changes.
-  actions.check_task_best_metric(task, config)
+  best_checkpoint.check_task_best_metric(task, config)
   is_chief = distribute_utils.is_chief(strategy)
   record, check = run_record.prepare(model_dir, config, task.record_facts(),
                                      is_chief=is_chief, record=record,

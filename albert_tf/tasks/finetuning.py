@@ -226,6 +226,9 @@ class FinetuneTask(base_task.Task):
     split's directory under data.data_dir)."""
     return os.path.join(self.data.data_dir, split)
 
+  def eval_data(self):
+    return [os.path.abspath(self.split_path(self.eval_split))]
+
   def check_data_files(self, training: bool) -> None:
     """Raises FileNotFoundError naming the missing input of the split
     (default: its `split_path` file, named in `data_name`'s words)."""

@@ -8,7 +8,7 @@ import types
 
 import pytest
 
-from albert_tf.core import actions
+from albert_tf.core import best_checkpoint
 from albert_tf.core import experiment_config as ec
 from albert_tf.core import train_lib
 from albert_tf.modeling import albert_config
@@ -236,9 +236,9 @@ def test_a_best_metric_without_in_loop_evaluation_warns(caplog):
   assert squad.trainer.best_metric == ""
   no_loop_eval = types.SimpleNamespace(in_loop_eval=False)
   with caplog.at_level(logging.WARNING, logger="absl"):
-    actions.check_task_best_metric(no_loop_eval, squad)
+    best_checkpoint.check_task_best_metric(no_loop_eval, squad)
     assert not caplog.records
-    actions.check_task_best_metric(no_loop_eval, load(
+    best_checkpoint.check_task_best_metric(no_loop_eval, load(
         "trainer.best_metric=f1", files=["finetuning/squad_v1.1.yaml"],
         cls=question_answering.SquadExperimentConfig))
   assert "trainer.best_metric=f1 is not used" in caplog.text
