@@ -295,7 +295,8 @@ def test_one_replica_strategies_train_and_resume(train_file, tmp_path,
 
 
 def best_info(model_dir):
-  with open(os.path.join(model_dir, "best", best_checkpoint.BEST_INFO_FILE)) as f:
+  with open(os.path.join(model_dir, "best",
+                         best_checkpoint.BEST_INFO_FILE)) as f:
     return json.load(f)
 
 
