@@ -1,8 +1,8 @@
 """What the training loop does between steps: checkpoint saves that never
-keep a bad file (restoring is run_restore.py's), the best checkpoint,
-SIGTERM/SIGINT, the run lock on model_dir, TensorBoard + metrics.jsonl, the
-progress line, finiteness of the weights, and naming the input file behind
-a data error.
+keep a bad file (restoring is run_restore.py's, the best checkpoint
+best_checkpoint.py's), SIGTERM/SIGINT, the run lock on model_dir,
+TensorBoard + metrics.jsonl, the progress line, finiteness of the weights,
+and naming the input file behind a data error.
 
 The promises these keep are listed in docs/reliability.md ("Training loop").
 """
@@ -19,12 +19,10 @@ from typing import Callable, Dict, List, Optional, Sequence
 from absl import logging
 import tensorflow as tf
 
-from albert_tf.checkpoints import object_layout
 from albert_toolkit import output_files
 from albert_toolkit import tfrecord_io
 
 METRICS_FILE = "metrics.jsonl"
-BEST_INFO_FILE = "best.json"
 
 
 class TrainingError(RuntimeError):
@@ -104,113 +102,6 @@ def save_checkpoint(manager: tf.train.CheckpointManager, step: int) -> str:
         f"previous checkpoint {manager.latest_checkpoint or '(none)'} is "
         "kept") from e
   logging.info("saved checkpoint %s", path)
-  return path
-
-
-def check_best_metric(metric: str, names: Sequence[str]) -> None:
-  """ValueError (one line) unless `metric` ("": no best checkpoint) is one
-  of the evaluation's metric `names`."""
-  if metric and metric not in names:
-    raise ValueError(
-        f"trainer.best_metric: {metric!r} is not a metric of this task's "
-        f"evaluation ({', '.join(names)}); set one of them, or '' to keep "
-        "no best checkpoint")
-
-
-def check_task_best_metric(task, config) -> None:
-  """check_best_metric of config.trainer.best_metric against the metric
-  names `task` declares for its in-loop evaluation (a task declaring none
-  is checked at its first evaluation, by keep_if_best); a task without
-  in-loop evaluation keeps no best checkpoint, which a warning says."""
-  if not task.in_loop_eval:
-    if config.trainer.best_metric:
-      logging.warning("trainer.best_metric=%s is not used: the task "
-                      "evaluates after training only, so no best checkpoint "
-                      "is kept", config.trainer.best_metric)
-    return
-  names = task.eval_metric_names()
-  if names is not None:
-    check_best_metric(config.trainer.best_metric, names)
-
-
-def _best_staging(best_dir: str, kind: str) -> str:
-  return os.path.join(os.path.dirname(best_dir),
-                      f".{os.path.basename(best_dir)}.{kind}")
-
-
-def read_best(best_dir: str) -> Optional[dict]:
-  """best.json of `best_dir` (None: no best yet). A best directory moved
-  aside by a replacement that was killed half-way is put back first."""
-  old = _best_staging(best_dir, "old")
-  if not os.path.exists(best_dir) and os.path.isdir(old):
-    os.rename(old, best_dir)
-    logging.warning("%s: put back the best checkpoint of an interrupted "
-                    "replacement", best_dir)
-  path = os.path.join(best_dir, BEST_INFO_FILE)
-  if not os.path.exists(path):
-    return None
-  with open(path, encoding="utf-8") as f:
-    return json.load(f)
-
-
-def keep_if_best(best_dir: str, model, global_step: tf.Variable,
-                 metrics: Dict[str, float], metric: str,
-                 mode: str, run_identity=None) -> Optional[str]:
-  """Writes the model to `<best_dir>/ckpt` (+ best.json) if `metrics[metric]`
-  beats the kept one (`mode` "max" or "min") and the weights are finite;
-  `run_identity` (checkpoints.identity.RunIdentity) is saved with it.
-  A kept best of another metric or mode (changed on resume) is replaced by
-  the first evaluation of the new one. Returns the new checkpoint path, or
-  None. ValueError when `metric` is not in `metrics` ("": keeps none).
-
-  The checkpoint and best.json are written to a hidden directory beside
-  `best_dir`, then swapped in by renames, so a kill never leaves the pair
-  out of step (`read_best` puts a directory moved aside back).
-  """
-  if not metric:
-    return None
-  check_best_metric(metric, [k for k in metrics if k != "eval_batches"])
-  step = int(global_step.numpy())
-  if not weights_finite(model.trainable_variables):
-    logging.warning("not keeping step %d as best: non-finite weights", step)
-    return None
-  value = metrics[metric]
-  best = read_best(best_dir)
-  if best is not None:
-    # best.json of older versions holds no "metric"/"mode": its value is
-    # under the metric's name.
-    kept = best.get("metric") or next(
-        (k for k in best if k not in ("step", "checkpoint", "metrics")), None)
-    kept_mode = best.get("mode", mode)
-    if (kept, kept_mode) != (metric, mode):
-      logging.info("trainer.best_metric is %s (%s) but %s holds the best by "
-                   "%s%s: a new best by %s starts at step %d", metric, mode,
-                   best_dir, kept, f" ({best['mode']})" if "mode" in best
-                   else "", metric, step)
-    elif not (value > best[metric] if mode == "max"
-              else value < best[metric]):
-      return None
-  partial = _best_staging(best_dir, "partial")
-  shutil.rmtree(partial, ignore_errors=True)
-  os.makedirs(partial)
-  extra = {}
-  if run_identity is not None:
-    run_identity.stamp(step)
-    extra["identity"] = run_identity.variable
-  object_layout.checkpoint_for(model, step=global_step, **extra).write(
-      os.path.join(partial, "ckpt"))
-  path = os.path.join(best_dir, "ckpt")
-  output_files.write_json(os.path.join(partial, BEST_INFO_FILE),
-                          {"metric": metric, "mode": mode, metric: value,
-                           "step": step, "checkpoint": path,
-                           "metrics": metrics}, sort_keys=False)
-  old = _best_staging(best_dir, "old")
-  shutil.rmtree(old, ignore_errors=True)
-  if os.path.exists(best_dir):
-    os.rename(best_dir, old)
-  os.rename(partial, best_dir)
-  shutil.rmtree(old, ignore_errors=True)
-  logging.info("new best %s %.4f at step %d -> %s", metric, value, step, path)
   return path
 
 

@@ -201,6 +201,12 @@ class Task(abc.ABC):
     corrupt one after a data error (default: `input_files`)."""
     return self.input_files(training)
 
+  def eval_data(self) -> List[str]:
+    """What the in-loop evaluation reads, as absolute paths: recorded with
+    the best checkpoint, which only an evaluation of the same data may
+    replace (default: `input_files(training=False)`)."""
+    return [os.path.abspath(p) for p in self.input_files(training=False)]
+
   def bad_input(self, error: tf.errors.OpError) -> Optional[str]:
     """The bad input file (and record) a failed training loop's `error`
     names in the task's own reader's words, as one line; None when it names
@@ -230,9 +236,11 @@ class Task(abc.ABC):
 
   def evaluate(self, trainer, output_dir: str) -> Dict[str, Any]:
     """The task's evaluation of the restored model (default: the loop's
-    metrics over the held-out data)."""
+    metrics over the held-out data; the best checkpoint is not touched)."""
     del output_dir
-    return trainer.evaluate()
+    # A standalone evaluation may differ from the in-loop one (eval_steps,
+    # data): it reports, and leaves the best checkpoint alone.
+    return trainer.evaluate(keep_best=False)
 
   def predict(self, trainer, output_dir: str) -> List[str]:
     """Predictions -> the files written."""

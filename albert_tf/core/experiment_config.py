@@ -133,6 +133,10 @@ def load_experiment_config(config_cls: Type[T],
   return validate(config)
 
 
+# Metrics where lower is better: a best by their maximum is refused.
+LOWER_IS_BETTER_SUFFIXES = ("loss", "perplexity")
+
+
 def validate(config: ExperimentConfig) -> ExperimentConfig:
   """Raises ValueError naming the first bad field."""
   config.model.validate()
@@ -146,6 +150,12 @@ def validate(config: ExperimentConfig) -> ExperimentConfig:
   if t.best_metric_mode not in ("max", "min"):
     raise ValueError("trainer.best_metric_mode must be 'max' or 'min', got "
                      f"{t.best_metric_mode!r}")
+  if (t.best_metric_mode == "max" and
+      t.best_metric.endswith(LOWER_IS_BETTER_SUFFIXES)):
+    raise ValueError(
+        f"trainer.best_metric={t.best_metric} with trainer.best_metric_mode="
+        "max would keep the checkpoint of the highest "
+        f"{t.best_metric}; set trainer.best_metric_mode=min")
   if o.name.lower() not in optimizer_factory.OPTIMIZER_NAMES:
     raise ValueError(f"optimizer.name: unknown optimizer {o.name!r}; "
                      f"expected one of {optimizer_factory.OPTIMIZER_NAMES}")

@@ -30,6 +30,7 @@ import tensorflow as tf
 from albert_tf.checkpoints import paths
 from albert_tf.core import actions
 from albert_tf.core import base_trainer
+from albert_tf.core import best_checkpoint
 from albert_tf.core import data_position
 from albert_tf.core import distribute_utils
 from albert_tf.core import run_record
@@ -179,7 +180,7 @@ def run_experiment(task, config, model_dir: str, mode: str = "train",
     task.validate_inputs(training=False)
   check_writable(mode, model_dir, output_dir, export_dir)
   # Before the run record, which would log a refused start's changes.
-  actions.check_task_best_metric(task, config)
+  best_checkpoint.check_task_best_metric(task, config)
   base_trainer.check_batch_sizes(task, strategy.num_replicas_in_sync,
                                  config.trainer.gradient_accumulation_steps)
   is_chief = distribute_utils.is_chief(strategy)

@@ -1,9 +1,9 @@
 """A generic custom training loop for albert_tf tasks (pretraining and
 fine-tuning share it): the facade over `base_task.Task` (what a task
 supplies), `base_trainer.DistributedSteps` (the replica step and the
-`steps_per_loop` tf.function), `actions` (checkpoints, the best checkpoint,
-SIGTERM/SIGINT, TensorBoard + metrics.jsonl, the progress line, naming a
-corrupt input file) and `run_lock` (one run per model_dir).
+`steps_per_loop` tf.function), `actions` (checkpoints, signals, TensorBoard
++ metrics.jsonl, the progress line, naming a corrupt input file),
+`best_checkpoint` and `run_lock` (one run per model_dir).
 
 `Trainer` drives them (intervals, resume, modes; evaluation and export
 restore through `run_restore.restore_run`, checked against the run's
@@ -27,6 +27,7 @@ from albert_tf.checkpoints import paths
 from albert_tf.core import actions
 from albert_tf.core import base_task
 from albert_tf.core import base_trainer
+from albert_tf.core import best_checkpoint
 from albert_tf.core import distribute_utils
 from albert_tf.core import run_lock
 from albert_tf.core import run_record
@@ -55,7 +56,7 @@ class Trainer:
   def __init__(self, task: base_task.Task, config, model_dir: str,
                strategy: Optional[tf.distribute.Strategy] = None,
                restore_data_position: bool = True):
-    actions.check_task_best_metric(task, config)
+    best_checkpoint.check_task_best_metric(task, config)
     self.task = task
     self._keep_data_position = (
         restore_data_position if callable(restore_data_position)
@@ -315,11 +316,11 @@ class Trainer:
 
   # --- Evaluation and prediction ----------------------------------------------
 
-  def evaluate(self) -> Dict[str, float]:
+  def evaluate(self, keep_best: bool = True) -> Dict[str, float]:
     """Metrics of the current weights over the held-out set (at most
-    trainer.eval_steps batches; keeps the best checkpoint under
-    <model_dir>/best)."""
-    eval_steps = self.config.trainer.eval_steps
+    trainer.eval_steps batches); `keep_best` (in-loop and continuous
+    evaluations, not a standalone one) keeps the best checkpoint in best/."""
+    tc = self.config.trainer
     self.task.validate_inputs(training=False)
     if self._eval_step_fn is None:
       self._eval_step_fn = self.steps.build_eval_step()
@@ -329,7 +330,7 @@ class Trainer:
       sums = {k: np.asarray(v, np.float64) for k, v in sums.items()}
       total = sums if total is None else base_trainer.add_sums(total, sums)
       batches += 1
-      if eval_steps and batches >= eval_steps:
+      if tc.eval_steps and batches >= tc.eval_steps:
         break
     if total is None:
       raise ValueError("evaluation data produced no batch")
@@ -341,11 +342,10 @@ class Trainer:
     logging.info("eval at step %d (%d batches, %.1fs): %s", step, batches,
                  time.time() - t0, " ".join(
                      f"{k} {v:.4f}" for k, v in metrics.items()))
-    tc = self.config.trainer
-    if self.is_chief:
-      actions.keep_if_best(self.best_dir, self.model, self.global_step,
-                           metrics, tc.best_metric, tc.best_metric_mode,
-                           self._identity)
+    if self.is_chief and keep_best:
+      best_checkpoint.keep_if_best(
+          self.best_dir, self.model, self.global_step, metrics, tc.best_metric,
+          tc.best_metric_mode, self._identity, self.task.eval_data())
     return metrics
 
   def train_and_evaluate(self) -> Dict[str, Any]:

@@ -8,10 +8,11 @@ import types
 
 import pytest
 
-from albert_tf.core import actions
+from albert_tf.core import best_checkpoint
 from albert_tf.core import experiment_config as ec
 from albert_tf.core import train_lib
 from albert_tf.modeling import albert_config
+from albert_tf.tasks import finetuning
 from albert_tf.tasks import question_answering
 from albert_tf.tasks import pretraining
 
@@ -235,9 +236,33 @@ def test_a_best_metric_without_in_loop_evaluation_warns(caplog):
   assert squad.trainer.best_metric == ""
   no_loop_eval = types.SimpleNamespace(in_loop_eval=False)
   with caplog.at_level(logging.WARNING, logger="absl"):
-    actions.check_task_best_metric(no_loop_eval, squad)
+    best_checkpoint.check_task_best_metric(no_loop_eval, squad)
     assert not caplog.records
-    actions.check_task_best_metric(no_loop_eval, load(
+    best_checkpoint.check_task_best_metric(no_loop_eval, load(
         "trainer.best_metric=f1", files=["finetuning/squad_v1.1.yaml"],
         cls=question_answering.SquadExperimentConfig))
   assert "trainer.best_metric=f1 is not used" in caplog.text
+
+
+@pytest.mark.parametrize("metric", ["loss", "sentence_order_loss",
+                                    "perplexity"])
+def test_a_loss_kept_by_its_maximum_is_refused(metric):
+  """trainer.best_metric=loss with the default mode max kept the checkpoint
+  of the highest loss without a word."""
+  message = (f"trainer.best_metric={metric} with trainer.best_metric_mode=max"
+             f" would keep the checkpoint of the highest {metric}; set "
+             "trainer.best_metric_mode=min")
+  with pytest.raises(ValueError, match=re.escape(message)):
+    load(f"trainer.best_metric={metric}")
+  assert load(f"trainer.best_metric={metric},"
+              "trainer.best_metric_mode=min").trainer.best_metric == metric
+
+
+def test_no_default_best_metric_is_a_loss_kept_by_its_maximum():
+  """No task's default best metric is a loss kept by its maximum."""
+  for cls in (pretraining.PretrainingExperimentConfig,
+              finetuning.FinetuningExperimentConfig,
+              question_answering.SquadExperimentConfig):
+    trainer = cls().trainer
+    assert not (trainer.best_metric_mode == "max" and trainer.best_metric
+                .endswith(ec.LOWER_IS_BETTER_SUFFIXES)), cls

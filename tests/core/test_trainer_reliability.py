@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import resource
+import shutil
 import signal
 import socket
 import subprocess
@@ -19,6 +20,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf.core import actions
+from albert_tf.core import best_checkpoint
 from albert_tf.core import experiment_config
 from albert_tf.core import run_lock
 from albert_tf.core import trainer as trainer_lib
@@ -293,7 +295,8 @@ def test_one_replica_strategies_train_and_resume(train_file, tmp_path,
 
 
 def best_info(model_dir):
-  with open(os.path.join(model_dir, "best", actions.BEST_INFO_FILE)) as f:
+  with open(os.path.join(model_dir, "best",
+                         best_checkpoint.BEST_INFO_FILE)) as f:
     return json.load(f)
 
 
@@ -368,7 +371,7 @@ def test_a_best_metric_changed_on_resume_starts_a_new_best(train_file,
   # The layout of earlier versions: the value under the metric's name only.
   old = {k: first[k] for k in ("masked_lm_accuracy", "step", "checkpoint",
                                "metrics")}
-  with open(tmp_path / "best" / actions.BEST_INFO_FILE, "w") as f:
+  with open(tmp_path / "best" / best_checkpoint.BEST_INFO_FILE, "w") as f:
     json.dump(old, f)
   trainer = make_trainer(train_file, tmp_path, **settings, **{
       "trainer.train_steps": 4, "trainer.best_metric": "sentence_order_loss",
@@ -400,7 +403,7 @@ def test_best_checkpoint_and_best_json_are_replaced_together(
   assert best_info(model_dir)["step"] == best_checkpoint_step(model_dir) == 2
   trainer.global_step.assign(5)
   better = dict(best_info(model_dir)["metrics"], masked_lm_accuracy=2.0)
-  keep = lambda: actions.keep_if_best(  # pylint: disable=g-long-lambda
+  keep = lambda: best_checkpoint.keep_if_best(  # pylint: disable=g-long-lambda
       trainer.best_dir, trainer.model, trainer.global_step, better,
       "masked_lm_accuracy", "max")
 
@@ -416,7 +419,7 @@ def test_best_checkpoint_and_best_json_are_replaced_together(
   monkeypatch.setattr(os, "rename", real_rename)
   assert not os.path.exists(trainer.best_dir)
   # The next reader puts the old pair back, in step.
-  assert actions.read_best(trainer.best_dir)["step"] == 2
+  assert best_checkpoint.read_best(trainer.best_dir)["step"] == 2
   assert best_checkpoint_step(model_dir) == 2
   # A partial pair left behind is not read, and is replaced.
   assert keep() == os.path.join(trainer.best_dir, "ckpt")
@@ -428,7 +431,7 @@ def test_best_checkpoint_and_best_json_are_replaced_together(
   # The same value is no new best; under another mode it starts one.
   assert keep() is None
   with caplog.at_level(logging.INFO, logger="absl"):
-    assert actions.keep_if_best(
+    assert best_checkpoint.keep_if_best(
         trainer.best_dir, trainer.model, trainer.global_step, better,
         "masked_lm_accuracy", "min")
   assert "holds the best by masked_lm_accuracy (max): a new best by " \
@@ -462,3 +465,65 @@ def test_training_warns_of_a_warmup_longer_than_the_run(
       f"{config.optimizer.learning_rate:g} (its last step); set "
       "optimizer.num_warmup_steps below trainer.train_steps (e.g. a tenth "
       "of it)"] if warned else [])
+
+
+def _lowered_best(model_dir):
+  """Makes the kept best the worst possible, so any later evaluation allowed
+  to compete replaces it."""
+  info = best_info(model_dir)
+  info["masked_lm_accuracy"] = info["metrics"]["masked_lm_accuracy"] = -1.0
+  with open(os.path.join(model_dir, "best", best_checkpoint.BEST_INFO_FILE),
+            "w") as f:
+    json.dump(info, f)
+  return info
+
+
+def test_a_best_is_replaced_only_by_an_evaluation_measured_the_same_way(
+    train_file, tmp_path, caplog):
+  """An in-loop evaluation over fewer batches (trainer.eval_steps changed on
+  resume) or other files (data.eval_input_path) replaced the best measured
+  on the whole set, and the old best checkpoint was lost."""
+  settings = {"trainer.steps_per_loop": 2, "trainer.eval_interval": 2,
+              "trainer.eval_steps": 2}
+  make_trainer(train_file, tmp_path, **settings,
+               **{"trainer.train_steps": 2}).train_and_evaluate()
+  first = best_info(str(tmp_path))
+  assert first["eval_data"] == [os.path.abspath(train_file)]
+  assert (first["step"], first["metrics"]["eval_batches"]) == (2, 2)
+  _lowered_best(str(tmp_path))
+  other = tmp_path.parent / "other_eval.tfrecord"
+  for suffix in ("", ".summary.json"):
+    shutil.copy(train_file + suffix, str(other) + suffix)
+  steps = 2
+  for changed, differs in (
+      ({"trainer.eval_steps": 1}, "1 eval batches, not 2"),
+      ({"data.eval_input_path": str(other),
+        "data.allow_unverified_input": "true"},
+       f"eval data {other}, not {os.path.abspath(train_file)}")):
+    steps += 2
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="absl"):
+      make_trainer(train_file, tmp_path, **dict(settings, **changed), **{
+          "trainer.train_steps": steps}).train_and_evaluate()
+    assert (f"not comparing step {steps} with the best (step 2) of "
+            f"{tmp_path / 'best'}: it was evaluated on {differs}; the best "
+            "is kept") in caplog.text, changed
+    assert best_info(str(tmp_path))["step"] == 2
+    assert best_checkpoint_step(str(tmp_path)) == 2
+  # Measured as before, it competes again.
+  make_trainer(train_file, tmp_path, **settings,
+               **{"trainer.train_steps": steps + 2}).train_and_evaluate()
+  assert best_info(str(tmp_path))["step"] == steps + 2
+
+
+def test_a_standalone_evaluation_leaves_the_best_checkpoint_alone(
+    train_file, tmp_path):
+  """run_pretraining --mode=eval (here with eval_steps=1) replaced the best
+  of the in-loop evaluations by a value of one batch."""
+  tu.run_tiny(tu.tiny_experiment(train_file, **{"trainer.eval_steps": 2}),
+              tmp_path, mode="train_and_eval")
+  kept = _lowered_best(str(tmp_path))
+  assert kept["metrics"]["eval_batches"] == 2
+  result = tu.run_tiny(tu.tiny_experiment(train_file), tmp_path, mode="eval")
+  assert result["eval"]["eval_batches"] == 1
+  assert best_info(str(tmp_path)) == kept

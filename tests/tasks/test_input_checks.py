@@ -225,3 +225,15 @@ def test_squad_predictions_never_replace_the_predict_file(tmp_path):
           "overwrite it")
     assert given.read_text() == '{"data": []}'
     given.unlink()
+
+
+def test_a_finetuning_best_records_its_evaluation_split(tmp_path):
+  """The in-loop evaluation's data, recorded with the best checkpoint: a
+  best kept on one dev file is not replaced by an evaluation of another."""
+  def eval_data(data_dir):
+    config = finetune_testlib.tiny_finetune_config(
+        sentence_prediction.GlueExperimentConfig,
+        {"task_name": "rte", "data_dir": str(data_dir), "max_seq_length": 16})
+    return sentence_prediction.ClassifierTask(config, "unused").eval_data()
+  assert eval_data(tmp_path / "a") == [str(tmp_path / "a" / "dev.tsv")]
+  assert eval_data(tmp_path / "a") != eval_data(tmp_path / "b")
