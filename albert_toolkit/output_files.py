@@ -71,7 +71,9 @@ def _in_use(output, lock, owner):
           "lock file if that run is gone)")
 
 
-def _real(path):
+def real_path(path):
+  """`path` resolved (symlinks, relative parts), the key two spellings of
+  one file share; URLs as given."""
   return path if "://" in path else os.path.realpath(path)
 
 
@@ -87,10 +89,10 @@ def check_not_inputs(outputs, inputs):
   given = {}
   for flag, path in inputs:
     if path:
-      given.setdefault(_real(path), (flag, path))
+      given.setdefault(real_path(path), (flag, path))
   for flag, path in outputs:
-    if path and _real(path) in given:
-      in_flag, in_path = given[_real(path)]
+    if path and real_path(path) in given:
+      in_flag, in_path = given[real_path(path)]
       raise ValueError(f"{flag} {path} is also an input ({in_flag} "
                        f"{in_path}); refusing to overwrite it")
 
@@ -108,7 +110,7 @@ def check_distinct(outputs):
   for flag, path in outputs:
     if not path:
       continue
-    key = _real(path)
+    key = real_path(path)
     if key not in seen:
       seen[key] = (flag, path)
     else:
@@ -181,7 +183,7 @@ def read_once(files):
   seen = {}
   unique = []
   for path in files:
-    key = _real(path)
+    key = real_path(path)
     if key in seen:
       sys.stderr.write(f"warning: input file {path} is given more than once "
                        f"(also as {seen[key]}); reading it once\n")

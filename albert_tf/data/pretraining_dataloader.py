@@ -20,7 +20,6 @@ Usage with a distribution strategy:
 """
 
 import itertools
-import os
 from typing import Optional
 
 import numpy as np
@@ -57,7 +56,7 @@ def list_files(file_pattern):
     files.extend(matched)
   seen = {}
   for path in files:
-    key = path if "://" in path else os.path.realpath(path)
+    key = output_files.real_path(path)
     if key in seen:
       raise ValueError(f"pretraining data file {path} is matched more than "
                        f"once (also as {seen[key]}) by {file_pattern!r}; "

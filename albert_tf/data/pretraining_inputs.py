@@ -261,10 +261,8 @@ def warn_if_held_out_is_trained_on(files_by_field):
   held_out = files_by_field.get("eval_input_path")
   if not (train and held_out):
     return
-  trained = {os.path.realpath(p) for p in train if "://" not in p} | {
-      p for p in train if "://" in p}
-  shared = [p for p in held_out if
-            (p if "://" in p else os.path.realpath(p)) in trained]
+  trained = {output_files.real_path(p) for p in train}
+  shared = [p for p in held_out if output_files.real_path(p) in trained]
   if shared:
     logging.warning("data.eval_input_path shares %d of its %d files with "
                     "data.input_path (e.g. %s): the evaluation measures data "
