@@ -10,8 +10,11 @@ import os
 import shutil
 import sys
 
+import tensorflow as tf
+
 from albert_tf.core import experiment_config
 from albert_tf.core import train_lib
+from albert_tf.core import trainer as trainer_lib
 from albert_tf.modeling import albert_config
 from albert_tf.tasks import pretraining
 from tests.testing import tool_server
@@ -127,6 +130,24 @@ def tiny_experiment(train_file, eval_file="", **overrides):
   return experiment_config.load_experiment_config(
       pretraining.PretrainingExperimentConfig, [TINY_RECIPE],
       tiny_overrides(train_file, eval_file, **values))
+
+
+def tiny_trainer(train_file, model_dir, task_class=None,
+                 restore_data_position=True, **overrides):
+  """A Trainer of `task_class` (default: pretraining) on the tiny recipe
+  (`overrides`: "a.b" -> value)."""
+  config = experiment_config.load_experiment_config(
+      pretraining.PretrainingExperimentConfig, [TINY_RECIPE],
+      tiny_overrides(train_file, **overrides))
+  task = (task_class or pretraining.PretrainingTask)(config)
+  return trainer_lib.Trainer(task, config, str(model_dir),
+                             restore_data_position=restore_data_position)
+
+
+def checkpoint_step(trainer):
+  """The step of `trainer`'s newest checkpoint, or None."""
+  latest = tf.train.latest_checkpoint(trainer.checkpoint_dir)
+  return int(latest.rsplit("-", 1)[1]) if latest else None
 
 
 def run_tiny(config, model_dir, mode="train"):
