@@ -96,7 +96,9 @@ def checkpoint_prefixes(directory: str) -> List[str]:
                 tf.io.gfile.glob(os.path.join(directory, "*.index")))
 
 
-def _same_directory(a: str, b: str) -> bool:
+def same_directory(a: str, b: str) -> bool:
+  """Whether two spellings name one directory (resolved; URLs compared as
+  given, but for a trailing slash)."""
   if "://" in a or "://" in b:
     return a.rstrip("/") == b.rstrip("/")
   return os.path.realpath(a) == os.path.realpath(b)
@@ -111,7 +113,7 @@ def _latest_inside(directory: str) -> Optional[str]:
   directory never stands for another directory's checkpoint and config.
   """
   latest = latest_checkpoint(directory)
-  if not latest or _same_directory(os.path.dirname(latest), directory):
+  if not latest or same_directory(os.path.dirname(latest), directory):
     return latest
   beside = os.path.join(directory, os.path.basename(latest))
   if tf.io.gfile.exists(beside + ".index"):

@@ -109,7 +109,7 @@ def check_checkpoint_run(path: str, model_dir: str, config) -> None:
   may mean other labels or text inputs. A checkpoint outside any run has
   its identity only."""
   owner = run_record.run_dir_of_checkpoint(path)
-  if owner is None or os.path.realpath(owner) == os.path.realpath(model_dir):
+  if owner is None or paths.same_directory(owner, model_dir):
     return
   run_record.check_resume(
       run_record.read(owner), config,
