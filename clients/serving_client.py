@@ -258,9 +258,9 @@ def format_rows(texts, rows):
 def metadata_fields(metadata, signature_name="serving_default"):
   """The text inputs of a signature in packing order; UsageError when it
   takes none (e.g. serve_ids: ids, which this client does not send)."""
-  inputs = signature_inputs(metadata, signature_name)
-  names = sorted(n for n, dtype in inputs.items() if dtype == "DT_STRING")
+  names = string_inputs(metadata, signature_name)
   if not names:
+    inputs = signature_inputs(metadata, signature_name)
     raise UsageError(f"signature {signature_name!r} takes no text inputs "
                      f"(its inputs: {', '.join(sorted(inputs))}); the client "
                      "sends texts only")
